@@ -1,0 +1,374 @@
+//! A tentative model of the cluster's free resources: what placement plugins use to
+//! try gangs ("take these GPUs, then release them if the gang does not fit") and what
+//! the host validator uses to check a plan (every booking must fit what is free).
+//!
+//! Owns free-capacity arithmetic per node and GPU. Does not own ordering, policy or
+//! fragmentation strategy: callers decide which node to try first.
+
+use crate::types::{
+    Cycle, GpuShare, Job, Node, NodeId, NodeState, Reason, ReasonCode, TaskAllocation, TaskGroup,
+    MILLI_PER_GPU,
+};
+use std::collections::HashMap;
+
+/// Why a booking does not fit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BookError {
+    /// The allocation names a node that does not exist.
+    UnknownNode(NodeId),
+    /// The node is draining or down.
+    NodeNotUp(NodeId),
+    /// The allocation names a GPU index the node does not have.
+    UnknownGpu {
+        /// Node.
+        node: NodeId,
+        /// GPU index.
+        index: u32,
+    },
+    /// The GPU is unhealthy.
+    GpuUnhealthy {
+        /// Node.
+        node: NodeId,
+        /// GPU index.
+        index: u32,
+    },
+    /// More of a GPU than is free (the plan books it twice or over 1000 milli).
+    GpuOverbooked {
+        /// Node.
+        node: NodeId,
+        /// GPU index.
+        index: u32,
+        /// Milli asked.
+        requested: u32,
+        /// Milli free.
+        free: u32,
+    },
+    /// The GPU's model is not in the task's allowed list.
+    ModelNotAllowed {
+        /// Node.
+        node: NodeId,
+        /// GPU index.
+        index: u32,
+    },
+    /// The shares do not match the task's GPU request.
+    WrongGpuShape(String),
+    /// Not enough free CPU.
+    CpuOverbooked(NodeId),
+    /// Not enough free memory.
+    MemoryOverbooked(NodeId),
+    /// CPU or memory differ from the task's request.
+    WrongCpuOrMemory(NodeId),
+}
+
+impl std::fmt::Display for BookError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::UnknownNode(n) => write!(f, "node {n} does not exist"),
+            Self::NodeNotUp(n) => write!(f, "node {n} is not up"),
+            Self::UnknownGpu { node, index } => write!(f, "node {node} has no GPU {index}"),
+            Self::GpuUnhealthy { node, index } => write!(f, "GPU {index} on node {node} is unhealthy"),
+            Self::GpuOverbooked { node, index, requested, free } => write!(
+                f,
+                "GPU {index} on node {node} booked beyond capacity: {requested} milli asked, {free} free"
+            ),
+            Self::ModelNotAllowed { node, index } => {
+                write!(f, "GPU {index} on node {node} is not an allowed model")
+            }
+            Self::WrongGpuShape(m) => write!(f, "GPU shares do not match the task: {m}"),
+            Self::CpuOverbooked(n) => write!(f, "CPU on node {n} booked beyond capacity"),
+            Self::MemoryOverbooked(n) => write!(f, "memory on node {n} booked beyond capacity"),
+            Self::WrongCpuOrMemory(n) => {
+                write!(f, "CPU or memory on node {n} differ from the task's request")
+            }
+        }
+    }
+}
+
+impl std::error::Error for BookError {}
+
+#[derive(Debug, Clone)]
+struct GpuSlot {
+    index: u32,
+    model_index: Option<usize>,
+    free_milli: u32,
+    healthy: bool,
+}
+
+#[derive(Debug, Clone)]
+struct NodeSlot {
+    id: NodeId,
+    up: bool,
+    cpu_free: u32,
+    mem_free: u64,
+    gpus: Vec<GpuSlot>,
+}
+
+/// Free resources per node, changed by tentative bookings.
+#[derive(Debug, Clone)]
+pub struct ClusterModel {
+    nodes: Vec<NodeSlot>,
+    by_id: HashMap<NodeId, usize>,
+}
+
+impl ClusterModel {
+    /// A model of what is free on `nodes` now.
+    pub fn new(ctx: &Cycle, nodes: &[Node]) -> Self {
+        let slots: Vec<NodeSlot> = nodes
+            .iter()
+            .map(|n| NodeSlot {
+                id: n.id,
+                up: n.state == NodeState::Up,
+                cpu_free: n.cpu_milli_free,
+                mem_free: n.memory_mib_free,
+                gpus: n
+                    .gpus
+                    .iter()
+                    .map(|g| GpuSlot {
+                        index: g.index,
+                        model_index: ctx.model_index(g.model),
+                        free_milli: g.free_milli,
+                        healthy: g.healthy,
+                    })
+                    .collect(),
+            })
+            .collect();
+        let by_id = slots.iter().enumerate().map(|(i, n)| (n.id, i)).collect();
+        Self { nodes: slots, by_id }
+    }
+
+    /// Node ids in model order.
+    pub fn node_ids(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.nodes.iter().map(|n| n.id)
+    }
+
+    /// Tries to fit one task of `group` on node `node` without booking it.
+    pub fn fit_task(&self, group: &TaskGroup, node: NodeId) -> Option<TaskAllocation> {
+        let slot = self.nodes.get(*self.by_id.get(&node)?)?;
+        if !slot.up || slot.cpu_free < group.cpu_milli || slot.mem_free < group.memory_mib {
+            return None;
+        }
+        let usable = |g: &&GpuSlot| g.healthy && group.allows_model(g.model_index);
+        let gpus = if group.gpus > 0 {
+            let whole: Vec<GpuShare> = slot
+                .gpus
+                .iter()
+                .filter(usable)
+                .filter(|g| g.free_milli == MILLI_PER_GPU)
+                .take(group.gpus as usize)
+                .map(|g| GpuShare { index: g.index, milli: MILLI_PER_GPU })
+                .collect();
+            if whole.len() < group.gpus as usize {
+                return None;
+            }
+            whole
+        } else if group.gpu_milli > 0 {
+            // Best fit: the usable GPU with the least free share that still fits.
+            let best = slot
+                .gpus
+                .iter()
+                .filter(usable)
+                .filter(|g| g.free_milli >= group.gpu_milli)
+                .min_by_key(|g| (g.free_milli, g.index))?;
+            vec![GpuShare { index: best.index, milli: group.gpu_milli }]
+        } else {
+            Vec::new()
+        };
+        Some(TaskAllocation {
+            node,
+            gpus,
+            cpu_milli: group.cpu_milli,
+            memory_mib: group.memory_mib,
+        })
+    }
+
+    /// Books `alloc` for a task of `group`, checking it against what is free and what the task asked.
+    pub fn take(&mut self, group: &TaskGroup, alloc: &TaskAllocation) -> Result<(), BookError> {
+        let pos = *self.by_id.get(&alloc.node).ok_or(BookError::UnknownNode(alloc.node))?;
+        check_shape(group, alloc)?;
+        let slot = &self.nodes[pos];
+        if !slot.up {
+            return Err(BookError::NodeNotUp(alloc.node));
+        }
+        if slot.cpu_free < alloc.cpu_milli {
+            return Err(BookError::CpuOverbooked(alloc.node));
+        }
+        if slot.mem_free < alloc.memory_mib {
+            return Err(BookError::MemoryOverbooked(alloc.node));
+        }
+        // Check every share first (a task may list one GPU twice), then commit.
+        let mut wanted: Vec<(usize, u32)> = Vec::with_capacity(alloc.gpus.len());
+        for share in &alloc.gpus {
+            let gi = slot
+                .gpus
+                .iter()
+                .position(|g| g.index == share.index)
+                .ok_or(BookError::UnknownGpu { node: alloc.node, index: share.index })?;
+            let gpu = &slot.gpus[gi];
+            if !gpu.healthy {
+                return Err(BookError::GpuUnhealthy { node: alloc.node, index: share.index });
+            }
+            if !group.allows_model(gpu.model_index) {
+                return Err(BookError::ModelNotAllowed { node: alloc.node, index: share.index });
+            }
+            let already: u32 = wanted.iter().filter(|(i, _)| *i == gi).map(|(_, m)| *m).sum();
+            let requested = already.saturating_add(share.milli);
+            if requested > gpu.free_milli {
+                return Err(BookError::GpuOverbooked {
+                    node: alloc.node,
+                    index: share.index,
+                    requested,
+                    free: gpu.free_milli,
+                });
+            }
+            wanted.push((gi, share.milli));
+        }
+        let slot = &mut self.nodes[pos];
+        for (gi, milli) in wanted {
+            slot.gpus[gi].free_milli -= milli;
+        }
+        slot.cpu_free -= alloc.cpu_milli;
+        slot.mem_free -= alloc.memory_mib;
+        Ok(())
+    }
+
+    /// Returns a booking made with [`ClusterModel::take`].
+    pub fn release(&mut self, alloc: &TaskAllocation) {
+        let Some(&pos) = self.by_id.get(&alloc.node) else { return };
+        let slot = &mut self.nodes[pos];
+        for share in &alloc.gpus {
+            if let Some(g) = slot.gpus.iter_mut().find(|g| g.index == share.index) {
+                g.free_milli = (g.free_milli + share.milli).min(MILLI_PER_GPU);
+            }
+        }
+        slot.cpu_free = slot.cpu_free.saturating_add(alloc.cpu_milli);
+        slot.mem_free = slot.mem_free.saturating_add(alloc.memory_mib);
+    }
+
+    /// Fits and books every task of `job` (first node that fits, in model order), or
+    /// books nothing and says why. All or nothing.
+    pub fn fit_gang(&mut self, ctx: &Cycle, job: &Job) -> Result<Vec<TaskAllocation>, Reason> {
+        let mut booked: Vec<(TaskGroup, TaskAllocation)> = Vec::with_capacity(job.task_count());
+        for group in job.expanded_tasks() {
+            let found = (0..self.nodes.len()).find_map(|i| self.fit_task(group, self.nodes[i].id));
+            let booking = found.and_then(|a| self.take(group, &a).ok().map(|()| a));
+            match booking {
+                Some(a) => booked.push((*group, a)),
+                None => {
+                    for (_, a) in &booked {
+                        self.release(a);
+                    }
+                    return Err(self.explain(ctx, job));
+                }
+            }
+        }
+        Ok(booked.into_iter().map(|(_, a)| a).collect())
+    }
+
+    /// Why `job` does not fit now: which resource is short, with numbers.
+    pub fn explain(&self, ctx: &Cycle, job: &Job) -> Reason {
+        let mut any_model = false;
+        let (mut free_whole, mut free_milli, mut total_milli) = (0u64, 0u64, 0u64);
+        for n in self.nodes.iter().filter(|n| n.up) {
+            for g in &n.gpus {
+                if g.healthy && job.tasks.iter().all(|t| t.allows_model(g.model_index)) {
+                    any_model = true;
+                    total_milli += u64::from(MILLI_PER_GPU);
+                    free_milli += u64::from(g.free_milli);
+                    free_whole += u64::from(g.free_milli == MILLI_PER_GPU);
+                }
+            }
+        }
+        let models = model_names(ctx, job);
+        let needed = job.gpu_milli_total();
+        if needed > 0 && !any_model {
+            return Reason::new(
+                ReasonCode::GpuModelUnavailable,
+                format!("needs GPUs of model {models}; no node that is up has one"),
+            );
+        }
+        let whole_needed: u64 = job.tasks.iter().map(|t| u64::from(t.gpus) * u64::from(t.count)).sum();
+        if needed > free_milli || whole_needed > free_whole {
+            return Reason::new(
+                ReasonCode::InsufficientGpus,
+                format!(
+                    "needs {} GPUs of model {models}; {} free of {} ({} whole GPUs free)",
+                    fmt_gpus(needed),
+                    fmt_gpus(free_milli),
+                    fmt_gpus(total_milli),
+                    free_whole
+                ),
+            );
+        }
+        let cpu_needed: u64 = job.tasks.iter().map(|t| u64::from(t.cpu_milli) * u64::from(t.count)).sum();
+        let cpu_free: u64 = self.nodes.iter().filter(|n| n.up).map(|n| u64::from(n.cpu_free)).sum();
+        if cpu_needed > cpu_free {
+            return Reason::new(
+                ReasonCode::InsufficientCpu,
+                format!("needs {cpu_needed} milli-CPU; {cpu_free} free"),
+            );
+        }
+        let mem_needed: u64 = job.tasks.iter().map(|t| t.memory_mib * u64::from(t.count)).sum();
+        let mem_free: u64 = self.nodes.iter().filter(|n| n.up).map(|n| n.mem_free).sum();
+        if mem_needed > mem_free {
+            return Reason::new(
+                ReasonCode::InsufficientMemory,
+                format!("needs {mem_needed} MiB of memory; {mem_free} MiB free"),
+            );
+        }
+        Reason::new(
+            ReasonCode::InsufficientGpus,
+            format!(
+                "needs {} GPUs of model {models} with CPU and memory on the same node; free resources are spread over nodes that cannot hold a task",
+                fmt_gpus(needed)
+            ),
+        )
+    }
+}
+
+fn check_shape(group: &TaskGroup, alloc: &TaskAllocation) -> Result<(), BookError> {
+    if alloc.cpu_milli != group.cpu_milli || alloc.memory_mib != group.memory_mib {
+        return Err(BookError::WrongCpuOrMemory(alloc.node));
+    }
+    if group.gpus > 0 {
+        if alloc.gpus.len() != group.gpus as usize || alloc.gpus.iter().any(|s| s.milli != MILLI_PER_GPU) {
+            return Err(BookError::WrongGpuShape(format!(
+                "task asks for {} whole GPUs, allocation has {:?}",
+                group.gpus, alloc.gpus
+            )));
+        }
+    } else if group.gpu_milli > 0 {
+        if alloc.gpus.len() != 1 || alloc.gpus[0].milli != group.gpu_milli {
+            return Err(BookError::WrongGpuShape(format!(
+                "task asks for {} milli of one GPU, allocation has {:?}",
+                group.gpu_milli, alloc.gpus
+            )));
+        }
+    } else if !alloc.gpus.is_empty() {
+        return Err(BookError::WrongGpuShape("task asks for no GPU".into()));
+    }
+    Ok(())
+}
+
+fn model_names(ctx: &Cycle, job: &Job) -> String {
+    let mask = job.tasks.iter().fold(0u64, |m, t| m | t.gpu_model_mask);
+    if mask == 0 {
+        return "any".into();
+    }
+    let names: Vec<&str> = ctx
+        .gpu_models
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i < 64 && mask & (1u64 << i) != 0)
+        .map(|(_, m)| ctx.text(*m))
+        .collect();
+    names.join("|")
+}
+
+/// Formats milli-GPU as GPUs ("2", "0.5").
+pub fn fmt_gpus(milli: u64) -> String {
+    if milli % 1000 == 0 {
+        format!("{}", milli / 1000)
+    } else {
+        format!("{:.3}", milli as f64 / 1000.0).trim_end_matches('0').to_string()
+    }
+}
