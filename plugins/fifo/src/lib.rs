@@ -11,7 +11,12 @@ pub struct Fifo;
 
 impl Plugin for Fifo {
     fn metadata(&self) -> Metadata {
-        gantry_sdk::metadata("fifo", env!("CARGO_PKG_VERSION"), &[Stage::Priority], "no config")
+        gantry_sdk::metadata(
+            "fifo",
+            env!("CARGO_PKG_VERSION"),
+            &[Stage::Priority],
+            "no config",
+        )
     }
 
     fn configure(&mut self, config_json: &str) -> Result<(), String> {
@@ -21,10 +26,18 @@ impl Plugin for Fifo {
 }
 
 impl Priority for Fifo {
-    fn score(&mut self, _ctx: &Cycle, jobs: &[Job], _previous: &[f64]) -> Result<Vec<Scored>, String> {
+    fn score(
+        &mut self,
+        _ctx: &Cycle,
+        jobs: &[Job],
+        _previous: &[f64],
+    ) -> Result<Vec<Scored>, String> {
         Ok(jobs
             .iter()
-            .map(|j| Scored { score: -(j.submit_ms as f64), tier: None })
+            .map(|j| Scored {
+                score: -(j.submit_ms as f64),
+                tier: None,
+            })
             .collect())
     }
 }
@@ -38,8 +51,16 @@ mod tests {
     #[test]
     fn earlier_submit_scores_higher() {
         let jobs = [
-            Job { id: 1, submit_ms: 2_000, ..Default::default() },
-            Job { id: 2, submit_ms: 1_000, ..Default::default() },
+            Job {
+                id: 1,
+                submit_ms: 2_000,
+                ..Default::default()
+            },
+            Job {
+                id: 2,
+                submit_ms: 1_000,
+                ..Default::default()
+            },
         ];
         let s = Fifo.score(&Cycle::default(), &jobs, &[0.0, 0.0]).unwrap();
         assert!(s[1].score > s[0].score);

@@ -72,7 +72,10 @@ impl Placement for FirstFit {
             match cluster.fit_gang(ctx, job) {
                 Ok(tasks) => plan.starts.push(Start { job: job.id, tasks }),
                 Err(reason) => {
-                    plan.pending.push(Pending { job: job.id, reason });
+                    plan.pending.push(Pending {
+                        job: job.id,
+                        reason,
+                    });
                     if self.config.strict {
                         blocker = Some(job.id);
                     }
@@ -99,7 +102,13 @@ mod tests {
             memory_mib_total: 1 << 20,
             memory_mib_free: 1 << 20,
             gpus: (0..gpus)
-                .map(|i| Gpu { index: i, model: 0, memory_mib: 80_000, free_milli: 1000, healthy: true })
+                .map(|i| Gpu {
+                    index: i,
+                    model: 0,
+                    memory_mib: 80_000,
+                    free_milli: 1000,
+                    healthy: true,
+                })
                 .collect(),
             ..Default::default()
         }
@@ -108,24 +117,42 @@ mod tests {
     fn job(id: u64, count: u32, gpus: u32) -> Job {
         Job {
             id,
-            tasks: vec![TaskGroup { count, gpus, cpu_milli: 1000, memory_mib: 1024, ..Default::default() }],
+            tasks: vec![TaskGroup {
+                count,
+                gpus,
+                cpu_milli: 1000,
+                memory_mib: 1024,
+                ..Default::default()
+            }],
             ..Default::default()
         }
     }
 
     fn ctx() -> Cycle {
-        Cycle { strings: vec!["fake".into()], gpu_models: vec![0], ..Default::default() }
+        Cycle {
+            strings: vec!["fake".into()],
+            gpu_models: vec![0],
+            ..Default::default()
+        }
     }
 
     #[test]
     fn strict_blocks_behind_the_first_job_that_does_not_fit() {
         let mut p = FirstFit::default();
         let plan = p
-            .place(&ctx(), &[job(1, 1, 2), job(2, 1, 4), job(3, 1, 1)], &[node(0, 4)], &[])
+            .place(
+                &ctx(),
+                &[job(1, 1, 2), job(2, 1, 4), job(3, 1, 1)],
+                &[node(0, 4)],
+                &[],
+            )
             .unwrap();
         assert_eq!(plan.starts.len(), 1);
         assert_eq!(plan.pending[0].reason.code, ReasonCode::InsufficientGpus);
-        assert_eq!(plan.pending[1].reason.code, ReasonCode::BlockedByHigherPriority);
+        assert_eq!(
+            plan.pending[1].reason.code,
+            ReasonCode::BlockedByHigherPriority
+        );
     }
 
     #[test]
@@ -133,7 +160,12 @@ mod tests {
         let mut p = FirstFit::default();
         p.configure(r#"{"strict": false}"#).unwrap();
         let plan = p
-            .place(&ctx(), &[job(1, 3, 4), job(2, 2, 4), job(3, 1, 2)], &[node(0, 4), node(1, 4)], &[])
+            .place(
+                &ctx(),
+                &[job(1, 3, 4), job(2, 2, 4), job(3, 1, 2)],
+                &[node(0, 4), node(1, 4)],
+                &[],
+            )
             .unwrap();
         let started: Vec<u64> = plan.starts.iter().map(|s| s.job).collect();
         assert_eq!(started, vec![2]);
@@ -143,7 +175,9 @@ mod tests {
 
     #[test]
     fn unknown_config_field_is_rejected() {
-        let err = FirstFit::default().configure(r#"{"strikt": true}"#).unwrap_err();
+        let err = FirstFit::default()
+            .configure(r#"{"strikt": true}"#)
+            .unwrap_err();
         assert!(err.contains("strikt"), "{err}");
     }
 }

@@ -124,7 +124,10 @@ impl Preemption for PriorityPreempt {
                 for_job: job.id,
                 reason: Reason::new(
                     ReasonCode::Preempted,
-                    format!("preempted for job {} (tier {}, score {score})", job.id, job.tier),
+                    format!(
+                        "preempted for job {} (tier {}, score {score})",
+                        job.id, job.tier
+                    ),
                 ),
                 grace_s: self.config.grace_s,
             })
@@ -140,7 +143,11 @@ mod tests {
     use gantry_sdk::{Gpu, GpuShare, NodeState, TaskAllocation, TaskGroup};
 
     fn ctx() -> Cycle {
-        Cycle { strings: vec!["fake".into()], gpu_models: vec![0], ..Default::default() }
+        Cycle {
+            strings: vec!["fake".into()],
+            gpu_models: vec![0],
+            ..Default::default()
+        }
     }
 
     fn job(id: u64, gpus: u32, tier: i32) -> Job {
@@ -148,7 +155,13 @@ mod tests {
             id,
             tier,
             preemptible: true,
-            tasks: vec![TaskGroup { count: 1, gpus, cpu_milli: 100, memory_mib: 10, ..Default::default() }],
+            tasks: vec![TaskGroup {
+                count: 1,
+                gpus,
+                cpu_milli: 100,
+                memory_mib: 10,
+                ..Default::default()
+            }],
             ..Default::default()
         }
     }
@@ -158,7 +171,10 @@ mod tests {
             job: job(id, gpu_indices.len() as u32, tier),
             tasks: vec![TaskAllocation {
                 node: 0,
-                gpus: gpu_indices.iter().map(|&index| GpuShare { index, milli: 1000 }).collect(),
+                gpus: gpu_indices
+                    .iter()
+                    .map(|&index| GpuShare { index, milli: 1000 })
+                    .collect(),
                 cpu_milli: 100,
                 memory_mib: 10,
             }],
@@ -177,7 +193,13 @@ mod tests {
             memory_mib_total: 100,
             memory_mib_free: 60,
             gpus: (0..4)
-                .map(|i| Gpu { index: i, model: 0, memory_mib: 1, free_milli: 0, healthy: true })
+                .map(|i| Gpu {
+                    index: i,
+                    model: 0,
+                    memory_mib: 1,
+                    free_milli: 0,
+                    healthy: true,
+                })
                 .collect(),
             ..Default::default()
         }

@@ -6,8 +6,8 @@
 //! fragmentation strategy: callers decide which node to try first.
 
 use crate::types::{
-    Cycle, GpuShare, Job, Node, NodeId, NodeState, Reason, ReasonCode, TaskAllocation, TaskGroup,
-    MILLI_PER_GPU,
+    Cycle, GpuShare, Job, MILLI_PER_GPU, Node, NodeId, NodeState, Reason, ReasonCode,
+    TaskAllocation, TaskGroup,
 };
 use std::collections::HashMap;
 
@@ -66,8 +66,15 @@ impl std::fmt::Display for BookError {
             Self::UnknownNode(n) => write!(f, "node {n} does not exist"),
             Self::NodeNotUp(n) => write!(f, "node {n} is not up"),
             Self::UnknownGpu { node, index } => write!(f, "node {node} has no GPU {index}"),
-            Self::GpuUnhealthy { node, index } => write!(f, "GPU {index} on node {node} is unhealthy"),
-            Self::GpuOverbooked { node, index, requested, free } => write!(
+            Self::GpuUnhealthy { node, index } => {
+                write!(f, "GPU {index} on node {node} is unhealthy")
+            }
+            Self::GpuOverbooked {
+                node,
+                index,
+                requested,
+                free,
+            } => write!(
                 f,
                 "GPU {index} on node {node} booked beyond capacity: {requested} milli asked, {free} free"
             ),
@@ -78,7 +85,10 @@ impl std::fmt::Display for BookError {
             Self::CpuOverbooked(n) => write!(f, "CPU on node {n} booked beyond capacity"),
             Self::MemoryOverbooked(n) => write!(f, "memory on node {n} booked beyond capacity"),
             Self::WrongCpuOrMemory(n) => {
-                write!(f, "CPU or memory on node {n} differ from the task's request")
+                write!(
+                    f,
+                    "CPU or memory on node {n} differ from the task's request"
+                )
             }
         }
     }
@@ -133,7 +143,10 @@ impl ClusterModel {
             })
             .collect();
         let by_id = slots.iter().enumerate().map(|(i, n)| (n.id, i)).collect();
-        Self { nodes: slots, by_id }
+        Self {
+            nodes: slots,
+            by_id,
+        }
     }
 
     /// Node ids in model order.
@@ -155,7 +168,10 @@ impl ClusterModel {
                 .filter(usable)
                 .filter(|g| g.free_milli == MILLI_PER_GPU)
                 .take(group.gpus as usize)
-                .map(|g| GpuShare { index: g.index, milli: MILLI_PER_GPU })
+                .map(|g| GpuShare {
+                    index: g.index,
+                    milli: MILLI_PER_GPU,
+                })
                 .collect();
             if whole.len() < group.gpus as usize {
                 return None;
@@ -169,7 +185,10 @@ impl ClusterModel {
                 .filter(usable)
                 .filter(|g| g.free_milli >= group.gpu_milli)
                 .min_by_key(|g| (g.free_milli, g.index))?;
-            vec![GpuShare { index: best.index, milli: group.gpu_milli }]
+            vec![GpuShare {
+                index: best.index,
+                milli: group.gpu_milli,
+            }]
         } else {
             Vec::new()
         };
@@ -183,7 +202,10 @@ impl ClusterModel {
 
     /// Books `alloc` for a task of `group`, checking it against what is free and what the task asked.
     pub fn take(&mut self, group: &TaskGroup, alloc: &TaskAllocation) -> Result<(), BookError> {
-        let pos = *self.by_id.get(&alloc.node).ok_or(BookError::UnknownNode(alloc.node))?;
+        let pos = *self
+            .by_id
+            .get(&alloc.node)
+            .ok_or(BookError::UnknownNode(alloc.node))?;
         check_shape(group, alloc)?;
         let slot = &self.nodes[pos];
         if !slot.up {
@@ -202,15 +224,28 @@ impl ClusterModel {
                 .gpus
                 .iter()
                 .position(|g| g.index == share.index)
-                .ok_or(BookError::UnknownGpu { node: alloc.node, index: share.index })?;
+                .ok_or(BookError::UnknownGpu {
+                    node: alloc.node,
+                    index: share.index,
+                })?;
             let gpu = &slot.gpus[gi];
             if !gpu.healthy {
-                return Err(BookError::GpuUnhealthy { node: alloc.node, index: share.index });
+                return Err(BookError::GpuUnhealthy {
+                    node: alloc.node,
+                    index: share.index,
+                });
             }
             if !group.allows_model(gpu.model_index) {
-                return Err(BookError::ModelNotAllowed { node: alloc.node, index: share.index });
+                return Err(BookError::ModelNotAllowed {
+                    node: alloc.node,
+                    index: share.index,
+                });
             }
-            let already: u32 = wanted.iter().filter(|(i, _)| *i == gi).map(|(_, m)| *m).sum();
+            let already: u32 = wanted
+                .iter()
+                .filter(|(i, _)| *i == gi)
+                .map(|(_, m)| *m)
+                .sum();
             let requested = already.saturating_add(share.milli);
             if requested > gpu.free_milli {
                 return Err(BookError::GpuOverbooked {
@@ -233,7 +268,9 @@ impl ClusterModel {
 
     /// Returns a booking made with [`ClusterModel::take`].
     pub fn release(&mut self, alloc: &TaskAllocation) {
-        let Some(&pos) = self.by_id.get(&alloc.node) else { return };
+        let Some(&pos) = self.by_id.get(&alloc.node) else {
+            return;
+        };
         let slot = &mut self.nodes[pos];
         for share in &alloc.gpus {
             if let Some(g) = slot.gpus.iter_mut().find(|g| g.index == share.index) {
@@ -286,7 +323,11 @@ impl ClusterModel {
                 format!("needs GPUs of model {models}; no node that is up has one"),
             );
         }
-        let whole_needed: u64 = job.tasks.iter().map(|t| u64::from(t.gpus) * u64::from(t.count)).sum();
+        let whole_needed: u64 = job
+            .tasks
+            .iter()
+            .map(|t| u64::from(t.gpus) * u64::from(t.count))
+            .sum();
         if needed > free_milli || whole_needed > free_whole {
             return Reason::new(
                 ReasonCode::InsufficientGpus,
@@ -299,15 +340,28 @@ impl ClusterModel {
                 ),
             );
         }
-        let cpu_needed: u64 = job.tasks.iter().map(|t| u64::from(t.cpu_milli) * u64::from(t.count)).sum();
-        let cpu_free: u64 = self.nodes.iter().filter(|n| n.up).map(|n| u64::from(n.cpu_free)).sum();
+        let cpu_needed: u64 = job
+            .tasks
+            .iter()
+            .map(|t| u64::from(t.cpu_milli) * u64::from(t.count))
+            .sum();
+        let cpu_free: u64 = self
+            .nodes
+            .iter()
+            .filter(|n| n.up)
+            .map(|n| u64::from(n.cpu_free))
+            .sum();
         if cpu_needed > cpu_free {
             return Reason::new(
                 ReasonCode::InsufficientCpu,
                 format!("needs {cpu_needed} milli-CPU; {cpu_free} free"),
             );
         }
-        let mem_needed: u64 = job.tasks.iter().map(|t| t.memory_mib * u64::from(t.count)).sum();
+        let mem_needed: u64 = job
+            .tasks
+            .iter()
+            .map(|t| t.memory_mib * u64::from(t.count))
+            .sum();
         let mem_free: u64 = self.nodes.iter().filter(|n| n.up).map(|n| n.mem_free).sum();
         if mem_needed > mem_free {
             return Reason::new(
@@ -330,7 +384,9 @@ fn check_shape(group: &TaskGroup, alloc: &TaskAllocation) -> Result<(), BookErro
         return Err(BookError::WrongCpuOrMemory(alloc.node));
     }
     if group.gpus > 0 {
-        if alloc.gpus.len() != group.gpus as usize || alloc.gpus.iter().any(|s| s.milli != MILLI_PER_GPU) {
+        if alloc.gpus.len() != group.gpus as usize
+            || alloc.gpus.iter().any(|s| s.milli != MILLI_PER_GPU)
+        {
             return Err(BookError::WrongGpuShape(format!(
                 "task asks for {} whole GPUs, allocation has {:?}",
                 group.gpus, alloc.gpus
@@ -369,6 +425,8 @@ pub fn fmt_gpus(milli: u64) -> String {
     if milli % 1000 == 0 {
         format!("{}", milli / 1000)
     } else {
-        format!("{:.3}", milli as f64 / 1000.0).trim_end_matches('0').to_string()
+        format!("{:.3}", milli as f64 / 1000.0)
+            .trim_end_matches('0')
+            .to_string()
     }
 }

@@ -29,7 +29,8 @@ pub trait Admission {
 /// The priority stage.
 pub trait Priority {
     /// One score per job, in order; `previous` holds the chain's scores so far.
-    fn score(&mut self, ctx: &Cycle, jobs: &[Job], previous: &[f64]) -> Result<Vec<Scored>, String>;
+    fn score(&mut self, ctx: &Cycle, jobs: &[Job], previous: &[f64])
+    -> Result<Vec<Scored>, String>;
 }
 
 /// The placement stage.

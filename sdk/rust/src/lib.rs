@@ -49,7 +49,11 @@ pub trait DynPlugin: Plugin {
 /// Parses a plugin's JSON config into `T`, treating "" as `{}`, with an error that
 /// names the offending field.
 pub fn parse_config<T: serde::de::DeserializeOwned>(config_json: &str) -> Result<T, String> {
-    let text = if config_json.trim().is_empty() { "{}" } else { config_json };
+    let text = if config_json.trim().is_empty() {
+        "{}"
+    } else {
+        config_json
+    };
     serde_json::from_str(text).map_err(|e| format!("invalid config: {e}"))
 }
 

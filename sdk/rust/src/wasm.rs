@@ -108,7 +108,10 @@ impl<T: DynPlugin + Default + 'static> priority::Guest for Exporter<T> {
         with_plugin::<T, _>(|p| match p.as_priority() {
             Some(s) => s.score(&ctx, &jobs, &previous).map(|v| {
                 v.into_iter()
-                    .map(|x| priority::Scored { score: x.score, tier: x.tier })
+                    .map(|x| priority::Scored {
+                        score: x.score,
+                        tier: x.tier,
+                    })
                     .collect()
             }),
             None => Err(not_implemented("priority")),
@@ -176,7 +179,10 @@ fn stage_out(s: c::Stage) -> plugin::Stage {
 fn cycle_in(x: w::Cycle) -> c::Cycle {
     let usage = |v: Vec<w::Usage>| {
         v.into_iter()
-            .map(|u| c::Usage { who: u.who, gpu_seconds: u.gpu_seconds })
+            .map(|u| c::Usage {
+                who: u.who,
+                gpu_seconds: u.gpu_seconds,
+            })
             .collect()
     };
     c::Cycle {
@@ -208,7 +214,12 @@ fn cycle_in(x: w::Cycle) -> c::Cycle {
 }
 
 fn labels_in(v: Vec<w::Label>) -> Vec<c::Label> {
-    v.into_iter().map(|l| c::Label { key: l.key, value: l.value }).collect()
+    v.into_iter()
+        .map(|l| c::Label {
+            key: l.key,
+            value: l.value,
+        })
+        .collect()
 }
 
 fn job_in(x: w::Job) -> c::Job {
@@ -277,7 +288,10 @@ fn alloc_in(a: w::TaskAllocation) -> c::TaskAllocation {
         gpus: a
             .gpus
             .into_iter()
-            .map(|s| c::GpuShare { index: s.index, milli: s.milli })
+            .map(|s| c::GpuShare {
+                index: s.index,
+                milli: s.milli,
+            })
             .collect(),
         cpu_milli: a.cpu_milli,
         memory_mib: a.memory_mib,
@@ -290,7 +304,10 @@ fn alloc_out(a: c::TaskAllocation) -> w::TaskAllocation {
         gpus: a
             .gpus
             .into_iter()
-            .map(|s| w::GpuShare { index: s.index, milli: s.milli })
+            .map(|s| w::GpuShare {
+                index: s.index,
+                milli: s.milli,
+            })
             .collect(),
         cpu_milli: a.cpu_milli,
         memory_mib: a.memory_mib,
@@ -319,20 +336,25 @@ fn reason_out(r: c::Reason) -> w::Reason {
         c::ReasonCode::Preempted => w::ReasonCode::Preempted,
         c::ReasonCode::Other => w::ReasonCode::Other,
     };
-    w::Reason { code, message: r.message }
+    w::Reason {
+        code,
+        message: r.message,
+    }
 }
 
 fn submit_verdict_out(v: c::SubmitVerdict) -> admission::SubmitVerdict {
     match v {
         c::SubmitVerdict::Accept => admission::SubmitVerdict::Accept,
         c::SubmitVerdict::Reject(m) => admission::SubmitVerdict::Reject(m),
-        c::SubmitVerdict::AcceptWith(p) => admission::SubmitVerdict::AcceptWith(admission::JobPatch {
-            queue: p.queue,
-            tier: p.tier,
-            time_limit_s: p.time_limit_s,
-            preemptible: p.preemptible,
-            labels: p.labels,
-        }),
+        c::SubmitVerdict::AcceptWith(p) => {
+            admission::SubmitVerdict::AcceptWith(admission::JobPatch {
+                queue: p.queue,
+                tier: p.tier,
+                time_limit_s: p.time_limit_s,
+                preemptible: p.preemptible,
+                labels: p.labels,
+            })
+        }
     }
 }
 
@@ -356,7 +378,10 @@ fn plan_out(p: c::Plan) -> placement::Plan {
         pending: p
             .pending
             .into_iter()
-            .map(|x| placement::Pending { job: x.job, reason: reason_out(x.reason) })
+            .map(|x| placement::Pending {
+                job: x.job,
+                reason: reason_out(x.reason),
+            })
             .collect(),
     }
 }

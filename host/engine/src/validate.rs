@@ -1,0 +1,160 @@
+//! The host never trusts a plan: every start and eviction a plugin returns is checked
+//! against the snapshot before anything is applied.
+//!
+//! Owns: the rules (start only admitted jobs, once; every task of a gang; resources
+//! exist, are up, healthy and free; no GPU above 1000 milli; model constraints;
+//! evict only running, preemptible jobs, once, for a blocked job). Does not own what
+//! happens to a rejected plan (the cycle falls back).
+
+use gantry_contract::{
+    BookError, ClusterModel, Cycle, Eviction, Job, JobId, Node, Plan, RunningJob, Start,
+};
+use std::collections::{HashMap, HashSet};
+
+/// One broken rule in a plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PlanViolation {
+    /// A start for a job that was not offered to placement.
+    UnknownJob(JobId),
+    /// The same job started twice.
+    DuplicateStart(JobId),
+    /// A gang started with the wrong number of tasks.
+    IncompleteGang {
+        /// The job.
+        job: JobId,
+        /// Tasks the job has.
+        expected: usize,
+        /// Allocations in the start.
+        got: usize,
+    },
+    /// A task does not fit what is free, or does not match its request.
+    Booking {
+        /// The job.
+        job: JobId,
+        /// Task index.
+        task: usize,
+        /// What is wrong.
+        error: BookError,
+    },
+    /// An eviction of a job that is not running.
+    UnknownVictim(JobId),
+    /// An eviction of a job that may not be preempted.
+    NotPreemptible(JobId),
+    /// The same job evicted twice, or one already being evicted.
+    DuplicateEviction(JobId),
+    /// An eviction on behalf of a job that is not blocked.
+    NotBlocked(JobId),
+}
+
+impl std::fmt::Display for PlanViolation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::UnknownJob(j) => {
+                write!(f, "start for job {j}, which was not offered to placement")
+            }
+            Self::DuplicateStart(j) => write!(f, "job {j} started twice"),
+            Self::IncompleteGang { job, expected, got } => {
+                write!(
+                    f,
+                    "job {job} has {expected} tasks but the start places {got} (gangs are all or nothing)"
+                )
+            }
+            Self::Booking { job, task, error } => write!(f, "job {job} task {task}: {error}"),
+            Self::UnknownVictim(j) => write!(f, "eviction of job {j}, which is not running"),
+            Self::NotPreemptible(j) => write!(f, "eviction of job {j}, which is not preemptible"),
+            Self::DuplicateEviction(j) => write!(f, "job {j} evicted twice"),
+            Self::NotBlocked(j) => write!(f, "eviction on behalf of job {j}, which is not blocked"),
+        }
+    }
+}
+
+/// Checks every start of `plan` in order against `nodes`, as if applied one after
+/// another. Returns the model after all starts, or every violation found.
+pub fn validate_plan(
+    ctx: &Cycle,
+    offered: &[Job],
+    nodes: &[Node],
+    plan: &Plan,
+) -> Result<ClusterModel, Vec<PlanViolation>> {
+    let by_id: HashMap<JobId, &Job> = offered.iter().map(|j| (j.id, j)).collect();
+    let mut model = ClusterModel::new(ctx, nodes);
+    let mut started: HashSet<JobId> = HashSet::new();
+    let mut violations = Vec::new();
+    for start in &plan.starts {
+        if let Err(v) = check_start(&mut model, &by_id, &mut started, start) {
+            violations.push(v);
+        }
+    }
+    if violations.is_empty() {
+        Ok(model)
+    } else {
+        Err(violations)
+    }
+}
+
+fn check_start(
+    model: &mut ClusterModel,
+    by_id: &HashMap<JobId, &Job>,
+    started: &mut HashSet<JobId>,
+    start: &Start,
+) -> Result<(), PlanViolation> {
+    let job = by_id
+        .get(&start.job)
+        .ok_or(PlanViolation::UnknownJob(start.job))?;
+    if !started.insert(start.job) {
+        return Err(PlanViolation::DuplicateStart(start.job));
+    }
+    let expected = job.task_count();
+    if start.tasks.len() != expected {
+        return Err(PlanViolation::IncompleteGang {
+            job: job.id,
+            expected,
+            got: start.tasks.len(),
+        });
+    }
+    let mut booked = Vec::with_capacity(expected);
+    for (task, (group, alloc)) in job.expanded_tasks().zip(&start.tasks).enumerate() {
+        if let Err(error) = model.take(group, alloc) {
+            for a in &booked {
+                model.release(a);
+            }
+            return Err(PlanViolation::Booking {
+                job: job.id,
+                task,
+                error,
+            });
+        }
+        booked.push(alloc.clone());
+    }
+    Ok(())
+}
+
+/// Checks evictions: victims running, preemptible, not already being evicted, each
+/// once, each for a blocked job.
+pub fn validate_evictions(
+    evictions: &[Eviction],
+    running: &[RunningJob],
+    already_evicting: &HashSet<JobId>,
+    blocked: &HashSet<JobId>,
+) -> Result<(), Vec<PlanViolation>> {
+    let by_id: HashMap<JobId, &RunningJob> = running.iter().map(|r| (r.job.id, r)).collect();
+    let mut seen = HashSet::new();
+    let mut violations = Vec::new();
+    for e in evictions {
+        let v = match by_id.get(&e.job) {
+            None => Some(PlanViolation::UnknownVictim(e.job)),
+            Some(r) if !r.job.preemptible => Some(PlanViolation::NotPreemptible(e.job)),
+            Some(_) if already_evicting.contains(&e.job) || !seen.insert(e.job) => {
+                Some(PlanViolation::DuplicateEviction(e.job))
+            }
+            Some(_) if !blocked.contains(&e.for_job) => Some(PlanViolation::NotBlocked(e.for_job)),
+            Some(_) => None,
+        };
+        violations.extend(v);
+    }
+    if violations.is_empty() {
+        Ok(())
+    } else {
+        Err(violations)
+    }
+}
