@@ -1,1 +1,84 @@
-fn main() {}
+//! Builds the plugin and fixture crates as `wasm32-wasip2` components with a nested
+//! `cargo build` into `target/components` (a separate target dir, so it never waits on
+//! the outer build's lock), then exposes their bytes through `include_bytes!`.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+/// (constant name, package, artifact stem)
+const COMPONENTS: &[(&str, &str, &str)] = &[
+    ("FIFO", "gantry-plugin-fifo", "gantry_plugin_fifo"),
+    ("FIRST_FIT", "gantry-plugin-first-fit", "gantry_plugin_first_fit"),
+    ("PRIORITY_PREEMPT", "gantry-plugin-priority-preempt", "gantry_plugin_priority_preempt"),
+    ("SHORTEST_FIRST", "gantry-plugin-shortest-first", "gantry_plugin_shortest_first"),
+    ("HOSTILE_LOOP", "gantry-fixture-hostile-loop", "gantry_fixture_hostile_loop"),
+    ("HOSTILE_TRAP", "gantry-fixture-hostile-trap", "gantry_fixture_hostile_trap"),
+    ("HOSTILE_MEMORY", "gantry-fixture-hostile-memory", "gantry_fixture_hostile_memory"),
+    ("HOSTILE_DOUBLE_BOOK", "gantry-fixture-hostile-double-book", "gantry_fixture_hostile_double_book"),
+    ("HOSTILE_HALF_GANG", "gantry-fixture-hostile-half-gang", "gantry_fixture_hostile_half_gang"),
+];
+
+const TARGET: &str = "wasm32-wasip2";
+
+fn main() {
+    let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| ".".into()));
+    let root = manifest.join("../..");
+    for dir in ["wit", "sdk", "plugins/fifo", "plugins/first-fit", "plugins/priority-preempt", "plugins/shortest-first", "tests/fixtures"] {
+        println!("cargo:rerun-if-changed={}", root.join(dir).display());
+    }
+    println!("cargo:rerun-if-changed={}", root.join("Cargo.lock").display());
+    let target_dir = root.join("target/components");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(&root)
+        .args(["build", "--release", "--target", TARGET, "--target-dir"])
+        .arg(&target_dir);
+    for (_, package, _) in COMPONENTS {
+        cmd.args(["-p", package]);
+    }
+    // The outer build's settings must not leak into the wasm build.
+    for var in [
+        "RUSTFLAGS",
+        "CARGO_ENCODED_RUSTFLAGS",
+        "RUSTC_WRAPPER",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "CARGO_TARGET_DIR",
+        "CARGO_BUILD_TARGET",
+        "CARGO_BUILD_RUSTFLAGS",
+        "CARGO_PRIMARY_PACKAGE",
+        "CARGO_MAKEFLAGS",
+        "MAKEFLAGS",
+        "MFLAGS",
+        "CARGO_PROFILE_RELEASE_DEBUG",
+    ] {
+        cmd.env_remove(var);
+    }
+    let status = cmd.status();
+    match status {
+        Ok(s) if s.success() => {}
+        Ok(s) => fail(&format!(
+            "building the plugin components failed ({s}). Is the target installed? Run: rustup target add {TARGET}"
+        )),
+        Err(e) => fail(&format!("could not run cargo to build the plugin components: {e}")),
+    }
+    let out = PathBuf::from(std::env::var("OUT_DIR").unwrap_or_else(|_| ".".into()));
+    let mut code = String::new();
+    for (name, package, stem) in COMPONENTS {
+        let artifact = target_dir.join(TARGET).join("release").join(format!("{stem}.wasm"));
+        let copy = out.join(format!("{stem}.wasm"));
+        if let Err(e) = std::fs::copy(&artifact, &copy) {
+            fail(&format!("component {} missing after build: {e}", artifact.display()));
+        }
+        code.push_str(&format!(
+            "/// The `{package}` component.\npub const {name}: &[u8] = include_bytes!(concat!(env!(\"OUT_DIR\"), \"/{stem}.wasm\"));\n"
+        ));
+    }
+    if let Err(e) = std::fs::write(out.join("components.rs"), code) {
+        fail(&format!("writing components.rs: {e}"));
+    }
+}
+
+fn fail(message: &str) -> ! {
+    eprintln!("error: {message}");
+    std::process::exit(1);
+}

@@ -1,0 +1,254 @@
+//! The process-wide [`Runtime`] and loading components into [`LoadedPlugin`]s:
+//! compile (or fetch from cache), check the contract version and exports, link,
+//! pre-instantiate, and read the plugin's metadata.
+
+use crate::bindings::{admission, placement, plugin, preemption, priority, FullPlugin, State};
+use crate::instance::PluginInstance;
+use crate::{cache, LoadError, Limits};
+use gantry_contract::{Metadata, Stage, CONTRACT_VERSION};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use wasmtime::component::{HasSelf, InstancePre, Linker};
+use wasmtime::{Config, Engine};
+
+/// How often the epoch advances; deadlines are counted in these ticks.
+pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+const PACKAGE: &str = "gantry:policy";
+
+/// Options for the runtime.
+#[derive(Debug, Clone, Default)]
+pub struct RuntimeOptions {
+    /// Where compiled components are cached; `None` compiles every time.
+    pub cache_dir: Option<PathBuf>,
+}
+
+struct Ticker {
+    stop: Arc<AtomicBool>,
+}
+
+impl Drop for Ticker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+pub(crate) struct RuntimeInner {
+    pub(crate) engine: Engine,
+    pub(crate) linker: Linker<State>,
+    cache_dir: Option<PathBuf>,
+    loaded: Mutex<HashMap<String, LoadedPlugin>>,
+    _ticker: Ticker,
+}
+
+/// One per process: the wasmtime engine, the linker, the epoch ticker and the cache.
+#[derive(Clone)]
+pub struct Runtime {
+    pub(crate) inner: Arc<RuntimeInner>,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime").field("cache_dir", &self.inner.cache_dir).finish_non_exhaustive()
+    }
+}
+
+/// Stage interfaces a component exports, looked up once.
+#[derive(Clone)]
+pub(crate) struct Indices {
+    pub(crate) plugin: Arc<plugin::GuestIndices>,
+    pub(crate) admission: Option<Arc<admission::GuestIndices>>,
+    pub(crate) priority: Option<Arc<priority::GuestIndices>>,
+    pub(crate) placement: Option<Arc<placement::GuestIndices>>,
+    pub(crate) preemption: Option<Arc<preemption::GuestIndices>>,
+}
+
+/// A compiled, checked, pre-instantiated component. Cheap to clone.
+#[derive(Clone)]
+pub struct LoadedPlugin {
+    pub(crate) sha256: String,
+    pub(crate) metadata: Metadata,
+    pub(crate) pre: InstancePre<State>,
+    pub(crate) indices: Indices,
+    pub(crate) runtime: Runtime,
+}
+
+impl std::fmt::Debug for LoadedPlugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoadedPlugin")
+            .field("sha256", &self.sha256)
+            .field("metadata", &self.metadata)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LoadedPlugin {
+    /// sha256 of the component bytes, hex.
+    pub fn sha256(&self) -> &str {
+        &self.sha256
+    }
+    /// The plugin's metadata.
+    pub fn metadata(&self) -> &Metadata {
+        &self.metadata
+    }
+    /// The stages it implements (declared and exported).
+    pub fn stages(&self) -> &[Stage] {
+        &self.metadata.stages
+    }
+    /// A configured instance with `limits`.
+    pub fn instantiate(&self, config_json: &str, limits: Limits) -> Result<PluginInstance, LoadError> {
+        PluginInstance::new(self.clone(), config_json, limits)
+    }
+}
+
+/// sha256 of `bytes`, hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+impl Runtime {
+    /// Makes the engine, the linker and the epoch ticker.
+    pub fn new(options: RuntimeOptions) -> Result<Self, LoadError> {
+        let mut config = Config::new();
+        config.epoch_interruption(true);
+        config.wasm_component_model(true);
+        let engine = Engine::new(&config).map_err(|e| LoadError::Cache(format!("engine: {e:#}")))?;
+        let mut linker: Linker<State> = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| LoadError::Link(format!("{e:#}")))?;
+        FullPlugin::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)
+            .map_err(|e| LoadError::Link(format!("{e:#}")))?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let ticker_engine = engine.clone();
+        let ticker_stop = stop.clone();
+        std::thread::Builder::new()
+            .name("gantry-epoch".into())
+            .spawn(move || {
+                while !ticker_stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(EPOCH_TICK);
+                    ticker_engine.increment_epoch();
+                }
+            })
+            .map_err(|e| LoadError::Cache(format!("epoch ticker: {e}")))?;
+        Ok(Self {
+            inner: Arc::new(RuntimeInner {
+                engine,
+                linker,
+                cache_dir: options.cache_dir,
+                loaded: Mutex::new(HashMap::new()),
+                _ticker: Ticker { stop },
+            }),
+        })
+    }
+
+    /// Loads (or returns the already loaded) component for `bytes`.
+    pub fn load(&self, bytes: &[u8]) -> Result<LoadedPlugin, LoadError> {
+        let sha = sha256_hex(bytes);
+        if let Some(p) = self.inner.loaded.lock().ok().and_then(|m| m.get(&sha).cloned()) {
+            return Ok(p);
+        }
+        let plugin = self.load_uncached(&sha, bytes)?;
+        if let Ok(mut m) = self.inner.loaded.lock() {
+            m.insert(sha, plugin.clone());
+        }
+        Ok(plugin)
+    }
+
+    fn load_uncached(&self, sha: &str, bytes: &[u8]) -> Result<LoadedPlugin, LoadError> {
+        if !bytes.starts_with(b"\0asm") {
+            return Err(LoadError::NotAComponent("the bytes do not start with the WebAssembly magic number".into()));
+        }
+        let engine = &self.inner.engine;
+        let component = cache::compile(engine, self.inner.cache_dir.as_deref(), sha, bytes)?;
+        check_contract_exports(engine, &component)?;
+        let pre = self
+            .inner
+            .linker
+            .instantiate_pre(&component)
+            .map_err(|e| LoadError::Link(format!("{e:#}")))?;
+        let idx = |e: wasmtime::Error| LoadError::MissingExport(format!("{e:#}"));
+        let indices = Indices {
+            plugin: Arc::new(plugin::GuestIndices::new(&pre).map_err(idx)?),
+            admission: admission::GuestIndices::new(&pre).ok().map(Arc::new),
+            priority: priority::GuestIndices::new(&pre).ok().map(Arc::new),
+            placement: placement::GuestIndices::new(&pre).ok().map(Arc::new),
+            preemption: preemption::GuestIndices::new(&pre).ok().map(Arc::new),
+        };
+        let mut plugin = LoadedPlugin {
+            sha256: sha.to_string(),
+            metadata: Metadata {
+                name: sha.chars().take(12).collect(),
+                version: String::new(),
+                contract: String::new(),
+                stages: Vec::new(),
+                config_hint: String::new(),
+            },
+            pre,
+            indices,
+            runtime: self.clone(),
+        };
+        let metadata = PluginInstance::read_metadata(&plugin)?;
+        check_metadata(&plugin.indices, &metadata)?;
+        plugin.metadata = metadata;
+        Ok(plugin)
+    }
+}
+
+/// Every `gantry:policy/*` export must be of a version this host speaks.
+fn check_contract_exports(engine: &Engine, component: &wasmtime::component::Component) -> Result<(), LoadError> {
+    let ty = component.component_type();
+    let names: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_string()).collect();
+    let ours: Vec<&String> = names.iter().filter(|n| n.starts_with(PACKAGE)).collect();
+    if ours.is_empty() {
+        return Err(LoadError::MissingExport(format!(
+            "the component exports no {PACKAGE} interface (exports: {}); build it against wit/ of this repository",
+            names.join(", ")
+        )));
+    }
+    for name in ours {
+        let version = name.rsplit_once('@').map(|(_, v)| v).unwrap_or("");
+        if !compatible(version) {
+            return Err(LoadError::VersionMismatch(format!(
+                "the component exports {name}; this host speaks {PACKAGE}@{CONTRACT_VERSION} (compatible: 0.1.x)"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// 0.x versions are compatible when major and minor match.
+fn compatible(version: &str) -> bool {
+    let mut ours = CONTRACT_VERSION.split('.');
+    let mut theirs = version.split('.');
+    ours.next() == theirs.next() && ours.next() == theirs.next() && theirs.next().is_some()
+}
+
+fn check_metadata(indices: &Indices, m: &Metadata) -> Result<(), LoadError> {
+    if !compatible(&m.contract) {
+        return Err(LoadError::VersionMismatch(format!(
+            "plugin {} says it was built for contract {}; this host speaks {CONTRACT_VERSION}",
+            m.name, m.contract
+        )));
+    }
+    if m.stages.is_empty() {
+        return Err(LoadError::MissingExport(format!("plugin {} declares no stage", m.name)));
+    }
+    for stage in &m.stages {
+        let exported = match stage {
+            Stage::Admission => indices.admission.is_some(),
+            Stage::Priority => indices.priority.is_some(),
+            Stage::Placement => indices.placement.is_some(),
+            Stage::Preemption => indices.preemption.is_some(),
+        };
+        if !exported {
+            return Err(LoadError::MissingExport(format!(
+                "plugin {} declares the {stage} stage but does not export {PACKAGE}/{stage}",
+                m.name
+            )));
+        }
+    }
+    Ok(())
+}
