@@ -8,25 +8,69 @@ use std::process::Command;
 /// (constant name, package, artifact stem)
 const COMPONENTS: &[(&str, &str, &str)] = &[
     ("FIFO", "gantry-plugin-fifo", "gantry_plugin_fifo"),
-    ("FIRST_FIT", "gantry-plugin-first-fit", "gantry_plugin_first_fit"),
-    ("PRIORITY_PREEMPT", "gantry-plugin-priority-preempt", "gantry_plugin_priority_preempt"),
-    ("SHORTEST_FIRST", "gantry-plugin-shortest-first", "gantry_plugin_shortest_first"),
-    ("HOSTILE_LOOP", "gantry-fixture-hostile-loop", "gantry_fixture_hostile_loop"),
-    ("HOSTILE_TRAP", "gantry-fixture-hostile-trap", "gantry_fixture_hostile_trap"),
-    ("HOSTILE_MEMORY", "gantry-fixture-hostile-memory", "gantry_fixture_hostile_memory"),
-    ("HOSTILE_DOUBLE_BOOK", "gantry-fixture-hostile-double-book", "gantry_fixture_hostile_double_book"),
-    ("HOSTILE_HALF_GANG", "gantry-fixture-hostile-half-gang", "gantry_fixture_hostile_half_gang"),
+    (
+        "FIRST_FIT",
+        "gantry-plugin-first-fit",
+        "gantry_plugin_first_fit",
+    ),
+    (
+        "PRIORITY_PREEMPT",
+        "gantry-plugin-priority-preempt",
+        "gantry_plugin_priority_preempt",
+    ),
+    (
+        "SHORTEST_FIRST",
+        "gantry-plugin-shortest-first",
+        "gantry_plugin_shortest_first",
+    ),
+    (
+        "HOSTILE_LOOP",
+        "gantry-fixture-hostile-loop",
+        "gantry_fixture_hostile_loop",
+    ),
+    (
+        "HOSTILE_TRAP",
+        "gantry-fixture-hostile-trap",
+        "gantry_fixture_hostile_trap",
+    ),
+    (
+        "HOSTILE_MEMORY",
+        "gantry-fixture-hostile-memory",
+        "gantry_fixture_hostile_memory",
+    ),
+    (
+        "HOSTILE_DOUBLE_BOOK",
+        "gantry-fixture-hostile-double-book",
+        "gantry_fixture_hostile_double_book",
+    ),
+    (
+        "HOSTILE_HALF_GANG",
+        "gantry-fixture-hostile-half-gang",
+        "gantry_fixture_hostile_half_gang",
+    ),
 ];
 
 const TARGET: &str = "wasm32-wasip2";
 
 fn main() {
-    let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| ".".into()));
+    let manifest =
+        PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| ".".into()));
     let root = manifest.join("../..");
-    for dir in ["wit", "sdk", "plugins/fifo", "plugins/first-fit", "plugins/priority-preempt", "plugins/shortest-first", "tests/fixtures"] {
+    for dir in [
+        "wit",
+        "sdk",
+        "plugins/fifo",
+        "plugins/first-fit",
+        "plugins/priority-preempt",
+        "plugins/shortest-first",
+        "tests/fixtures",
+    ] {
         println!("cargo:rerun-if-changed={}", root.join(dir).display());
     }
-    println!("cargo:rerun-if-changed={}", root.join("Cargo.lock").display());
+    println!(
+        "cargo:rerun-if-changed={}",
+        root.join("Cargo.lock").display()
+    );
     let target_dir = root.join("target/components");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
@@ -59,15 +103,23 @@ fn main() {
         Ok(s) => fail(&format!(
             "building the plugin components failed ({s}). Is the target installed? Run: rustup target add {TARGET}"
         )),
-        Err(e) => fail(&format!("could not run cargo to build the plugin components: {e}")),
+        Err(e) => fail(&format!(
+            "could not run cargo to build the plugin components: {e}"
+        )),
     }
     let out = PathBuf::from(std::env::var("OUT_DIR").unwrap_or_else(|_| ".".into()));
     let mut code = String::new();
     for (name, package, stem) in COMPONENTS {
-        let artifact = target_dir.join(TARGET).join("release").join(format!("{stem}.wasm"));
+        let artifact = target_dir
+            .join(TARGET)
+            .join("release")
+            .join(format!("{stem}.wasm"));
         let copy = out.join(format!("{stem}.wasm"));
         if let Err(e) = std::fs::copy(&artifact, &copy) {
-            fail(&format!("component {} missing after build: {e}", artifact.display()));
+            fail(&format!(
+                "component {} missing after build: {e}",
+                artifact.display()
+            ));
         }
         code.push_str(&format!(
             "/// The `{package}` component.\npub const {name}: &[u8] = include_bytes!(concat!(env!(\"OUT_DIR\"), \"/{stem}.wasm\"));\n"

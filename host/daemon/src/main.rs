@@ -1,1 +1,223 @@
-fn main() {}
+//! The `gantry` binary: `gantry serve` runs the daemon; the other subcommands are a
+//! client of its HTTP API. `gantry task-shim` is internal (it supervises one task).
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use gantry::cli::{self, Client, SubmitArgs};
+use gantry::config::Config;
+use std::path::PathBuf;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "gantry",
+    version,
+    about = "A GPU-cluster scheduler with WebAssembly policy plugins"
+)]
+struct Cli {
+    /// The daemon's address (for client commands).
+    #[arg(
+        long,
+        global = true,
+        env = "GANTRY_SERVER",
+        default_value = "http://127.0.0.1:8420"
+    )]
+    server: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the daemon (controller and local node).
+    Serve {
+        /// TOML config file (defaults for everything when absent).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Override `listen`.
+        #[arg(long)]
+        listen: Option<String>,
+        /// Override `data_dir`.
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+        /// Override `node.gpus` (GPUs when there is no NVML driver).
+        #[arg(long)]
+        gpus: Option<u32>,
+        /// Do not ask NVML; use configured GPUs.
+        #[arg(long)]
+        no_nvml: bool,
+    },
+    /// Submit a job: gantry submit --gpus 2 --time 1h -- python train.py
+    Submit(SubmitArgs),
+    /// List jobs.
+    Jobs {
+        /// Only this state (pending, running, succeeded, failed, cancelled, timed_out, preempted).
+        #[arg(long)]
+        state: Option<String>,
+        /// Only this user.
+        #[arg(long)]
+        user: Option<String>,
+    },
+    /// Show one job (state, allocation, exit code, pending reason).
+    Job { id: u64 },
+    /// Cancel a job.
+    Cancel { id: u64 },
+    /// Print a task's log.
+    Logs {
+        id: u64,
+        #[arg(long, default_value_t = 0)]
+        task: usize,
+    },
+    /// List nodes and who holds each GPU.
+    Nodes,
+    /// Manage plugins.
+    Plugin {
+        #[command(subcommand)]
+        action: PluginAction,
+    },
+    /// Manage the policy pipeline.
+    Policy {
+        #[command(subcommand)]
+        action: PolicyAction,
+    },
+    /// Internal: supervise one task (started by the daemon).
+    #[command(hide = true, name = "task-shim")]
+    TaskShim,
+}
+
+#[derive(Subcommand, Debug)]
+enum PluginAction {
+    /// Upload a component (.wasm).
+    Add { file: PathBuf },
+    /// List registered plugins.
+    List,
+}
+
+#[derive(Subcommand, Debug)]
+enum PolicyAction {
+    /// Show the active pipeline.
+    Show,
+    /// Replace the pipeline with the one in a JSON file (hot swap).
+    Set { file: PathBuf },
+    /// Return to the previous pipeline.
+    Rollback,
+    /// List pipeline versions.
+    History,
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some(gantry::executor::SHIM_SUBCOMMAND) {
+        std::process::exit(gantry::executor::run_shim(&args[2..]));
+    }
+    if let Err(e) = run(Cli::parse()) {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    let client = Client::new(&cli.server);
+    match cli.command {
+        Command::Serve {
+            config,
+            listen,
+            data_dir,
+            gpus,
+            no_nvml,
+        } => {
+            tracing_subscriber::fmt()
+                .with_env_filter(
+                    tracing_subscriber::EnvFilter::try_from_default_env()
+                        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                )
+                .init();
+            let mut cfg = Config::load(config.as_deref())?;
+            if let Some(l) = listen {
+                cfg.listen = l;
+            }
+            if let Some(d) = data_dir {
+                cfg.data_dir = d;
+            }
+            if let Some(g) = gpus {
+                cfg.node.gpus = g;
+            }
+            if no_nvml {
+                cfg.node.use_nvml = false;
+            }
+            cfg.check()?;
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()?;
+            rt.block_on(gantry::serve::serve(cfg))
+        }
+        Command::Submit(a) => {
+            let job = client.post("/v1/jobs", &cli::submit_body(&a)?)?;
+            println!("submitted job {}", job["id"]);
+            Ok(())
+        }
+        Command::Jobs { state, user } => {
+            let mut q = Vec::new();
+            if let Some(s) = state {
+                q.push(format!("state={s}"));
+            }
+            if let Some(u) = user {
+                q.push(format!("user={u}"));
+            }
+            cli::print_jobs(&client.get(&format!("/v1/jobs?{}", q.join("&")))?);
+            Ok(())
+        }
+        Command::Job { id } => {
+            cli::print_json(&client.get(&format!("/v1/jobs/{id}"))?);
+            Ok(())
+        }
+        Command::Cancel { id } => {
+            let j = client.post(&format!("/v1/jobs/{id}/cancel"), &serde_json::json!({}))?;
+            println!("job {id}: {}", j["state"]);
+            Ok(())
+        }
+        Command::Logs { id, task } => {
+            print!(
+                "{}",
+                client.get_text(&format!("/v1/jobs/{id}/logs?task={task}"))?
+            );
+            Ok(())
+        }
+        Command::Nodes => {
+            cli::print_nodes(&client.get("/v1/nodes")?);
+            Ok(())
+        }
+        Command::Plugin {
+            action: PluginAction::Add { file },
+        } => {
+            let info = client.post_bytes("/v1/plugins", &cli::read_file(&file)?)?;
+            println!(
+                "uploaded {} {} (sha256 {}), stages {}",
+                info["name"], info["version"], info["sha256"], info["stages"]
+            );
+            Ok(())
+        }
+        Command::Plugin {
+            action: PluginAction::List,
+        } => {
+            cli::print_json(&client.get("/v1/plugins")?);
+            Ok(())
+        }
+        Command::Policy { action } => policy(&client, action),
+        Command::TaskShim => anyhow::bail!("task-shim is internal"),
+    }
+}
+
+fn policy(client: &Client, action: PolicyAction) -> anyhow::Result<()> {
+    let v = match action {
+        PolicyAction::Show => client.get("/v1/policy")?,
+        PolicyAction::Set { file } => {
+            let spec: serde_json::Value = serde_json::from_slice(&cli::read_file(&file)?)
+                .with_context(|| format!("{} is not valid JSON", file.display()))?;
+            client.put("/v1/policy", &spec)?
+        }
+        PolicyAction::Rollback => client.post("/v1/policy/rollback", &serde_json::json!({}))?,
+        PolicyAction::History => client.get("/v1/policy/history")?,
+    };
+    cli::print_json(&v);
+    Ok(())
+}

@@ -9,8 +9,8 @@
 use crate::LoadError;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
-use wasmtime::component::Component;
 use wasmtime::Engine;
+use wasmtime::component::Component;
 
 fn compat_key(engine: &Engine) -> String {
     let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -30,7 +30,8 @@ pub(crate) fn compile(
     bytes: &[u8],
 ) -> Result<Component, LoadError> {
     let Some(dir) = dir else {
-        return Component::new(engine, bytes).map_err(|e| LoadError::NotAComponent(format!("{e:#}")));
+        return Component::new(engine, bytes)
+            .map_err(|e| LoadError::NotAComponent(format!("{e:#}")));
     };
     let path = entry(dir, engine, sha256);
     if path.exists() {
@@ -40,12 +41,18 @@ pub(crate) fn compile(
         let loaded = unsafe { Component::deserialize_file(engine, &path) };
         match loaded {
             Ok(c) => return Ok(c),
-            Err(e) => tracing::warn!(path = %path.display(), "discarding unusable compiled component: {e:#}"),
+            Err(e) => {
+                tracing::warn!(path = %path.display(), "discarding unusable compiled component: {e:#}")
+            }
         }
     }
-    let component = Component::new(engine, bytes).map_err(|e| LoadError::NotAComponent(format!("{e:#}")))?;
-    let serialized = component.serialize().map_err(|e| LoadError::Cache(format!("{e:#}")))?;
-    std::fs::create_dir_all(dir).map_err(|e| LoadError::Cache(format!("{}: {e}", dir.display())))?;
+    let component =
+        Component::new(engine, bytes).map_err(|e| LoadError::NotAComponent(format!("{e:#}")))?;
+    let serialized = component
+        .serialize()
+        .map_err(|e| LoadError::Cache(format!("{e:#}")))?;
+    std::fs::create_dir_all(dir)
+        .map_err(|e| LoadError::Cache(format!("{}: {e}", dir.display())))?;
     let tmp = path.with_extension("tmp");
     std::fs::write(&tmp, serialized)
         .and_then(|()| std::fs::rename(&tmp, &path))

@@ -8,7 +8,12 @@ use gantry_contract as c;
 
 pub(crate) fn cycle(x: &c::Cycle) -> wit::Cycle {
     let usage = |v: &[c::Usage]| -> Vec<wit::Usage> {
-        v.iter().map(|u| wit::Usage { who: u.who, gpu_seconds: u.gpu_seconds }).collect()
+        v.iter()
+            .map(|u| wit::Usage {
+                who: u.who,
+                gpu_seconds: u.gpu_seconds,
+            })
+            .collect()
     };
     wit::Cycle {
         id: x.id,
@@ -39,7 +44,12 @@ pub(crate) fn cycle(x: &c::Cycle) -> wit::Cycle {
 }
 
 fn labels(v: &[c::Label]) -> Vec<wit::Label> {
-    v.iter().map(|l| wit::Label { key: l.key, value: l.value }).collect()
+    v.iter()
+        .map(|l| wit::Label {
+            key: l.key,
+            value: l.value,
+        })
+        .collect()
 }
 
 pub(crate) fn job(x: &c::Job) -> wit::Job {
@@ -111,7 +121,14 @@ pub(crate) fn nodes(v: &[c::Node]) -> Vec<wit::Node> {
 fn alloc_out(a: &c::TaskAllocation) -> wit::TaskAllocation {
     wit::TaskAllocation {
         node: a.node,
-        gpus: a.gpus.iter().map(|s| wit::GpuShare { index: s.index, milli: s.milli }).collect(),
+        gpus: a
+            .gpus
+            .iter()
+            .map(|s| wit::GpuShare {
+                index: s.index,
+                milli: s.milli,
+            })
+            .collect(),
         cpu_milli: a.cpu_milli,
         memory_mib: a.memory_mib,
     }
@@ -120,7 +137,14 @@ fn alloc_out(a: &c::TaskAllocation) -> wit::TaskAllocation {
 fn alloc_in(a: wit::TaskAllocation) -> c::TaskAllocation {
     c::TaskAllocation {
         node: a.node,
-        gpus: a.gpus.into_iter().map(|s| c::GpuShare { index: s.index, milli: s.milli }).collect(),
+        gpus: a
+            .gpus
+            .into_iter()
+            .map(|s| c::GpuShare {
+                index: s.index,
+                milli: s.milli,
+            })
+            .collect(),
         cpu_milli: a.cpu_milli,
         memory_mib: a.memory_mib,
     }
@@ -150,7 +174,10 @@ fn reason_in(r: wit::Reason) -> c::Reason {
         wit::ReasonCode::Preempted => c::ReasonCode::Preempted,
         wit::ReasonCode::Other => c::ReasonCode::Other,
     };
-    c::Reason { code, message: r.message }
+    c::Reason {
+        code,
+        message: r.message,
+    }
 }
 
 pub(crate) fn metadata(m: plugin::PluginInfo) -> c::Metadata {
@@ -196,7 +223,12 @@ pub(crate) fn verdicts(v: Vec<admission::Verdict>) -> Vec<c::Verdict> {
 }
 
 pub(crate) fn scores(v: Vec<priority::Scored>) -> Vec<c::Scored> {
-    v.into_iter().map(|s| c::Scored { score: s.score, tier: s.tier }).collect()
+    v.into_iter()
+        .map(|s| c::Scored {
+            score: s.score,
+            tier: s.tier,
+        })
+        .collect()
 }
 
 pub(crate) fn plan(p: placement::Plan) -> c::Plan {
@@ -204,18 +236,29 @@ pub(crate) fn plan(p: placement::Plan) -> c::Plan {
         starts: p
             .starts
             .into_iter()
-            .map(|s| c::Start { job: s.job, tasks: s.tasks.into_iter().map(alloc_in).collect() })
+            .map(|s| c::Start {
+                job: s.job,
+                tasks: s.tasks.into_iter().map(alloc_in).collect(),
+            })
             .collect(),
         pending: p
             .pending
             .into_iter()
-            .map(|x| c::Pending { job: x.job, reason: reason_in(x.reason) })
+            .map(|x| c::Pending {
+                job: x.job,
+                reason: reason_in(x.reason),
+            })
             .collect(),
     }
 }
 
 pub(crate) fn evictions(v: Vec<preemption::Eviction>) -> Vec<c::Eviction> {
     v.into_iter()
-        .map(|e| c::Eviction { job: e.job, for_job: e.for_job, reason: reason_in(e.reason), grace_s: e.grace_s })
+        .map(|e| c::Eviction {
+            job: e.job,
+            for_job: e.for_job,
+            reason: reason_in(e.reason),
+            grace_s: e.grace_s,
+        })
         .collect()
 }

@@ -5,12 +5,15 @@
 //! the instance is dropped, to be re-made from its pre-instantiated form (and
 //! re-configured) on the next call. Nothing a plugin does can crash or hang the host.
 
-use crate::bindings::{admission, placement, plugin, preemption, priority, State};
-use crate::loader::{LoadedPlugin, EPOCH_TICK};
-use crate::{convert, LoadError, Limits};
-use gantry_contract::{Cycle, Eviction, Job, Metadata, Node, Plan, RunningJob, Scored, Stage, SubmitVerdict, Verdict};
+use crate::bindings::{State, admission, placement, plugin, preemption, priority};
+use crate::loader::{EPOCH_TICK, LoadedPlugin};
+use crate::{Limits, LoadError, convert};
+use gantry_contract::{
+    Cycle, Eviction, Job, Metadata, Node, Plan, RunningJob, Scored, Stage, SubmitVerdict, Verdict,
+};
 use gantry_engine::{
-    AdmissionStage, FaultKind, PlacementStage, PluginIdent, PolicyFault, PreemptionStage, PriorityStage,
+    AdmissionStage, FaultKind, PlacementStage, PluginIdent, PolicyFault, PreemptionStage,
+    PriorityStage,
 };
 use wasmtime::{Store, Trap};
 
@@ -43,14 +46,23 @@ impl std::fmt::Debug for PluginInstance {
 }
 
 fn deadline_ticks(limits: &Limits) -> u64 {
-    limits.deadline_ms.div_ceil(EPOCH_TICK.as_millis() as u64).max(1)
+    limits
+        .deadline_ms
+        .div_ceil(EPOCH_TICK.as_millis() as u64)
+        .max(1)
 }
 
 fn classify(e: &wasmtime::Error, memory_hit: bool) -> PolicyFault {
     let text = format!("{e:#}");
     match e.downcast_ref::<Trap>() {
-        Some(Trap::Interrupt) => PolicyFault::new(FaultKind::DeadlineExceeded, "the call ran past its deadline"),
-        _ if memory_hit => PolicyFault::new(FaultKind::MemoryLimit, format!("memory cap reached, then: {text}")),
+        Some(Trap::Interrupt) => PolicyFault::new(
+            FaultKind::DeadlineExceeded,
+            "the call ran past its deadline",
+        ),
+        _ if memory_hit => PolicyFault::new(
+            FaultKind::MemoryLimit,
+            format!("memory cap reached, then: {text}"),
+        ),
         Some(_) => PolicyFault::new(FaultKind::Trap, text),
         None => PolicyFault::new(FaultKind::InvalidOutput, text),
     }
@@ -71,16 +83,33 @@ fn instantiate(plugin: &LoadedPlugin, limits: &Limits) -> Result<Live, PolicyFau
     let guests = (|| -> wasmtime::Result<_> {
         Ok((
             ix.plugin.load(&mut store, &instance)?,
-            ix.admission.as_ref().map(|i| i.load(&mut store, &instance)).transpose()?,
-            ix.priority.as_ref().map(|i| i.load(&mut store, &instance)).transpose()?,
-            ix.placement.as_ref().map(|i| i.load(&mut store, &instance)).transpose()?,
-            ix.preemption.as_ref().map(|i| i.load(&mut store, &instance)).transpose()?,
+            ix.admission
+                .as_ref()
+                .map(|i| i.load(&mut store, &instance))
+                .transpose()?,
+            ix.priority
+                .as_ref()
+                .map(|i| i.load(&mut store, &instance))
+                .transpose()?,
+            ix.placement
+                .as_ref()
+                .map(|i| i.load(&mut store, &instance))
+                .transpose()?,
+            ix.preemption
+                .as_ref()
+                .map(|i| i.load(&mut store, &instance))
+                .transpose()?,
         ))
     })();
     match guests {
-        Ok((plugin, admission, priority, placement, preemption)) => {
-            Ok(Live { store, plugin, admission, priority, placement, preemption })
-        }
+        Ok((plugin, admission, priority, placement, preemption)) => Ok(Live {
+            store,
+            plugin,
+            admission,
+            priority,
+            placement,
+            preemption,
+        }),
         Err(e) => Err(fail(&store, e)),
     }
 }
@@ -104,23 +133,46 @@ fn guarded<T>(
 }
 
 impl PluginInstance {
-    pub(crate) fn new(plugin: LoadedPlugin, config: &str, limits: Limits) -> Result<Self, LoadError> {
+    pub(crate) fn new(
+        plugin: LoadedPlugin,
+        config: &str,
+        limits: Limits,
+    ) -> Result<Self, LoadError> {
         let m = &plugin.metadata;
-        let ident = PluginIdent { name: m.name.clone(), version: m.version.clone(), sha256: plugin.sha256.clone() };
-        let mut me = Self { plugin, ident, config: config.to_string(), limits, live: None, reinstantiations: 0 };
+        let ident = PluginIdent {
+            name: m.name.clone(),
+            version: m.version.clone(),
+            sha256: plugin.sha256.clone(),
+        };
+        let mut me = Self {
+            plugin,
+            ident,
+            config: config.to_string(),
+            limits,
+            live: None,
+            reinstantiations: 0,
+        };
         let name = me.ident.name.clone();
-        me.ensure_live().map_err(|fault| LoadError::Fault { plugin: name, fault })?;
+        me.ensure_live().map_err(|fault| LoadError::Fault {
+            plugin: name,
+            fault,
+        })?;
         Ok(me)
     }
 
     /// Instantiates once to ask for metadata (used while loading).
     pub(crate) fn read_metadata(plugin: &LoadedPlugin) -> Result<Metadata, LoadError> {
         let limits = Limits::default();
-        let err = |fault| LoadError::Fault { plugin: plugin.sha256.chars().take(12).collect(), fault };
+        let err = |fault| LoadError::Fault {
+            plugin: plugin.sha256.chars().take(12).collect(),
+            fault,
+        };
         let mut live = instantiate(plugin, &limits).map_err(err)?;
-        guarded(&mut live, &limits, |l| l.plugin.call_metadata(&mut l.store).map(Ok))
-            .map(convert::metadata)
-            .map_err(|(f, _)| err(f))
+        guarded(&mut live, &limits, |l| {
+            l.plugin.call_metadata(&mut l.store).map(Ok)
+        })
+        .map(convert::metadata)
+        .map_err(|(f, _)| err(f))
     }
 
     /// Which plugin this is.
@@ -140,18 +192,25 @@ impl PluginInstance {
 
     /// Bytes of linear memory the live instance uses (0 when none is live).
     pub fn memory_used_bytes(&self) -> usize {
-        self.live.as_ref().map(|l| l.store.data().limiter.used_bytes()).unwrap_or(0)
+        self.live
+            .as_ref()
+            .map(|l| l.store.data().limiter.used_bytes())
+            .unwrap_or(0)
     }
 
     fn ensure_live(&mut self) -> Result<&mut Live, PolicyFault> {
         if self.live.is_none() {
             let mut live = instantiate(&self.plugin, &self.limits)?;
             let config = self.config.clone();
-            guarded(&mut live, &self.limits, |l| l.plugin.call_configure(&mut l.store, &config))
-                .map_err(|(f, _)| PolicyFault::new(f.kind, format!("configure: {}", f.message)))?;
+            guarded(&mut live, &self.limits, |l| {
+                l.plugin.call_configure(&mut l.store, &config)
+            })
+            .map_err(|(f, _)| PolicyFault::new(f.kind, format!("configure: {}", f.message)))?;
             self.live = Some(live);
         }
-        self.live.as_mut().ok_or_else(|| PolicyFault::new(FaultKind::Trap, "instance unavailable"))
+        self.live
+            .as_mut()
+            .ok_or_else(|| PolicyFault::new(FaultKind::Trap, "instance unavailable"))
     }
 
     fn call<T>(
@@ -172,7 +231,10 @@ impl PluginInstance {
         if missing {
             return Err(PolicyFault::new(
                 FaultKind::PluginError,
-                format!("plugin {} does not export the {stage} stage", self.ident.name),
+                format!(
+                    "plugin {} does not export the {stage} stage",
+                    self.ident.name
+                ),
             ));
         }
         r.map_err(|(fault, poisoned)| {
@@ -193,14 +255,20 @@ impl AdmissionStage for PluginInstance {
     fn check_submit(&mut self, ctx: &Cycle, job: &Job) -> Result<SubmitVerdict, PolicyFault> {
         let (c, j) = (convert::cycle(ctx), convert::job(job));
         self.call(Stage::Admission, |l| {
-            l.admission.as_ref().map(|g| g.call_check_submit(&mut l.store, &c, &j))
+            l.admission
+                .as_ref()
+                .map(|g| g.call_check_submit(&mut l.store, &c, &j))
         })
         .map(convert::submit_verdict)
     }
     fn admit(&mut self, ctx: &Cycle, jobs: &[Job]) -> Result<Vec<Verdict>, PolicyFault> {
         let (c, j) = (convert::cycle(ctx), convert::jobs(jobs));
-        self.call(Stage::Admission, |l| l.admission.as_ref().map(|g| g.call_admit(&mut l.store, &c, &j)))
-            .map(convert::verdicts)
+        self.call(Stage::Admission, |l| {
+            l.admission
+                .as_ref()
+                .map(|g| g.call_admit(&mut l.store, &c, &j))
+        })
+        .map(convert::verdicts)
     }
 }
 
@@ -208,10 +276,17 @@ impl PriorityStage for PluginInstance {
     fn ident(&self) -> &PluginIdent {
         &self.ident
     }
-    fn score(&mut self, ctx: &Cycle, jobs: &[Job], previous: &[f64]) -> Result<Vec<Scored>, PolicyFault> {
+    fn score(
+        &mut self,
+        ctx: &Cycle,
+        jobs: &[Job],
+        previous: &[f64],
+    ) -> Result<Vec<Scored>, PolicyFault> {
         let (c, j) = (convert::cycle(ctx), convert::jobs(jobs));
         self.call(Stage::Priority, |l| {
-            l.priority.as_ref().map(|g| g.call_score(&mut l.store, &c, &j, previous))
+            l.priority
+                .as_ref()
+                .map(|g| g.call_score(&mut l.store, &c, &j, previous))
         })
         .map(convert::scores)
     }
@@ -221,10 +296,23 @@ impl PlacementStage for PluginInstance {
     fn ident(&self) -> &PluginIdent {
         &self.ident
     }
-    fn place(&mut self, ctx: &Cycle, jobs: &[Job], nodes: &[Node], running: &[RunningJob]) -> Result<Plan, PolicyFault> {
-        let (c, j, n, r) = (convert::cycle(ctx), convert::jobs(jobs), convert::nodes(nodes), convert::running(running));
+    fn place(
+        &mut self,
+        ctx: &Cycle,
+        jobs: &[Job],
+        nodes: &[Node],
+        running: &[RunningJob],
+    ) -> Result<Plan, PolicyFault> {
+        let (c, j, n, r) = (
+            convert::cycle(ctx),
+            convert::jobs(jobs),
+            convert::nodes(nodes),
+            convert::running(running),
+        );
         self.call(Stage::Placement, |l| {
-            l.placement.as_ref().map(|g| g.call_place(&mut l.store, &c, &j, &n, &r))
+            l.placement
+                .as_ref()
+                .map(|g| g.call_place(&mut l.store, &c, &j, &n, &r))
         })
         .map(convert::plan)
     }
@@ -242,9 +330,16 @@ impl PreemptionStage for PluginInstance {
         nodes: &[Node],
         running: &[RunningJob],
     ) -> Result<Vec<Eviction>, PolicyFault> {
-        let (c, b, n, r) = (convert::cycle(ctx), convert::jobs(blocked), convert::nodes(nodes), convert::running(running));
+        let (c, b, n, r) = (
+            convert::cycle(ctx),
+            convert::jobs(blocked),
+            convert::nodes(nodes),
+            convert::running(running),
+        );
         self.call(Stage::Preemption, |l| {
-            l.preemption.as_ref().map(|g| g.call_preempt(&mut l.store, &c, &b, blocked_scores, &n, &r))
+            l.preemption
+                .as_ref()
+                .map(|g| g.call_preempt(&mut l.store, &c, &b, blocked_scores, &n, &r))
         })
         .map(convert::evictions)
     }

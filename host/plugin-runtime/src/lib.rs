@@ -35,7 +35,10 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Self { deadline_ms: 100, memory_mib: 256 }
+        Self {
+            deadline_ms: 100,
+            memory_mib: 256,
+        }
     }
 }
 

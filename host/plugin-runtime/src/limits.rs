@@ -17,7 +17,11 @@ pub struct MemoryLimiter {
 impl MemoryLimiter {
     /// A limiter allowing `cap_bytes` in total.
     pub fn new(cap_bytes: usize) -> Self {
-        Self { cap_bytes, used_bytes: 0, hit: false }
+        Self {
+            cap_bytes,
+            used_bytes: 0,
+            hit: false,
+        }
     }
 
     /// Whether a growth was denied since the last [`MemoryLimiter::clear_hit`].

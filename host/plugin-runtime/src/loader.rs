@@ -2,10 +2,10 @@
 //! compile (or fetch from cache), check the contract version and exports, link,
 //! pre-instantiate, and read the plugin's metadata.
 
-use crate::bindings::{admission, placement, plugin, preemption, priority, FullPlugin, State};
+use crate::bindings::{FullPlugin, State, admission, placement, plugin, preemption, priority};
 use crate::instance::PluginInstance;
-use crate::{cache, LoadError, Limits};
-use gantry_contract::{Metadata, Stage, CONTRACT_VERSION};
+use crate::{Limits, LoadError, cache};
+use gantry_contract::{CONTRACT_VERSION, Metadata, Stage};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -53,7 +53,9 @@ pub struct Runtime {
 
 impl std::fmt::Debug for Runtime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Runtime").field("cache_dir", &self.inner.cache_dir).finish_non_exhaustive()
+        f.debug_struct("Runtime")
+            .field("cache_dir", &self.inner.cache_dir)
+            .finish_non_exhaustive()
     }
 }
 
@@ -100,7 +102,11 @@ impl LoadedPlugin {
         &self.metadata.stages
     }
     /// A configured instance with `limits`.
-    pub fn instantiate(&self, config_json: &str, limits: Limits) -> Result<PluginInstance, LoadError> {
+    pub fn instantiate(
+        &self,
+        config_json: &str,
+        limits: Limits,
+    ) -> Result<PluginInstance, LoadError> {
         PluginInstance::new(self.clone(), config_json, limits)
     }
 }
@@ -116,9 +122,11 @@ impl Runtime {
         let mut config = Config::new();
         config.epoch_interruption(true);
         config.wasm_component_model(true);
-        let engine = Engine::new(&config).map_err(|e| LoadError::Cache(format!("engine: {e:#}")))?;
+        let engine =
+            Engine::new(&config).map_err(|e| LoadError::Cache(format!("engine: {e:#}")))?;
         let mut linker: Linker<State> = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| LoadError::Link(format!("{e:#}")))?;
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
+            .map_err(|e| LoadError::Link(format!("{e:#}")))?;
         FullPlugin::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)
             .map_err(|e| LoadError::Link(format!("{e:#}")))?;
         let stop = Arc::new(AtomicBool::new(false));
@@ -147,7 +155,13 @@ impl Runtime {
     /// Loads (or returns the already loaded) component for `bytes`.
     pub fn load(&self, bytes: &[u8]) -> Result<LoadedPlugin, LoadError> {
         let sha = sha256_hex(bytes);
-        if let Some(p) = self.inner.loaded.lock().ok().and_then(|m| m.get(&sha).cloned()) {
+        if let Some(p) = self
+            .inner
+            .loaded
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&sha).cloned())
+        {
             return Ok(p);
         }
         let plugin = self.load_uncached(&sha, bytes)?;
@@ -159,7 +173,9 @@ impl Runtime {
 
     fn load_uncached(&self, sha: &str, bytes: &[u8]) -> Result<LoadedPlugin, LoadError> {
         if !bytes.starts_with(b"\0asm") {
-            return Err(LoadError::NotAComponent("the bytes do not start with the WebAssembly magic number".into()));
+            return Err(LoadError::NotAComponent(
+                "the bytes do not start with the WebAssembly magic number".into(),
+            ));
         }
         let engine = &self.inner.engine;
         let component = cache::compile(engine, self.inner.cache_dir.as_deref(), sha, bytes)?;
@@ -198,7 +214,10 @@ impl Runtime {
 }
 
 /// Every `gantry:policy/*` export must be of a version this host speaks.
-fn check_contract_exports(engine: &Engine, component: &wasmtime::component::Component) -> Result<(), LoadError> {
+fn check_contract_exports(
+    engine: &Engine,
+    component: &wasmtime::component::Component,
+) -> Result<(), LoadError> {
     let ty = component.component_type();
     let names: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_string()).collect();
     let ours: Vec<&String> = names.iter().filter(|n| n.starts_with(PACKAGE)).collect();
@@ -234,7 +253,10 @@ fn check_metadata(indices: &Indices, m: &Metadata) -> Result<(), LoadError> {
         )));
     }
     if m.stages.is_empty() {
-        return Err(LoadError::MissingExport(format!("plugin {} declares no stage", m.name)));
+        return Err(LoadError::MissingExport(format!(
+            "plugin {} declares no stage",
+            m.name
+        )));
     }
     for stage in &m.stages {
         let exported = match stage {

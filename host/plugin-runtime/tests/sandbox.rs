@@ -5,7 +5,7 @@
 use gantry_components as comp;
 use gantry_contract::{Cycle, Gpu, Job, Node, NodeState, TaskGroup};
 use gantry_engine::{FaultKind, PlacementStage, PriorityStage};
-use gantry_plugin_runtime::{LoadError, Limits, Runtime, RuntimeOptions};
+use gantry_plugin_runtime::{Limits, LoadError, Runtime, RuntimeOptions};
 use std::time::Instant;
 
 fn runtime() -> Runtime {
@@ -13,7 +13,13 @@ fn runtime() -> Runtime {
 }
 
 fn ctx() -> Cycle {
-    Cycle { id: 1, now_ms: 1_000, strings: vec!["fake".into()], gpu_models: vec![0], ..Default::default() }
+    Cycle {
+        id: 1,
+        now_ms: 1_000,
+        strings: vec!["fake".into()],
+        gpu_models: vec![0],
+        ..Default::default()
+    }
 }
 
 fn node(id: u32, gpus: u32) -> Node {
@@ -24,7 +30,15 @@ fn node(id: u32, gpus: u32) -> Node {
         cpu_milli_free: 32_000,
         memory_mib_total: 256_000,
         memory_mib_free: 256_000,
-        gpus: (0..gpus).map(|i| Gpu { index: i, model: 0, memory_mib: 80_000, free_milli: 1000, healthy: true }).collect(),
+        gpus: (0..gpus)
+            .map(|i| Gpu {
+                index: i,
+                model: 0,
+                memory_mib: 80_000,
+                free_milli: 1000,
+                healthy: true,
+            })
+            .collect(),
         ..Default::default()
     }
 }
@@ -34,7 +48,13 @@ fn job(id: u64, gpus: u32, submit_ms: u64, time_limit_s: u64) -> Job {
         id,
         submit_ms,
         time_limit_s,
-        tasks: vec![TaskGroup { count: 1, gpus, cpu_milli: 1000, memory_mib: 1024, ..Default::default() }],
+        tasks: vec![TaskGroup {
+            count: 1,
+            gpus,
+            cpu_milli: 1000,
+            memory_mib: 1024,
+            ..Default::default()
+        }],
         ..Default::default()
     }
 }
@@ -54,16 +74,35 @@ fn builtin_metadata_and_stages() {
 #[test]
 fn wasm_answers_match_native() {
     let rt = runtime();
-    let jobs: Vec<Job> = (0..50).map(|i| job(i, (i % 4) as u32 + 1, 1_000 + i * 7 % 13, 60 * (i % 5))).collect();
+    let jobs: Vec<Job> = (0..50)
+        .map(|i| job(i, (i % 4) as u32 + 1, 1_000 + i * 7 % 13, 60 * (i % 5)))
+        .collect();
     let nodes: Vec<Node> = (0..4).map(|i| node(i, 8)).collect();
     let prev = vec![0.0; jobs.len()];
 
-    let mut wasm = rt.load(comp::SHORTEST_FIRST).unwrap().instantiate("{}", Limits::default()).unwrap();
-    let mut native = gantry_engine::Native::new(gantry_plugin_shortest_first::ShortestFirst::default(), "{}").unwrap();
-    assert_eq!(wasm.score(&ctx(), &jobs, &prev).unwrap(), native.score(&ctx(), &jobs, &prev).unwrap());
+    let mut wasm = rt
+        .load(comp::SHORTEST_FIRST)
+        .unwrap()
+        .instantiate("{}", Limits::default())
+        .unwrap();
+    let mut native =
+        gantry_engine::Native::new(gantry_plugin_shortest_first::ShortestFirst::default(), "{}")
+            .unwrap();
+    assert_eq!(
+        wasm.score(&ctx(), &jobs, &prev).unwrap(),
+        native.score(&ctx(), &jobs, &prev).unwrap()
+    );
 
-    let mut wasm = rt.load(comp::FIRST_FIT).unwrap().instantiate(r#"{"strict": false}"#, Limits::default()).unwrap();
-    let mut native = gantry_engine::Native::new(gantry_plugin_first_fit::FirstFit::default(), r#"{"strict": false}"#).unwrap();
+    let mut wasm = rt
+        .load(comp::FIRST_FIT)
+        .unwrap()
+        .instantiate(r#"{"strict": false}"#, Limits::default())
+        .unwrap();
+    let mut native = gantry_engine::Native::new(
+        gantry_plugin_first_fit::FirstFit::default(),
+        r#"{"strict": false}"#,
+    )
+    .unwrap();
     assert_eq!(
         wasm.place(&ctx(), &jobs, &nodes, &[]).unwrap(),
         native.place(&ctx(), &jobs, &nodes, &[]).unwrap()
@@ -73,7 +112,11 @@ fn wasm_answers_match_native() {
 #[test]
 fn bad_config_is_rejected_at_instantiation() {
     let rt = runtime();
-    let err = rt.load(comp::FIRST_FIT).unwrap().instantiate(r#"{"strikt": 1}"#, Limits::default()).unwrap_err();
+    let err = rt
+        .load(comp::FIRST_FIT)
+        .unwrap()
+        .instantiate(r#"{"strikt": 1}"#, Limits::default())
+        .unwrap_err();
     let text = err.to_string();
     assert!(matches!(err, LoadError::Fault { .. }), "{text}");
     assert!(text.contains("strikt"), "{text}");
@@ -82,17 +125,30 @@ fn bad_config_is_rejected_at_instantiation() {
 #[test]
 fn not_a_component_is_a_clear_error() {
     let rt = runtime();
-    assert!(matches!(rt.load(b"hello"), Err(LoadError::NotAComponent(_))));
+    assert!(matches!(
+        rt.load(b"hello"),
+        Err(LoadError::NotAComponent(_))
+    ));
     // A core module (not a component) is refused too.
     let core_module: &[u8] = &[0, b'a', b's', b'm', 1, 0, 0, 0];
-    assert!(matches!(rt.load(core_module), Err(LoadError::NotAComponent(_))));
+    assert!(matches!(
+        rt.load(core_module),
+        Err(LoadError::NotAComponent(_))
+    ));
 }
 
 #[test]
 fn infinite_loop_hits_the_deadline_and_the_instance_recovers() {
     let rt = runtime();
-    let limits = Limits { deadline_ms: 50, ..Limits::default() };
-    let mut p = rt.load(comp::HOSTILE_LOOP).unwrap().instantiate("{}", limits).unwrap();
+    let limits = Limits {
+        deadline_ms: 50,
+        ..Limits::default()
+    };
+    let mut p = rt
+        .load(comp::HOSTILE_LOOP)
+        .unwrap()
+        .instantiate("{}", limits)
+        .unwrap();
     let jobs = vec![job(1, 1, 0, 0)];
     for _ in 0..2 {
         let t = Instant::now();
@@ -106,19 +162,34 @@ fn infinite_loop_hits_the_deadline_and_the_instance_recovers() {
 #[test]
 fn trap_is_typed_and_the_host_survives() {
     let rt = runtime();
-    let mut p = rt.load(comp::HOSTILE_TRAP).unwrap().instantiate("{}", Limits::default()).unwrap();
-    let err = p.place(&ctx(), &[job(1, 1, 0, 0)], &[node(0, 4)], &[]).unwrap_err();
+    let mut p = rt
+        .load(comp::HOSTILE_TRAP)
+        .unwrap()
+        .instantiate("{}", Limits::default())
+        .unwrap();
+    let err = p
+        .place(&ctx(), &[job(1, 1, 0, 0)], &[node(0, 4)], &[])
+        .unwrap_err();
     assert_eq!(err.kind, FaultKind::Trap, "{err}");
     // And again, on a fresh instance.
-    let err = p.place(&ctx(), &[job(1, 1, 0, 0)], &[node(0, 4)], &[]).unwrap_err();
+    let err = p
+        .place(&ctx(), &[job(1, 1, 0, 0)], &[node(0, 4)], &[])
+        .unwrap_err();
     assert_eq!(err.kind, FaultKind::Trap, "{err}");
 }
 
 #[test]
 fn memory_hog_hits_the_cap() {
     let rt = runtime();
-    let limits = Limits { memory_mib: 64, deadline_ms: 5_000 };
-    let mut p = rt.load(comp::HOSTILE_MEMORY).unwrap().instantiate("{}", limits).unwrap();
+    let limits = Limits {
+        memory_mib: 64,
+        deadline_ms: 5_000,
+    };
+    let mut p = rt
+        .load(comp::HOSTILE_MEMORY)
+        .unwrap()
+        .instantiate("{}", limits)
+        .unwrap();
     let err = p.score(&ctx(), &[job(1, 1, 0, 0)], &[0.0]).unwrap_err();
     assert_eq!(err.kind, FaultKind::MemoryLimit, "{err}");
 }
@@ -126,8 +197,13 @@ fn memory_hog_hits_the_cap() {
 #[test]
 fn compiled_components_are_cached_on_disk() {
     let dir = tempfile::tempdir().unwrap();
-    let opts = RuntimeOptions { cache_dir: Some(dir.path().to_path_buf()) };
-    let first = Runtime::new(opts.clone()).unwrap().load(comp::FIFO).unwrap();
+    let opts = RuntimeOptions {
+        cache_dir: Some(dir.path().to_path_buf()),
+    };
+    let first = Runtime::new(opts.clone())
+        .unwrap()
+        .load(comp::FIFO)
+        .unwrap();
     let files: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
     assert_eq!(files.len(), 1);
     let second = Runtime::new(opts).unwrap().load(comp::FIFO).unwrap();

@@ -16,7 +16,10 @@ struct Config {
 
 impl Default for Config {
     fn default() -> Self {
-        Self { replace: true, weight: 1.0 }
+        Self {
+            replace: true,
+            weight: 1.0,
+        }
     }
 }
 
@@ -46,14 +49,26 @@ impl Plugin for ShortestFirst {
 }
 
 impl Priority for ShortestFirst {
-    fn score(&mut self, _ctx: &Cycle, jobs: &[Job], previous: &[f64]) -> Result<Vec<Scored>, String> {
+    fn score(
+        &mut self,
+        _ctx: &Cycle,
+        jobs: &[Job],
+        previous: &[f64],
+    ) -> Result<Vec<Scored>, String> {
         Ok(jobs
             .iter()
             .zip(previous)
             .map(|(j, prev)| {
-                let hours = if j.time_limit_s == 0 { NO_LIMIT_HOURS } else { j.time_limit_s as f64 / 3600.0 };
+                let hours = if j.time_limit_s == 0 {
+                    NO_LIMIT_HOURS
+                } else {
+                    j.time_limit_s as f64 / 3600.0
+                };
                 let own = -hours * self.config.weight;
-                Scored { score: if self.config.replace { own } else { prev + own }, tier: None }
+                Scored {
+                    score: if self.config.replace { own } else { prev + own },
+                    tier: None,
+                }
             })
             .collect())
     }
@@ -68,11 +83,25 @@ mod tests {
     #[test]
     fn shorter_limits_score_higher_and_unlimited_last() {
         let jobs = [
-            Job { id: 1, time_limit_s: 7200, ..Default::default() },
-            Job { id: 2, time_limit_s: 60, ..Default::default() },
-            Job { id: 3, time_limit_s: 0, ..Default::default() },
+            Job {
+                id: 1,
+                time_limit_s: 7200,
+                ..Default::default()
+            },
+            Job {
+                id: 2,
+                time_limit_s: 60,
+                ..Default::default()
+            },
+            Job {
+                id: 3,
+                time_limit_s: 0,
+                ..Default::default()
+            },
         ];
-        let s = ShortestFirst::default().score(&Cycle::default(), &jobs, &[0.0; 3]).unwrap();
+        let s = ShortestFirst::default()
+            .score(&Cycle::default(), &jobs, &[0.0; 3])
+            .unwrap();
         assert!(s[1].score > s[0].score && s[0].score > s[2].score);
     }
 }

@@ -1,0 +1,102 @@
+//! The API's one error type: an HTTP status plus `{"error": {"code", "message",
+//! "field"}}`. Every failure of a request maps here; nothing answers with a bare
+//! text body or a panic.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+
+/// An API error.
+#[derive(Debug)]
+pub struct ApiError {
+    /// HTTP status.
+    pub status: StatusCode,
+    /// Machine-readable code.
+    pub code: &'static str,
+    /// Human message.
+    pub message: String,
+    /// The request field at fault, when there is one.
+    pub field: Option<String>,
+}
+
+impl ApiError {
+    /// Any error.
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+            field: None,
+        }
+    }
+
+    /// 400 for a field.
+    pub fn field(code: &'static str, field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            status: StatusCode::BAD_REQUEST,
+            code,
+            message: message.into(),
+            field: Some(field.into()),
+        }
+    }
+
+    /// 404.
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not-found", message)
+    }
+
+    /// 500 (logged).
+    pub fn internal(message: impl std::fmt::Display) -> Self {
+        tracing::error!("internal error: {message}");
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            message.to_string(),
+        )
+    }
+
+    /// 422 with a field.
+    pub fn unprocessable(
+        code: &'static str,
+        field: Option<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        Self {
+            status: StatusCode::UNPROCESSABLE_ENTITY,
+            code,
+            message: message.into(),
+            field,
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut error = serde_json::json!({ "code": self.code, "message": self.message });
+        if let Some(f) = self.field {
+            error["field"] = serde_json::Value::String(f);
+        }
+        (self.status, Json(serde_json::json!({ "error": error }))).into_response()
+    }
+}
+
+/// Parses a JSON body, naming the field serde stumbled on.
+pub fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    if body.is_empty() {
+        return Err(ApiError::field(
+            "invalid-json",
+            "body",
+            "the request body is empty; send a JSON object",
+        ));
+    }
+    serde_json::from_slice(body).map_err(|e| {
+        let msg = e.to_string();
+        let field = msg
+            .split('`')
+            .nth(1)
+            .filter(|_| msg.starts_with("unknown field") || msg.starts_with("missing field"))
+            .map(str::to_string)
+            .unwrap_or_else(|| "body".into());
+        ApiError::field("invalid-json", field, msg)
+    })
+}

@@ -1,0 +1,129 @@
+//! Job and node routes: submit, list, get, cancel, logs, events, nodes.
+
+use super::blocking;
+use super::error::{ApiError, parse_json};
+use crate::model::JobSpec;
+use crate::scheduler::jobs_api::{CancelError, SubmitError};
+use crate::scheduler::{JobFilter, Scheduler};
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use serde::Deserialize;
+
+fn job_id(raw: &str) -> Result<u64, ApiError> {
+    raw.parse().map_err(|_| {
+        ApiError::field(
+            "invalid-id",
+            "id",
+            format!("`{raw}` is not a job id (a positive integer)"),
+        )
+    })
+}
+
+fn query<T>(q: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
+    q.map(|Query(v)| v)
+        .map_err(|e| ApiError::field("invalid-query", "query", e.body_text()))
+}
+
+pub(super) async fn submit(
+    State(s): State<Scheduler>,
+    body: Bytes,
+) -> Result<impl IntoResponse, ApiError> {
+    let spec: JobSpec = parse_json(&body)?;
+    let record = blocking(move || s.submit(spec))
+        .await?
+        .map_err(|e| match e {
+            SubmitError::Field(f) => ApiError::field("invalid-field", f.field, f.message),
+            SubmitError::Unsatisfiable(m) => ApiError::unprocessable(
+                "unsatisfiable",
+                Some("tasks".into()),
+                format!("no node in this cluster could ever hold this job: {m}"),
+            ),
+            SubmitError::Rejected { plugin, message } => ApiError::unprocessable(
+                "rejected-by-policy",
+                None,
+                format!("rejected by admission plugin {plugin}: {message}"),
+            ),
+            SubmitError::Store(e) => ApiError::internal(e),
+        })?;
+    Ok((StatusCode::CREATED, Json(record)))
+}
+
+pub(super) async fn list(
+    State(s): State<Scheduler>,
+    q: Result<Query<JobFilter>, QueryRejection>,
+) -> Result<impl IntoResponse, ApiError> {
+    let f = query(q)?;
+    Ok(Json(s.jobs(&f)))
+}
+
+pub(super) async fn get_one(
+    State(s): State<Scheduler>,
+    Path(id): Path<String>,
+) -> Result<impl IntoResponse, ApiError> {
+    let id = job_id(&id)?;
+    s.job(id)
+        .map(Json)
+        .ok_or_else(|| ApiError::not_found(format!("job {id} does not exist")))
+}
+
+pub(super) async fn cancel(
+    State(s): State<Scheduler>,
+    Path(id): Path<String>,
+) -> Result<impl IntoResponse, ApiError> {
+    let id = job_id(&id)?;
+    s.cancel(id).map(Json).map_err(|e| match e {
+        CancelError::NotFound(_) => ApiError::not_found(e.to_string()),
+        CancelError::Ended(..) => {
+            ApiError::new(StatusCode::CONFLICT, "already-ended", e.to_string())
+        }
+    })
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct LogQuery {
+    #[serde(default)]
+    task: usize,
+}
+
+pub(super) async fn logs(
+    State(s): State<Scheduler>,
+    Path(id): Path<String>,
+    q: Result<Query<LogQuery>, QueryRejection>,
+) -> Result<impl IntoResponse, ApiError> {
+    let id = job_id(&id)?;
+    let task = query(q)?.task;
+    let text = blocking(move || s.logs(id, task)).await?;
+    text.map(|t| {
+        (
+            [(
+                axum::http::header::CONTENT_TYPE,
+                "text/plain; charset=utf-8",
+            )],
+            t,
+        )
+    })
+    .ok_or_else(|| ApiError::not_found(format!("job {id} does not exist")))
+}
+
+pub(super) async fn events(
+    State(s): State<Scheduler>,
+    Path(id): Path<String>,
+) -> Result<impl IntoResponse, ApiError> {
+    let id = job_id(&id)?;
+    if s.job(id).is_none() {
+        return Err(ApiError::not_found(format!("job {id} does not exist")));
+    }
+    blocking(move || s.events(id))
+        .await?
+        .map(Json)
+        .map_err(ApiError::internal)
+}
+
+pub(super) async fn nodes(State(s): State<Scheduler>) -> impl IntoResponse {
+    Json(s.nodes())
+}

@@ -1,0 +1,60 @@
+//! The HTTP API (axum, JSON, under `/v1`). Thin: it parses and bounds requests, calls
+//! the scheduler, and maps results and errors to status codes.
+//!
+//! Owns: routes, request limits, status mapping. Does not own any state.
+
+mod error;
+mod jobs;
+mod policy;
+
+pub use error::ApiError;
+
+use crate::scheduler::Scheduler;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+
+/// Largest JSON request body.
+pub const MAX_JSON_BODY: usize = 1 << 20;
+
+/// Largest plugin upload (Python components are ~17 MiB).
+pub const MAX_PLUGIN_BYTES: usize = 64 << 20;
+
+/// All routes.
+pub fn router(scheduler: Scheduler) -> Router {
+    Router::new()
+        .route(
+            "/v1/health",
+            get(|| async { Json(serde_json::json!({"status": "ok"})) }),
+        )
+        .route("/v1/jobs", post(jobs::submit).get(jobs::list))
+        .route("/v1/jobs/{id}", get(jobs::get_one).delete(jobs::cancel))
+        .route("/v1/jobs/{id}/cancel", post(jobs::cancel))
+        .route("/v1/jobs/{id}/logs", get(jobs::logs))
+        .route("/v1/jobs/{id}/events", get(jobs::events))
+        .route("/v1/nodes", get(jobs::nodes))
+        .route("/v1/faults", get(policy::faults))
+        .route(
+            "/v1/plugins",
+            post(policy::upload)
+                .get(policy::list_plugins)
+                .layer(DefaultBodyLimit::disable()),
+        )
+        .route("/v1/policy", get(policy::show).put(policy::set))
+        .route("/v1/policy/rollback", post(policy::rollback))
+        .route("/v1/policy/history", get(policy::history))
+        .fallback(|| async {
+            ApiError::not_found("no such route; the API is under /v1 (see README)")
+        })
+        .layer(DefaultBodyLimit::max(MAX_JSON_BODY))
+        .with_state(scheduler)
+}
+
+/// Runs blocking scheduler work off the async threads.
+pub(crate) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(ApiError::internal)
+}

@@ -1,0 +1,93 @@
+//! Plugin and policy routes: upload, list, show, set (hot swap), rollback, history,
+//! faults.
+
+use super::error::{ApiError, parse_json};
+use super::{MAX_PLUGIN_BYTES, blocking};
+use crate::policy::PipelineSpec;
+use crate::scheduler::Scheduler;
+use crate::scheduler::policy_api::PolicyOpError;
+use axum::Json;
+use axum::body::Body;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+
+fn op_error(e: PolicyOpError) -> ApiError {
+    match e {
+        PolicyOpError::Invalid(p) => {
+            ApiError::unprocessable("invalid-pipeline", Some(p.field), p.message)
+        }
+        PolicyOpError::DryRun(_) => ApiError::unprocessable("dry-run-failed", None, e.to_string()),
+        PolicyOpError::NoPrevious => {
+            ApiError::new(StatusCode::CONFLICT, "no-previous-version", e.to_string())
+        }
+        PolicyOpError::Load(l) => {
+            ApiError::unprocessable("invalid-plugin", Some("body".into()), l.to_string())
+        }
+        PolicyOpError::Store(s) => ApiError::internal(s),
+    }
+}
+
+pub(super) async fn upload(
+    State(s): State<Scheduler>,
+    body: Body,
+) -> Result<impl IntoResponse, ApiError> {
+    let bytes = axum::body::to_bytes(body, MAX_PLUGIN_BYTES)
+        .await
+        .map_err(|_| {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "too-large",
+                format!(
+                    "plugin uploads are limited to {} MiB",
+                    MAX_PLUGIN_BYTES >> 20
+                ),
+            )
+        })?;
+    if bytes.is_empty() {
+        return Err(ApiError::field(
+            "invalid-plugin",
+            "body",
+            "empty upload; send the component's bytes",
+        ));
+    }
+    let info = blocking(move || s.upload_plugin(&bytes))
+        .await?
+        .map_err(op_error)?;
+    Ok((StatusCode::CREATED, Json(info)))
+}
+
+pub(super) async fn list_plugins(State(s): State<Scheduler>) -> impl IntoResponse {
+    Json(s.plugins())
+}
+
+pub(super) async fn show(State(s): State<Scheduler>) -> impl IntoResponse {
+    Json(s.policy())
+}
+
+pub(super) async fn set(
+    State(s): State<Scheduler>,
+    body: Bytes,
+) -> Result<impl IntoResponse, ApiError> {
+    let spec: PipelineSpec = parse_json(&body)?;
+    blocking(move || s.set_policy(spec))
+        .await?
+        .map(Json)
+        .map_err(op_error)
+}
+
+pub(super) async fn rollback(State(s): State<Scheduler>) -> Result<impl IntoResponse, ApiError> {
+    blocking(move || s.rollback_policy())
+        .await?
+        .map(Json)
+        .map_err(op_error)
+}
+
+pub(super) async fn history(State(s): State<Scheduler>) -> impl IntoResponse {
+    Json(s.policy_history())
+}
+
+pub(super) async fn faults(State(s): State<Scheduler>) -> impl IntoResponse {
+    Json(s.faults())
+}

@@ -1,0 +1,310 @@
+//! The command-line client: every subcommand is one HTTP call to the daemon's API
+//! (`--server`, or `GANTRY_SERVER`, default `http://127.0.0.1:8420`), printing a table
+//! or the JSON answer. Errors from the API are shown with their code and field.
+//!
+//! Owns: argument → request mapping and output formatting. Holds no state.
+
+use anyhow::{Context, bail};
+use serde_json::{Value, json};
+use std::io::Read;
+
+/// A client for one daemon.
+#[derive(Debug)]
+pub struct Client {
+    base: String,
+    agent: ureq::Agent,
+}
+
+impl Client {
+    /// A client for `server` (e.g. `http://127.0.0.1:8420`).
+    pub fn new(server: &str) -> Self {
+        let config = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .build();
+        Self {
+            base: server.trim_end_matches('/').to_string(),
+            agent: ureq::Agent::new_with_config(config),
+        }
+    }
+
+    fn finish(
+        &self,
+        resp: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
+    ) -> anyhow::Result<Value> {
+        let mut resp =
+            resp.with_context(|| format!("cannot reach the gantry daemon at {}", self.base))?;
+        let status = resp.status();
+        let text = resp.body_mut().read_to_string().unwrap_or_default();
+        let body: Value = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        if status.is_success() {
+            return Ok(body);
+        }
+        let e = &body["error"];
+        let field = e["field"]
+            .as_str()
+            .map(|f| format!(" (field `{f}`)"))
+            .unwrap_or_default();
+        bail!(
+            "{} {}: {}{field}",
+            status.as_u16(),
+            e["code"].as_str().unwrap_or("error"),
+            e["message"].as_str().unwrap_or(&body.to_string())
+        )
+    }
+
+    /// GET a path.
+    pub fn get(&self, path: &str) -> anyhow::Result<Value> {
+        self.finish(self.agent.get(format!("{}{path}", self.base)).call())
+    }
+
+    /// GET a path as text.
+    pub fn get_text(&self, path: &str) -> anyhow::Result<String> {
+        match self.finish(self.agent.get(format!("{}{path}", self.base)).call())? {
+            Value::String(s) => Ok(s),
+            v => Ok(v.to_string()),
+        }
+    }
+
+    /// POST JSON.
+    pub fn post(&self, path: &str, body: &Value) -> anyhow::Result<Value> {
+        self.finish(
+            self.agent
+                .post(format!("{}{path}", self.base))
+                .send_json(body),
+        )
+    }
+
+    /// PUT JSON.
+    pub fn put(&self, path: &str, body: &Value) -> anyhow::Result<Value> {
+        self.finish(
+            self.agent
+                .put(format!("{}{path}", self.base))
+                .send_json(body),
+        )
+    }
+
+    /// POST raw bytes.
+    pub fn post_bytes(&self, path: &str, bytes: &[u8]) -> anyhow::Result<Value> {
+        self.finish(
+            self.agent
+                .post(format!("{}{path}", self.base))
+                .header("content-type", "application/wasm")
+                .send(bytes),
+        )
+    }
+}
+
+/// Parses "90", "90s", "15m", "4h", "2d" into seconds.
+pub fn parse_duration_s(text: &str) -> anyhow::Result<u64> {
+    let t = text.trim();
+    let (num, unit) = t.split_at(t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len()));
+    let n: u64 = num
+        .parse()
+        .with_context(|| format!("`{text}` is not a duration like 90s, 15m, 4h or 2d"))?;
+    let mult = match unit {
+        "" | "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => bail!("`{text}`: unknown unit `{unit}` (use s, m, h or d)"),
+    };
+    Ok(n * mult)
+}
+
+/// Options of `gantry submit`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct SubmitArgs {
+    /// Job name.
+    #[arg(long, default_value = "")]
+    pub name: String,
+    /// Whole GPUs per task.
+    #[arg(long, default_value_t = 0)]
+    pub gpus: u32,
+    /// A fraction of one GPU per task, in milli-GPU (e.g. 500).
+    #[arg(long, default_value_t = 0)]
+    pub gpu_milli: u32,
+    /// Allowed GPU model (repeatable).
+    #[arg(long = "gpu-model")]
+    pub gpu_models: Vec<String>,
+    /// Tasks in the gang.
+    #[arg(long, default_value_t = 1)]
+    pub tasks: u32,
+    /// CPU per task in milli-cores.
+    #[arg(long, default_value_t = 1000)]
+    pub cpu_milli: u32,
+    /// Memory per task in MiB.
+    #[arg(long, default_value_t = 1024)]
+    pub mem_mib: u64,
+    /// Time limit (90s, 15m, 4h, 2d).
+    #[arg(long)]
+    pub time: Option<String>,
+    /// Queue.
+    #[arg(long, default_value = "default")]
+    pub queue: String,
+    /// Account (default: your user).
+    #[arg(long, default_value = "")]
+    pub account: String,
+    /// Priority tier.
+    #[arg(long, default_value_t = 0)]
+    pub tier: i32,
+    /// Allow preemption.
+    #[arg(long)]
+    pub preemptible: bool,
+    /// Environment variable K=V (repeatable).
+    #[arg(long = "env")]
+    pub env: Vec<String>,
+    /// Run this script file instead of a command.
+    #[arg(long)]
+    pub script: Option<std::path::PathBuf>,
+    /// The command and its arguments (after `--`).
+    #[arg(last = true)]
+    pub command: Vec<String>,
+}
+
+/// Builds the JSON job spec of `gantry submit`.
+pub fn submit_body(a: &SubmitArgs) -> anyhow::Result<Value> {
+    let mut env = serde_json::Map::new();
+    for kv in &a.env {
+        let (k, v) = kv
+            .split_once('=')
+            .with_context(|| format!("--env `{kv}` is not K=V"))?;
+        env.insert(k.into(), Value::String(v.into()));
+    }
+    let script = match &a.script {
+        Some(p) => Some(
+            std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?,
+        ),
+        None => None,
+    };
+    if script.is_none() && a.command.is_empty() {
+        bail!(
+            "give a command after `--` (e.g. gantry submit --gpus 1 -- python train.py) or --script FILE"
+        );
+    }
+    let user = std::env::var("USER").unwrap_or_default();
+    Ok(json!({
+        "name": if a.name.is_empty() { a.command.first().cloned().unwrap_or_else(|| "script".into()) } else { a.name.clone() },
+        "argv": a.command,
+        "script": script,
+        "env": env,
+        "workdir": std::env::current_dir().ok().map(|d| d.to_string_lossy().into_owned()),
+        "tasks": [{
+            "count": a.tasks, "gpus": a.gpus, "gpu_milli": a.gpu_milli,
+            "cpu_milli": a.cpu_milli, "memory_mib": a.mem_mib, "gpu_models": a.gpu_models,
+        }],
+        "time_limit_s": a.time.as_deref().map(parse_duration_s).transpose()?.unwrap_or(0),
+        "user": user,
+        "account": a.account,
+        "queue": a.queue,
+        "tier": a.tier,
+        "preemptible": a.preemptible,
+    }))
+}
+
+fn cell(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => "-".into(),
+        v => v.to_string(),
+    }
+}
+
+/// Prints jobs as a table.
+pub fn print_jobs(jobs: &Value) {
+    println!(
+        "{:>6}  {:<10} {:<20} {:<10} {:<8} {:>5}  REASON / GPUs",
+        "ID", "STATE", "NAME", "USER", "QUEUE", "TASKS"
+    );
+    for j in jobs.as_array().into_iter().flatten() {
+        let tasks = j["spec"]["tasks"].as_array().map_or(0, |t| {
+            t.iter()
+                .map(|g| g["count"].as_u64().unwrap_or(0))
+                .sum::<u64>()
+        });
+        let detail = if j["state"] == "running" {
+            let gpus: Vec<String> = j["tasks"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|t| {
+                    t["gpus"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .map(|g| cell(&g["index"]))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                })
+                .collect();
+            format!("GPUs [{}]", gpus.join(" | "))
+        } else {
+            format!(
+                "{}: {}",
+                cell(&j["reason"]["code"]),
+                cell(&j["reason"]["message"])
+            )
+        };
+        let name: String = cell(&j["spec"]["name"]).chars().take(20).collect();
+        println!(
+            "{:>6}  {:<10} {:<20} {:<10} {:<8} {:>5}  {detail}",
+            cell(&j["id"]),
+            cell(&j["state"]),
+            name,
+            cell(&j["spec"]["user"]),
+            cell(&j["spec"]["queue"]),
+            tasks
+        );
+    }
+}
+
+/// Prints nodes with one line per GPU.
+pub fn print_nodes(nodes: &Value) {
+    for n in nodes.as_array().into_iter().flatten() {
+        println!(
+            "{} ({}, GPUs from {}): CPU {}/{} milli, memory {}/{} MiB",
+            cell(&n["name"]),
+            cell(&n["state"]),
+            cell(&n["gpu_source"]),
+            cell(&n["cpu_milli_allocated"]),
+            cell(&n["cpu_milli"]),
+            cell(&n["memory_mib_allocated"]),
+            cell(&n["memory_mib"])
+        );
+        for g in n["gpus"].as_array().into_iter().flatten() {
+            let holders: Vec<String> = g["jobs"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|h| format!("job {} ({} milli)", cell(&h[0]), cell(&h[1])))
+                .collect();
+            println!(
+                "  GPU {:>2} {:<16} {:>4}/1000 milli  {}",
+                cell(&g["index"]),
+                cell(&g["model"]),
+                cell(&g["allocated_milli"]),
+                if holders.is_empty() {
+                    "free".to_string()
+                } else {
+                    holders.join(", ")
+                }
+            );
+        }
+    }
+}
+
+/// Reads a whole file (for uploads and pipeline files).
+pub fn read_file(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
+    let mut f =
+        std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let mut buf = Vec::new();
+    f.read_to_end(&mut buf)?;
+    Ok(buf)
+}
+
+/// Prints JSON prettily.
+pub fn print_json(v: &Value) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())
+    );
+}

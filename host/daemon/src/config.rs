@@ -1,0 +1,161 @@
+//! The daemon's TOML configuration, with a default for everything so that
+//! `gantry serve` with no file runs a one-node cluster on 127.0.0.1.
+//!
+//! Owns: parsing, defaults and range checks of settings. Does not own discovering
+//! hardware (`inventory`).
+
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// Default API address.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8420";
+
+/// The whole configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Address of the HTTP API.
+    pub listen: String,
+    /// Where jobs, logs, plugins and the compile cache live.
+    pub data_dir: PathBuf,
+    /// A cycle runs on every event and at least this often, in ms.
+    pub cycle_interval_ms: u64,
+    /// Seconds between SIGTERM and SIGKILL for cancel and time limits.
+    pub kill_grace_s: u64,
+    /// The local node.
+    pub node: NodeConfig,
+    /// Default sandbox limits for plugins.
+    pub plugins: PluginLimits,
+}
+
+/// The local node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NodeConfig {
+    /// Node name (default: the host name).
+    pub name: String,
+    /// Ask NVML for GPUs first (default true).
+    pub use_nvml: bool,
+    /// GPUs when NVML finds no driver (default 8).
+    pub gpus: u32,
+    /// Their model (default "fake").
+    pub gpu_model: String,
+    /// Their memory in MiB.
+    pub gpu_memory_mib: u64,
+    /// CPU in milli-cores (default: the machine's).
+    pub cpu_milli: Option<u32>,
+    /// Memory in MiB (default: the machine's).
+    pub memory_mib: Option<u64>,
+    /// Labels.
+    pub labels: std::collections::BTreeMap<String, String>,
+}
+
+/// Per-call sandbox limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PluginLimits {
+    /// Deadline per call in ms.
+    pub deadline_ms: u64,
+    /// Memory cap per instance in MiB.
+    pub memory_mib: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            listen: DEFAULT_LISTEN.into(),
+            data_dir: PathBuf::from("gantry-data"),
+            cycle_interval_ms: 1000,
+            kill_grace_s: 10,
+            node: NodeConfig::default(),
+            plugins: PluginLimits::default(),
+        }
+    }
+}
+
+impl Default for NodeConfig {
+    fn default() -> Self {
+        Self {
+            name: String::new(),
+            use_nvml: true,
+            gpus: 8,
+            gpu_model: "fake".into(),
+            gpu_memory_mib: 81_920,
+            cpu_milli: None,
+            memory_mib: None,
+            labels: Default::default(),
+        }
+    }
+}
+
+impl Default for PluginLimits {
+    fn default() -> Self {
+        Self {
+            deadline_ms: 100,
+            memory_mib: 256,
+        }
+    }
+}
+
+/// A configuration error.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// File.
+        path: PathBuf,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// The TOML is malformed or has unknown keys.
+    #[error("{path}: {message}")]
+    Parse {
+        /// File.
+        path: PathBuf,
+        /// What is wrong (names the key).
+        message: String,
+    },
+    /// A value is out of range.
+    #[error("config: {0}")]
+    Invalid(String),
+}
+
+impl Config {
+    /// Reads `path`, or returns the defaults when `path` is `None`.
+    pub fn load(path: Option<&Path>) -> Result<Self, ConfigError> {
+        let config = match path {
+            None => Self::default(),
+            Some(p) => {
+                let text = std::fs::read_to_string(p).map_err(|source| ConfigError::Read {
+                    path: p.into(),
+                    source,
+                })?;
+                toml::from_str(&text).map_err(|e| ConfigError::Parse {
+                    path: p.into(),
+                    message: e.to_string(),
+                })?
+            }
+        };
+        config.check()?;
+        Ok(config)
+    }
+
+    /// Range checks.
+    pub fn check(&self) -> Result<(), ConfigError> {
+        if self.cycle_interval_ms == 0 || self.cycle_interval_ms > 3_600_000 {
+            return Err(ConfigError::Invalid(
+                "cycle_interval_ms must be 1..=3600000".into(),
+            ));
+        }
+        if self.node.gpus > 64 {
+            return Err(ConfigError::Invalid("node.gpus must be at most 64".into()));
+        }
+        if self.plugins.deadline_ms == 0 || self.plugins.memory_mib < 16 {
+            return Err(ConfigError::Invalid(
+                "plugins.deadline_ms must be > 0 and plugins.memory_mib >= 16".into(),
+            ));
+        }
+        Ok(())
+    }
+}

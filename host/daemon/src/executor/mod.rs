@@ -1,0 +1,295 @@
+//! Local execution of tasks as real processes (DESIGN.md §5): the daemon starts each task through a
+//! shim (`<daemon exe> task-shim ...`) that leads a new process group, appends the task's output to
+//! its log and records its end in an exit file; the executor reports that end as a [`TaskEvent`],
+//! re-attaches to shims after a daemon restart ([`Executor::adopt`]), and stops tasks by signalling
+//! the whole group (SIGTERM, grace, SIGKILL).
+//!
+//! Owns the public API, process launch, waiting and adoption. It does not own the shim's own run
+//! (`shim.rs`), raw libc calls (`signals.rs`) or the exit file format (`record.rs`); nor cgroups,
+//! GPU assignment or the task's environment, which the caller puts in [`TaskLaunch::env`].
+
+mod record;
+mod shim;
+mod signals;
+#[cfg(test)]
+mod tests;
+
+use std::future::Future;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::sync::mpsc::UnboundedSender;
+
+pub use shim::{SHIM_SUBCOMMAND, run_shim};
+
+/// How often [`Executor::adopt`] checks whether an adopted shim is still running.
+const ADOPT_POLL: Duration = Duration::from_millis(200);
+
+/// How often [`Executor::terminate`] checks, during the grace period, whether the group is gone.
+const GRACE_POLL: Duration = Duration::from_millis(50);
+
+/// Everything needed to start one task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskLaunch {
+    /// The job the task belongs to.
+    pub job_id: u64,
+    /// The task's index within its job (its gang rank).
+    pub task_index: u32,
+    /// The command; `argv[0]` is resolved via `PATH` (the task's `PATH` if `env` sets one).
+    pub argv: Vec<String>,
+    /// Variables added on top of the daemon's environment (`CUDA_VISIBLE_DEVICES` etc.).
+    pub env: Vec<(String, String)>,
+    /// The command's working directory; the daemon's if `None`.
+    pub workdir: Option<PathBuf>,
+    /// File that stdout and stderr are both appended to; parent directories are created.
+    pub log_path: PathBuf,
+    /// File where the shim records the exit status as JSON (`{"exit": {"Exited": 0}}`).
+    pub exit_path: PathBuf,
+}
+
+/// How a task ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum TaskExit {
+    /// The command exited with this code.
+    Exited(i32),
+    /// The command (or the shim, if it had to be killed) was killed by this signal.
+    Signaled(i32),
+    /// The process vanished with no exit record.
+    Lost,
+}
+
+/// The end of one task, sent on the executor's event channel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskEvent {
+    /// The job the task belongs to.
+    pub job_id: u64,
+    /// The task's index within its job.
+    pub task_index: u32,
+    /// How it ended.
+    pub exit: TaskExit,
+}
+
+/// A task that was started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunningTask {
+    /// The shim's pid, which is also the id of the task's process group.
+    pub pid: u32,
+}
+
+/// Why a task could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    /// The launch has no command.
+    #[error("task has an empty argv")]
+    EmptyArgv,
+    /// A path that goes on the shim's command line is not valid UTF-8.
+    #[error("path is not valid UTF-8: {}", .0.display())]
+    NonUtf8Path(PathBuf),
+    /// `launch` was called outside a tokio runtime.
+    #[error("launch must be called from within a tokio runtime")]
+    NoRuntime,
+    /// A directory for the log or exit file could not be created, or a stale record removed.
+    #[error("cannot prepare {}: {source}", path.display())]
+    Prepare {
+        /// The path concerned.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+    /// The shim process could not be started.
+    #[error("cannot start the task shim {}: {source}", exe.display())]
+    Spawn {
+        /// The shim executable.
+        exe: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+    /// The shim started but its pid could not be obtained.
+    #[error("the task shim started but has no pid")]
+    NoPid,
+}
+
+/// Starts tasks as process groups led by a shim, and reports their ends.
+#[derive(Debug, Clone)]
+pub struct Executor {
+    shim_exe: PathBuf,
+    events: UnboundedSender<TaskEvent>,
+}
+
+impl Executor {
+    /// `shim_exe`: path of the executable to run as the shim (the daemon passes
+    /// `std::env::current_exe()`); events are sent on `events`.
+    pub fn new(shim_exe: PathBuf, events: UnboundedSender<TaskEvent>) -> Self {
+        Self { shim_exe, events }
+    }
+
+    /// Starts `l` as `shim_exe task-shim --exit-file E --log L [--workdir D] -- argv...` in a new
+    /// process group, with `l.env` added to the daemon's environment. A stale exit record at
+    /// `l.exit_path` is removed first. A background task waits for the shim and sends one
+    /// [`TaskEvent`]: the exit record if there is one, else the shim's own status (e.g.
+    /// `Signaled(9)` if it was killed). Must be called from within a tokio runtime.
+    pub fn launch(&self, l: &TaskLaunch) -> Result<RunningTask, ExecError> {
+        if l.argv.is_empty() {
+            return Err(ExecError::EmptyArgv);
+        }
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| ExecError::NoRuntime)?;
+        let paths = shim::ShimPaths {
+            exit_file: utf8(&l.exit_path)?,
+            log: utf8(&l.log_path)?,
+            workdir: l.workdir.as_deref().map(utf8).transpose()?,
+        };
+        create_parent(&l.log_path)?;
+        create_parent(&l.exit_path)?;
+        record::remove_stale(&l.exit_path).map_err(|source| ExecError::Prepare {
+            path: l.exit_path.clone(),
+            source,
+        })?;
+
+        let mut cmd = tokio::process::Command::new(&self.shim_exe);
+        cmd.args(shim::shim_command_args(&paths, l))
+            .envs(l.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .process_group(0)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(false);
+        let child = cmd.spawn().map_err(|source| ExecError::Spawn {
+            exe: self.shim_exe.clone(),
+            source,
+        })?;
+        let pid = child.id().ok_or(ExecError::NoPid)?;
+        tracing::debug!(
+            job_id = l.job_id,
+            task_index = l.task_index,
+            pid,
+            "task started"
+        );
+
+        let events = self.events.clone();
+        let (job_id, task_index, exit_path) = (l.job_id, l.task_index, l.exit_path.clone());
+        runtime.spawn(async move {
+            let mut child = child;
+            let status = child.wait().await;
+            let exit = match (record::read_or_warn(&exit_path), status) {
+                (Some(exit), _) => exit,
+                (None, Ok(status)) => record::exit_from_status(status),
+                (None, Err(e)) => {
+                    tracing::warn!(job_id, task_index, pid, error = %e, "cannot wait for task shim");
+                    TaskExit::Lost
+                }
+            };
+            send(&events, job_id, task_index, exit);
+        });
+        Ok(RunningTask { pid })
+    }
+
+    /// Re-attaches to a shim started before a daemon restart: polls every 200 ms until `pid` is
+    /// gone (a zombie counts as gone; so does a live process whose command line does not contain
+    /// `exit_path`, i.e. a reused pid), then sends the exit read from `exit_path`, or `Lost` if
+    /// there is none. `exit_path` must be the same path that was given to [`Executor::launch`].
+    pub fn adopt(&self, job_id: u64, task_index: u32, pid: u32, exit_path: PathBuf) {
+        let events = self.events.clone();
+        spawn_background("adopt", async move {
+            while signals::shim_alive(pid, &exit_path) {
+                tokio::time::sleep(ADOPT_POLL).await;
+            }
+            let exit = record::read_or_warn(&exit_path).unwrap_or(TaskExit::Lost);
+            send(&events, job_id, task_index, exit);
+        });
+    }
+
+    /// Sends SIGTERM to the process group `pid`, then SIGKILL to the group after `grace` if any
+    /// member is still alive (checked from a background task, which stops early once the group
+    /// is gone). Pids 0 and 1 are refused.
+    pub fn terminate(&self, pid: u32, grace: Duration) {
+        if let Err(e) = signals::signal_group(pid, libc::SIGTERM) {
+            tracing::debug!(pid, error = %e, "SIGTERM to task group failed");
+            if e.raw_os_error() == Some(libc::ESRCH) || e.kind() == io::ErrorKind::InvalidInput {
+                return;
+            }
+        }
+        spawn_background("terminate", async move {
+            let deadline = tokio::time::Instant::now() + grace;
+            loop {
+                if !signals::group_exists(pid) {
+                    return;
+                }
+                let now = tokio::time::Instant::now();
+                if now >= deadline {
+                    break;
+                }
+                tokio::time::sleep(GRACE_POLL.min(deadline - now)).await;
+            }
+            tracing::info!(pid, "task group outlived its grace period; sending SIGKILL");
+            kill_group(pid);
+        });
+    }
+
+    /// Sends SIGKILL to the whole process group `pid` now. Pids 0 and 1 are refused.
+    pub fn kill_now(&self, pid: u32) {
+        kill_group(pid);
+    }
+}
+
+fn kill_group(pid: u32) {
+    if let Err(e) = signals::signal_group(pid, libc::SIGKILL) {
+        tracing::debug!(pid, error = %e, "SIGKILL to task group failed");
+    }
+}
+
+fn send(events: &UnboundedSender<TaskEvent>, job_id: u64, task_index: u32, exit: TaskExit) {
+    tracing::debug!(job_id, task_index, ?exit, "task ended");
+    let event = TaskEvent {
+        job_id,
+        task_index,
+        exit,
+    };
+    if events.send(event).is_err() {
+        tracing::warn!(job_id, task_index, "task event dropped: receiver is gone");
+    }
+}
+
+fn utf8(path: &Path) -> Result<&str, ExecError> {
+    path.to_str()
+        .ok_or_else(|| ExecError::NonUtf8Path(path.to_path_buf()))
+}
+
+fn create_parent(path: &Path) -> Result<(), ExecError> {
+    match path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        Some(parent) => std::fs::create_dir_all(parent).map_err(|source| ExecError::Prepare {
+            path: parent.to_path_buf(),
+            source,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Runs `fut` on the current tokio runtime, or on a small thread of its own outside one (so that
+/// `adopt` and `terminate` also work when called from synchronous code).
+fn spawn_background<F>(what: &'static str, fut: F)
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        runtime.spawn(fut);
+        return;
+    }
+    let spawned = std::thread::Builder::new()
+        .name(format!("executor-{what}"))
+        .spawn(move || {
+            match tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .build()
+            {
+                Ok(rt) => rt.block_on(fut),
+                Err(e) => tracing::error!(what, error = %e, "cannot build executor runtime"),
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::error!(what, error = %e, "cannot spawn executor thread");
+    }
+}

@@ -1,0 +1,145 @@
+//! The exit record: the small JSON file (`{"exit": <TaskExit>}`) in which the shim writes how its
+//! command ended, written atomically (`<path>.tmp`, then rename) and read back by the executor.
+//!
+//! Owns the file format, the atomic write, the read and the removal of stale records. It does not
+//! decide what an absent record means (the executor falls back to the shim's status, or `Lost`).
+
+use std::ffi::OsString;
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitStatus;
+
+use serde::{Deserialize, Serialize};
+
+use super::TaskExit;
+
+/// What the exit file holds: `{"exit": {"Exited": 0}}` or `{"exit": {"Signaled": 15}}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct ExitRecord {
+    /// How the command ended.
+    pub exit: TaskExit,
+}
+
+/// Why an exit record could not be read.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RecordError {
+    /// The file exists but could not be read.
+    #[error("cannot read exit record {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// The file is not a valid exit record.
+    #[error("malformed exit record {}: {source}", path.display())]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+/// The temporary file the record is written to before the rename.
+pub(crate) fn tmp_path(path: &Path) -> PathBuf {
+    let mut name = OsString::from(path.as_os_str());
+    name.push(".tmp");
+    PathBuf::from(name)
+}
+
+/// Writes the record for `exit` to `path` atomically, creating the parent directory if needed.
+pub(crate) fn write_atomic(path: &Path, exit: TaskExit) -> io::Result<()> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        fs::create_dir_all(parent)?;
+    }
+    let body = serde_json::to_vec(&ExitRecord { exit }).map_err(io::Error::other)?;
+    let tmp = tmp_path(path);
+    let mut file = fs::File::create(&tmp)?;
+    file.write_all(&body)?;
+    file.write_all(b"\n")?;
+    file.sync_all()?;
+    drop(file);
+    fs::rename(&tmp, path)
+}
+
+/// Reads the record at `path`: `Ok(None)` if there is none.
+pub(crate) fn read(path: &Path) -> Result<Option<TaskExit>, RecordError> {
+    let bytes = match fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => {
+            return Err(RecordError::Read {
+                path: path.to_path_buf(),
+                source,
+            });
+        }
+    };
+    let record: ExitRecord =
+        serde_json::from_slice(&bytes).map_err(|source| RecordError::Parse {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    Ok(Some(record.exit))
+}
+
+/// Reads the record at `path`, logging (not returning) a read or parse failure as `None`.
+pub(crate) fn read_or_warn(path: &Path) -> Option<TaskExit> {
+    match read(path) {
+        Ok(exit) => exit,
+        Err(e) => {
+            tracing::warn!(error = %e, "ignoring unusable exit record");
+            None
+        }
+    }
+}
+
+/// Removes a record (and its temporary file) left by an earlier run of the same task.
+pub(crate) fn remove_stale(path: &Path) -> io::Result<()> {
+    for p in [path.to_path_buf(), tmp_path(path)] {
+        match fs::remove_file(&p) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// How a process ended, from its wait status.
+pub(crate) fn exit_from_status(status: ExitStatus) -> TaskExit {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => TaskExit::Exited(code),
+        (None, Some(sig)) => TaskExit::Signaled(sig),
+        (None, None) => TaskExit::Lost,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_format() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub/exit.json");
+        assert_eq!(read(&path).unwrap(), None);
+        write_atomic(&path, TaskExit::Signaled(15)).unwrap();
+        let text = fs::read_to_string(&path).unwrap();
+        assert_eq!(text.trim(), r#"{"exit":{"Signaled":15}}"#);
+        assert_eq!(read(&path).unwrap(), Some(TaskExit::Signaled(15)));
+        assert!(!tmp_path(&path).exists());
+        remove_stale(&path).unwrap();
+        assert_eq!(read(&path).unwrap(), None);
+        remove_stale(&path).unwrap();
+    }
+
+    #[test]
+    fn malformed_record_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("exit.json");
+        fs::write(&path, "{not json").unwrap();
+        assert!(matches!(read(&path), Err(RecordError::Parse { .. })));
+        assert_eq!(read_or_warn(&path), None);
+    }
+}

@@ -1,0 +1,144 @@
+//! The few raw libc calls the executor needs: signalling a process group, asking whether a process
+//! or group still exists (zombies count as gone), recognising a shim by its command line after a
+//! restart, and making the shim survive SIGTERM/SIGINT/SIGHUP without passing that on to its child.
+//!
+//! Owns every `unsafe` block of the executor. It does not decide when to signal (that is `mod.rs`)
+//! and knows nothing of tasks or exit records.
+
+use std::ffi::OsStr;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+/// A pid we may pass to `kill`: 2..=i32::MAX. Pid 0 and 1 are refused because `kill(0)`,
+/// `kill(-1)` and `kill(-0)` address far more than one task's processes.
+fn raw_pid(pid: u32) -> Option<libc::pid_t> {
+    libc::pid_t::try_from(pid).ok().filter(|p| *p > 1)
+}
+
+fn invalid_pid(pid: u32) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("refusing to signal pid {pid}"),
+    )
+}
+
+/// Sends `sig` to every process of the process group `pgid`.
+pub(crate) fn signal_group(pgid: u32, sig: libc::c_int) -> io::Result<()> {
+    let raw = raw_pid(pgid).ok_or_else(|| invalid_pid(pgid))?;
+    // SAFETY: kill(2) takes plain integers and touches no memory of ours; `-raw` is a negative
+    // pgid below -1, so only that group is addressed.
+    let rc = unsafe { libc::kill(-raw, sig) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Whether any process (zombies included) is still in the process group `pgid`.
+pub(crate) fn group_exists(pgid: u32) -> bool {
+    let Some(raw) = raw_pid(pgid) else {
+        return false;
+    };
+    // SAFETY: signal 0 only checks existence and permission; no memory is touched.
+    let rc = unsafe { libc::kill(-raw, 0) };
+    rc == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// Whether the process `pid` exists and is not a zombie.
+pub(crate) fn process_alive(pid: u32) -> bool {
+    let Some(raw) = raw_pid(pid) else {
+        return false;
+    };
+    // SAFETY: signal 0 only checks existence and permission; no memory is touched.
+    let rc = unsafe { libc::kill(raw, 0) };
+    if rc != 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH) {
+        return false;
+    }
+    !matches!(proc_state(pid), Some('Z' | 'X'))
+}
+
+/// The state letter of `/proc/<pid>/stat` (`R`, `S`, `Z`, ...), if it can be read.
+fn proc_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may itself contain ") ".
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.trim_start().chars().next()
+}
+
+/// Whether `pid` is alive and is the shim that writes `exit_path`: its command line must contain
+/// `exit_path` as one argument, which guards against the pid having been reused while the daemon
+/// was down. Without a readable `/proc` the command line is not checked.
+pub(crate) fn shim_alive(pid: u32, exit_path: &Path) -> bool {
+    if !process_alive(pid) {
+        return false;
+    }
+    match std::fs::read(format!("/proc/{pid}/cmdline")) {
+        Ok(cmdline) => cmdline_has_arg(&cmdline, exit_path.as_os_str()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => !Path::new("/proc/self").exists(),
+        Err(_) => true,
+    }
+}
+
+/// Whether the NUL-separated `cmdline` contains `arg` as a whole argument.
+fn cmdline_has_arg(cmdline: &[u8], arg: &OsStr) -> bool {
+    cmdline.split(|b| *b == 0).any(|a| a == arg.as_bytes())
+}
+
+extern "C" fn shim_signal_noop(_sig: libc::c_int) {}
+
+/// Makes the shim outlive SIGTERM, SIGINT and SIGHUP so it can record its child's end; SIGKILL
+/// still kills it. A caught signal (unlike an ignored one) is reset to its default by `execve`,
+/// so the command the shim starts still receives these signals normally.
+pub(crate) fn shield_shim() {
+    for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+        let handler = shim_signal_noop as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        // SAFETY: the handler is an `extern "C"` function that does nothing, so it is
+        // async-signal-safe; glibc and musl give signal() BSD semantics (persistent, SA_RESTART).
+        let previous = unsafe { libc::signal(sig, handler) };
+        if previous == libc::SIG_ERR {
+            tracing::warn!(sig, "task-shim: cannot install signal handler");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refuses_dangerous_pids() {
+        assert!(signal_group(0, 0).is_err());
+        assert!(signal_group(1, 0).is_err());
+        assert!(signal_group(u32::MAX, 0).is_err());
+        assert!(!group_exists(0));
+        assert!(!process_alive(1));
+    }
+
+    #[test]
+    fn own_process_is_alive() {
+        assert!(process_alive(std::process::id()));
+    }
+
+    #[test]
+    fn zombie_counts_as_gone() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while process_alive(pid) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        // Not yet reaped: the pid exists as a zombie, but it no longer counts as alive.
+        assert!(!process_alive(pid));
+        child.wait().unwrap();
+    }
+
+    #[test]
+    fn cmdline_matching() {
+        let cmdline = b"gantry\0task-shim\0--exit-file\0/x/exit.json\0--\0sh\0";
+        assert!(cmdline_has_arg(cmdline, OsStr::new("/x/exit.json")));
+        assert!(!cmdline_has_arg(cmdline, OsStr::new("/x/exit")));
+        assert!(!cmdline_has_arg(b"", OsStr::new("/x/exit.json")));
+    }
+}

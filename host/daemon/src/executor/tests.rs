@@ -1,0 +1,353 @@
+//! Tests of the executor with real processes: `launch` through the real shim (the test binary
+//! re-executes itself as the shim, see `shim_entry`) and through a shell script that stands in for
+//! it, `terminate`/`kill_now` on whole groups, and `adopt`. Every wait is bounded and polled.
+//!
+//! Owns only tests; the shim's in-process tests live in `shim.rs`.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
+
+use super::*;
+
+/// Environment variable through which the wrapper script hands the shim's arguments to
+/// `shim_entry`, joined with `SEP` (the test harness would take them for filters).
+const SHIM_ARGS_ENV: &str = "GANTRY_EXECUTOR_TEST_SHIM_ARGS";
+const SEP: char = '\u{1f}';
+const WAIT: Duration = Duration::from_secs(10);
+
+/// Not a test: when the test binary is re-executed by the wrapper script, acts as the shim.
+#[test]
+fn shim_entry() {
+    let Ok(joined) = std::env::var(SHIM_ARGS_ENV) else {
+        return;
+    };
+    let args: Vec<String> = joined.split(SEP).map(str::to_owned).collect();
+    let code = match args.split_first() {
+        Some((sub, rest)) if sub == SHIM_SUBCOMMAND => run_shim(rest),
+        _ => shim::USAGE_CODE,
+    };
+    std::process::exit(code);
+}
+
+fn write_script(path: &Path, body: &str) {
+    fs::write(path, body).unwrap();
+    fs::set_permissions(path, fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// A script that runs the real shim: this test binary, filtered to `shim_entry`.
+fn real_shim(dir: &Path) -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let module = module_path!().split_once("::").unwrap().1;
+    let path = dir.join("real-shim");
+    write_script(
+        &path,
+        &format!(
+            "#!/bin/sh\nIFS=$(printf '\\037')\n{SHIM_ARGS_ENV}=\"$*\"\nexport {SHIM_ARGS_ENV}\n\
+             exec '{}' --exact '{module}::shim_entry' --nocapture --test-threads=1 -q\n",
+            exe.display()
+        ),
+    );
+    path
+}
+
+fn spec(dir: &Path, argv: &[&str]) -> TaskLaunch {
+    TaskLaunch {
+        job_id: 7,
+        task_index: 2,
+        argv: argv.iter().map(|s| (*s).to_owned()).collect(),
+        env: vec![],
+        workdir: None,
+        log_path: dir.join("logs/job-7/task-2.log"),
+        exit_path: dir.join("state/job-7/task-2.exit.json"),
+    }
+}
+
+fn executor(shim: PathBuf) -> (Executor, UnboundedReceiver<TaskEvent>) {
+    let (tx, rx) = unbounded_channel();
+    (Executor::new(shim, tx), rx)
+}
+
+/// `launch`, retrying while the freshly written shim script is "text file busy" (another test
+/// thread may have forked while it was open for writing).
+fn launch(exec: &Executor, l: &TaskLaunch) -> RunningTask {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        match exec.launch(l) {
+            Err(ExecError::Spawn { source, .. })
+                if source.raw_os_error() == Some(libc::ETXTBSY) && Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            other => return other.unwrap(),
+        }
+    }
+}
+
+async fn next_event(rx: &mut UnboundedReceiver<TaskEvent>) -> TaskEvent {
+    tokio::time::timeout(WAIT, rx.recv())
+        .await
+        .expect("no task event within the time limit")
+        .expect("event channel closed")
+}
+
+async fn wait_until(mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + WAIT;
+    while Instant::now() < deadline {
+        if done() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    done()
+}
+
+fn read(path: &Path) -> String {
+    fs::read_to_string(path).unwrap_or_default()
+}
+
+async fn wait_for_log(l: &TaskLaunch, needle: &str) {
+    assert!(
+        wait_until(|| read(&l.log_path).contains(needle)).await,
+        "log never contained {needle:?}: {}",
+        read(&l.log_path)
+    );
+}
+
+#[tokio::test]
+async fn launch_records_exit_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let (exec, mut rx) = executor(real_shim(dir.path()));
+    let l = spec(dir.path(), &["sh", "-c", "exit 3"]);
+    let task = launch(&exec, &l);
+    assert!(task.pid > 1);
+    let event = next_event(&mut rx).await;
+    assert_eq!((event.job_id, event.task_index), (7, 2));
+    assert_eq!(event.exit, TaskExit::Exited(3));
+    assert_eq!(read(&l.exit_path).trim(), r#"{"exit":{"Exited":3}}"#);
+}
+
+#[tokio::test]
+async fn launch_applies_env_workdir_and_captures_both_streams() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    fs::create_dir(&work).unwrap();
+    let (exec, mut rx) = executor(real_shim(dir.path()));
+    let script =
+        r#"echo "out:$GANTRY_T"; echo "err:$CUDA_VISIBLE_DEVICES" >&2; echo "cwd:$(pwd -P)""#;
+    let mut l = spec(dir.path(), &["sh", "-c", script]);
+    l.env = vec![
+        ("GANTRY_T".into(), "hello".into()),
+        ("CUDA_VISIBLE_DEVICES".into(), "1,3".into()),
+    ];
+    l.workdir = Some(work.clone());
+    fs::create_dir_all(l.log_path.parent().unwrap()).unwrap();
+    fs::write(&l.log_path, "from an earlier attempt\n").unwrap();
+    launch(&exec, &l);
+    assert_eq!(next_event(&mut rx).await.exit, TaskExit::Exited(0));
+    let log = read(&l.log_path);
+    assert!(log.starts_with("from an earlier attempt\n"), "log: {log}");
+    assert!(log.contains("out:hello\n"), "log: {log}");
+    assert!(log.contains("err:1,3\n"), "log: {log}");
+    let cwd = fs::canonicalize(&work).unwrap();
+    assert!(
+        log.contains(&format!("cwd:{}\n", cwd.display())),
+        "log: {log}"
+    );
+}
+
+#[tokio::test]
+async fn launch_of_missing_command_reports_127() {
+    let dir = tempfile::tempdir().unwrap();
+    let (exec, mut rx) = executor(real_shim(dir.path()));
+    let l = spec(dir.path(), &["gantry-no-such-command-xyz"]);
+    launch(&exec, &l);
+    assert_eq!(next_event(&mut rx).await.exit, TaskExit::Exited(127));
+    assert!(read(&l.log_path).contains("cannot start `gantry-no-such-command-xyz`"));
+}
+
+#[tokio::test]
+async fn launch_rejects_empty_argv_and_missing_shim() {
+    let dir = tempfile::tempdir().unwrap();
+    let (exec, _rx) = executor(dir.path().join("no-such-shim"));
+    let empty = spec(dir.path(), &[]);
+    assert!(matches!(exec.launch(&empty), Err(ExecError::EmptyArgv)));
+    let l = spec(dir.path(), &["true"]);
+    assert!(matches!(exec.launch(&l), Err(ExecError::Spawn { .. })));
+}
+
+#[test]
+fn launch_outside_a_runtime_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let (exec, _rx) = executor(real_shim(dir.path()));
+    let l = spec(dir.path(), &["true"]);
+    assert!(matches!(exec.launch(&l), Err(ExecError::NoRuntime)));
+}
+
+/// Through a stand-in shim script: the command line protocol, the new process group, the
+/// environment, the removal of a stale record, and the fallback to the shim's own exit status.
+#[tokio::test]
+async fn launch_protocol_with_stand_in_shim() {
+    let dir = tempfile::tempdir().unwrap();
+    let shim = dir.path().join("fake-shim");
+    write_script(
+        &shim,
+        "#!/bin/sh\nd=$(dirname \"$0\")\nprintf '%s\\n' \"$@\" > \"$d/args.txt\"\n\
+         echo \"$$ $(cut -d' ' -f5 /proc/$$/stat) $GANTRY_T\" > \"$d/proc.txt\"\nexit 42\n",
+    );
+    let (exec, mut rx) = executor(shim);
+    let mut l = spec(dir.path(), &["prog", "a b", "--", "c"]);
+    l.workdir = Some(dir.path().to_path_buf());
+    l.env = vec![("GANTRY_T".into(), "v".into())];
+    fs::create_dir_all(l.exit_path.parent().unwrap()).unwrap();
+    fs::write(&l.exit_path, r#"{"exit":{"Exited":0}}"#).unwrap();
+    let task = launch(&exec, &l);
+    assert_eq!(next_event(&mut rx).await.exit, TaskExit::Exited(42));
+
+    let d = dir.path().display().to_string();
+    let (e, lg) = (l.exit_path.display(), l.log_path.display());
+    let expected =
+        format!("task-shim\n--exit-file\n{e}\n--log\n{lg}\n--workdir\n{d}\n--\nprog\na b\n--\nc\n");
+    assert_eq!(read(&dir.path().join("args.txt")), expected);
+    let p = task.pid;
+    assert_eq!(read(&dir.path().join("proc.txt")), format!("{p} {p} v\n"));
+    assert!(l.log_path.parent().unwrap().is_dir(), "log dir created");
+}
+
+#[tokio::test]
+async fn terminate_stops_a_plain_command_with_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let (exec, mut rx) = executor(real_shim(dir.path()));
+    let l = spec(dir.path(), &["sh", "-c", "echo ready; exec sleep 1000"]);
+    let task = launch(&exec, &l);
+    wait_for_log(&l, "ready").await;
+    exec.terminate(task.pid, Duration::from_secs(60));
+    assert_eq!(next_event(&mut rx).await.exit, TaskExit::Signaled(15));
+    // Only a shim that survived SIGTERM can have written this.
+    assert_eq!(read(&l.exit_path).trim(), r#"{"exit":{"Signaled":15}}"#);
+}
+
+#[tokio::test]
+async fn terminate_escalates_to_sigkill_after_grace() {
+    let dir = tempfile::tempdir().unwrap();
+    let (exec, mut rx) = executor(real_shim(dir.path()));
+    let l = spec(
+        dir.path(),
+        &["sh", "-c", "trap '' TERM; echo ready; exec sleep 1000"],
+    );
+    let task = launch(&exec, &l);
+    wait_for_log(&l, "ready").await;
+    let grace = Duration::from_millis(300);
+    let sent = Instant::now();
+    exec.terminate(task.pid, grace);
+    // SIGKILL reaches the shim too, so there is no record and its own status is reported.
+    assert_eq!(next_event(&mut rx).await.exit, TaskExit::Signaled(9));
+    assert!(
+        sent.elapsed() >= grace,
+        "killed before the grace period ended"
+    );
+    assert!(!l.exit_path.exists());
+    assert!(wait_until(|| !signals::group_exists(task.pid)).await);
+}
+
+#[tokio::test]
+async fn terminate_kills_grandchildren_that_ignore_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("grandchild.pid");
+    let (exec, mut rx) = executor(real_shim(dir.path()));
+    let script = r#"sh -c 'trap "" TERM; echo grandchild-ready; exec sleep 1000' &
+echo $! > "$1"; wait"#;
+    let l = spec(
+        dir.path(),
+        &["sh", "-c", script, "sh", pid_file.to_str().unwrap()],
+    );
+    let task = launch(&exec, &l);
+    wait_for_log(&l, "grandchild-ready").await;
+    let grandchild: u32 = read(&pid_file).trim().parse().unwrap();
+    assert!(signals::process_alive(grandchild));
+
+    exec.terminate(task.pid, Duration::from_millis(300));
+    // The child dies of SIGTERM and the shim records it; the grandchild outlives the shim...
+    assert_eq!(next_event(&mut rx).await.exit, TaskExit::Signaled(15));
+    // ...until the group SIGKILL after the grace period.
+    assert!(
+        wait_until(|| !signals::process_alive(grandchild)).await,
+        "grandchild {grandchild} survived terminate"
+    );
+}
+
+#[tokio::test]
+async fn kill_now_kills_the_whole_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let (exec, mut rx) = executor(real_shim(dir.path()));
+    let l = spec(dir.path(), &["sh", "-c", "echo ready; exec sleep 1000"]);
+    let task = launch(&exec, &l);
+    wait_for_log(&l, "ready").await;
+    exec.kill_now(task.pid);
+    assert_eq!(next_event(&mut rx).await.exit, TaskExit::Signaled(9));
+    assert!(wait_until(|| !signals::group_exists(task.pid)).await);
+}
+
+/// Starts `sh -c script sh <exit_path> <marker>` directly (not through the executor), as a shim
+/// left over from before a restart would be, and waits until it runs.
+async fn orphan_like(dir: &Path, script: &str) -> (std::process::Child, PathBuf) {
+    let exit_path = dir.join("exit.json");
+    let marker = dir.join("started");
+    let child = std::process::Command::new("sh")
+        .args(["-c", script, "sh"])
+        .arg(&exit_path)
+        .arg(&marker)
+        .spawn()
+        .unwrap();
+    assert!(wait_until(|| marker.exists()).await);
+    (child, exit_path)
+}
+
+#[tokio::test]
+async fn adopt_reports_the_record_written_before_exit() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = r#"touch "$2"; sleep 0.3; echo '{"exit":{"Exited":7}}' > "$1""#;
+    let (mut child, exit_path) = orphan_like(dir.path(), script).await;
+    let (exec, mut rx) = executor(PathBuf::from("unused"));
+    exec.adopt(3, 1, child.id(), exit_path);
+    let event = next_event(&mut rx).await;
+    assert_eq!((event.job_id, event.task_index), (3, 1));
+    assert_eq!(event.exit, TaskExit::Exited(7));
+    // Until now it was an unreaped zombie of this process, which adopt must treat as gone.
+    child.wait().unwrap();
+}
+
+#[tokio::test]
+async fn adopt_without_record_reports_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, exit_path) = orphan_like(dir.path(), r#"touch "$2"; sleep 0.2"#).await;
+    let (exec, mut rx) = executor(PathBuf::from("unused"));
+    exec.adopt(3, 0, child.id(), exit_path);
+    assert_eq!(next_event(&mut rx).await.exit, TaskExit::Lost);
+    child.wait().unwrap();
+}
+
+#[test]
+fn adopt_of_a_reused_pid_outside_a_runtime_reports_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut unrelated = std::process::Command::new("sleep")
+        .arg("1000")
+        .spawn()
+        .unwrap();
+    let (exec, mut rx) = executor(PathBuf::from("unused"));
+    exec.adopt(9, 0, unrelated.id(), dir.path().join("exit.json"));
+    let deadline = Instant::now() + WAIT;
+    let event = loop {
+        match rx.try_recv() {
+            Ok(event) => break event,
+            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => panic!("no adopt event: {e}"),
+        }
+    };
+    assert_eq!(event.exit, TaskExit::Lost);
+    unrelated.kill().unwrap();
+    unrelated.wait().unwrap();
+}

@@ -1,0 +1,18 @@
+//! The `gantry` daemon and CLI as a library: configuration, inventory, the sled
+//! store, local execution, the scheduler loop and the HTTP API. `main.rs` only parses
+//! the command line and dispatches here.
+//!
+//! Dependency direction (DESIGN.md §1): this crate uses `gantry-engine` (decisions)
+//! and `gantry-plugin-runtime` (wasm); neither knows about this crate.
+#![deny(missing_docs)]
+
+pub mod api;
+pub mod cli;
+pub mod config;
+pub mod executor;
+pub mod inventory;
+pub mod model;
+pub mod policy;
+pub mod scheduler;
+pub mod serve;
+pub mod store;

@@ -1,0 +1,416 @@
+//! The daemon's job model: what a user submits ([`JobSpec`]), what the daemon keeps
+//! about each job ([`JobRecord`]), and the validation of a submission with errors that
+//! name the offending field.
+//!
+//! Owns: field limits and defaults. Does not own scheduling (the engine) or storage.
+
+use crate::executor::TaskExit;
+use gantry_contract::{JobKind, ReasonCode};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Longest accepted time limit: one year, in seconds.
+pub const MAX_TIME_LIMIT_S: u64 = 365 * 24 * 3600;
+/// Most tasks in one gang.
+pub const MAX_TASKS: u32 = 1024;
+/// Longest accepted string field.
+pub const MAX_STRING: usize = 256;
+/// Longest accepted script or argv element.
+pub const MAX_SCRIPT: usize = 256 * 1024;
+
+/// Per-task resources of one task group, as submitted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TaskSpec {
+    /// Identical tasks in the group (default 1).
+    pub count: u32,
+    /// Whole GPUs per task.
+    pub gpus: u32,
+    /// Fraction of one GPU per task in milli-GPU (1..=999), instead of `gpus`.
+    pub gpu_milli: u32,
+    /// CPU per task in milli-cores (default 1000).
+    pub cpu_milli: u32,
+    /// Memory per task in MiB (default 1024).
+    pub memory_mib: u64,
+    /// Allowed GPU models; empty means any.
+    pub gpu_models: Vec<String>,
+}
+
+impl Default for TaskSpec {
+    fn default() -> Self {
+        Self {
+            count: 1,
+            gpus: 0,
+            gpu_milli: 0,
+            cpu_milli: 1000,
+            memory_mib: 1024,
+            gpu_models: Vec::new(),
+        }
+    }
+}
+
+fn default_tasks() -> Vec<TaskSpec> {
+    vec![TaskSpec::default()]
+}
+
+fn default_queue() -> String {
+    "default".into()
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// A job as submitted over the API.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobSpec {
+    /// Human name.
+    #[serde(default)]
+    pub name: String,
+    /// Command and arguments (exactly one of `argv` or `script`).
+    #[serde(default)]
+    pub argv: Vec<String>,
+    /// A shell script (run with /bin/sh, or its own `#!` line).
+    #[serde(default)]
+    pub script: Option<String>,
+    /// Extra environment.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Working directory (default: the job's directory under the data dir).
+    #[serde(default)]
+    pub workdir: Option<String>,
+    /// The gang's task groups.
+    #[serde(default = "default_tasks")]
+    pub tasks: Vec<TaskSpec>,
+    /// Wall-clock limit in seconds; 0 means none.
+    #[serde(default)]
+    pub time_limit_s: u64,
+    /// Who submits.
+    #[serde(default)]
+    pub user: String,
+    /// Account charged.
+    #[serde(default)]
+    pub account: String,
+    /// Queue.
+    #[serde(default = "default_queue")]
+    pub queue: String,
+    /// Priority tier (higher first).
+    #[serde(default)]
+    pub tier: i32,
+    /// Labels.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// batch, interactive or service.
+    #[serde(default)]
+    pub kind: JobKind,
+    /// May a preemption policy evict it.
+    #[serde(default)]
+    pub preemptible: bool,
+    /// Back to the queue when evicted (default true); otherwise it ends as preempted.
+    #[serde(default = "default_true")]
+    pub requeue: bool,
+}
+
+/// A submission error naming the field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldError {
+    /// JSON path of the field, e.g. `tasks[0].gpus`.
+    pub field: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+fn bad(field: impl Into<String>, message: impl Into<String>) -> FieldError {
+    FieldError {
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+fn check_string(field: &str, value: &str) -> Result<(), FieldError> {
+    if value.len() > MAX_STRING {
+        return Err(bad(field, format!("longer than {MAX_STRING} bytes")));
+    }
+    if value.chars().any(char::is_control) {
+        return Err(bad(field, "contains control characters"));
+    }
+    Ok(())
+}
+
+impl JobSpec {
+    /// Checks every field's range and fills defaults (user "anonymous", account = user).
+    pub fn validate(&mut self) -> Result<(), FieldError> {
+        match (&self.script, self.argv.is_empty()) {
+            (Some(_), false) => return Err(bad("argv", "give either argv or script, not both")),
+            (None, true) => return Err(bad("argv", "a job needs argv (a command) or script")),
+            (Some(s), true) if s.trim().is_empty() => return Err(bad("script", "is empty")),
+            (Some(s), true) if s.len() > MAX_SCRIPT => {
+                return Err(bad("script", format!("longer than {MAX_SCRIPT} bytes")));
+            }
+            _ => {}
+        }
+        if self.argv.first().is_some_and(|a| a.is_empty()) {
+            return Err(bad("argv[0]", "is empty"));
+        }
+        if self.argv.len() > 4096
+            || self
+                .argv
+                .iter()
+                .any(|a| a.len() > MAX_SCRIPT || a.contains('\0'))
+        {
+            return Err(bad("argv", "too many or too long arguments, or a NUL byte"));
+        }
+        for (f, v) in [
+            ("name", &self.name),
+            ("user", &self.user),
+            ("account", &self.account),
+            ("queue", &self.queue),
+        ] {
+            check_string(f, v)?;
+        }
+        if self.queue.is_empty() {
+            return Err(bad("queue", "is empty"));
+        }
+        if self.user.is_empty() {
+            self.user = "anonymous".into();
+        }
+        if self.account.is_empty() {
+            self.account = self.user.clone();
+        }
+        if self.env.len() > 256 {
+            return Err(bad("env", "more than 256 variables"));
+        }
+        for (k, v) in &self.env {
+            if k.is_empty()
+                || k.contains('=')
+                || k.contains('\0')
+                || v.contains('\0')
+                || v.len() > MAX_SCRIPT
+            {
+                return Err(bad(format!("env.{k}"), "invalid variable name or value"));
+            }
+        }
+        if self.labels.len() > 64 {
+            return Err(bad("labels", "more than 64 labels"));
+        }
+        for (k, v) in &self.labels {
+            check_string(&format!("labels.{k}"), k)?;
+            check_string(&format!("labels.{k}"), v)?;
+        }
+        if self.time_limit_s > MAX_TIME_LIMIT_S {
+            return Err(bad(
+                "time_limit_s",
+                format!("more than {MAX_TIME_LIMIT_S} seconds (one year)"),
+            ));
+        }
+        self.validate_tasks()
+    }
+
+    fn validate_tasks(&self) -> Result<(), FieldError> {
+        if self.tasks.is_empty() {
+            return Err(bad("tasks", "a job needs at least one task group"));
+        }
+        if self.tasks.len() > 64 {
+            return Err(bad("tasks", "more than 64 task groups"));
+        }
+        let mut total: u32 = 0;
+        for (i, t) in self.tasks.iter().enumerate() {
+            let f = |name: &str| format!("tasks[{i}].{name}");
+            if t.count == 0 || t.count > MAX_TASKS {
+                return Err(bad(f("count"), format!("must be 1..={MAX_TASKS}")));
+            }
+            total = total.saturating_add(t.count);
+            if t.gpus > 64 {
+                return Err(bad(f("gpus"), "more than 64 GPUs per task"));
+            }
+            if t.gpu_milli >= 1000 {
+                return Err(bad(
+                    f("gpu_milli"),
+                    "must be 1..=999 (use gpus for whole GPUs)",
+                ));
+            }
+            if t.gpus > 0 && t.gpu_milli > 0 {
+                return Err(bad(
+                    f("gpu_milli"),
+                    "give whole gpus or a gpu_milli fraction, not both",
+                ));
+            }
+            if t.cpu_milli == 0 || t.cpu_milli > 1_024_000 {
+                return Err(bad(f("cpu_milli"), "must be 1..=1024000 milli-cores"));
+            }
+            if t.memory_mib == 0 || t.memory_mib > 16 << 20 {
+                return Err(bad(f("memory_mib"), "must be 1..=16777216 MiB"));
+            }
+            if t.gpu_models.len() > 16 {
+                return Err(bad(f("gpu_models"), "more than 16 models"));
+            }
+            for m in &t.gpu_models {
+                check_string(&f("gpu_models"), m)?;
+            }
+            if !t.gpu_models.is_empty() && t.gpus == 0 && t.gpu_milli == 0 {
+                return Err(bad(f("gpu_models"), "models given for a task without GPUs"));
+            }
+        }
+        if total > MAX_TASKS {
+            return Err(bad("tasks", format!("more than {MAX_TASKS} tasks in all")));
+        }
+        Ok(())
+    }
+
+    /// Total tasks.
+    pub fn task_count(&self) -> usize {
+        self.tasks.iter().map(|t| t.count as usize).sum()
+    }
+}
+
+/// Where a job is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobState {
+    /// Waiting to start.
+    Pending,
+    /// Tasks are running.
+    Running,
+    /// All tasks exited 0.
+    Succeeded,
+    /// A task failed, or its process was lost.
+    Failed,
+    /// Cancelled by a user.
+    Cancelled,
+    /// Killed at its time limit.
+    TimedOut,
+    /// Evicted and not requeued.
+    Preempted,
+}
+
+impl JobState {
+    /// Whether the job has ended.
+    pub fn is_terminal(self) -> bool {
+        !matches!(self, Self::Pending | Self::Running)
+    }
+
+    /// Lower-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Running => "running",
+            Self::Succeeded => "succeeded",
+            Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
+            Self::TimedOut => "timed_out",
+            Self::Preempted => "preempted",
+        }
+    }
+}
+
+/// Why a running job is being stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopCause {
+    /// A user cancelled it.
+    Cancel,
+    /// It reached its time limit.
+    TimeLimit,
+    /// A preemption policy evicted it for another job.
+    Evicted {
+        /// The job it makes room for.
+        for_job: u64,
+    },
+    /// Another task of the gang failed.
+    GangFailed,
+}
+
+/// The current reason a job waits (or why it ended).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReasonView {
+    /// The stage that gave it ("admission", "placement", "host"...).
+    pub stage: String,
+    /// Machine-readable code.
+    pub code: ReasonCode,
+    /// Human message.
+    pub message: String,
+    /// The plugin that gave it.
+    pub plugin: String,
+    /// The cycle that gave it.
+    pub cycle: u64,
+}
+
+/// A GPU share on a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GpuShareView {
+    /// Device index.
+    pub index: u32,
+    /// Share in milli-GPU.
+    pub milli: u32,
+}
+
+/// One task of a started job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskRecord {
+    /// Node name.
+    pub node: String,
+    /// GPUs held.
+    pub gpus: Vec<GpuShareView>,
+    /// CPU in milli-cores.
+    pub cpu_milli: u32,
+    /// Memory in MiB.
+    pub memory_mib: u64,
+    /// Process group id of the task's shim, once launched.
+    pub pid: Option<u32>,
+    /// How it ended.
+    pub exit: Option<TaskExit>,
+}
+
+/// Everything the daemon keeps about a job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobRecord {
+    /// Job id.
+    pub id: u64,
+    /// What was submitted (after admission patches).
+    pub spec: JobSpec,
+    /// State.
+    pub state: JobState,
+    /// Submit time, ms since the Unix epoch.
+    pub submit_ms: u64,
+    /// Start time of the current or last run.
+    pub start_ms: Option<u64>,
+    /// End time.
+    pub end_ms: Option<u64>,
+    /// Tasks of the current or last run.
+    pub tasks: Vec<TaskRecord>,
+    /// Exit code of the job (the first failing task's, or 0).
+    pub exit_code: Option<i32>,
+    /// Why it waits, or why it ended.
+    pub reason: Option<ReasonView>,
+    /// Effective tier at the last cycle.
+    pub tier: i32,
+    /// Effective score at the last cycle.
+    pub score: f64,
+    /// Set while a stop is under way.
+    pub stopping: Option<StopCause>,
+    /// Times it went back to the queue after an eviction.
+    pub requeues: u32,
+}
+
+impl JobRecord {
+    /// A freshly accepted job.
+    pub fn new(id: u64, spec: JobSpec, submit_ms: u64) -> Self {
+        let tier = spec.tier;
+        Self {
+            id,
+            spec,
+            state: JobState::Pending,
+            submit_ms,
+            start_ms: None,
+            end_ms: None,
+            tasks: Vec::new(),
+            exit_code: None,
+            reason: None,
+            tier,
+            score: 0.0,
+            stopping: None,
+            requeues: 0,
+        }
+    }
+}

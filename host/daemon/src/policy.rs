@@ -1,0 +1,298 @@
+//! Policy pipelines as the daemon manages them: the registry of uploaded plugins
+//! (name → sha256, bytes in the store), pipeline specs (which plugin and config at
+//! each stage), and building a live [`Pipeline`] of sandboxed instances from a spec.
+//!
+//! Owns: resolving plugin references, checking that each plugin implements the stage
+//! it is put at, and the built-in default pipeline. Does not own when a pipeline is
+//! swapped (the scheduler) or the HTTP surface (the API).
+
+use gantry_contract::Stage;
+use gantry_engine::{Pipeline, StageSlot};
+use gantry_plugin_runtime::{Limits, LoadError, LoadedPlugin, Runtime};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// One plugin at one stage.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginRef {
+    /// A registered plugin name, or a sha256 (64 hex digits).
+    pub plugin: String,
+    /// JSON config passed to `configure` (default `{}`).
+    #[serde(default = "empty_object")]
+    pub config: serde_json::Value,
+    /// Deadline per call in ms (default from the daemon config).
+    #[serde(default)]
+    pub deadline_ms: Option<u64>,
+    /// Memory cap in MiB (default from the daemon config).
+    #[serde(default)]
+    pub memory_mib: Option<u64>,
+}
+
+fn empty_object() -> serde_json::Value {
+    serde_json::Value::Object(Default::default())
+}
+
+impl PluginRef {
+    /// A reference with an empty config.
+    pub fn named(plugin: &str) -> Self {
+        Self {
+            plugin: plugin.into(),
+            config: empty_object(),
+            deadline_ms: None,
+            memory_mib: None,
+        }
+    }
+}
+
+/// Which plugin runs at each stage.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PipelineSpec {
+    /// Admission chain.
+    #[serde(default)]
+    pub admission: Vec<PluginRef>,
+    /// Priority chain.
+    #[serde(default)]
+    pub priority: Vec<PluginRef>,
+    /// Placement.
+    pub placement: PluginRef,
+    /// Preemption (optional).
+    #[serde(default)]
+    pub preemption: Option<PluginRef>,
+}
+
+/// The built-in default: fifo, first-fit, priority-preempt.
+pub fn default_spec() -> PipelineSpec {
+    PipelineSpec {
+        admission: Vec::new(),
+        priority: vec![PluginRef::named("fifo")],
+        placement: PluginRef::named("first-fit"),
+        preemption: Some(PluginRef::named("priority-preempt")),
+    }
+}
+
+/// A plugin as resolved into a pipeline version.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResolvedRef {
+    /// Stage.
+    pub stage: Stage,
+    /// Plugin name.
+    pub name: String,
+    /// Plugin version.
+    pub version: String,
+    /// Component sha256.
+    pub sha256: String,
+    /// Config.
+    pub config: serde_json::Value,
+}
+
+/// A pipeline version as kept in the history.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PipelineVersion {
+    /// Increasing version number.
+    pub version: u64,
+    /// The spec as given.
+    pub spec: PipelineSpec,
+    /// What each reference resolved to.
+    pub resolved: Vec<ResolvedRef>,
+    /// When it became active, ms since the Unix epoch.
+    pub activated_ms: u64,
+    /// "default", "set" or "rollback".
+    pub action: String,
+    /// For rollbacks: the version restored.
+    pub restores: Option<u64>,
+}
+
+/// A pipeline that cannot be built, naming the field.
+#[derive(Debug, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct PolicyError {
+    /// e.g. `priority[0].plugin`.
+    pub field: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Uploaded plugins by name, and the runtime that loads them.
+#[derive(Debug, Clone)]
+pub struct Registry {
+    runtime: Runtime,
+    by_name: BTreeMap<String, LoadedPlugin>,
+    limits: Limits,
+}
+
+impl Registry {
+    /// An empty registry with default limits.
+    pub fn new(runtime: Runtime, limits: Limits) -> Self {
+        Self {
+            runtime,
+            by_name: BTreeMap::new(),
+            limits,
+        }
+    }
+
+    /// Loads and registers a component under its metadata name (a newer upload with
+    /// the same name replaces the name's target; older versions stay reachable by sha256).
+    pub fn register(&mut self, bytes: &[u8]) -> Result<LoadedPlugin, LoadError> {
+        let p = self.runtime.load(bytes)?;
+        self.by_name.insert(p.metadata().name.clone(), p.clone());
+        Ok(p)
+    }
+
+    /// Every registered plugin by name.
+    pub fn plugins(&self) -> impl Iterator<Item = &LoadedPlugin> {
+        self.by_name.values()
+    }
+
+    fn resolve(
+        &self,
+        field: &str,
+        r: &PluginRef,
+        store: &crate::store::Store,
+    ) -> Result<LoadedPlugin, PolicyError> {
+        if let Some(p) = self.by_name.get(&r.plugin) {
+            return Ok(p.clone());
+        }
+        let sha = r.plugin.strip_prefix("sha256:").unwrap_or(&r.plugin);
+        if sha.len() == 64 && sha.chars().all(|c| c.is_ascii_hexdigit()) {
+            let bytes = store.plugin(sha).map_err(|e| PolicyError {
+                field: field.into(),
+                message: e.to_string(),
+            })?;
+            if let Some(bytes) = bytes {
+                return self.runtime.load(&bytes).map_err(|e| PolicyError {
+                    field: field.into(),
+                    message: e.to_string(),
+                });
+            }
+        }
+        let known: Vec<&str> = self.by_name.keys().map(String::as_str).collect();
+        Err(PolicyError {
+            field: field.into(),
+            message: format!(
+                "no plugin named `{}` (known: {}); upload it first",
+                r.plugin,
+                known.join(", ")
+            ),
+        })
+    }
+
+    fn instance<S: ?Sized>(
+        &self,
+        field: &str,
+        stage: Stage,
+        r: &PluginRef,
+        store: &crate::store::Store,
+        resolved: &mut Vec<ResolvedRef>,
+        boxed: impl FnOnce(gantry_plugin_runtime::PluginInstance) -> Box<S>,
+    ) -> Result<StageSlot<S>, PolicyError> {
+        let plugin = self.resolve(&format!("{field}.plugin"), r, store)?;
+        if !plugin.stages().contains(&stage) {
+            return Err(PolicyError {
+                field: format!("{field}.plugin"),
+                message: format!(
+                    "plugin {} implements {:?}, not the {stage} stage",
+                    plugin.metadata().name,
+                    plugin.stages()
+                ),
+            });
+        }
+        if !r.config.is_object() {
+            return Err(PolicyError {
+                field: format!("{field}.config"),
+                message: "must be a JSON object".into(),
+            });
+        }
+        let limits = Limits {
+            deadline_ms: r
+                .deadline_ms
+                .unwrap_or(self.limits.deadline_ms)
+                .clamp(1, 60_000),
+            memory_mib: r
+                .memory_mib
+                .unwrap_or(self.limits.memory_mib)
+                .clamp(16, 16_384),
+        };
+        let config = r.config.to_string();
+        let inst = plugin
+            .instantiate(&config, limits)
+            .map_err(|e| PolicyError {
+                field: format!("{field}.config"),
+                message: e.to_string(),
+            })?;
+        resolved.push(ResolvedRef {
+            stage,
+            name: plugin.metadata().name.clone(),
+            version: plugin.metadata().version.clone(),
+            sha256: plugin.sha256().to_string(),
+            config: r.config.clone(),
+        });
+        Ok(StageSlot::new(boxed(inst), config))
+    }
+
+    /// Builds a live pipeline of configured instances from `spec`.
+    pub fn build(
+        &self,
+        spec: &PipelineSpec,
+        store: &crate::store::Store,
+    ) -> Result<(Pipeline, Vec<ResolvedRef>), PolicyError> {
+        if spec.admission.len() > 16 || spec.priority.len() > 16 {
+            return Err(PolicyError {
+                field: "priority".into(),
+                message: "at most 16 plugins per chain".into(),
+            });
+        }
+        let mut resolved = Vec::new();
+        let mut admission = Vec::new();
+        for (i, r) in spec.admission.iter().enumerate() {
+            admission.push(self.instance(
+                &format!("admission[{i}]"),
+                Stage::Admission,
+                r,
+                store,
+                &mut resolved,
+                |p| Box::new(p) as Box<dyn gantry_engine::AdmissionStage>,
+            )?);
+        }
+        let mut priority = Vec::new();
+        for (i, r) in spec.priority.iter().enumerate() {
+            priority.push(self.instance(
+                &format!("priority[{i}]"),
+                Stage::Priority,
+                r,
+                store,
+                &mut resolved,
+                |p| Box::new(p) as Box<dyn gantry_engine::PriorityStage>,
+            )?);
+        }
+        let placement = self.instance(
+            "placement",
+            Stage::Placement,
+            &spec.placement,
+            store,
+            &mut resolved,
+            |p| Box::new(p) as Box<dyn gantry_engine::PlacementStage>,
+        )?;
+        let preemption = match &spec.preemption {
+            Some(r) => Some(self.instance(
+                "preemption",
+                Stage::Preemption,
+                r,
+                store,
+                &mut resolved,
+                |p| Box::new(p) as Box<dyn gantry_engine::PreemptionStage>,
+            )?),
+            None => None,
+        };
+        Ok((
+            Pipeline {
+                admission,
+                priority,
+                placement,
+                preemption,
+            },
+            resolved,
+        ))
+    }
+}

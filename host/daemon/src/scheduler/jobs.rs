@@ -1,0 +1,282 @@
+//! Job operations behind the API: submit (validate, "could it ever fit", submit-time
+//! admission, durable write), cancel, list, get, logs, and the node view.
+//!
+//! Owns: the rules of these operations. Does not own HTTP status codes (`api`).
+
+use super::apply::host_reason;
+use super::{Scheduler, lock, now_ms, snapshot};
+use crate::model::{FieldError, JobRecord, JobSpec, JobState, StopCause};
+use crate::store::StoreError;
+use gantry_contract::ReasonCode;
+use gantry_engine::{Interner, SubmitDecision, check_submit, fits_empty_cluster};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// Why a submission was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum SubmitError {
+    /// A field is invalid.
+    #[error("{}: {}", .0.field, .0.message)]
+    Field(FieldError),
+    /// No node could ever hold the job.
+    #[error("no node could ever hold this job: {0}")]
+    Unsatisfiable(String),
+    /// An admission plugin rejected it.
+    #[error("rejected by policy {plugin}: {message}")]
+    Rejected {
+        /// Plugin.
+        plugin: String,
+        /// Its message.
+        message: String,
+    },
+    /// The store failed; the job was not accepted.
+    #[error("{0}")]
+    Store(#[from] StoreError),
+}
+
+/// Why a cancel was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum CancelError {
+    /// No such job.
+    #[error("job {0} does not exist")]
+    NotFound(u64),
+    /// It already ended.
+    #[error("job {0} already ended ({1})")]
+    Ended(u64, &'static str),
+}
+
+/// Filters for listing jobs.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobFilter {
+    /// Only this state.
+    pub state: Option<JobState>,
+    /// Only this user.
+    pub user: Option<String>,
+    /// Only this account.
+    pub account: Option<String>,
+    /// Only this queue.
+    pub queue: Option<String>,
+    /// At most this many (newest first), default 1000.
+    pub limit: Option<usize>,
+}
+
+/// One GPU in the node view.
+#[derive(Debug, Clone, Serialize)]
+pub struct GpuView {
+    /// Index.
+    pub index: u32,
+    /// Model.
+    pub model: String,
+    /// Memory in MiB.
+    pub memory_mib: u64,
+    /// Healthy.
+    pub healthy: bool,
+    /// Allocated milli-GPU.
+    pub allocated_milli: u32,
+    /// (job id, milli) holding it.
+    pub jobs: Vec<(u64, u32)>,
+}
+
+/// A node with per-GPU allocation.
+#[derive(Debug, Clone, Serialize)]
+pub struct NodeView {
+    /// Name.
+    pub name: String,
+    /// "up".
+    pub state: String,
+    /// Where GPUs came from ("nvml" or "config").
+    pub gpu_source: String,
+    /// CPU in milli-cores.
+    pub cpu_milli: u32,
+    /// Allocated CPU.
+    pub cpu_milli_allocated: u32,
+    /// Memory in MiB.
+    pub memory_mib: u64,
+    /// Allocated memory.
+    pub memory_mib_allocated: u64,
+    /// GPUs.
+    pub gpus: Vec<GpuView>,
+}
+
+fn apply_patch(spec: &mut JobSpec, p: gantry_contract::JobPatch) {
+    if let Some(q) = p.queue {
+        spec.queue = q;
+    }
+    if let Some(t) = p.tier {
+        spec.tier = t;
+    }
+    if let Some(t) = p.time_limit_s {
+        spec.time_limit_s = t;
+    }
+    if let Some(pr) = p.preemptible {
+        spec.preemptible = pr;
+    }
+    spec.labels.extend(p.labels);
+}
+
+impl Scheduler {
+    /// Validates, checks and durably stores a new job; returns it once acknowledged.
+    pub fn submit(&self, mut spec: JobSpec) -> Result<JobRecord, SubmitError> {
+        spec.validate().map_err(SubmitError::Field)?;
+        let probe = JobRecord::new(0, spec.clone(), now_ms());
+        let (ctx, nodes, job) = {
+            let st = lock(&self.inner.state);
+            let all = st.jobs.values().chain(std::iter::once(&probe));
+            let models = snapshot::Models::new(&self.inner.node, all.clone());
+            let snap = snapshot::build(all, &self.inner.node, st.cycle, now_ms());
+            let mut strings = Interner::new();
+            for s in &snap.ctx.strings {
+                strings.intern(s);
+            }
+            let job = snapshot::contract_job(&probe, &models, &mut strings);
+            let mut ctx = snap.ctx;
+            ctx.strings = strings.into_strings();
+            (ctx, snap.nodes, job)
+        };
+        fits_empty_cluster(&ctx, &nodes, &job)
+            .map_err(|r| SubmitError::Unsatisfiable(r.message))?;
+        let (decision, faults) = {
+            let mut pol = lock(&self.inner.policy);
+            check_submit(&ctx, &job, &mut pol.live)
+        };
+        if !faults.is_empty() {
+            lock(&self.inner.state).record_faults(0, &faults, &self.inner.store);
+        }
+        match decision {
+            SubmitDecision::Reject { plugin, message } => {
+                return Err(SubmitError::Rejected { plugin, message });
+            }
+            SubmitDecision::Accept(patches) if !patches.is_empty() => {
+                for p in patches {
+                    apply_patch(&mut spec, p);
+                }
+                spec.validate().map_err(SubmitError::Field)?;
+            }
+            SubmitDecision::Accept(_) => {}
+        }
+        let id = self.inner.store.next_id("job")?;
+        let record = JobRecord::new(id, spec, probe.submit_ms);
+        self.inner.store.put_job(&record)?;
+        self.inner.store.event(
+            record.submit_ms,
+            Some(id),
+            "submitted",
+            format!("by {}", record.spec.user),
+        )?;
+        self.inner.store.flush()?;
+        lock(&self.inner.state).jobs.insert(id, record.clone());
+        self.wake();
+        Ok(record)
+    }
+
+    /// Cancels a pending job at once, or stops a running one (SIGTERM, grace, SIGKILL).
+    pub fn cancel(&self, id: u64) -> Result<JobRecord, CancelError> {
+        let mut st = lock(&self.inner.state);
+        let job = st.jobs.get_mut(&id).ok_or(CancelError::NotFound(id))?;
+        match job.state {
+            JobState::Pending => {
+                job.state = JobState::Cancelled;
+                job.end_ms = Some(now_ms());
+                job.reason = Some(host_reason(
+                    ReasonCode::Other,
+                    "cancelled while pending".into(),
+                ));
+            }
+            JobState::Running => {
+                if job.stopping.is_none() {
+                    job.stopping = Some(StopCause::Cancel);
+                }
+                self.stop_tasks(job, Duration::from_secs(self.inner.config.kill_grace_s));
+            }
+            s => return Err(CancelError::Ended(id, s.as_str())),
+        }
+        let snapshot = job.clone();
+        drop(st);
+        if let Err(e) = self
+            .inner
+            .store
+            .put_job(&snapshot)
+            .and_then(|()| self.inner.store.flush())
+        {
+            tracing::error!(job = id, "cannot persist cancel: {e}");
+        }
+        let _ = self
+            .inner
+            .store
+            .event(now_ms(), Some(id), "cancel", "requested".into());
+        self.wake();
+        Ok(snapshot)
+    }
+
+    /// One job.
+    pub fn job(&self, id: u64) -> Option<JobRecord> {
+        lock(&self.inner.state).jobs.get(&id).cloned()
+    }
+
+    /// Jobs matching `f`, newest first.
+    pub fn jobs(&self, f: &JobFilter) -> Vec<JobRecord> {
+        let st = lock(&self.inner.state);
+        st.jobs
+            .values()
+            .rev()
+            .filter(|j| f.state.is_none_or(|s| j.state == s))
+            .filter(|j| f.user.as_ref().is_none_or(|u| &j.spec.user == u))
+            .filter(|j| f.account.as_ref().is_none_or(|a| &j.spec.account == a))
+            .filter(|j| f.queue.as_ref().is_none_or(|q| &j.spec.queue == q))
+            .take(f.limit.unwrap_or(1000).min(100_000))
+            .cloned()
+            .collect()
+    }
+
+    /// The log of one task, if the job exists (empty before it starts).
+    pub fn logs(&self, id: u64, task: usize) -> Option<String> {
+        self.job(id)?;
+        Some(std::fs::read_to_string(self.log_path(id, task)).unwrap_or_default())
+    }
+
+    /// Recent events of a job.
+    pub fn events(&self, id: u64) -> Result<Vec<crate::store::Event>, StoreError> {
+        self.inner.store.events(Some(id), 200)
+    }
+
+    /// The node and who holds each GPU.
+    pub fn nodes(&self) -> Vec<NodeView> {
+        let st = lock(&self.inner.state);
+        let n = &self.inner.node;
+        let mut view = NodeView {
+            name: n.name.clone(),
+            state: "up".into(),
+            gpu_source: n.gpu_source.clone(),
+            cpu_milli: n.cpu_milli,
+            cpu_milli_allocated: 0,
+            memory_mib: n.memory_mib,
+            memory_mib_allocated: 0,
+            gpus: n
+                .gpus
+                .iter()
+                .map(|g| GpuView {
+                    index: g.index,
+                    model: g.model.clone(),
+                    memory_mib: g.memory_mib,
+                    healthy: g.healthy,
+                    allocated_milli: 0,
+                    jobs: Vec::new(),
+                })
+                .collect(),
+        };
+        for j in st.jobs.values().filter(|j| j.state == JobState::Running) {
+            for t in &j.tasks {
+                view.cpu_milli_allocated += t.cpu_milli;
+                view.memory_mib_allocated += t.memory_mib;
+                for s in &t.gpus {
+                    if let Some(g) = view.gpus.iter_mut().find(|g| g.index == s.index) {
+                        g.allocated_milli += s.milli;
+                        g.jobs.push((j.id, s.milli));
+                    }
+                }
+            }
+        }
+        vec![view]
+    }
+}

@@ -1,0 +1,282 @@
+//! Policy operations: loading plugins and the active pipeline at start, uploading a
+//! plugin, and hot swaps (set, rollback) that build the new pipeline, dry-run it on
+//! the current snapshot, and swap it in atomically between cycles.
+//!
+//! Owns: pipeline history and the swap protocol. Does not own building instances
+//! (`policy::Registry`) or HTTP (`api`).
+
+use super::{FaultView, PolicyState, Scheduler, lock, now_ms, snapshot};
+use crate::config::Config;
+use crate::policy::{PipelineSpec, PipelineVersion, PolicyError, Registry, default_spec};
+use crate::store::{Store, StoreError};
+use gantry_contract::Metadata;
+use gantry_engine::FaultRecord;
+use gantry_plugin_runtime::{Limits, LoadError, Runtime, RuntimeOptions};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+const ACTIVE_KEY: &str = "active_pipeline";
+const NAMES_KEY: &str = "plugin_names";
+
+/// Why a policy operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyOpError {
+    /// The spec is invalid (names the field).
+    #[error("{0}")]
+    Invalid(#[from] PolicyError),
+    /// The new pipeline faulted on the current snapshot.
+    #[error("the new pipeline failed its dry run on the current snapshot: {}", .0.iter().map(|f| format!("{} at {}: {}", f.plugin.name, f.stage, f.fault)).collect::<Vec<_>>().join("; "))]
+    DryRun(Vec<FaultRecord>),
+    /// Nothing to roll back to.
+    #[error("there is no earlier pipeline version to roll back to")]
+    NoPrevious,
+    /// The plugin could not be loaded.
+    #[error("{0}")]
+    Load(#[from] LoadError),
+    /// Storage failed.
+    #[error("{0}")]
+    Store(#[from] StoreError),
+}
+
+/// Uploaded plugin summary.
+#[derive(Debug, Clone, Serialize)]
+pub struct PluginInfo {
+    /// sha256.
+    pub sha256: String,
+    /// Metadata.
+    #[serde(flatten)]
+    pub metadata: Metadata,
+    /// Size in bytes.
+    pub size_bytes: usize,
+}
+
+/// The active pipeline and its health.
+#[derive(Debug, Clone, Serialize)]
+pub struct PolicyView {
+    /// The active version.
+    pub active: PipelineVersion,
+    /// Faults per plugin/stage/kind since start.
+    pub fault_counts: BTreeMap<String, u64>,
+    /// Plugins quarantined in the live pipeline.
+    pub quarantined: Vec<String>,
+}
+
+/// Result of a swap.
+#[derive(Debug, Clone, Serialize)]
+pub struct SwapResult {
+    /// The version now live.
+    pub active: PipelineVersion,
+    /// Time from the request to the new pipeline being live, in ms.
+    pub swap_ms: f64,
+}
+
+pub(crate) fn load_policy(config: &Config, store: &Store) -> anyhow::Result<PolicyState> {
+    let runtime = Runtime::new(RuntimeOptions {
+        cache_dir: Some(config.data_dir.join("compiled")),
+    })?;
+    let limits = Limits {
+        deadline_ms: config.plugins.deadline_ms,
+        memory_mib: config.plugins.memory_mib,
+    };
+    let mut registry = Registry::new(runtime, limits);
+    for (name, bytes) in gantry_components::BUILTIN {
+        let p = registry
+            .register(bytes)
+            .map_err(|e| anyhow::anyhow!("built-in plugin {name}: {e}"))?;
+        store.put_plugin(p.sha256(), bytes)?;
+    }
+    let names: BTreeMap<String, String> = store.meta(NAMES_KEY)?.unwrap_or_default();
+    for sha in names.values() {
+        match store.plugin(sha)? {
+            Some(bytes) => {
+                if let Err(e) = registry.register(&bytes) {
+                    tracing::warn!(sha256 = %sha, "stored plugin no longer loads: {e}");
+                }
+            }
+            None => tracing::warn!(sha256 = %sha, "stored plugin missing"),
+        }
+    }
+    let (fallback, _) = registry.build(&default_spec(), store)?;
+    let mut history: Vec<PipelineVersion> = store.pipelines()?;
+    let active_no: Option<u64> = store.meta(ACTIVE_KEY)?;
+    let wanted = active_no.and_then(|n| history.iter().find(|v| v.version == n).cloned());
+    let built = wanted.and_then(|v| match registry.build(&v.spec, store) {
+        Ok((p, _)) => Some((p, v)),
+        Err(e) => {
+            tracing::error!(
+                version = v.version,
+                "active pipeline does not load ({e}); using the built-in default"
+            );
+            None
+        }
+    });
+    let (live, active) = match built {
+        Some(x) => x,
+        None => {
+            let (p, resolved) = registry.build(&default_spec(), store)?;
+            let version = history.last().map_or(1, |v| v.version + 1);
+            let v = PipelineVersion {
+                version,
+                spec: default_spec(),
+                resolved,
+                activated_ms: now_ms(),
+                action: "default".into(),
+                restores: None,
+            };
+            store.put_pipeline(version, &v)?;
+            store.set_meta(ACTIVE_KEY, &version)?;
+            history.push(v.clone());
+            (p, v)
+        }
+    };
+    tracing::info!(version = active.version, plugins = ?active.resolved.iter().map(|r| format!("{}:{}", r.stage, r.name)).collect::<Vec<_>>(), "active pipeline");
+    Ok(PolicyState {
+        registry,
+        live,
+        fallback,
+        active,
+        history,
+    })
+}
+
+impl Scheduler {
+    /// Loads, validates and stores an uploaded component.
+    pub fn upload_plugin(&self, bytes: &[u8]) -> Result<PluginInfo, PolicyOpError> {
+        let mut registry = lock(&self.inner.policy).registry.clone();
+        let p = registry.register(bytes)?;
+        self.inner.store.put_plugin(p.sha256(), bytes)?;
+        let mut names: BTreeMap<String, String> =
+            self.inner.store.meta(NAMES_KEY)?.unwrap_or_default();
+        names.insert(p.metadata().name.clone(), p.sha256().to_string());
+        self.inner.store.set_meta(NAMES_KEY, &names)?;
+        self.inner.store.flush()?;
+        lock(&self.inner.policy).registry = registry;
+        tracing::info!(name = %p.metadata().name, sha256 = %p.sha256(), "plugin uploaded");
+        Ok(PluginInfo {
+            sha256: p.sha256().into(),
+            metadata: p.metadata().clone(),
+            size_bytes: bytes.len(),
+        })
+    }
+
+    /// Every registered plugin.
+    pub fn plugins(&self) -> Vec<PluginInfo> {
+        let pol = lock(&self.inner.policy);
+        pol.registry
+            .plugins()
+            .map(|p| PluginInfo {
+                sha256: p.sha256().into(),
+                metadata: p.metadata().clone(),
+                size_bytes: 0,
+            })
+            .collect()
+    }
+
+    /// The active pipeline.
+    pub fn policy(&self) -> PolicyView {
+        let pol = lock(&self.inner.policy);
+        let mut quarantined = Vec::new();
+        for s in &pol.live.admission {
+            if s.quarantined() {
+                quarantined.push(format!("admission:{}", s.plugin.ident().name));
+            }
+        }
+        for s in &pol.live.priority {
+            if s.quarantined() {
+                quarantined.push(format!("priority:{}", s.plugin.ident().name));
+            }
+        }
+        if pol.live.placement.quarantined() {
+            quarantined.push(format!(
+                "placement:{}",
+                pol.live.placement.plugin.ident().name
+            ));
+        }
+        if let Some(s) = pol.live.preemption.as_ref().filter(|s| s.quarantined()) {
+            quarantined.push(format!("preemption:{}", s.plugin.ident().name));
+        }
+        let active = pol.active.clone();
+        drop(pol);
+        PolicyView {
+            active,
+            fault_counts: lock(&self.inner.state).fault_counts.clone(),
+            quarantined,
+        }
+    }
+
+    /// Every activation, oldest first.
+    pub fn policy_history(&self) -> Vec<PipelineVersion> {
+        lock(&self.inner.policy).history.clone()
+    }
+
+    /// Recent plugin faults, oldest first.
+    pub fn faults(&self) -> Vec<FaultView> {
+        lock(&self.inner.state).faults.iter().cloned().collect()
+    }
+
+    /// Builds `spec`, dry-runs it on the current snapshot, and makes it live.
+    pub fn set_policy(&self, spec: PipelineSpec) -> Result<SwapResult, PolicyOpError> {
+        self.swap(spec, "set", None)
+    }
+
+    /// Makes the pipeline active before the current one live again.
+    pub fn rollback_policy(&self) -> Result<SwapResult, PolicyOpError> {
+        let previous = {
+            let pol = lock(&self.inner.policy);
+            let n = pol.history.len();
+            if n < 2 {
+                return Err(PolicyOpError::NoPrevious);
+            }
+            pol.history[n - 2].clone()
+        };
+        self.swap(previous.spec, "rollback", Some(previous.version))
+    }
+
+    fn swap(
+        &self,
+        spec: PipelineSpec,
+        action: &str,
+        restores: Option<u64>,
+    ) -> Result<SwapResult, PolicyOpError> {
+        let t0 = Instant::now();
+        let registry = lock(&self.inner.policy).registry.clone();
+        let (mut candidate, resolved) = registry.build(&spec, &self.inner.store)?;
+        let snap = {
+            let st = lock(&self.inner.state);
+            snapshot::build(st.jobs.values(), &self.inner.node, st.cycle, now_ms())
+        };
+        let dry = gantry_engine::run_cycle(&snap, &mut candidate, None);
+        if !dry.faults.is_empty() {
+            lock(&self.inner.state).record_faults(0, &dry.faults, &self.inner.store);
+            return Err(PolicyOpError::DryRun(dry.faults));
+        }
+        let mut pol = lock(&self.inner.policy);
+        let version = pol.history.last().map_or(1, |v| v.version + 1);
+        let active = PipelineVersion {
+            version,
+            spec,
+            resolved,
+            activated_ms: now_ms(),
+            action: action.into(),
+            restores,
+        };
+        self.inner.store.put_pipeline(version, &active)?;
+        self.inner.store.set_meta(ACTIVE_KEY, &version)?;
+        self.inner.store.flush()?;
+        pol.live = candidate;
+        pol.active = active.clone();
+        pol.history.push(active.clone());
+        drop(pol);
+        let swap_ms = t0.elapsed().as_secs_f64() * 1000.0;
+        let _ = self.inner.store.event(
+            now_ms(),
+            None,
+            "policy",
+            format!("{action}: version {version} live in {swap_ms:.1} ms"),
+        );
+        tracing::info!(version, action, swap_ms, "pipeline swapped");
+        self.wake();
+        Ok(SwapResult { active, swap_ms })
+    }
+}

@@ -1,0 +1,221 @@
+//! Builds the engine's [`Snapshot`] from the daemon's jobs and inventory: interns
+//! names and labels, turns GPU model names into mask bits, and computes what is free
+//! on the node from the allocations of running jobs (so there is no separate
+//! accounting to drift).
+//!
+//! Owns: the daemon → contract mapping. Does not own scheduling decisions.
+
+use crate::inventory::NodeInfo;
+use crate::model::{JobRecord, JobState, StopCause, TaskRecord};
+use gantry_contract as c;
+use gantry_engine::{EvictionInProgress, Interner, Snapshot};
+
+/// The local node's number in snapshots.
+pub const LOCAL_NODE: c::NodeId = 0;
+
+/// Mask bit for models no GPU has once the table is full (never matches a GPU).
+const UNKNOWN_MODEL_BIT: usize = 63;
+
+/// Maps model names to mask bits for one snapshot.
+pub struct Models {
+    names: Vec<String>,
+}
+
+impl Models {
+    /// Cluster models first (low bits), then any model a job asks for.
+    pub fn new<'a>(node: &NodeInfo, jobs: impl Iterator<Item = &'a JobRecord>) -> Self {
+        let mut names: Vec<String> = Vec::new();
+        let mut add = |m: &str| {
+            if !names.iter().any(|n| n == m) && names.len() < UNKNOWN_MODEL_BIT {
+                names.push(m.to_string());
+            }
+        };
+        for g in &node.gpus {
+            add(&g.model);
+        }
+        for j in jobs {
+            for t in &j.spec.tasks {
+                for m in &t.gpu_models {
+                    add(m);
+                }
+            }
+        }
+        Self { names }
+    }
+
+    /// The mask for a task's allowed models (0 = any).
+    pub fn mask(&self, allowed: &[String]) -> u64 {
+        allowed.iter().fold(0u64, |mask, m| {
+            let bit = self
+                .names
+                .iter()
+                .position(|n| n == m)
+                .unwrap_or(UNKNOWN_MODEL_BIT);
+            mask | (1u64 << bit)
+        })
+    }
+}
+
+/// The contract view of a job.
+pub fn contract_job(j: &JobRecord, models: &Models, strings: &mut Interner) -> c::Job {
+    c::Job {
+        id: j.id,
+        name: strings.intern(&j.spec.name),
+        user: strings.intern(&j.spec.user),
+        account: strings.intern(&j.spec.account),
+        queue: strings.intern(&j.spec.queue),
+        tier: j.tier,
+        submit_ms: j.submit_ms,
+        time_limit_s: j.spec.time_limit_s,
+        kind: j.spec.kind,
+        preemptible: j.spec.preemptible,
+        labels: j
+            .spec
+            .labels
+            .iter()
+            .map(|(k, v)| c::Label {
+                key: strings.intern(k),
+                value: strings.intern(v),
+            })
+            .collect(),
+        tasks: j
+            .spec
+            .tasks
+            .iter()
+            .map(|t| c::TaskGroup {
+                count: t.count,
+                gpus: t.gpus,
+                gpu_milli: t.gpu_milli,
+                cpu_milli: t.cpu_milli,
+                memory_mib: t.memory_mib,
+                gpu_model_mask: models.mask(&t.gpu_models),
+            })
+            .collect(),
+    }
+}
+
+fn allocation(t: &TaskRecord) -> c::TaskAllocation {
+    c::TaskAllocation {
+        node: LOCAL_NODE,
+        gpus: t
+            .gpus
+            .iter()
+            .map(|g| c::GpuShare {
+                index: g.index,
+                milli: g.milli,
+            })
+            .collect(),
+        cpu_milli: t.cpu_milli,
+        memory_mib: t.memory_mib,
+    }
+}
+
+/// The node with everything free (for submit-time "could it ever fit").
+pub fn node_view(node: &NodeInfo, strings: &mut Interner, running: &[&JobRecord]) -> c::Node {
+    let mut n = c::Node {
+        id: LOCAL_NODE,
+        name: strings.intern(&node.name),
+        state: c::NodeState::Up,
+        labels: node
+            .labels
+            .iter()
+            .map(|(k, v)| c::Label {
+                key: strings.intern(k),
+                value: strings.intern(v),
+            })
+            .collect(),
+        cpu_milli_total: node.cpu_milli,
+        cpu_milli_free: node.cpu_milli,
+        memory_mib_total: node.memory_mib,
+        memory_mib_free: node.memory_mib,
+        gpus: node
+            .gpus
+            .iter()
+            .map(|g| c::Gpu {
+                index: g.index,
+                model: strings.intern(&g.model),
+                memory_mib: g.memory_mib,
+                free_milli: c::MILLI_PER_GPU,
+                healthy: g.healthy,
+            })
+            .collect(),
+    };
+    for t in running.iter().flat_map(|j| &j.tasks) {
+        n.cpu_milli_free = n.cpu_milli_free.saturating_sub(t.cpu_milli);
+        n.memory_mib_free = n.memory_mib_free.saturating_sub(t.memory_mib);
+        for share in &t.gpus {
+            if let Some(g) = n.gpus.iter_mut().find(|g| g.index == share.index) {
+                g.free_milli = g.free_milli.saturating_sub(share.milli);
+            }
+        }
+    }
+    n
+}
+
+/// The cycle's snapshot.
+pub fn build<'a>(
+    jobs: impl Iterator<Item = &'a JobRecord> + Clone,
+    node: &NodeInfo,
+    cycle_id: u64,
+    now_ms: u64,
+) -> Snapshot {
+    let models = Models::new(node, jobs.clone());
+    let mut strings = Interner::new();
+    let gpu_models: Vec<c::Symbol> = models.names.iter().map(|m| strings.intern(m)).collect();
+    let running_records: Vec<&JobRecord> = jobs
+        .clone()
+        .filter(|j| j.state == JobState::Running)
+        .collect();
+    let node_c = node_view(node, &mut strings, &running_records);
+    let pending: Vec<c::Job> = jobs
+        .clone()
+        .filter(|j| j.state == JobState::Pending)
+        .map(|j| contract_job(j, &models, &mut strings))
+        .collect();
+    let running: Vec<c::RunningJob> = running_records
+        .iter()
+        .map(|j| {
+            let start_ms = j.start_ms.unwrap_or(now_ms);
+            c::RunningJob {
+                job: contract_job(j, &models, &mut strings),
+                tasks: j.tasks.iter().map(allocation).collect(),
+                start_ms,
+                expected_end_ms: (j.spec.time_limit_s > 0)
+                    .then(|| start_ms + j.spec.time_limit_s * 1000),
+                score: j.score,
+            }
+        })
+        .collect();
+    let evicting = running_records
+        .iter()
+        .filter_map(|j| match j.stopping {
+            Some(StopCause::Evicted { for_job }) => Some(EvictionInProgress { job: j.id, for_job }),
+            _ => None,
+        })
+        .collect();
+    let totals = c::ClusterTotals {
+        nodes: 1,
+        gpu_milli_total: node_c.gpus.len() as u64 * u64::from(c::MILLI_PER_GPU),
+        gpu_milli_free: node_c.gpus.iter().map(|g| u64::from(g.free_milli)).sum(),
+        cpu_milli_total: u64::from(node_c.cpu_milli_total),
+        memory_mib_total: node_c.memory_mib_total,
+    };
+    let ctx = c::Cycle {
+        id: cycle_id,
+        now_ms,
+        seed: cycle_id,
+        strings: Vec::new(),
+        gpu_models,
+        totals,
+        ..Default::default()
+    };
+    let mut snap = Snapshot {
+        ctx,
+        pending,
+        nodes: vec![node_c],
+        running,
+        evicting,
+    };
+    snap.ctx.strings = strings.into_strings();
+    snap
+}
