@@ -177,10 +177,12 @@ fn fault(stage: Stage, plugin: &PluginIdent, fault: PolicyFault, fell_back: bool
     }
 }
 
-/// Calls `f` on a slot unless it is quarantined, recording the outcome.
+/// Calls `f` on a slot unless it is quarantined, checks the output with `check`, and
+/// records the outcome once (a contract violation counts as a fault of the plugin).
 fn call_slot<S: ?Sized, T>(
     slot: &mut StageSlot<S>,
     f: impl FnOnce(&mut S) -> Result<T, PolicyFault>,
+    check: impl FnOnce(&T) -> Result<(), PolicyFault>,
 ) -> Result<T, PolicyFault> {
     if slot.quarantined() {
         return Err(PolicyFault::new(
@@ -191,13 +193,23 @@ fn call_slot<S: ?Sized, T>(
             ),
         ));
     }
-    let r = f(&mut slot.plugin);
+    let r = f(&mut slot.plugin).and_then(|v| check(&v).map(|()| v));
     slot.record(&r);
     r
 }
 
 fn invalid(message: String) -> PolicyFault {
     PolicyFault::new(FaultKind::InvalidOutput, message)
+}
+
+fn same_len<T>(what: &'static str, n: usize) -> impl FnOnce(&Vec<T>) -> Result<(), PolicyFault> {
+    move |v| {
+        if v.len() == n {
+            Ok(())
+        } else {
+            Err(invalid(format!("{} {what} for {n} jobs", v.len())))
+        }
+    }
 }
 
 type Holds = Vec<(JobId, PendingReason)>;
@@ -213,30 +225,33 @@ fn admission(
     for i in 0..live.admission.len() {
         let slot = &mut live.admission[i];
         let ident = slot.plugin.ident().clone();
-        let result = call_slot(slot, |p| p.admit(&snap.ctx, &jobs)).and_then(|v| {
-            if v.len() == jobs.len() {
-                Ok(v)
-            } else {
-                Err(invalid(format!(
-                    "{} verdicts for {} jobs",
-                    v.len(),
-                    jobs.len()
-                )))
-            }
-        });
-        let verdicts = match result {
-            Ok(v) => v,
-            Err(f) => {
-                let fb = fallback.as_deref_mut().and_then(|p| p.admission.get_mut(i));
-                let fb_result = fb.map(|s| call_slot(s, |p| p.admit(&snap.ctx, &jobs)));
-                faults.push(fault(Stage::Admission, &ident, f, true));
-                match fb_result {
-                    Some(Ok(v)) if v.len() == jobs.len() => v,
-                    _ => vec![Verdict::Admit; jobs.len()],
+        let n = jobs.len();
+        let (verdicts, decided_by) =
+            match call_slot(slot, |p| p.admit(&snap.ctx, &jobs), same_len("verdicts", n)) {
+                Ok(v) => (v, ident.name.clone()),
+                Err(f) => {
+                    let fb = fallback.as_deref_mut().and_then(|p| p.admission.get_mut(i));
+                    faults.push(fault(Stage::Admission, &ident, f, fb.is_some()));
+                    match fb {
+                        Some(s) => {
+                            let fb_ident = s.plugin.ident().clone();
+                            match call_slot(
+                                s,
+                                |p| p.admit(&snap.ctx, &jobs),
+                                same_len("verdicts", n),
+                            ) {
+                                Ok(v) => (v, fb_ident.name),
+                                Err(f2) => {
+                                    faults.push(fault(Stage::Admission, &fb_ident, f2, false));
+                                    (vec![Verdict::Admit; n], "host".to_string())
+                                }
+                            }
+                        }
+                        None => (vec![Verdict::Admit; n], "host".to_string()),
+                    }
                 }
-            }
-        };
-        let mut kept = Vec::with_capacity(jobs.len());
+            };
+        let mut kept = Vec::with_capacity(n);
         for (job, verdict) in jobs.into_iter().zip(verdicts) {
             match verdict {
                 Verdict::Admit => kept.push(job),
@@ -246,7 +261,7 @@ fn admission(
                         stage: Stage::Admission,
                         code: r.code,
                         message: r.message,
-                        plugin: ident.name.clone(),
+                        plugin: decided_by.clone(),
                     },
                 )),
             }
@@ -271,20 +286,17 @@ fn run_priority_chain(
     for slot in &mut pipeline.priority {
         let ident = slot.plugin.ident().clone();
         let previous: Vec<f64> = scored.iter().map(|s| s.score).collect();
-        let result = call_slot(slot, |p| p.score(&snap.ctx, jobs, &previous)).and_then(|v| {
-            if v.len() != jobs.len() {
-                Err(invalid(format!(
-                    "{} scores for {} jobs",
-                    v.len(),
-                    jobs.len()
-                )))
+        let n = jobs.len();
+        let check = |v: &Vec<Scored>| {
+            if v.len() != n {
+                Err(invalid(format!("{} scores for {n} jobs", v.len())))
             } else if v.iter().any(|s| !s.score.is_finite()) {
                 Err(invalid("a score is NaN or infinite".into()))
             } else {
-                Ok(v)
+                Ok(())
             }
-        });
-        match result {
+        };
+        match call_slot(slot, |p| p.score(&snap.ctx, jobs, &previous), check) {
             Ok(v) => {
                 for (s, new) in scored.iter_mut().zip(v) {
                     s.score = new.score;
@@ -307,7 +319,7 @@ fn priority(
     match run_priority_chain(snap, jobs, live) {
         Ok(s) => s,
         Err((ident, f)) => {
-            faults.push(fault(Stage::Priority, &ident, f, true));
+            faults.push(fault(Stage::Priority, &ident, f, fallback.is_some()));
             let zero = || {
                 jobs.iter()
                     .map(|_| Scored {
@@ -354,17 +366,19 @@ fn checked_place(
     ordered: &[Job],
     slot: &mut StageSlot<dyn crate::pipeline::PlacementStage>,
 ) -> Result<Plan, PolicyFault> {
-    let plan = call_slot(slot, |p| {
-        p.place(&snap.ctx, ordered, &snap.nodes, &snap.running)
-    })?;
-    match validate_plan(&snap.ctx, ordered, &snap.nodes, &plan) {
-        Ok(_) => Ok(plan),
-        Err(violations) => {
-            slot.record::<()>(&Err(invalid(String::new())));
-            let text: Vec<String> = violations.iter().take(3).map(|v| v.to_string()).collect();
-            Err(invalid(format!("plan rejected: {}", text.join("; "))))
-        }
-    }
+    let check = |plan: &Plan| {
+        validate_plan(&snap.ctx, ordered, &snap.nodes, plan)
+            .map(|_| ())
+            .map_err(|violations| {
+                let text: Vec<String> = violations.iter().take(3).map(|v| v.to_string()).collect();
+                invalid(format!("plan rejected: {}", text.join("; ")))
+            })
+    };
+    call_slot(
+        slot,
+        |p| p.place(&snap.ctx, ordered, &snap.nodes, &snap.running),
+        check,
+    )
 }
 
 fn placement(
@@ -435,21 +449,18 @@ fn preemption(
     let evicting: HashSet<JobId> = snap.evicting.iter().map(|e| e.job).collect();
     let mut ask = |slot: &mut StageSlot<dyn crate::pipeline::PreemptionStage>| {
         let ident = slot.plugin.ident().clone();
-        let r = call_slot(slot, |p| {
-            p.preempt(&snap.ctx, blocked, &scores, &nodes, &snap.running)
-        })
-        .and_then(|ev| {
-            validate_evictions(&ev, &snap.running, &evicting, &blocked_ids)
-                .map(|()| ev)
-                .map_err(|v| {
-                    let text: Vec<String> = v.iter().take(3).map(|x| x.to_string()).collect();
-                    invalid(format!("evictions rejected: {}", text.join("; ")))
-                })
-        });
-        if r.is_err() {
-            slot.record::<()>(&Err(invalid(String::new())));
-        }
-        r.map_err(|f| (ident, f))
+        let check = |ev: &Vec<Eviction>| {
+            validate_evictions(ev, &snap.running, &evicting, &blocked_ids).map_err(|v| {
+                let text: Vec<String> = v.iter().take(3).map(|x| x.to_string()).collect();
+                invalid(format!("evictions rejected: {}", text.join("; ")))
+            })
+        };
+        call_slot(
+            slot,
+            |p| p.preempt(&snap.ctx, blocked, &scores, &nodes, &snap.running),
+            check,
+        )
+        .map_err(|f| (ident, f))
     };
     let Some(slot) = live.preemption.as_mut() else {
         return Vec::new();

@@ -473,7 +473,6 @@ proptest! {
     /// A reason of gpu-model-unavailable is only given when some GPU-using task group
     /// has no healthy GPU of an allowed model on any node that is up.
     #[test]
-    #[ignore = "contract bug: ClusterModel::explain (sdk/contract/src/cluster.rs) requires one GPU to match the masks of all groups, including CPU-only ones; see the two regression tests below"]
     fn model_unavailable_is_accurate(snap in scenario()) {
         let out = run(&snap, false, false);
         let by_id: HashMap<JobId, &Job> = snap.pending.iter().map(|j| (j.id, j)).collect();
@@ -500,7 +499,6 @@ proptest! {
 /// GPU of a different model (A100 only, H100 only) cannot start for want of an H100,
 /// which is insufficient-gpus: both models exist.
 #[test]
-#[ignore = "contract bug: ClusterModel::explain (sdk/contract/src/cluster.rs:310) counts only GPUs allowed by every group, so groups with different masks get gpu-model-unavailable"]
 fn per_group_models_short_of_gpus_is_insufficient_gpus() {
     let mut n = common::node(0, 8, common::A100);
     for g in &mut n.gpus[4..] {
@@ -527,7 +525,6 @@ fn per_group_models_short_of_gpus_is_insufficient_gpus() {
 /// L4, on a cluster with a single GPU: the mask of a group that takes no GPU should
 /// not matter, and the job is short of GPUs.
 #[test]
-#[ignore = "contract bug: ClusterModel::explain (sdk/contract/src/cluster.rs:310, model_names at :409) applies the model mask of groups that take no GPU"]
 fn cpu_only_group_mask_does_not_make_the_model_unavailable() {
     let mut job = common::job(1, 1, 2);
     let mut sidecar = job.tasks[0];

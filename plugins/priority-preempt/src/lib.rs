@@ -1,10 +1,12 @@
 //! `priority-preempt`: when the highest-priority blocked job cannot start, evict the
 //! fewest lowest-priority preemptible running jobs that free enough room for it.
 //!
-//! Victims must rank strictly below the blocked job by (tier, score). Candidates are
-//! added lowest priority first (most recently started first among equals) until the
-//! blocked gang fits; then every victim that is not needed is dropped again, highest
-//! priority first. Only the first blocked job is served per cycle.
+//! Victims must rank strictly below the blocked job by (tier, score), lowest priority
+//! first (most recently started first among equals). The plugin first looks for the
+//! smallest set of up to [`EXACT_SEARCH_MAX`] victims among the [`EXACT_SEARCH_POOL`]
+//! lowest-priority candidates (fewest victims, then lowest priority); when no such
+//! set frees enough, it adds candidates in order until the gang fits and then drops
+//! every victim that is not needed. Only the first blocked job is served per cycle.
 //!
 //! Config: `{"grace_s": 30}` (seconds between SIGTERM and SIGKILL, default 30).
 #![deny(missing_docs)]
@@ -97,26 +99,10 @@ impl Preemption for PriorityPreempt {
                 .then(a.score.total_cmp(&b.score))
                 .then(b.start_ms.cmp(&a.start_ms))
         });
-        let mut victims: Vec<&RunningJob> = Vec::new();
-        for c in candidates {
-            victims.push(c);
-            if fits_without(ctx, nodes, &victims, job) {
-                break;
-            }
-        }
-        if victims.is_empty() || !fits_without(ctx, nodes, &victims, job) {
-            return Ok(Vec::new());
-        }
-        // Drop victims that are not needed, highest priority first.
-        let mut i = victims.len();
-        while i > 0 {
-            i -= 1;
-            let mut trial = victims.clone();
-            trial.remove(i);
-            if fits_without(ctx, nodes, &trial, job) {
-                victims = trial;
-            }
-        }
+        let victims = match smallest_set(ctx, nodes, &candidates, job) {
+            Some(v) => v,
+            None => greedy(ctx, nodes, &candidates, job),
+        };
         Ok(victims
             .into_iter()
             .map(|v| Eviction {
@@ -133,6 +119,74 @@ impl Preemption for PriorityPreempt {
             })
             .collect())
     }
+}
+
+/// Largest victim set the exact search tries.
+pub const EXACT_SEARCH_MAX: usize = 3;
+/// Candidates the exact search considers (lowest priority first).
+pub const EXACT_SEARCH_POOL: usize = 24;
+
+/// The first set (by size, then lexicographic in priority order) of at most
+/// [`EXACT_SEARCH_MAX`] victims that frees room for `job`.
+fn smallest_set<'a>(
+    ctx: &Cycle,
+    nodes: &[Node],
+    candidates: &[&'a RunningJob],
+    job: &Job,
+) -> Option<Vec<&'a RunningJob>> {
+    let pool = &candidates[..candidates.len().min(EXACT_SEARCH_POOL)];
+    for k in 1..=EXACT_SEARCH_MAX.min(pool.len()) {
+        let mut idx: Vec<usize> = (0..k).collect();
+        loop {
+            let set: Vec<&RunningJob> = idx.iter().map(|&i| pool[i]).collect();
+            if fits_without(ctx, nodes, &set, job) {
+                return Some(set);
+            }
+            // Next combination of k indices out of pool.len().
+            let mut i = k;
+            while i > 0 && idx[i - 1] == pool.len() - k + i - 1 {
+                i -= 1;
+            }
+            if i == 0 {
+                break;
+            }
+            idx[i - 1] += 1;
+            for j in i..k {
+                idx[j] = idx[j - 1] + 1;
+            }
+        }
+    }
+    None
+}
+
+/// Adds candidates in order until `job` fits, then drops the unneeded ones.
+fn greedy<'a>(
+    ctx: &Cycle,
+    nodes: &[Node],
+    candidates: &[&'a RunningJob],
+    job: &Job,
+) -> Vec<&'a RunningJob> {
+    let mut victims: Vec<&RunningJob> = Vec::new();
+    for &c in candidates {
+        victims.push(c);
+        if fits_without(ctx, nodes, &victims, job) {
+            break;
+        }
+    }
+    if victims.is_empty() || !fits_without(ctx, nodes, &victims, job) {
+        return Vec::new();
+    }
+    // Drop victims that are not needed, highest priority first.
+    let mut i = victims.len();
+    while i > 0 {
+        i -= 1;
+        let mut trial = victims.clone();
+        trial.remove(i);
+        if fits_without(ctx, nodes, &trial, job) {
+            victims = trial;
+        }
+    }
+    victims
 }
 
 gantry_sdk::export_plugin!(PriorityPreempt, stages: [preemption]);
@@ -219,6 +273,22 @@ mod tests {
         let ids: Vec<u64> = ev.iter().map(|e| e.job).collect();
         assert_eq!(ids, vec![3], "one 2-GPU victim beats two 1-GPU victims");
         assert_eq!(ev[0].grace_s, 30);
+    }
+
+    #[test]
+    fn prefers_one_victim_over_two_even_when_greedy_would_take_two() {
+        // Job 10 (2 GPUs) started first; jobs 11 and 12 (1 GPU each) later: greedy
+        // order is 12, 11, 10, and 12+11 would free enough, but 10 alone does too.
+        let run = [
+            running(10, &[0, 1], 0, 1),
+            running(11, &[2], 0, 2),
+            running(12, &[3], 0, 3),
+        ];
+        let ev = PriorityPreempt::default()
+            .preempt(&ctx(), &[job(9, 2, 1)], &[0.0], &[full_node()], &run)
+            .unwrap();
+        let ids: Vec<u64> = ev.iter().map(|e| e.job).collect();
+        assert_eq!(ids, vec![10]);
     }
 
     #[test]

@@ -305,9 +305,14 @@ impl ClusterModel {
     pub fn explain(&self, ctx: &Cycle, job: &Job) -> Reason {
         let mut any_model = false;
         let (mut free_whole, mut free_milli, mut total_milli) = (0u64, 0u64, 0u64);
+        let gpu_groups: Vec<&TaskGroup> = job
+            .tasks
+            .iter()
+            .filter(|t| t.gpu_milli_per_task() > 0)
+            .collect();
         for n in self.nodes.iter().filter(|n| n.up) {
             for g in &n.gpus {
-                if g.healthy && job.tasks.iter().all(|t| t.allows_model(g.model_index)) {
+                if g.healthy && gpu_groups.iter().any(|t| t.allows_model(g.model_index)) {
                     any_model = true;
                     total_milli += u64::from(MILLI_PER_GPU);
                     free_milli += u64::from(g.free_milli);
@@ -406,7 +411,11 @@ fn check_shape(group: &TaskGroup, alloc: &TaskAllocation) -> Result<(), BookErro
 }
 
 fn model_names(ctx: &Cycle, job: &Job) -> String {
-    let mask = job.tasks.iter().fold(0u64, |m, t| m | t.gpu_model_mask);
+    let gpu_groups = job.tasks.iter().filter(|t| t.gpu_milli_per_task() > 0);
+    if gpu_groups.clone().any(|t| t.gpu_model_mask == 0) {
+        return "any".into();
+    }
+    let mask = gpu_groups.fold(0u64, |m, t| m | t.gpu_model_mask);
     if mask == 0 {
         return "any".into();
     }
@@ -422,7 +431,7 @@ fn model_names(ctx: &Cycle, job: &Job) -> String {
 
 /// Formats milli-GPU as GPUs ("2", "0.5").
 pub fn fmt_gpus(milli: u64) -> String {
-    if milli % 1000 == 0 {
+    if milli.is_multiple_of(1000) {
         format!("{}", milli / 1000)
     } else {
         format!("{:.3}", milli as f64 / 1000.0)

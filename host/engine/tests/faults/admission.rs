@@ -72,7 +72,6 @@ fn admission_error_falls_back() {
 }
 
 #[test]
-#[ignore = "engine bug: cycle.rs admission() attributes the fallback's holds to the failed live plugin (PendingReason.plugin = live ident)"]
 fn admission_fallback_hold_is_attributed_to_the_fallback_plugin() {
     let out = run_bad_admission(erroring_admission, FaultKind::PluginError);
     let (_, hold) = out
@@ -95,7 +94,6 @@ fn admission_fault_without_fallback_admits_everyone() {
 }
 
 #[test]
-#[ignore = "engine bug: cycle.rs admission() drops the fallback admission plugin's own fault (placement and priority record both)"]
 fn a_faulty_fallback_admission_is_recorded_too() {
     let snap = cluster();
     let (slot, _) = admission_slot("bad-admission", erroring_admission);
@@ -138,7 +136,6 @@ fn admission_error_is_quarantined_after_three() {
 }
 
 #[test]
-#[ignore = "engine bug: cycle.rs admission() checks the verdict count after call_slot recorded Ok and never records the fault on the slot, so a wrong count is never quarantined"]
 fn admission_wrong_count_is_quarantined_after_three() {
     let (slot, calls) = admission_slot("bad-admission", extra_verdict);
     let snap = cluster();

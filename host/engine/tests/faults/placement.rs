@@ -146,7 +146,6 @@ fn placement_error_is_quarantined_after_three() {
 }
 
 #[test]
-#[ignore = "engine bug: cycle.rs checked_place records Ok before validating, so an invalid plan never counts more than one fault in a row"]
 fn placement_double_booking_is_quarantined_after_three() {
     let (slot, calls) = bad_placement(double_booking);
     assert_quarantined_after_three(
@@ -160,7 +159,6 @@ fn placement_double_booking_is_quarantined_after_three() {
 }
 
 #[test]
-#[ignore = "engine bug: cycle.rs checked_place records Ok before validating, so an invalid plan never counts more than one fault in a row"]
 fn placement_half_gang_is_quarantined_after_three() {
     let (slot, calls) = bad_placement(half_gang);
     assert_quarantined_after_three(
@@ -174,7 +172,6 @@ fn placement_half_gang_is_quarantined_after_three() {
 }
 
 #[test]
-#[ignore = "engine bug: cycle.rs checked_place records Ok before validating, so an invalid plan never counts more than one fault in a row"]
 fn placement_unknown_job_is_quarantined_after_three() {
     let (slot, calls) = bad_placement(unknown_job);
     assert_quarantined_after_three(

@@ -128,7 +128,6 @@ fn an_eviction_already_under_way_is_not_repeated() {
 }
 
 #[test]
-#[ignore = "engine bug: cycle.rs preemption() records a failed call twice (call_slot, then slot.record again), so an erroring plugin is quarantined after 2 cycles, not 3"]
 fn preemption_error_is_quarantined_after_three() {
     let (slot, calls) = bad_preemption(|_| Err(boom()));
     assert_quarantined_after_three(
@@ -142,7 +141,6 @@ fn preemption_error_is_quarantined_after_three() {
 }
 
 #[test]
-#[ignore = "engine bug: cycle.rs preemption() lets call_slot record Ok before validating, so invalid evictions never count more than one fault in a row"]
 fn invalid_evictions_are_quarantined_after_three() {
     let (slot, calls) = bad_preemption(|b| Ok(vec![eviction(12, b[0].id)]));
     assert_quarantined_after_three(

@@ -105,7 +105,6 @@ fn priority_fault_without_fallback_scores_zero() {
 }
 
 #[test]
-#[ignore = "engine bug: cycle.rs priority() records fell_back: true even when there is no fallback pipeline (placement and preemption record false)"]
 fn priority_fault_without_fallback_is_not_marked_fell_back() {
     let snap = cluster();
     let (slot, _) = priority_slot("bad-priority", erroring_scores);
@@ -128,7 +127,6 @@ fn priority_error_is_quarantined_after_three() {
 }
 
 #[test]
-#[ignore = "engine bug: cycle.rs run_priority_chain checks the length and NaN after call_slot recorded Ok, and never records the fault on the slot, so wrong-length output is never quarantined"]
 fn priority_wrong_count_is_quarantined_after_three() {
     let (slot, calls) = priority_slot("bad-priority", short_scores);
     assert_quarantined_after_three(
@@ -142,7 +140,6 @@ fn priority_wrong_count_is_quarantined_after_three() {
 }
 
 #[test]
-#[ignore = "engine bug: cycle.rs run_priority_chain checks the length and NaN after call_slot recorded Ok, and never records the fault on the slot, so NaN output is never quarantined"]
 fn priority_nan_is_quarantined_after_three() {
     let (slot, calls) = priority_slot("bad-priority", nan_scores);
     assert_quarantined_after_three(
