@@ -17,6 +17,9 @@ use gantry_contract::{
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 
+/// How many of the highest-priority blocked jobs the preemption stage is shown.
+pub const PREEMPTION_HEAD: usize = 64;
+
 /// A job the cycle starts.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StartDecision {
@@ -112,6 +115,7 @@ pub fn run_cycle(
         .filter(|j| !started.contains(&j.id))
         .cloned()
         .collect();
+    let head = &blocked[..blocked.len().min(PREEMPTION_HEAD)];
     let mut reasons: HashMap<JobId, Reason> = plan
         .pending
         .into_iter()
@@ -121,7 +125,7 @@ pub fn run_cycle(
     let evictions = preemption(
         snap,
         &plan.starts,
-        &blocked,
+        head,
         &score_of,
         live,
         fallback,

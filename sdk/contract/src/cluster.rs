@@ -110,7 +110,22 @@ struct NodeSlot {
     up: bool,
     cpu_free: u32,
     mem_free: u64,
+    /// Healthy GPUs with nothing allocated (a quick upper bound for whole-GPU tasks).
+    whole_free: u32,
+    /// Largest free share on a healthy GPU (a quick upper bound for fractions).
+    max_free_milli: u32,
     gpus: Vec<GpuSlot>,
+}
+
+impl NodeSlot {
+    fn refresh(&mut self) {
+        let healthy = self.gpus.iter().filter(|g| g.healthy);
+        self.whole_free = healthy
+            .clone()
+            .filter(|g| g.free_milli == MILLI_PER_GPU)
+            .count() as u32;
+        self.max_free_milli = healthy.map(|g| g.free_milli).max().unwrap_or(0);
+    }
 }
 
 /// Free resources per node, changed by tentative bookings.
@@ -123,13 +138,15 @@ pub struct ClusterModel {
 impl ClusterModel {
     /// A model of what is free on `nodes` now.
     pub fn new(ctx: &Cycle, nodes: &[Node]) -> Self {
-        let slots: Vec<NodeSlot> = nodes
+        let mut slots: Vec<NodeSlot> = nodes
             .iter()
             .map(|n| NodeSlot {
                 id: n.id,
                 up: n.state == NodeState::Up,
                 cpu_free: n.cpu_milli_free,
                 mem_free: n.memory_mib_free,
+                whole_free: 0,
+                max_free_milli: 0,
                 gpus: n
                     .gpus
                     .iter()
@@ -142,6 +159,7 @@ impl ClusterModel {
                     .collect(),
             })
             .collect();
+        slots.iter_mut().for_each(NodeSlot::refresh);
         let by_id = slots.iter().enumerate().map(|(i, n)| (n.id, i)).collect();
         Self {
             nodes: slots,
@@ -157,7 +175,12 @@ impl ClusterModel {
     /// Tries to fit one task of `group` on node `node` without booking it.
     pub fn fit_task(&self, group: &TaskGroup, node: NodeId) -> Option<TaskAllocation> {
         let slot = self.nodes.get(*self.by_id.get(&node)?)?;
-        if !slot.up || slot.cpu_free < group.cpu_milli || slot.mem_free < group.memory_mib {
+        if !slot.up
+            || slot.cpu_free < group.cpu_milli
+            || slot.mem_free < group.memory_mib
+            || slot.whole_free < group.gpus
+            || slot.max_free_milli < group.gpu_milli
+        {
             return None;
         }
         let usable = |g: &&GpuSlot| g.healthy && group.allows_model(g.model_index);
@@ -263,6 +286,7 @@ impl ClusterModel {
         }
         slot.cpu_free -= alloc.cpu_milli;
         slot.mem_free -= alloc.memory_mib;
+        slot.refresh();
         Ok(())
     }
 
@@ -279,6 +303,7 @@ impl ClusterModel {
         }
         slot.cpu_free = slot.cpu_free.saturating_add(alloc.cpu_milli);
         slot.mem_free = slot.mem_free.saturating_add(alloc.memory_mib);
+        slot.refresh();
     }
 
     /// Fits and books every task of `job` (first node that fits, in model order), or

@@ -1,0 +1,253 @@
+//! Benchmark: one full scheduling cycle (fifo + first-fit + priority-preempt) with the
+//! plugins as wasm components in the sandbox versus the same plugin crates compiled
+//! natively, on the same snapshot, in the same run.
+//!
+//! `cargo bench -p gantry-plugin-runtime --bench cycle` prints, per size, the median
+//! and p90 cycle time over repeated runs and the wasm/native ratio. Sizes: 1,000
+//! pending jobs × 100 nodes × 8 GPUs, and 10,000 × 1,000 × 8.
+
+use gantry_contract::{
+    Cycle, Gpu, GpuShare, Job, JobKind, Label, Node, NodeState, RunningJob, TaskAllocation,
+    TaskGroup,
+};
+use gantry_engine::{Interner, Native, Pipeline, Snapshot, StageSlot, run_cycle};
+use gantry_plugin_runtime::{Limits, Runtime, RuntimeOptions};
+use std::time::{Duration, Instant};
+
+/// A deterministic pseudo-random sequence (no extra dependency).
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % n
+    }
+}
+
+/// A cluster half full of running jobs and `pending` jobs of 1-8 GPUs with realistic
+/// names, users, accounts and labels (interned, as the daemon does).
+fn snapshot(pending: usize, nodes: usize) -> Snapshot {
+    let mut rng = Lcg(42);
+    let mut s = Interner::new();
+    let models = [s.intern("A100"), s.intern("H100")];
+    let names: Vec<u32> = (0..50)
+        .map(|i| s.intern(&format!("train-llm-{i}")))
+        .collect();
+    let users: Vec<u32> = (0..40).map(|i| s.intern(&format!("user{i}"))).collect();
+    let accounts: Vec<u32> = (0..8).map(|i| s.intern(&format!("team{i}"))).collect();
+    let queue = s.intern("default");
+    let (lk, lv) = (
+        s.intern("project"),
+        (0..20)
+            .map(|i| s.intern(&format!("p{i}")))
+            .collect::<Vec<_>>(),
+    );
+    let mut node_list: Vec<Node> = (0..nodes as u32)
+        .map(|id| Node {
+            id,
+            name: s.intern(&format!("gpu-node-{id:04}")),
+            state: NodeState::Up,
+            labels: vec![Label {
+                key: lk,
+                value: lv[id as usize % lv.len()],
+            }],
+            cpu_milli_total: 128_000,
+            cpu_milli_free: 128_000,
+            memory_mib_total: 1_024_000,
+            memory_mib_free: 1_024_000,
+            gpus: (0..8)
+                .map(|index| Gpu {
+                    index,
+                    model: models[id as usize % 2],
+                    memory_mib: 81_920,
+                    free_milli: 1000,
+                    healthy: true,
+                })
+                .collect(),
+        })
+        .collect();
+    let job = |id: u64, gpus: u32, rng: &mut Lcg| Job {
+        id,
+        name: names[rng.next(names.len() as u64) as usize],
+        user: users[rng.next(users.len() as u64) as usize],
+        account: accounts[rng.next(accounts.len() as u64) as usize],
+        queue,
+        tier: 0,
+        submit_ms: 1_700_000_000_000 + id * 1000,
+        time_limit_s: 3600 * (1 + rng.next(24)),
+        kind: JobKind::Batch,
+        preemptible: rng.next(2) == 0,
+        labels: vec![Label {
+            key: lk,
+            value: lv[rng.next(lv.len() as u64) as usize],
+        }],
+        tasks: vec![TaskGroup {
+            count: 1,
+            gpus,
+            gpu_milli: 0,
+            cpu_milli: 8_000,
+            memory_mib: 64_000,
+            gpu_model_mask: 0,
+        }],
+    };
+    // Fill half of every node with running 4-GPU jobs.
+    let mut running = Vec::new();
+    for n in &mut node_list {
+        let id = 1_000_000 + u64::from(n.id);
+        for g in n.gpus.iter_mut().take(4) {
+            g.free_milli = 0;
+        }
+        n.cpu_milli_free -= 8_000;
+        n.memory_mib_free -= 64_000;
+        running.push(RunningJob {
+            job: job(id, 4, &mut rng),
+            tasks: vec![TaskAllocation {
+                node: n.id,
+                gpus: (0..4)
+                    .map(|index| GpuShare { index, milli: 1000 })
+                    .collect(),
+                cpu_milli: 8_000,
+                memory_mib: 64_000,
+            }],
+            start_ms: 1_700_000_000_000,
+            expected_end_ms: Some(1_700_000_000_000 + 3_600_000),
+            score: 0.0,
+        });
+    }
+    let pending_jobs: Vec<Job> = (0..pending as u64)
+        .map(|i| job(i + 1, 1 + rng.next(4) as u32, &mut rng))
+        .collect();
+    let ctx = Cycle {
+        id: 1,
+        now_ms: 1_700_000_100_000,
+        seed: 1,
+        gpu_models: models.to_vec(),
+        strings: Vec::new(),
+        ..Default::default()
+    };
+    let mut snap = Snapshot {
+        ctx,
+        pending: pending_jobs,
+        nodes: node_list,
+        running,
+        evicting: Vec::new(),
+    };
+    snap.ctx.strings = s.into_strings();
+    snap
+}
+
+fn native_pipeline() -> Pipeline {
+    Pipeline {
+        admission: Vec::new(),
+        priority: vec![StageSlot::new(
+            Box::new(Native::new(gantry_plugin_fifo::Fifo, "{}").expect("fifo")),
+            "{}",
+        )],
+        placement: StageSlot::new(
+            Box::new(
+                Native::new(gantry_plugin_first_fit::FirstFit::default(), "{}").expect("first-fit"),
+            ),
+            "{}",
+        ),
+        preemption: Some(StageSlot::new(
+            Box::new(
+                Native::new(
+                    gantry_plugin_priority_preempt::PriorityPreempt::default(),
+                    "{}",
+                )
+                .expect("preempt"),
+            ),
+            "{}",
+        )),
+    }
+}
+
+fn wasm_pipeline(rt: &Runtime) -> Pipeline {
+    let limits = Limits {
+        deadline_ms: 10_000,
+        memory_mib: 1024,
+    };
+    let inst = |bytes: &[u8]| {
+        rt.load(bytes)
+            .expect("load")
+            .instantiate("{}", limits)
+            .expect("instantiate")
+    };
+    Pipeline {
+        admission: Vec::new(),
+        priority: vec![StageSlot::new(
+            Box::new(inst(gantry_components::FIFO)),
+            "{}",
+        )],
+        placement: StageSlot::new(Box::new(inst(gantry_components::FIRST_FIT)), "{}"),
+        preemption: Some(StageSlot::new(
+            Box::new(inst(gantry_components::PRIORITY_PREEMPT)),
+            "{}",
+        )),
+    }
+}
+
+fn measure(
+    snap: &Snapshot,
+    pipeline: &mut Pipeline,
+    budget: Duration,
+) -> (Duration, Duration, usize, usize) {
+    let mut times = Vec::new();
+    let start = Instant::now();
+    let mut started = 0;
+    let mut faults = 0;
+    while times.len() < 5 || (start.elapsed() < budget && times.len() < 200) {
+        let t = Instant::now();
+        let out = run_cycle(snap, pipeline, None);
+        times.push(t.elapsed());
+        started = out.starts.len();
+        faults = out.faults.len();
+    }
+    times.sort();
+    (
+        times[times.len() / 2],
+        times[times.len() * 9 / 10],
+        started,
+        faults,
+    )
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn main() {
+    let rt = Runtime::new(RuntimeOptions::default()).expect("runtime");
+    println!(
+        "one scheduling cycle: fifo + first-fit (strict) + priority-preempt; median and p90 of repeated runs"
+    );
+    println!(
+        "{:>8} {:>6} {:>6} | {:>11} {:>11} | {:>11} {:>11} | {:>7} | starts",
+        "pending", "nodes", "GPUs", "native med", "native p90", "wasm med", "wasm p90", "ratio"
+    );
+    for (pending, nodes) in [(1_000, 100), (10_000, 1_000)] {
+        let snap = snapshot(pending, nodes);
+        let mut native = native_pipeline();
+        let mut wasm = wasm_pipeline(&rt);
+        // Warm up both (first wasm call pays lazy initialisation).
+        run_cycle(&snap, &mut native, None);
+        run_cycle(&snap, &mut wasm, None);
+        let budget = Duration::from_secs(5);
+        let (n_med, n_p90, n_starts, n_faults) = measure(&snap, &mut native, budget);
+        let (w_med, w_p90, w_starts, w_faults) = measure(&snap, &mut wasm, budget);
+        assert_eq!(n_starts, w_starts, "wasm and native must decide the same");
+        assert_eq!(n_faults + w_faults, 0, "no faults expected");
+        println!(
+            "{pending:>8} {nodes:>6} {:>6} | {:>8.2} ms {:>8.2} ms | {:>8.2} ms {:>8.2} ms | {:>6.2}x | {n_starts}",
+            nodes * 8,
+            ms(n_med),
+            ms(n_p90),
+            ms(w_med),
+            ms(w_p90),
+            ms(w_med) / ms(n_med)
+        );
+    }
+}
