@@ -48,6 +48,11 @@ const COMPONENTS: &[(&str, &str, &str)] = &[
         "gantry-fixture-hostile-half-gang",
         "gantry_fixture_hostile_half_gang",
     ),
+    (
+        "WRONG_VERSION",
+        "gantry-fixture-wrong-version",
+        "gantry_fixture_wrong_version",
+    ),
 ];
 
 const TARGET: &str = "wasm32-wasip2";

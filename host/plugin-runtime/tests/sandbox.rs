@@ -138,6 +138,14 @@ fn not_a_component_is_a_clear_error() {
 }
 
 #[test]
+fn other_contract_version_is_a_version_mismatch() {
+    let err = runtime().load(comp::WRONG_VERSION).unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, LoadError::VersionMismatch(_)), "{text}");
+    assert!(text.contains("0.2.0") && text.contains("0.1.0"), "{text}");
+}
+
+#[test]
 fn infinite_loop_hits_the_deadline_and_the_instance_recovers() {
     let rt = runtime();
     let limits = Limits {

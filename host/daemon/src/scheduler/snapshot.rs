@@ -9,6 +9,7 @@ use crate::inventory::NodeInfo;
 use crate::model::{JobRecord, JobState, StopCause, TaskRecord};
 use gantry_contract as c;
 use gantry_engine::{EvictionInProgress, Interner, Snapshot};
+use std::collections::BTreeMap;
 
 /// The local node's number in snapshots.
 pub const LOCAL_NODE: c::NodeId = 0;
@@ -152,6 +153,78 @@ pub fn node_view(node: &NodeInfo, strings: &mut Interner, running: &[&JobRecord]
     n
 }
 
+/// Half-life of decayed GPU usage (SLURM's PriorityDecayHalfLife default is 7 days).
+pub const USAGE_HALF_LIFE_S: f64 = 7.0 * 24.0 * 3600.0;
+
+/// Decayed GPU-seconds per user and per account: each run counts its GPU share ×
+/// duration, halved for every half-life since it ended (running jobs count in full).
+fn usage<'a>(
+    jobs: impl Iterator<Item = &'a JobRecord>,
+    now_ms: u64,
+    strings: &mut Interner,
+) -> (Vec<c::Usage>, Vec<c::Usage>) {
+    let mut users: BTreeMap<String, f64> = BTreeMap::new();
+    let mut accounts: BTreeMap<String, f64> = BTreeMap::new();
+    for j in jobs {
+        let Some(start) = j.start_ms else { continue };
+        let end = j.end_ms.unwrap_or(now_ms).max(start);
+        let milli: u64 = j
+            .tasks
+            .iter()
+            .flat_map(|t| &t.gpus)
+            .map(|g| u64::from(g.milli))
+            .sum();
+        if milli == 0 {
+            continue;
+        }
+        let age_s = now_ms.saturating_sub(end) as f64 / 1000.0;
+        let gpu_s = milli as f64 / 1000.0 * (end - start) as f64 / 1000.0
+            * (-age_s / USAGE_HALF_LIFE_S).exp2();
+        *users.entry(j.spec.user.clone()).or_default() += gpu_s;
+        *accounts.entry(j.spec.account.clone()).or_default() += gpu_s;
+    }
+    let mut table = |m: BTreeMap<String, f64>| -> Vec<c::Usage> {
+        m.into_iter()
+            .map(|(who, gpu_seconds)| c::Usage {
+                who: strings.intern(&who),
+                gpu_seconds,
+            })
+            .collect()
+    };
+    (table(users), table(accounts))
+}
+
+/// GPUs in use and jobs waiting, per queue (quotas come with the quota plugin).
+fn queues<'a>(
+    jobs: impl Iterator<Item = &'a JobRecord>,
+    strings: &mut Interner,
+) -> Vec<c::QueueStatus> {
+    let mut q: BTreeMap<String, (u64, u32)> = BTreeMap::new();
+    for j in jobs {
+        let e = q.entry(j.spec.queue.clone()).or_default();
+        match j.state {
+            JobState::Running => {
+                e.0 += j
+                    .tasks
+                    .iter()
+                    .flat_map(|t| &t.gpus)
+                    .map(|g| u64::from(g.milli))
+                    .sum::<u64>()
+            }
+            JobState::Pending => e.1 += 1,
+            _ => {}
+        }
+    }
+    q.into_iter()
+        .map(|(name, (used, pending))| c::QueueStatus {
+            queue: strings.intern(&name),
+            gpu_milli_quota: None,
+            gpu_milli_used: used,
+            pending_jobs: pending,
+        })
+        .collect()
+}
+
 /// The cycle's snapshot.
 pub fn build<'a>(
     jobs: impl Iterator<Item = &'a JobRecord> + Clone,
@@ -200,14 +273,18 @@ pub fn build<'a>(
         cpu_milli_total: u64::from(node_c.cpu_milli_total),
         memory_mib_total: node_c.memory_mib_total,
     };
+    let (user_usage, account_usage) = usage(jobs.clone(), now_ms, &mut strings);
+    let queues = queues(jobs.filter(|j| !j.state.is_terminal()), &mut strings);
     let ctx = c::Cycle {
         id: cycle_id,
         now_ms,
         seed: cycle_id,
         strings: Vec::new(),
         gpu_models,
+        user_usage,
+        account_usage,
+        queues,
         totals,
-        ..Default::default()
     };
     let mut snap = Snapshot {
         ctx,
