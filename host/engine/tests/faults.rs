@@ -4,6 +4,7 @@
 //! first-fit, priority-preempt), apply nothing invalid, and after
 //! [`QUARANTINE_AFTER`] consecutive faults stop calling the plugin
 //! ([`FaultKind::Quarantined`]).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

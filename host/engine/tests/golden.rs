@@ -19,6 +19,7 @@
 //!                 "pending": [{"job", "code", "message_contains"?}],
 //!                 "evictions": [{"job", "for_job"}] } }
 //! ```
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

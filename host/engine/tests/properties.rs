@@ -6,6 +6,7 @@
 //! `common::check_outcome` checks (capacity per GPU/CPU/memory, no shared whole GPU,
 //! complete gangs, models, node state, health, starts ⊆ pending, one reason each),
 //! plus order, strictness and eviction rules.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
