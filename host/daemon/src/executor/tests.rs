@@ -87,6 +87,25 @@ fn launch(exec: &Executor, l: &TaskLaunch) -> RunningTask {
     }
 }
 
+/// SIGKILLs a task's process group when a test ends, so that a failing test leaves no process.
+struct GroupGuard(u32);
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        let _ = signals::signal_group(self.0, libc::SIGKILL);
+    }
+}
+
+/// Kills and reaps a directly started process when a test ends.
+struct ChildGuard(std::process::Child);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 async fn next_event(rx: &mut UnboundedReceiver<TaskEvent>) -> TaskEvent {
     tokio::time::timeout(WAIT, rx.recv())
         .await
@@ -123,6 +142,7 @@ async fn launch_records_exit_code() {
     let (exec, mut rx) = executor(real_shim(dir.path()));
     let l = spec(dir.path(), &["sh", "-c", "exit 3"]);
     let task = launch(&exec, &l);
+    let _guard = GroupGuard(task.pid);
     assert!(task.pid > 1);
     let event = next_event(&mut rx).await;
     assert_eq!((event.job_id, event.task_index), (7, 2));
@@ -205,6 +225,7 @@ async fn launch_protocol_with_stand_in_shim() {
     fs::create_dir_all(l.exit_path.parent().unwrap()).unwrap();
     fs::write(&l.exit_path, r#"{"exit":{"Exited":0}}"#).unwrap();
     let task = launch(&exec, &l);
+    let _guard = GroupGuard(task.pid);
     assert_eq!(next_event(&mut rx).await.exit, TaskExit::Exited(42));
 
     let d = dir.path().display().to_string();
@@ -223,6 +244,7 @@ async fn terminate_stops_a_plain_command_with_sigterm() {
     let (exec, mut rx) = executor(real_shim(dir.path()));
     let l = spec(dir.path(), &["sh", "-c", "echo ready; exec sleep 1000"]);
     let task = launch(&exec, &l);
+    let _guard = GroupGuard(task.pid);
     wait_for_log(&l, "ready").await;
     exec.terminate(task.pid, Duration::from_secs(60));
     assert_eq!(next_event(&mut rx).await.exit, TaskExit::Signaled(15));
@@ -239,6 +261,7 @@ async fn terminate_escalates_to_sigkill_after_grace() {
         &["sh", "-c", "trap '' TERM; echo ready; exec sleep 1000"],
     );
     let task = launch(&exec, &l);
+    let _guard = GroupGuard(task.pid);
     wait_for_log(&l, "ready").await;
     let grace = Duration::from_millis(300);
     let sent = Instant::now();
@@ -265,6 +288,7 @@ echo $! > "$1"; wait"#;
         &["sh", "-c", script, "sh", pid_file.to_str().unwrap()],
     );
     let task = launch(&exec, &l);
+    let _guard = GroupGuard(task.pid);
     wait_for_log(&l, "grandchild-ready").await;
     let grandchild: u32 = read(&pid_file).trim().parse().unwrap();
     assert!(signals::process_alive(grandchild));
@@ -285,6 +309,7 @@ async fn kill_now_kills_the_whole_group() {
     let (exec, mut rx) = executor(real_shim(dir.path()));
     let l = spec(dir.path(), &["sh", "-c", "echo ready; exec sleep 1000"]);
     let task = launch(&exec, &l);
+    let _guard = GroupGuard(task.pid);
     wait_for_log(&l, "ready").await;
     exec.kill_now(task.pid);
     assert_eq!(next_event(&mut rx).await.exit, TaskExit::Signaled(9));
@@ -293,7 +318,7 @@ async fn kill_now_kills_the_whole_group() {
 
 /// Starts `sh -c script sh <exit_path> <marker>` directly (not through the executor), as a shim
 /// left over from before a restart would be, and waits until it runs.
-async fn orphan_like(dir: &Path, script: &str) -> (std::process::Child, PathBuf) {
+async fn orphan_like(dir: &Path, script: &str) -> (ChildGuard, PathBuf) {
     let exit_path = dir.join("exit.json");
     let marker = dir.join("started");
     let child = std::process::Command::new("sh")
@@ -302,6 +327,7 @@ async fn orphan_like(dir: &Path, script: &str) -> (std::process::Child, PathBuf)
         .arg(&marker)
         .spawn()
         .unwrap();
+    let child = ChildGuard(child);
     assert!(wait_until(|| marker.exists()).await);
     (child, exit_path)
 }
@@ -310,35 +336,36 @@ async fn orphan_like(dir: &Path, script: &str) -> (std::process::Child, PathBuf)
 async fn adopt_reports_the_record_written_before_exit() {
     let dir = tempfile::tempdir().unwrap();
     let script = r#"touch "$2"; sleep 0.3; echo '{"exit":{"Exited":7}}' > "$1""#;
-    let (mut child, exit_path) = orphan_like(dir.path(), script).await;
+    let (child, exit_path) = orphan_like(dir.path(), script).await;
     let (exec, mut rx) = executor(PathBuf::from("unused"));
-    exec.adopt(3, 1, child.id(), exit_path);
+    exec.adopt(3, 1, child.0.id(), exit_path);
     let event = next_event(&mut rx).await;
     assert_eq!((event.job_id, event.task_index), (3, 1));
     assert_eq!(event.exit, TaskExit::Exited(7));
-    // Until now it was an unreaped zombie of this process, which adopt must treat as gone.
-    child.wait().unwrap();
+    // It was an unreaped zombie of this process (adopt must treat that as gone) until the
+    // guard reaps it.
 }
 
 #[tokio::test]
 async fn adopt_without_record_reports_lost() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut child, exit_path) = orphan_like(dir.path(), r#"touch "$2"; sleep 0.2"#).await;
+    let (child, exit_path) = orphan_like(dir.path(), r#"touch "$2"; sleep 0.2"#).await;
     let (exec, mut rx) = executor(PathBuf::from("unused"));
-    exec.adopt(3, 0, child.id(), exit_path);
+    exec.adopt(3, 0, child.0.id(), exit_path);
     assert_eq!(next_event(&mut rx).await.exit, TaskExit::Lost);
-    child.wait().unwrap();
 }
 
 #[test]
 fn adopt_of_a_reused_pid_outside_a_runtime_reports_lost() {
     let dir = tempfile::tempdir().unwrap();
-    let mut unrelated = std::process::Command::new("sleep")
-        .arg("1000")
-        .spawn()
-        .unwrap();
+    let unrelated = ChildGuard(
+        std::process::Command::new("sleep")
+            .arg("1000")
+            .spawn()
+            .unwrap(),
+    );
     let (exec, mut rx) = executor(PathBuf::from("unused"));
-    exec.adopt(9, 0, unrelated.id(), dir.path().join("exit.json"));
+    exec.adopt(9, 0, unrelated.0.id(), dir.path().join("exit.json"));
     let deadline = Instant::now() + WAIT;
     let event = loop {
         match rx.try_recv() {
@@ -348,6 +375,4 @@ fn adopt_of_a_reused_pid_outside_a_runtime_reports_lost() {
         }
     };
     assert_eq!(event.exit, TaskExit::Lost);
-    unrelated.kill().unwrap();
-    unrelated.wait().unwrap();
 }

@@ -34,6 +34,14 @@ impl Scheduler {
         }
     }
 
+    /// Makes state changes durable before acting on more of them (a started job must
+    /// not be forgotten by a crash and started twice).
+    fn flush(&self) {
+        if let Err(e) = self.inner.store.flush() {
+            tracing::error!("cannot flush the store: {e}");
+        }
+    }
+
     fn event(&self, job: u64, kind: &str, message: String) {
         tracing::info!(job, kind, "{message}");
         if let Err(e) = self.inner.store.event(now_ms(), Some(job), kind, message) {
@@ -44,6 +52,10 @@ impl Scheduler {
     pub(crate) fn apply(&self, outcome: CycleOutcome) {
         let mut st = lock(&self.inner.state);
         st.record_faults(outcome.cycle_id, &outcome.faults, &self.inner.store);
+        // Record every start durably first, then launch: a crash in between leaves a
+        // job marked running without processes (re-attach marks it lost), never a
+        // job that runs twice.
+        let mut launch = Vec::new();
         for start in &outcome.starts {
             let Some(job) = st.jobs.get_mut(&start.job) else {
                 continue;
@@ -51,9 +63,18 @@ impl Scheduler {
             if job.state != JobState::Pending {
                 continue;
             }
-            self.start_job(job, start);
-            let snapshot = job.clone();
-            self.persist(&snapshot);
+            self.mark_started(job, start);
+            self.persist(job);
+            launch.push(start.job);
+        }
+        if !launch.is_empty() {
+            self.flush();
+        }
+        for id in launch {
+            if let Some(job) = st.jobs.get_mut(&id) {
+                self.launch(job);
+                self.persist(job);
+            }
         }
         for ev in &outcome.evictions {
             let Some(job) = st.jobs.get_mut(&ev.job) else {
@@ -76,6 +97,9 @@ impl Scheduler {
                     ev.for_job, ev.reason.message, ev.grace_s
                 ),
             );
+        }
+        if !outcome.starts.is_empty() || !outcome.evictions.is_empty() {
+            self.flush();
         }
         for (id, reason) in &outcome.pending {
             let Some(job) = st.jobs.get_mut(id) else {
@@ -103,7 +127,7 @@ impl Scheduler {
         }
     }
 
-    fn start_job(&self, job: &mut JobRecord, start: &StartDecision) {
+    fn mark_started(&self, job: &mut JobRecord, start: &StartDecision) {
         job.state = JobState::Running;
         job.start_ms = Some(now_ms());
         job.end_ms = None;
@@ -140,6 +164,9 @@ impl Scheduler {
                 start.placed_by, self.inner.node.name, gpus
             ),
         );
+    }
+
+    fn launch(&self, job: &mut JobRecord) {
         let argv = match self.command(job) {
             Ok(a) => a,
             Err(e) => return self.launch_failed(job, format!("cannot write the job script: {e}")),
@@ -268,6 +295,7 @@ impl Scheduler {
         let snapshot = job.clone();
         drop(st);
         self.persist(&snapshot);
+        self.flush();
         self.wake();
     }
 
