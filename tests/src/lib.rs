@@ -1,1 +1,323 @@
-//! e2e
+//! Harness for Gantry's end-to-end tests: a real `gantry serve` on 127.0.0.1 with fake GPUs, a
+//! throw-away data directory, and helpers to call its HTTP API and to wait, with a bound, for
+//! what it does.
+//!
+//! The daemon binary is `<target>/<profile>/gantry`, built once per test binary with
+//! `cargo build -p gantry` when it is missing or older than the workspace sources
+//! (`GANTRY_E2E_BIN=path` uses a given binary; `GANTRY_E2E_NO_BUILD=1` never builds).
+//!
+//! Jobs made by [`Daemon::blocking_job`] write their environment to
+//! `<out>/env-<job>-<rank>` and then wait until the test calls [`Daemon::release`], so a test
+//! decides when each job ends. Dropping a [`Daemon`] SIGKILLs it and every task process group it
+//! started: tests leak no processes.
+#![deny(missing_docs)]
+
+mod binary;
+mod process;
+
+pub use binary::{gantry_bin, workspace};
+pub use process::process_exists;
+
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::fs::{self, File};
+use std::path::PathBuf;
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+/// Default bound for waiting on the daemon.
+pub const WAIT: Duration = Duration::from_secs(30);
+
+/// How often waits poll.
+pub(crate) const POLL: Duration = Duration::from_millis(50);
+
+/// Fast cycles and a short kill grace, so tests stay quick.
+const CONFIG: &str = "cycle_interval_ms = 200\nkill_grace_s = 2\n\n[plugins]\ndeadline_ms = 100\n";
+
+/// Records the shell's pid and the environment, then waits for the release file.
+const BLOCKING_SCRIPT: &str = r#"f="$OUTDIR/env-$GANTRY_JOB_ID-$RANK"
+{ echo "TASK_SHELL_PID=$$"; env; } > "$f.tmp" && mv "$f.tmp" "$f"
+while [ ! -e "$OUTDIR/release-$GANTRY_JOB_ID" ]; do sleep 0.05; done"#;
+
+/// Job states after which nothing changes.
+pub const TERMINAL: [&str; 5] = ["succeeded", "failed", "cancelled", "timed_out", "preempted"];
+
+/// Per-task resources sized for a small test machine: `count` tasks of `gpus` GPUs each.
+pub fn tasks(count: u32, gpus: u32) -> Value {
+    json!([{"count": count, "gpus": gpus, "gpu_milli": 0, "cpu_milli": 100, "memory_mib": 64}])
+}
+
+/// The job id of a JSON job record.
+pub fn id_of(job: &Value) -> u64 {
+    job["id"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no id in {job}"))
+}
+
+/// The GPU indices in a `CUDA_VISIBLE_DEVICES` value, sorted.
+pub fn gpu_set(visible: &str) -> Vec<u32> {
+    let mut v: Vec<u32> = visible
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            s.parse()
+                .unwrap_or_else(|_| panic!("bad GPU list {visible:?}"))
+        })
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+/// A running `gantry serve` with its own temporary directory.
+pub struct Daemon {
+    child: Child,
+    base: String,
+    agent: ureq::Agent,
+    gpus: u32,
+    generation: u32,
+    dir: tempfile::TempDir,
+}
+
+impl Daemon {
+    /// Starts a daemon with `gpus` fake GPUs and waits until it listens.
+    pub fn start(gpus: u32) -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("gantry-e2e-")
+            .tempdir()
+            .expect("cannot create a temp dir");
+        fs::write(dir.path().join("gantry.toml"), CONFIG).expect("cannot write the config");
+        fs::create_dir_all(dir.path().join("out")).expect("cannot create the out dir");
+        let (child, base) = process::spawn(dir.path(), gpus, 0);
+        let config = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .proxy(None)
+            .timeout_global(Some(Duration::from_secs(60)))
+            .build();
+        Self {
+            child,
+            base,
+            agent: ureq::Agent::new_with_config(config),
+            gpus,
+            generation: 0,
+            dir,
+        }
+    }
+
+    /// SIGKILLs the daemon (its tasks keep running) and starts a new one on the same data
+    /// directory, on a new port.
+    pub fn restart_after_sigkill(&mut self) {
+        self.child.kill().expect("cannot SIGKILL the daemon");
+        self.child.wait().expect("cannot reap the daemon");
+        self.generation += 1;
+        let (child, base) = process::spawn(self.dir.path(), self.gpus, self.generation);
+        self.child = child;
+        self.base = base;
+    }
+
+    /// Where jobs write their env files and the test puts release files.
+    pub fn out_dir(&self) -> PathBuf {
+        self.dir.path().join("out")
+    }
+
+    /// The last lines of the current daemon's stdout and stderr, for failure messages.
+    pub fn log_tail(&self) -> String {
+        let mut text = String::new();
+        for ext in ["out", "err"] {
+            let path = self
+                .dir
+                .path()
+                .join(format!("daemon-{}.{ext}", self.generation));
+            let all = fs::read_to_string(&path).unwrap_or_default();
+            let lines: Vec<&str> = all.lines().collect();
+            let tail = lines[lines.len().saturating_sub(40)..].join("\n");
+            text += &format!("--- {} ---\n{tail}\n", path.display());
+        }
+        text
+    }
+
+    fn call(&self, method: &str, path: &str, body: Option<(&[u8], &str)>) -> (u16, String) {
+        let url = format!("{}{path}", self.base);
+        let result = match (method, body) {
+            ("GET", _) => self.agent.get(&url).call(),
+            ("POST", Some((b, ct))) => self.agent.post(&url).header("content-type", ct).send(b),
+            ("PUT", Some((b, ct))) => self.agent.put(&url).header("content-type", ct).send(b),
+            _ => panic!("unsupported request {method} {path}"),
+        };
+        let mut resp =
+            result.unwrap_or_else(|e| panic!("{method} {path} failed: {e}\n{}", self.log_tail()));
+        let text = resp
+            .body_mut()
+            .read_to_string()
+            .unwrap_or_else(|e| panic!("{method} {path}: unreadable body: {e}"));
+        (resp.status().as_u16(), text)
+    }
+
+    fn call_json(&self, method: &str, path: &str, body: Option<(&[u8], &str)>) -> (u16, Value) {
+        let (status, text) = self.call(method, path, body);
+        let value = serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("{method} {path} ({status}): not JSON ({e}): {text:?}"));
+        (status, value)
+    }
+
+    /// GET, with a JSON answer.
+    pub fn get(&self, path: &str) -> (u16, Value) {
+        self.call_json("GET", path, None)
+    }
+
+    /// GET, with a text answer.
+    pub fn get_text(&self, path: &str) -> (u16, String) {
+        self.call("GET", path, None)
+    }
+
+    /// POST a JSON body.
+    pub fn post(&self, path: &str, body: &Value) -> (u16, Value) {
+        let bytes = body.to_string().into_bytes();
+        self.call_json("POST", path, Some((&bytes, "application/json")))
+    }
+
+    /// POST raw bytes (a plugin upload, or deliberately malformed JSON).
+    pub fn post_bytes(&self, path: &str, body: &[u8]) -> (u16, Value) {
+        self.call_json("POST", path, Some((body, "application/octet-stream")))
+    }
+
+    /// PUT a JSON body.
+    pub fn put(&self, path: &str, body: &Value) -> (u16, Value) {
+        let bytes = body.to_string().into_bytes();
+        self.call_json("PUT", path, Some((&bytes, "application/json")))
+    }
+
+    /// Polls `probe` every 50 ms until it returns `Some`, or panics after `timeout`
+    /// naming `what` and showing the daemon's log.
+    pub fn wait_for<T>(
+        &self,
+        what: &str,
+        timeout: Duration,
+        mut probe: impl FnMut() -> Option<T>,
+    ) -> T {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(v) = probe() {
+                return v;
+            }
+            if Instant::now() >= deadline {
+                panic!(
+                    "timed out after {timeout:?} waiting for {what}\n{}",
+                    self.log_tail()
+                );
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+
+    /// Submits a job, asserting 201; returns its id.
+    pub fn submit(&self, spec: &Value) -> u64 {
+        let (status, body) = self.post("/v1/jobs", spec);
+        assert_eq!(status, 201, "submit {spec} answered {body}");
+        id_of(&body)
+    }
+
+    /// `GET /v1/jobs/{id}`, asserting 200.
+    pub fn job(&self, id: u64) -> Value {
+        let (status, body) = self.get(&format!("/v1/jobs/{id}"));
+        assert_eq!(status, 200, "job {id}: {body}");
+        body
+    }
+
+    /// Waits until job `id` is in `state`; panics at once if it ends in another state.
+    pub fn wait_state(&self, id: u64, state: &str) -> Value {
+        self.wait_for(&format!("job {id} to be {state}"), WAIT, || {
+            let job = self.job(id);
+            let now = job["state"].as_str().unwrap_or_default().to_string();
+            if now != state && TERMINAL.contains(&now.as_str()) {
+                panic!("job {id} ended {now}, not {state}: {job}");
+            }
+            (now == state).then_some(job)
+        })
+    }
+
+    /// A job running `script` with `/bin/sh -c`, `OUTDIR` set to [`Daemon::out_dir`].
+    pub fn shell_job(&self, name: &str, count: u32, gpus: u32, script: &str) -> Value {
+        json!({
+            "name": name,
+            "argv": ["/bin/sh", "-c", script],
+            "env": {"OUTDIR": self.out_dir()},
+            "tasks": tasks(count, gpus),
+        })
+    }
+
+    /// A job whose tasks record their environment and run until [`Daemon::release`].
+    pub fn blocking_job(&self, name: &str, count: u32, gpus: u32) -> Value {
+        self.shell_job(name, count, gpus, BLOCKING_SCRIPT)
+    }
+
+    /// Lets the tasks of a [`Daemon::blocking_job`] exit 0.
+    pub fn release(&self, id: u64) {
+        File::create(self.out_dir().join(format!("release-{id}"))).expect("cannot release");
+    }
+
+    /// The environment task `rank` of a blocking job recorded (waits for it to start), with
+    /// `TASK_SHELL_PID` for the task's shell.
+    pub fn task_env(&self, id: u64, rank: u32) -> BTreeMap<String, String> {
+        let path = self.out_dir().join(format!("env-{id}-{rank}"));
+        let text = self.wait_for(&format!("task {rank} of job {id} to start"), WAIT, || {
+            fs::read_to_string(&path).ok()
+        });
+        text.lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    /// Asserts the daemon's view of allocation is sound: no GPU holds more than 1000
+    /// milli-GPU, no GPU is in two running jobs beyond its capacity, and every running job
+    /// holds all of its tasks with the whole GPUs it asked for.
+    pub fn check_allocations(&self) {
+        let (_, nodes) = self.get("/v1/nodes");
+        for gpu in nodes[0]["gpus"].as_array().expect("gpus") {
+            let milli = gpu["allocated_milli"].as_u64().expect("allocated_milli");
+            assert!(milli <= 1000, "GPU booked past capacity: {gpu}");
+        }
+        let (_, running) = self.get("/v1/jobs?state=running");
+        let mut held: BTreeMap<u64, u64> = BTreeMap::new();
+        for job in running.as_array().expect("job list") {
+            let groups = job["spec"]["tasks"].as_array().expect("spec.tasks");
+            let asked: Vec<u64> = groups
+                .iter()
+                .flat_map(|g| {
+                    let n = g["count"].as_u64().expect("count") as usize;
+                    std::iter::repeat_n(g["gpus"].as_u64().expect("gpus"), n)
+                })
+                .collect();
+            let tasks = job["tasks"].as_array().expect("tasks");
+            assert_eq!(tasks.len(), asked.len(), "job runs a partial gang: {job}");
+            for (task, gpus) in tasks.iter().zip(asked) {
+                let shares = task["gpus"].as_array().expect("task gpus");
+                let mut idx: Vec<u64> = shares
+                    .iter()
+                    .map(|s| s["index"].as_u64().expect("index"))
+                    .collect();
+                idx.sort_unstable();
+                idx.dedup();
+                if gpus > 0 {
+                    assert_eq!(idx.len() as u64, gpus, "task holds wrong GPUs: {job}");
+                }
+                for s in shares {
+                    *held.entry(s["index"].as_u64().expect("index")).or_default() +=
+                        s["milli"].as_u64().expect("milli");
+                }
+            }
+        }
+        assert!(
+            held.values().all(|m| *m <= 1000),
+            "GPUs double booked: {held:?}"
+        );
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        process::kill_tasks_under(self.dir.path());
+    }
+}

@@ -65,7 +65,8 @@ pub struct CycleOutcome {
     pub faults: Vec<FaultRecord>,
 }
 
-/// Runs one cycle. `fallback` answers for a stage whose live plugin fails.
+/// Runs one cycle. `fallback` answers for a stage whose live plugin fails. A stage
+/// with nothing to decide (no pending, admitted or blocked jobs) is not called.
 pub fn run_cycle(
     snap: &Snapshot,
     live: &mut Pipeline,
@@ -75,8 +76,14 @@ pub fn run_cycle(
         cycle_id: snap.ctx.id,
         ..Default::default()
     };
+    if snap.pending.is_empty() {
+        return out;
+    }
     let (admitted, holds) = admission(snap, live, fallback.as_deref_mut(), &mut out.faults);
     out.pending.extend(holds);
+    if admitted.is_empty() {
+        return out;
+    }
     let scored = priority(
         snap,
         &admitted,

@@ -1,0 +1,102 @@
+//! Processes: starting `gantry serve` and waiting for its address, and killing whatever task
+//! processes a daemon left behind.
+
+use crate::{POLL, gantry_bin};
+use std::fs::{self, File};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Bound for the daemon to print its address.
+const READY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Whether process `pid` exists (zombies included).
+pub fn process_exists(pid: i32) -> bool {
+    // SAFETY: signal 0 only checks that the process exists and may be signalled.
+    unsafe { libc::kill(pid, 0) == 0 }
+}
+
+/// SIGKILLs every process whose command line mentions `dir` (the task shims of a daemon),
+/// together with its process group when it leads one.
+pub(crate) fn kill_tasks_under(dir: &Path) {
+    // Shims are given paths under `<dir>/data/`; the slash keeps other dirs from matching.
+    let needle = format!("{}/", dir.display()).into_bytes();
+    let me = std::process::id() as i32;
+    for entry in fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(cmdline) = fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        if pid == me
+            || !cmdline
+                .windows(needle.len())
+                .any(|w| w == needle.as_slice())
+        {
+            continue;
+        }
+        // SAFETY: plain syscalls on a pid; a stale pid at worst yields ESRCH.
+        unsafe {
+            if libc::getpgid(pid) == pid {
+                libc::kill(-pid, libc::SIGKILL);
+            }
+            libc::kill(pid, libc::SIGKILL);
+        }
+    }
+}
+
+/// Starts `gantry serve` on `dir` and waits for the address it prints.
+pub(crate) fn spawn(dir: &Path, gpus: u32, generation: u32) -> (Child, String) {
+    let out_path = dir.join(format!("daemon-{generation}.out"));
+    let err_path = dir.join(format!("daemon-{generation}.err"));
+    let mut child = Command::new(gantry_bin())
+        .arg("serve")
+        .arg("--config")
+        .arg(dir.join("gantry.toml"))
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--no-nvml",
+            "--gpus",
+            &gpus.to_string(),
+        ])
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .env("NO_COLOR", "1")
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(File::create(&out_path).expect("cannot create the daemon's stdout file"))
+        .stderr(File::create(&err_path).expect("cannot create the daemon's stderr file"))
+        .spawn()
+        .expect("cannot start gantry");
+    let deadline = Instant::now() + READY_TIMEOUT;
+    let logs = || {
+        let read = |p: &Path| fs::read_to_string(p).unwrap_or_default();
+        format!("stdout:\n{}\nstderr:\n{}", read(&out_path), read(&err_path))
+    };
+    loop {
+        let out = fs::read_to_string(&out_path).unwrap_or_default();
+        let addr = out
+            .split_inclusive('\n')
+            .filter(|l| l.ends_with('\n'))
+            .find_map(|l| l.strip_prefix("gantry listening on "))
+            .map(str::trim);
+        if let Some(addr) = addr {
+            return (child, addr.to_string());
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("gantry exited ({status}) before listening\n{}", logs());
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("gantry did not listen within {READY_TIMEOUT:?}\n{}", logs());
+        }
+        std::thread::sleep(POLL);
+    }
+}
