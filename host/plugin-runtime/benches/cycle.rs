@@ -165,7 +165,8 @@ fn native_pipeline() -> Pipeline {
     }
 }
 
-fn wasm_pipeline(rt: &Runtime) -> Pipeline {
+/// The pipeline with the stages named in `wasm` as components, the rest native.
+fn mixed_pipeline(rt: &Runtime, wasm: &[&str]) -> Pipeline {
     let limits = Limits {
         deadline_ms: 10_000,
         memory_mib: 1024,
@@ -176,18 +177,27 @@ fn wasm_pipeline(rt: &Runtime) -> Pipeline {
             .instantiate("{}", limits)
             .expect("instantiate")
     };
-    Pipeline {
-        admission: Vec::new(),
-        priority: vec![StageSlot::new(
+    let mut p = native_pipeline();
+    if wasm.contains(&"priority") {
+        p.priority = vec![StageSlot::new(
             Box::new(inst(gantry_components::FIFO)),
             "{}",
-        )],
-        placement: StageSlot::new(Box::new(inst(gantry_components::FIRST_FIT)), "{}"),
-        preemption: Some(StageSlot::new(
+        )];
+    }
+    if wasm.contains(&"placement") {
+        p.placement = StageSlot::new(Box::new(inst(gantry_components::FIRST_FIT)), "{}");
+    }
+    if wasm.contains(&"preemption") {
+        p.preemption = Some(StageSlot::new(
             Box::new(inst(gantry_components::PRIORITY_PREEMPT)),
             "{}",
-        )),
+        ));
     }
+    p
+}
+
+fn wasm_pipeline(rt: &Runtime) -> Pipeline {
+    mixed_pipeline(rt, &["priority", "placement", "preemption"])
 }
 
 fn measure(
@@ -249,5 +259,16 @@ fn main() {
             ms(w_p90),
             ms(w_med) / ms(n_med)
         );
+        for stage in ["priority", "placement", "preemption"] {
+            let mut one = mixed_pipeline(&rt, &[stage]);
+            run_cycle(&snap, &mut one, None);
+            let (med, _, _, _) = measure(&snap, &mut one, Duration::from_secs(2));
+            println!(
+                "{:>22} only {stage:<10} as wasm: {:>8.2} ms (+{:.2} ms over native)",
+                "",
+                ms(med),
+                ms(med) - ms(n_med)
+            );
+        }
     }
 }
