@@ -123,6 +123,7 @@ pub fn run_cycle(
         .cloned()
         .collect();
     let head = &blocked[..blocked.len().min(PREEMPTION_HEAD)];
+    let stopped_at = plan.stopped_at;
     let mut reasons: HashMap<JobId, Reason> = plan
         .pending
         .into_iter()
@@ -159,13 +160,22 @@ pub fn run_cycle(
         }
     }
     out.evictions = evictions;
+    // Jobs after the one placement stopped at wait behind it (strict order).
+    let mut behind: Option<JobId> = None;
     for job in &blocked {
-        let reason = reasons.remove(&job.id).unwrap_or_else(|| {
-            Reason::new(
+        let reason = reasons.remove(&job.id).unwrap_or_else(|| match behind {
+            Some(first) => Reason::new(
+                ReasonCode::BlockedByHigherPriority,
+                format!("waiting behind job {first}, which has higher priority"),
+            ),
+            None => Reason::new(
                 ReasonCode::Other,
                 format!("placement plugin {placed_by} did not start it and gave no reason"),
-            )
+            ),
         });
+        if stopped_at == Some(job.id) {
+            behind = Some(job.id);
+        }
         out.pending.push((
             job.id,
             PendingReason {
@@ -430,6 +440,7 @@ fn placement(
                 Plan {
                     starts: Vec::new(),
                     pending,
+                    stopped_at: None,
                 },
                 ident.name,
             )

@@ -43,17 +43,25 @@ pub(crate) fn cycle(x: &c::Cycle) -> wit::Cycle {
     }
 }
 
-fn labels(v: &[c::Label]) -> Vec<wit::Label> {
-    v.iter()
-        .map(|l| wit::Label {
-            key: l.key,
-            value: l.value,
-        })
-        .collect()
+fn u32_len(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
 }
 
-pub(crate) fn job(x: &c::Job) -> wit::Job {
-    wit::Job {
+fn push_job(x: &c::Job, out: &mut wit::JobList) {
+    let (first_group, first_label) = (u32_len(out.groups.len()), u32_len(out.labels.len()));
+    out.groups.extend(x.tasks.iter().map(|t| wit::TaskGroup {
+        count: t.count,
+        gpus: t.gpus,
+        gpu_milli: t.gpu_milli,
+        cpu_milli: t.cpu_milli,
+        memory_mib: t.memory_mib,
+        gpu_model_mask: t.gpu_model_mask,
+    }));
+    out.labels.extend(x.labels.iter().map(|l| wit::Label {
+        key: l.key,
+        value: l.value,
+    }));
+    out.jobs.push(wit::Job {
         id: x.id,
         name: x.name,
         user: x.user,
@@ -68,29 +76,47 @@ pub(crate) fn job(x: &c::Job) -> wit::Job {
             c::JobKind::Service => wit::JobKind::Service,
         },
         preemptible: x.preemptible,
-        labels: labels(&x.labels),
-        tasks: x
-            .tasks
-            .iter()
-            .map(|t| wit::TaskGroup {
-                count: t.count,
-                gpus: t.gpus,
-                gpu_milli: t.gpu_milli,
-                cpu_milli: t.cpu_milli,
-                memory_mib: t.memory_mib,
-                gpu_model_mask: t.gpu_model_mask,
-            })
-            .collect(),
+        first_group,
+        group_count: u32_len(x.tasks.len()),
+        first_label,
+        label_count: u32_len(x.labels.len()),
+    });
+}
+
+/// Jobs as three flat lists (one guest allocation per list, not per job).
+pub(crate) fn job_list<'a>(v: impl ExactSizeIterator<Item = &'a c::Job>) -> wit::JobList {
+    let mut out = wit::JobList {
+        jobs: Vec::with_capacity(v.len()),
+        groups: Vec::with_capacity(v.len()),
+        labels: Vec::new(),
+    };
+    for j in v {
+        push_job(j, &mut out);
     }
+    out
 }
 
-pub(crate) fn jobs(v: &[c::Job]) -> Vec<wit::Job> {
-    v.iter().map(job).collect()
-}
-
-pub(crate) fn nodes(v: &[c::Node]) -> Vec<wit::Node> {
-    v.iter()
-        .map(|x| wit::Node {
+/// Nodes as three flat lists.
+pub(crate) fn node_list(v: &[c::Node]) -> wit::NodeList {
+    let mut out = wit::NodeList {
+        nodes: Vec::with_capacity(v.len()),
+        gpus: Vec::with_capacity(v.len() * 8),
+        labels: Vec::new(),
+    };
+    for x in v {
+        let (first_gpu, first_label) = (u32_len(out.gpus.len()), u32_len(out.labels.len()));
+        out.gpus.extend(x.gpus.iter().map(|g| wit::Gpu {
+            index: g.index,
+            model: g.model,
+            memory_mib: g.memory_mib,
+            free_milli: g.free_milli,
+            healthy: g.healthy,
+        }));
+        out.labels.extend(x.labels.iter().map(|l| wit::Label {
+            key: l.key,
+            value: l.value,
+        }));
+        out.nodes.push(wit::Node {
             id: x.id,
             name: x.name,
             state: match x.state {
@@ -98,40 +124,52 @@ pub(crate) fn nodes(v: &[c::Node]) -> Vec<wit::Node> {
                 c::NodeState::Draining => wit::NodeState::Draining,
                 c::NodeState::Down => wit::NodeState::Down,
             },
-            labels: labels(&x.labels),
             cpu_milli_total: x.cpu_milli_total,
             cpu_milli_free: x.cpu_milli_free,
             memory_mib_total: x.memory_mib_total,
             memory_mib_free: x.memory_mib_free,
-            gpus: x
-                .gpus
-                .iter()
-                .map(|g| wit::Gpu {
-                    index: g.index,
-                    model: g.model,
-                    memory_mib: g.memory_mib,
-                    free_milli: g.free_milli,
-                    healthy: g.healthy,
-                })
-                .collect(),
-        })
-        .collect()
+            first_gpu,
+            gpu_count: u32_len(x.gpus.len()),
+            first_label,
+            label_count: u32_len(x.labels.len()),
+        });
+    }
+    out
 }
 
-fn alloc_out(a: &c::TaskAllocation) -> wit::TaskAllocation {
-    wit::TaskAllocation {
-        node: a.node,
-        gpus: a
-            .gpus
-            .iter()
-            .map(|s| wit::GpuShare {
+/// Running jobs as flat lists.
+pub(crate) fn running_list(v: &[c::RunningJob]) -> wit::RunningList {
+    let mut out = wit::RunningList {
+        jobs: job_list(v.iter().map(|r| &r.job)),
+        running: Vec::with_capacity(v.len()),
+        tasks: Vec::with_capacity(v.len()),
+        shares: Vec::new(),
+    };
+    for r in v {
+        let first_task = u32_len(out.tasks.len());
+        for a in &r.tasks {
+            let first_share = u32_len(out.shares.len());
+            out.shares.extend(a.gpus.iter().map(|s| wit::GpuShare {
                 index: s.index,
                 milli: s.milli,
-            })
-            .collect(),
-        cpu_milli: a.cpu_milli,
-        memory_mib: a.memory_mib,
+            }));
+            out.tasks.push(wit::TaskSlot {
+                node: a.node,
+                first_share,
+                share_count: u32_len(a.gpus.len()),
+                cpu_milli: a.cpu_milli,
+                memory_mib: a.memory_mib,
+            });
+        }
+        out.running.push(wit::Running {
+            start_ms: r.start_ms,
+            expected_end_ms: r.expected_end_ms,
+            score: r.score,
+            first_task,
+            task_count: u32_len(r.tasks.len()),
+        });
     }
+    out
 }
 
 fn alloc_in(a: wit::TaskAllocation) -> c::TaskAllocation {
@@ -148,18 +186,6 @@ fn alloc_in(a: wit::TaskAllocation) -> c::TaskAllocation {
         cpu_milli: a.cpu_milli,
         memory_mib: a.memory_mib,
     }
-}
-
-pub(crate) fn running(v: &[c::RunningJob]) -> Vec<wit::RunningJob> {
-    v.iter()
-        .map(|r| wit::RunningJob {
-            job: job(&r.job),
-            tasks: r.tasks.iter().map(alloc_out).collect(),
-            start_ms: r.start_ms,
-            expected_end_ms: r.expected_end_ms,
-            score: r.score,
-        })
-        .collect()
 }
 
 fn reason_in(r: wit::Reason) -> c::Reason {
@@ -249,6 +275,7 @@ pub(crate) fn plan(p: placement::Plan) -> c::Plan {
                 reason: reason_in(x.reason),
             })
             .collect(),
+        stopped_at: p.stopped_at,
     }
 }
 

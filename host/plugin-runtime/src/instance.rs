@@ -253,7 +253,7 @@ impl AdmissionStage for PluginInstance {
         &self.ident
     }
     fn check_submit(&mut self, ctx: &Cycle, job: &Job) -> Result<SubmitVerdict, PolicyFault> {
-        let (c, j) = (convert::cycle(ctx), convert::job(job));
+        let (c, j) = (convert::cycle(ctx), convert::job_list(std::iter::once(job)));
         self.call(Stage::Admission, |l| {
             l.admission
                 .as_ref()
@@ -262,7 +262,7 @@ impl AdmissionStage for PluginInstance {
         .map(convert::submit_verdict)
     }
     fn admit(&mut self, ctx: &Cycle, jobs: &[Job]) -> Result<Vec<Verdict>, PolicyFault> {
-        let (c, j) = (convert::cycle(ctx), convert::jobs(jobs));
+        let (c, j) = (convert::cycle(ctx), convert::job_list(jobs.iter()));
         self.call(Stage::Admission, |l| {
             l.admission
                 .as_ref()
@@ -282,7 +282,7 @@ impl PriorityStage for PluginInstance {
         jobs: &[Job],
         previous: &[f64],
     ) -> Result<Vec<Scored>, PolicyFault> {
-        let (c, j) = (convert::cycle(ctx), convert::jobs(jobs));
+        let (c, j) = (convert::cycle(ctx), convert::job_list(jobs.iter()));
         self.call(Stage::Priority, |l| {
             l.priority
                 .as_ref()
@@ -305,9 +305,9 @@ impl PlacementStage for PluginInstance {
     ) -> Result<Plan, PolicyFault> {
         let (c, j, n, r) = (
             convert::cycle(ctx),
-            convert::jobs(jobs),
-            convert::nodes(nodes),
-            convert::running(running),
+            convert::job_list(jobs.iter()),
+            convert::node_list(nodes),
+            convert::running_list(running),
         );
         self.call(Stage::Placement, |l| {
             l.placement
@@ -332,9 +332,9 @@ impl PreemptionStage for PluginInstance {
     ) -> Result<Vec<Eviction>, PolicyFault> {
         let (c, b, n, r) = (
             convert::cycle(ctx),
-            convert::jobs(blocked),
-            convert::nodes(nodes),
-            convert::running(running),
+            convert::job_list(blocked.iter()),
+            convert::node_list(nodes),
+            convert::running_list(running),
         );
         self.call(Stage::Preemption, |l| {
             l.preemption

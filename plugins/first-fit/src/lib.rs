@@ -8,8 +8,8 @@
 #![deny(missing_docs)]
 
 use gantry_sdk::{
-    ClusterModel, Cycle, Job, Metadata, Node, Pending, Placement, Plan, Plugin, Reason, ReasonCode,
-    RunningJob, Stage, Start,
+    ClusterModel, Cycle, Job, Metadata, Node, Pending, Placement, Plan, Plugin, RunningJob, Stage,
+    Start,
 };
 use serde::Deserialize;
 
@@ -57,18 +57,7 @@ impl Placement for FirstFit {
     ) -> Result<Plan, String> {
         let mut cluster = ClusterModel::new(ctx, nodes);
         let mut plan = Plan::default();
-        let mut blocker: Option<u64> = None;
         for job in jobs {
-            if let Some(first) = blocker {
-                plan.pending.push(Pending {
-                    job: job.id,
-                    reason: Reason::new(
-                        ReasonCode::BlockedByHigherPriority,
-                        format!("waiting behind job {first}, which has higher priority"),
-                    ),
-                });
-                continue;
-            }
             match cluster.fit_gang(ctx, job) {
                 Ok(tasks) => plan.starts.push(Start { job: job.id, tasks }),
                 Err(reason) => {
@@ -77,7 +66,9 @@ impl Placement for FirstFit {
                         reason,
                     });
                     if self.config.strict {
-                        blocker = Some(job.id);
+                        // Every later job waits behind this one; the host says so.
+                        plan.stopped_at = Some(job.id);
+                        break;
                     }
                 }
             }
@@ -91,7 +82,7 @@ gantry_sdk::export_plugin!(FirstFit, stages: [placement]);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gantry_sdk::{Gpu, NodeState, TaskGroup};
+    use gantry_sdk::{Gpu, NodeState, ReasonCode, TaskGroup};
 
     fn node(id: u32, gpus: u32) -> Node {
         Node {
@@ -148,11 +139,9 @@ mod tests {
             )
             .unwrap();
         assert_eq!(plan.starts.len(), 1);
+        assert_eq!(plan.pending.len(), 1);
         assert_eq!(plan.pending[0].reason.code, ReasonCode::InsufficientGpus);
-        assert_eq!(
-            plan.pending[1].reason.code,
-            ReasonCode::BlockedByHigherPriority
-        );
+        assert_eq!(plan.stopped_at, Some(2));
     }
 
     #[test]

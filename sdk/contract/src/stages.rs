@@ -130,6 +130,10 @@ pub struct Plan {
     pub starts: Vec<Start>,
     /// Jobs not started, with reasons.
     pub pending: Vec<Pending>,
+    /// Placement stopped at this job (strict order): later jobs without a reason of
+    /// their own wait behind it.
+    #[serde(default)]
+    pub stopped_at: Option<JobId>,
 }
 
 /// Evict a running job.

@@ -77,17 +77,20 @@ impl<T: DynPlugin + Default + 'static> plugin::Guest for Exporter<T> {
 }
 
 impl<T: DynPlugin + Default + 'static> admission::Guest for Exporter<T> {
-    fn check_submit(ctx: w::Cycle, job: w::Job) -> Result<admission::SubmitVerdict, String> {
-        let (ctx, job) = (cycle_in(ctx), job_in(job));
+    fn check_submit(ctx: w::Cycle, job: w::JobList) -> Result<admission::SubmitVerdict, String> {
+        let ctx = cycle_in(ctx);
+        let Some(job) = jobs_in(job).into_iter().next() else {
+            return Err("check-submit got no job".into());
+        };
         with_plugin::<T, _>(|p| match p.as_admission() {
             Some(s) => s.check_submit(&ctx, &job).map(submit_verdict_out),
             None => Err(not_implemented("admission")),
         })
     }
 
-    fn admit(ctx: w::Cycle, jobs: Vec<w::Job>) -> Result<Vec<admission::Verdict>, String> {
+    fn admit(ctx: w::Cycle, jobs: w::JobList) -> Result<Vec<admission::Verdict>, String> {
         let ctx = cycle_in(ctx);
-        let jobs: Vec<c::Job> = jobs.into_iter().map(job_in).collect();
+        let jobs: Vec<c::Job> = jobs_in(jobs);
         with_plugin::<T, _>(|p| match p.as_admission() {
             Some(s) => s
                 .admit(&ctx, &jobs)
@@ -100,11 +103,11 @@ impl<T: DynPlugin + Default + 'static> admission::Guest for Exporter<T> {
 impl<T: DynPlugin + Default + 'static> priority::Guest for Exporter<T> {
     fn score(
         ctx: w::Cycle,
-        jobs: Vec<w::Job>,
+        jobs: w::JobList,
         previous: Vec<f64>,
     ) -> Result<Vec<priority::Scored>, String> {
         let ctx = cycle_in(ctx);
-        let jobs: Vec<c::Job> = jobs.into_iter().map(job_in).collect();
+        let jobs: Vec<c::Job> = jobs_in(jobs);
         with_plugin::<T, _>(|p| match p.as_priority() {
             Some(s) => s.score(&ctx, &jobs, &previous).map(|v| {
                 v.into_iter()
@@ -122,14 +125,14 @@ impl<T: DynPlugin + Default + 'static> priority::Guest for Exporter<T> {
 impl<T: DynPlugin + Default + 'static> placement::Guest for Exporter<T> {
     fn place(
         ctx: w::Cycle,
-        jobs: Vec<w::Job>,
-        nodes: Vec<w::Node>,
-        running: Vec<w::RunningJob>,
+        jobs: w::JobList,
+        nodes: w::NodeList,
+        running: w::RunningList,
     ) -> Result<placement::Plan, String> {
         let ctx = cycle_in(ctx);
-        let jobs: Vec<c::Job> = jobs.into_iter().map(job_in).collect();
-        let nodes: Vec<c::Node> = nodes.into_iter().map(node_in).collect();
-        let running: Vec<c::RunningJob> = running.into_iter().map(running_in).collect();
+        let jobs: Vec<c::Job> = jobs_in(jobs);
+        let nodes: Vec<c::Node> = nodes_in(nodes);
+        let running: Vec<c::RunningJob> = running_in(running);
         with_plugin::<T, _>(|p| match p.as_placement() {
             Some(s) => s.place(&ctx, &jobs, &nodes, &running).map(plan_out),
             None => Err(not_implemented("placement")),
@@ -140,15 +143,15 @@ impl<T: DynPlugin + Default + 'static> placement::Guest for Exporter<T> {
 impl<T: DynPlugin + Default + 'static> preemption::Guest for Exporter<T> {
     fn preempt(
         ctx: w::Cycle,
-        blocked: Vec<w::Job>,
+        blocked: w::JobList,
         blocked_scores: Vec<f64>,
-        nodes: Vec<w::Node>,
-        running: Vec<w::RunningJob>,
+        nodes: w::NodeList,
+        running: w::RunningList,
     ) -> Result<Vec<preemption::Eviction>, String> {
         let ctx = cycle_in(ctx);
-        let blocked: Vec<c::Job> = blocked.into_iter().map(job_in).collect();
-        let nodes: Vec<c::Node> = nodes.into_iter().map(node_in).collect();
-        let running: Vec<c::RunningJob> = running.into_iter().map(running_in).collect();
+        let blocked: Vec<c::Job> = jobs_in(blocked);
+        let nodes: Vec<c::Node> = nodes_in(nodes);
+        let running: Vec<c::RunningJob> = running_in(running);
         with_plugin::<T, _>(|p| match p.as_preemption() {
             Some(s) => s
                 .preempt(&ctx, &blocked, &blocked_scores, &nodes, &running)
@@ -213,89 +216,126 @@ fn cycle_in(x: w::Cycle) -> c::Cycle {
     }
 }
 
-fn labels_in(v: Vec<w::Label>) -> Vec<c::Label> {
-    v.into_iter()
-        .map(|l| c::Label {
-            key: l.key,
-            value: l.value,
+fn label_in(l: &w::Label) -> c::Label {
+    c::Label {
+        key: l.key,
+        value: l.value,
+    }
+}
+
+fn group_in(t: &w::TaskGroup) -> c::TaskGroup {
+    c::TaskGroup {
+        count: t.count,
+        gpus: t.gpus,
+        gpu_milli: t.gpu_milli,
+        cpu_milli: t.cpu_milli,
+        memory_mib: t.memory_mib,
+        gpu_model_mask: t.gpu_model_mask,
+    }
+}
+
+/// `items[first .. first + count]`, or empty when the host sent an out-of-range span.
+fn span<T>(items: &[T], first: u32, count: u32) -> &[T] {
+    let (first, count) = (first as usize, count as usize);
+    items.get(first..first.saturating_add(count)).unwrap_or(&[])
+}
+
+/// Rebuilds nested jobs from the flat job list (allocations stay inside the guest).
+fn jobs_in(l: w::JobList) -> Vec<c::Job> {
+    l.jobs
+        .iter()
+        .map(|x| c::Job {
+            id: x.id,
+            name: x.name,
+            user: x.user,
+            account: x.account,
+            queue: x.queue,
+            tier: x.tier,
+            submit_ms: x.submit_ms,
+            time_limit_s: x.time_limit_s,
+            kind: match x.kind {
+                w::JobKind::Batch => c::JobKind::Batch,
+                w::JobKind::Interactive => c::JobKind::Interactive,
+                w::JobKind::Service => c::JobKind::Service,
+            },
+            preemptible: x.preemptible,
+            labels: span(&l.labels, x.first_label, x.label_count)
+                .iter()
+                .map(label_in)
+                .collect(),
+            tasks: span(&l.groups, x.first_group, x.group_count)
+                .iter()
+                .map(group_in)
+                .collect(),
         })
         .collect()
 }
 
-fn job_in(x: w::Job) -> c::Job {
-    c::Job {
-        id: x.id,
-        name: x.name,
-        user: x.user,
-        account: x.account,
-        queue: x.queue,
-        tier: x.tier,
-        submit_ms: x.submit_ms,
-        time_limit_s: x.time_limit_s,
-        kind: match x.kind {
-            w::JobKind::Batch => c::JobKind::Batch,
-            w::JobKind::Interactive => c::JobKind::Interactive,
-            w::JobKind::Service => c::JobKind::Service,
-        },
-        preemptible: x.preemptible,
-        labels: labels_in(x.labels),
-        tasks: x
-            .tasks
-            .into_iter()
-            .map(|t| c::TaskGroup {
-                count: t.count,
-                gpus: t.gpus,
-                gpu_milli: t.gpu_milli,
-                cpu_milli: t.cpu_milli,
-                memory_mib: t.memory_mib,
-                gpu_model_mask: t.gpu_model_mask,
-            })
-            .collect(),
-    }
+fn nodes_in(l: w::NodeList) -> Vec<c::Node> {
+    l.nodes
+        .iter()
+        .map(|x| c::Node {
+            id: x.id,
+            name: x.name,
+            state: match x.state {
+                w::NodeState::Up => c::NodeState::Up,
+                w::NodeState::Draining => c::NodeState::Draining,
+                w::NodeState::Down => c::NodeState::Down,
+            },
+            labels: span(&l.labels, x.first_label, x.label_count)
+                .iter()
+                .map(label_in)
+                .collect(),
+            cpu_milli_total: x.cpu_milli_total,
+            cpu_milli_free: x.cpu_milli_free,
+            memory_mib_total: x.memory_mib_total,
+            memory_mib_free: x.memory_mib_free,
+            gpus: span(&l.gpus, x.first_gpu, x.gpu_count)
+                .iter()
+                .map(|g| c::Gpu {
+                    index: g.index,
+                    model: g.model,
+                    memory_mib: g.memory_mib,
+                    free_milli: g.free_milli,
+                    healthy: g.healthy,
+                })
+                .collect(),
+        })
+        .collect()
 }
 
-fn node_in(x: w::Node) -> c::Node {
-    c::Node {
-        id: x.id,
-        name: x.name,
-        state: match x.state {
-            w::NodeState::Up => c::NodeState::Up,
-            w::NodeState::Draining => c::NodeState::Draining,
-            w::NodeState::Down => c::NodeState::Down,
-        },
-        labels: labels_in(x.labels),
-        cpu_milli_total: x.cpu_milli_total,
-        cpu_milli_free: x.cpu_milli_free,
-        memory_mib_total: x.memory_mib_total,
-        memory_mib_free: x.memory_mib_free,
-        gpus: x
-            .gpus
-            .into_iter()
-            .map(|g| c::Gpu {
-                index: g.index,
-                model: g.model,
-                memory_mib: g.memory_mib,
-                free_milli: g.free_milli,
-                healthy: g.healthy,
-            })
-            .collect(),
-    }
-}
-
-fn alloc_in(a: w::TaskAllocation) -> c::TaskAllocation {
-    c::TaskAllocation {
-        node: a.node,
-        gpus: a
-            .gpus
-            .into_iter()
-            .map(|s| c::GpuShare {
-                index: s.index,
-                milli: s.milli,
-            })
-            .collect(),
-        cpu_milli: a.cpu_milli,
-        memory_mib: a.memory_mib,
-    }
+fn running_in(l: w::RunningList) -> Vec<c::RunningJob> {
+    let w::RunningList {
+        jobs,
+        running,
+        tasks,
+        shares,
+    } = l;
+    jobs_in(jobs)
+        .into_iter()
+        .zip(running)
+        .map(|(job, r)| c::RunningJob {
+            job,
+            tasks: span(&tasks, r.first_task, r.task_count)
+                .iter()
+                .map(|t| c::TaskAllocation {
+                    node: t.node,
+                    gpus: span(&shares, t.first_share, t.share_count)
+                        .iter()
+                        .map(|s| c::GpuShare {
+                            index: s.index,
+                            milli: s.milli,
+                        })
+                        .collect(),
+                    cpu_milli: t.cpu_milli,
+                    memory_mib: t.memory_mib,
+                })
+                .collect(),
+            start_ms: r.start_ms,
+            expected_end_ms: r.expected_end_ms,
+            score: r.score,
+        })
+        .collect()
 }
 
 fn alloc_out(a: c::TaskAllocation) -> w::TaskAllocation {
@@ -311,16 +351,6 @@ fn alloc_out(a: c::TaskAllocation) -> w::TaskAllocation {
             .collect(),
         cpu_milli: a.cpu_milli,
         memory_mib: a.memory_mib,
-    }
-}
-
-fn running_in(x: w::RunningJob) -> c::RunningJob {
-    c::RunningJob {
-        job: job_in(x.job),
-        tasks: x.tasks.into_iter().map(alloc_in).collect(),
-        start_ms: x.start_ms,
-        expected_end_ms: x.expected_end_ms,
-        score: x.score,
     }
 }
 
@@ -383,5 +413,6 @@ fn plan_out(p: c::Plan) -> placement::Plan {
                 reason: reason_out(x.reason),
             })
             .collect(),
+        stopped_at: p.stopped_at,
     }
 }

@@ -19,6 +19,7 @@ fn double_booking(_: &[Job]) -> Result<Plan, PolicyFault> {
             },
         ],
         pending: vec![],
+        stopped_at: None,
     })
 }
 
@@ -30,6 +31,7 @@ fn half_gang(_: &[Job]) -> Result<Plan, PolicyFault> {
             tasks: vec![whole(0, &[0])],
         }],
         pending: vec![],
+        stopped_at: None,
     })
 }
 
@@ -41,6 +43,7 @@ fn unknown_job(_: &[Job]) -> Result<Plan, PolicyFault> {
             tasks: vec![whole(1, &[0])],
         }],
         pending: vec![],
+        stopped_at: None,
     })
 }
 
@@ -447,6 +450,7 @@ fn every_invalid_plan_is_rejected_and_replaced_by_the_fallback() {
         let plan = Plan {
             starts,
             pending: vec![],
+            stopped_at: None,
         };
         let violations = validate_plan(&snap.ctx, &snap.pending, &snap.nodes, &plan)
             .err()
