@@ -79,19 +79,21 @@ pub fn run_cycle(
     if snap.pending.is_empty() {
         return out;
     }
-    let (admitted, holds) = admission(snap, live, fallback.as_deref_mut(), &mut out.faults);
+    let (filtered, holds) = admission(snap, live, fallback.as_deref_mut(), &mut out.faults);
     out.pending.extend(holds);
+    // Without admission plugins every pending job is admitted: no copy.
+    let admitted: &[Job] = filtered.as_deref().unwrap_or(&snap.pending);
     if admitted.is_empty() {
         return out;
     }
     let scored = priority(
         snap,
-        &admitted,
+        admitted,
         live,
         fallback.as_deref_mut(),
         &mut out.faults,
     );
-    let ordered = sort_jobs(&admitted, &scored);
+    let ordered = sort_jobs(admitted, &scored);
     out.order = ordered.iter().map(|j| j.id).collect();
     let score_of: HashMap<JobId, f64> = admitted
         .iter()
@@ -117,12 +119,15 @@ pub fn run_cycle(
             placed_by: placed_by.clone(),
         });
     }
-    let blocked: Vec<Job> = ordered
+    let blocked: Vec<&Job> = ordered
         .iter()
         .filter(|j| !started.contains(&j.id))
-        .cloned()
         .collect();
-    let head = &blocked[..blocked.len().min(PREEMPTION_HEAD)];
+    let head: Vec<Job> = blocked
+        .iter()
+        .take(PREEMPTION_HEAD)
+        .map(|j| (*j).clone())
+        .collect();
     let stopped_at = plan.stopped_at;
     let mut reasons: HashMap<JobId, Reason> = plan
         .pending
@@ -133,7 +138,7 @@ pub fn run_cycle(
     let evictions = preemption(
         snap,
         &plan.starts,
-        head,
+        &head,
         &score_of,
         live,
         fallback,
@@ -240,7 +245,10 @@ fn admission(
     live: &mut Pipeline,
     mut fallback: Option<&mut Pipeline>,
     faults: &mut Vec<FaultRecord>,
-) -> (Vec<Job>, Holds) {
+) -> (Option<Vec<Job>>, Holds) {
+    if live.admission.is_empty() {
+        return (None, Vec::new());
+    }
     let mut jobs: Vec<Job> = snap.pending.clone();
     let mut holds = Vec::new();
     for i in 0..live.admission.len() {
@@ -289,7 +297,7 @@ fn admission(
         }
         jobs = kept;
     }
-    (jobs, holds)
+    (Some(jobs), holds)
 }
 
 fn run_priority_chain(
