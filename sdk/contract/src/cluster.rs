@@ -133,6 +133,9 @@ impl NodeSlot {
 pub struct ClusterModel {
     nodes: Vec<NodeSlot>,
     by_id: HashMap<NodeId, usize>,
+    /// Every node before this position has no free GPU share (so no GPU task fits
+    /// there): first-fit scans start here instead of at node 0.
+    gpu_cursor: usize,
 }
 
 impl ClusterModel {
@@ -164,6 +167,20 @@ impl ClusterModel {
         Self {
             nodes: slots,
             by_id,
+            gpu_cursor: 0,
+        }
+        .with_cursor_advanced()
+    }
+
+    fn with_cursor_advanced(mut self) -> Self {
+        self.advance_cursor();
+        self
+    }
+
+    fn advance_cursor(&mut self) {
+        while self.gpu_cursor < self.nodes.len() && self.nodes[self.gpu_cursor].max_free_milli == 0
+        {
+            self.gpu_cursor += 1;
         }
     }
 
@@ -287,6 +304,7 @@ impl ClusterModel {
         slot.cpu_free -= alloc.cpu_milli;
         slot.mem_free -= alloc.memory_mib;
         slot.refresh();
+        self.advance_cursor();
         Ok(())
     }
 
@@ -304,6 +322,9 @@ impl ClusterModel {
         slot.cpu_free = slot.cpu_free.saturating_add(alloc.cpu_milli);
         slot.mem_free = slot.mem_free.saturating_add(alloc.memory_mib);
         slot.refresh();
+        if slot.max_free_milli > 0 {
+            self.gpu_cursor = self.gpu_cursor.min(pos);
+        }
     }
 
     /// Fits and books every task of `job` (first node that fits, in model order), or
@@ -311,7 +332,13 @@ impl ClusterModel {
     pub fn fit_gang(&mut self, ctx: &Cycle, job: &Job) -> Result<Vec<TaskAllocation>, Reason> {
         let mut booked: Vec<(TaskGroup, TaskAllocation)> = Vec::with_capacity(job.task_count());
         for group in job.expanded_tasks() {
-            let found = (0..self.nodes.len()).find_map(|i| self.fit_task(group, self.nodes[i].id));
+            let first = if group.gpu_milli_per_task() > 0 {
+                self.gpu_cursor
+            } else {
+                0
+            };
+            let found =
+                (first..self.nodes.len()).find_map(|i| self.fit_task(group, self.nodes[i].id));
             let booking = found.and_then(|a| self.take(group, &a).ok().map(|()| a));
             match booking {
                 Some(a) => booked.push((*group, a)),
