@@ -15,6 +15,7 @@ pub mod cycle;
 pub mod native;
 pub mod pipeline;
 pub mod snapshot;
+mod stage_calls;
 pub mod submit;
 pub mod validate;
 
