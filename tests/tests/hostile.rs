@@ -136,6 +136,11 @@ fn exercise(f: &Fixture) {
         "an idle swap calls no stage, so it must be accepted: {body}"
     );
     assert!(body["swap_ms"].is_number(), "{body}");
+    let (_, policy) = d.get("/v1/policy");
+    assert_eq!(
+        policy["fallback_version"], default_version,
+        "the last good pipeline (the one that just ran jobs) must be the fallback: {policy}"
+    );
     run_mixed_jobs(&d);
     let fault = expect_fault(&d, f, |c| c > 0);
     assert_eq!(fault["fell_back"], true, "{fault}");

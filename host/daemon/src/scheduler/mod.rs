@@ -67,7 +67,13 @@ pub(crate) struct State {
 pub(crate) struct PolicyState {
     pub(crate) registry: Registry,
     pub(crate) live: Pipeline,
+    /// Whether the live pipeline's last cycle that decided something had no fault.
+    pub(crate) live_good: bool,
+    /// Answers for a stage whose live plugin fails: the last good pipeline (the one
+    /// live before the latest swap, if it had proved itself), else the built-in default.
     pub(crate) fallback: Pipeline,
+    /// Version of the fallback pipeline (`None`: the built-in default).
+    pub(crate) fallback_version: Option<u64>,
     pub(crate) active: PipelineVersion,
     pub(crate) history: Vec<PipelineVersion>,
 }
@@ -209,7 +215,13 @@ impl Scheduler {
         let outcome = {
             let mut pol = lock(&self.inner.policy);
             let PolicyState { live, fallback, .. } = &mut *pol;
-            gantry_engine::run_cycle(&snap, live, Some(fallback))
+            let outcome = gantry_engine::run_cycle(&snap, live, Some(fallback));
+            if !outcome.faults.is_empty() {
+                pol.live_good = false;
+            } else if !outcome.order.is_empty() {
+                pol.live_good = true;
+            }
+            outcome
         };
         self.apply(outcome);
     }

@@ -60,6 +60,8 @@ pub struct PolicyView {
     pub fault_counts: BTreeMap<String, u64>,
     /// Plugins quarantined in the live pipeline.
     pub quarantined: Vec<String>,
+    /// The pipeline version a failing stage falls back to (`null`: the built-in default).
+    pub fallback_version: Option<u64>,
 }
 
 /// Result of a swap.
@@ -132,6 +134,8 @@ pub(crate) fn load_policy(config: &Config, store: &Store) -> anyhow::Result<Poli
     };
     tracing::info!(version = active.version, plugins = ?active.resolved.iter().map(|r| format!("{}:{}", r.stage, r.name)).collect::<Vec<_>>(), "active pipeline");
     Ok(PolicyState {
+        live_good: false,
+        fallback_version: None,
         registry,
         live,
         fallback,
@@ -197,11 +201,13 @@ impl Scheduler {
             quarantined.push(format!("preemption:{}", s.plugin.ident().name));
         }
         let active = pol.active.clone();
+        let fallback_version = pol.fallback_version;
         drop(pol);
         PolicyView {
             active,
             fault_counts: lock(&self.inner.state).fault_counts.clone(),
             quarantined,
+            fallback_version,
         }
     }
 
@@ -264,7 +270,12 @@ impl Scheduler {
         self.inner.store.put_pipeline(version, &active)?;
         self.inner.store.set_meta(ACTIVE_KEY, &version)?;
         self.inner.store.flush()?;
-        pol.live = candidate;
+        let previous = std::mem::replace(&mut pol.live, candidate);
+        if std::mem::take(&mut pol.live_good) {
+            // The pipeline being replaced has proved itself: it becomes the fallback.
+            pol.fallback = previous;
+            pol.fallback_version = Some(pol.active.version);
+        }
         pol.active = active.clone();
         pol.history.push(active.clone());
         drop(pol);
