@@ -334,6 +334,9 @@ pub struct ReasonView {
     pub plugin: String,
     /// The cycle that gave it.
     pub cycle: u64,
+    /// What the priority stage said about the job, if anything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority_note: Option<String>,
 }
 
 /// A GPU share on a node.

@@ -45,6 +45,9 @@ pub struct PendingReason {
     pub message: String,
     /// The plugin that gave the reason ("host" for the host's own).
     pub plugin: String,
+    /// The priority stage's note about the job, if any.
+    #[serde(default)]
+    pub priority_note: Option<String>,
 }
 
 /// Everything a cycle decided.
@@ -94,6 +97,11 @@ pub fn run_cycle(
     );
     let ordered = sort_jobs(admitted, &scored);
     out.order = ordered.iter().map(|j| j.id).collect();
+    let note_of: HashMap<JobId, String> = admitted
+        .iter()
+        .zip(&scored)
+        .filter_map(|(j, s)| s.note.clone().map(|n| (j.id, n)))
+        .collect();
     let score_of: HashMap<JobId, f64> = admitted
         .iter()
         .zip(&scored)
@@ -187,6 +195,7 @@ pub fn run_cycle(
                 code: reason.code,
                 message: reason.message,
                 plugin: placed_by.clone(),
+                priority_note: note_of.get(&job.id).cloned(),
             },
         ));
     }

@@ -110,6 +110,7 @@ pub(crate) fn admission(
                         code: r.code,
                         message: r.message,
                         plugin: decided_by.clone(),
+                        priority_note: None,
                     },
                 )),
             }
@@ -129,6 +130,7 @@ fn run_priority_chain(
         .map(|_| Scored {
             score: 0.0,
             tier: None,
+            note: None,
         })
         .collect();
     for slot in &mut pipeline.priority {
@@ -149,6 +151,7 @@ fn run_priority_chain(
                 for (s, new) in scored.iter_mut().zip(v) {
                     s.score = new.score;
                     s.tier = new.tier.or(s.tier);
+                    s.note = new.note.or(s.note.take());
                 }
             }
             Err(f) => return Err((ident, f)),
@@ -173,6 +176,7 @@ pub(crate) fn priority(
                     .map(|_| Scored {
                         score: 0.0,
                         tier: None,
+                        note: None,
                     })
                     .collect()
             };

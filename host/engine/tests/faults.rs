@@ -208,6 +208,7 @@ fn largest_first() -> StageSlot<dyn PriorityStage> {
             .map(|j| Scored {
                 score: j.gpu_milli_total() as f64,
                 tier: None,
+                note: None,
             })
             .collect())
     })

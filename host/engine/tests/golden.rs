@@ -122,6 +122,7 @@ impl PriorityStage for FixedScores {
             .map(|j| Scored {
                 score: self.scores.get(&j.id).copied().unwrap_or_default(),
                 tier: self.tiers.get(&j.id).copied(),
+                note: None,
             })
             .collect())
     }

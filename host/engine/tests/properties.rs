@@ -646,6 +646,7 @@ fn checker_catches_violations() {
                 code: ReasonCode::Other,
                 message: String::new(),
                 plugin: "test".into(),
+                priority_note: None,
             };
             o.starts.pop();
             o.pending = vec![(3, r.clone()), (3, r)];
@@ -656,6 +657,7 @@ fn checker_catches_violations() {
                 code: ReasonCode::Other,
                 message: String::new(),
                 plugin: "test".into(),
+                priority_note: None,
             };
             o.pending = vec![(3, r)];
         }),

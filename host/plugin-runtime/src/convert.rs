@@ -23,6 +23,22 @@ pub(crate) fn cycle(x: &c::Cycle) -> wit::Cycle {
         gpu_models: x.gpu_models.clone(),
         user_usage: usage(&x.user_usage),
         account_usage: usage(&x.account_usage),
+        user_gpus: x
+            .user_gpus
+            .iter()
+            .map(|u| wit::GpuUse {
+                who: u.who,
+                gpu_milli: u.gpu_milli,
+            })
+            .collect(),
+        account_gpus: x
+            .account_gpus
+            .iter()
+            .map(|u| wit::GpuUse {
+                who: u.who,
+                gpu_milli: u.gpu_milli,
+            })
+            .collect(),
         queues: x
             .queues
             .iter()
@@ -253,6 +269,7 @@ pub(crate) fn scores(v: Vec<priority::Scored>) -> Vec<c::Scored> {
         .map(|s| c::Scored {
             score: s.score,
             tier: s.tier,
+            note: s.note,
         })
         .collect()
 }

@@ -37,6 +37,7 @@ impl Priority for Fifo {
             .map(|j| Scored {
                 score: -(j.submit_ms as f64),
                 tier: None,
+                note: None,
             })
             .collect())
     }

@@ -68,6 +68,7 @@ impl Priority for ShortestFirst {
                 Scored {
                     score: if self.config.replace { own } else { prev + own },
                     tier: None,
+                    note: None,
                 }
             })
             .collect())

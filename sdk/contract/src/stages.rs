@@ -97,12 +97,15 @@ pub enum Verdict {
 }
 
 /// A priority score.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Scored {
     /// Higher first within a tier.
     pub score: f64,
     /// Tier override.
     pub tier: Option<i32>,
+    /// Why, shown with the job while it waits.
+    #[serde(default)]
+    pub note: Option<String>,
 }
 
 /// Start a job.

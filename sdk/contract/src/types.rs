@@ -225,6 +225,15 @@ pub struct Usage {
     pub gpu_seconds: f64,
 }
 
+/// GPUs held now by one user or account.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GpuUse {
+    /// Interned user or account.
+    pub who: Symbol,
+    /// Held by running jobs, milli-GPU.
+    pub gpu_milli: u64,
+}
+
 /// A queue's quota and use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QueueStatus {
@@ -272,6 +281,12 @@ pub struct Cycle {
     /// Decayed usage per account.
     #[serde(default)]
     pub account_usage: Vec<Usage>,
+    /// GPUs held now per user.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub user_gpus: Vec<GpuUse>,
+    /// GPUs held now per account.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub account_gpus: Vec<GpuUse>,
     /// Queue quotas and use.
     #[serde(default)]
     pub queues: Vec<QueueStatus>,

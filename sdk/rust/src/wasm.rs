@@ -114,6 +114,7 @@ impl<T: DynPlugin + Default + 'static> priority::Guest for Exporter<T> {
                     .map(|x| priority::Scored {
                         score: x.score,
                         tier: x.tier,
+                        note: x.note,
                     })
                     .collect()
             }),
@@ -196,6 +197,22 @@ fn cycle_in(x: w::Cycle) -> c::Cycle {
         gpu_models: x.gpu_models,
         user_usage: usage(x.user_usage),
         account_usage: usage(x.account_usage),
+        user_gpus: x
+            .user_gpus
+            .iter()
+            .map(|u| c::GpuUse {
+                who: u.who,
+                gpu_milli: u.gpu_milli,
+            })
+            .collect(),
+        account_gpus: x
+            .account_gpus
+            .iter()
+            .map(|u| c::GpuUse {
+                who: u.who,
+                gpu_milli: u.gpu_milli,
+            })
+            .collect(),
         queues: x
             .queues
             .into_iter()

@@ -114,11 +114,13 @@ impl Scheduler {
                 message: reason.message.clone(),
                 plugin: reason.plugin.clone(),
                 cycle: outcome.cycle_id,
+                priority_note: reason.priority_note.clone(),
             };
-            let changed = job
-                .reason
-                .as_ref()
-                .is_none_or(|r| r.code != view.code || r.message != view.message);
+            let changed = job.reason.as_ref().is_none_or(|r| {
+                r.code != view.code
+                    || r.message != view.message
+                    || r.priority_note != view.priority_note
+            });
             job.reason = Some(view);
             if changed {
                 let snapshot = job.clone();
@@ -415,5 +417,6 @@ pub(crate) fn host_reason(code: ReasonCode, message: String) -> ReasonView {
         message,
         plugin: "host".into(),
         cycle: 0,
+        priority_note: None,
     }
 }

@@ -194,6 +194,34 @@ fn usage<'a>(
     (table(users), table(accounts))
 }
 
+/// GPUs held now per user and per account.
+fn gpus_in_use<'a>(
+    jobs: impl Iterator<Item = &'a JobRecord>,
+    strings: &mut Interner,
+) -> (Vec<c::GpuUse>, Vec<c::GpuUse>) {
+    let mut users: BTreeMap<String, u64> = BTreeMap::new();
+    let mut accounts: BTreeMap<String, u64> = BTreeMap::new();
+    for j in jobs.filter(|j| j.state == JobState::Running) {
+        let milli: u64 = j
+            .tasks
+            .iter()
+            .flat_map(|t| &t.gpus)
+            .map(|g| u64::from(g.milli))
+            .sum();
+        *users.entry(j.spec.user.clone()).or_default() += milli;
+        *accounts.entry(j.spec.account.clone()).or_default() += milli;
+    }
+    let mut table = |m: BTreeMap<String, u64>| -> Vec<c::GpuUse> {
+        m.into_iter()
+            .map(|(who, gpu_milli)| c::GpuUse {
+                who: strings.intern(&who),
+                gpu_milli,
+            })
+            .collect()
+    };
+    (table(users), table(accounts))
+}
+
 /// GPUs in use and jobs waiting, per queue (quotas come with the quota plugin).
 fn queues<'a>(
     jobs: impl Iterator<Item = &'a JobRecord>,
@@ -274,6 +302,7 @@ pub fn build<'a>(
         memory_mib_total: node_c.memory_mib_total,
     };
     let (user_usage, account_usage) = usage(jobs.clone(), now_ms, &mut strings);
+    let (user_gpus, account_gpus) = gpus_in_use(jobs.clone(), &mut strings);
     let queues = queues(jobs.filter(|j| !j.state.is_terminal()), &mut strings);
     let ctx = c::Cycle {
         id: cycle_id,
@@ -283,6 +312,8 @@ pub fn build<'a>(
         gpu_models,
         user_usage,
         account_usage,
+        user_gpus,
+        account_gpus,
         queues,
         totals,
     };

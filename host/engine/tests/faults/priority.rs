@@ -22,6 +22,7 @@ fn short_scores(jobs: &[Job]) -> Result<Vec<Scored>, PolicyFault> {
         .map(|_| Scored {
             score: 1.0,
             tier: None,
+            note: None,
         })
         .collect())
 }
@@ -32,6 +33,7 @@ fn nan_scores(jobs: &[Job]) -> Result<Vec<Scored>, PolicyFault> {
         .map(|j| Scored {
             score: if j.id == 3 { f64::NAN } else { 1.0 },
             tier: None,
+            note: None,
         })
         .collect())
 }
@@ -42,6 +44,7 @@ fn infinite_scores(jobs: &[Job]) -> Result<Vec<Scored>, PolicyFault> {
         .map(|_| Scored {
             score: f64::INFINITY,
             tier: None,
+            note: None,
         })
         .collect())
 }
