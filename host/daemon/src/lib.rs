@@ -9,6 +9,7 @@
 pub mod api;
 pub mod cli;
 pub mod config;
+pub mod conformance;
 pub mod executor;
 pub mod inventory;
 pub mod model;

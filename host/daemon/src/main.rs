@@ -90,6 +90,24 @@ enum PluginAction {
     Add { file: PathBuf },
     /// List registered plugins.
     List,
+    /// Conformance test of a component: metadata, contract version, WASI imports,
+    /// every stage on built-in scenarios and on your own (exit status 1 on failure).
+    Test {
+        /// The component (.wasm).
+        file: PathBuf,
+        /// A directory of scenario files (*.json: {"snapshot": ..., "expect": ...}).
+        #[arg(long)]
+        scenarios: Option<PathBuf>,
+        /// JSON config passed to `configure`.
+        #[arg(long, default_value = "{}")]
+        config: String,
+        /// Deadline per call in ms.
+        #[arg(long, default_value_t = 100)]
+        deadline_ms: u64,
+        /// Memory cap in MiB.
+        #[arg(long, default_value_t = 256)]
+        memory_mib: u64,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -197,6 +215,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Plugin {
+            action:
+                PluginAction::Test {
+                    file,
+                    scenarios,
+                    config,
+                    deadline_ms,
+                    memory_mib,
+                },
+        } => plugin_test(file, scenarios, config, deadline_ms, memory_mib),
+        Command::Plugin {
             action: PluginAction::List,
         } => {
             cli::print_json(&client.get("/v1/plugins")?);
@@ -205,6 +233,31 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Policy { action } => policy(&client, action),
         Command::TaskShim => anyhow::bail!("task-shim is internal"),
     }
+}
+
+fn plugin_test(
+    file: PathBuf,
+    scenarios: Option<PathBuf>,
+    config: String,
+    deadline_ms: u64,
+    memory_mib: u64,
+) -> anyhow::Result<()> {
+    let opts = gantry::conformance::Options {
+        plugin: file.clone(),
+        scenarios,
+        config,
+        limits: gantry_plugin_runtime::Limits {
+            deadline_ms,
+            memory_mib,
+        },
+    };
+    println!("gantry plugin test {}", file.display());
+    let report = gantry::conformance::run(&opts)?;
+    report.print();
+    if report.failed() > 0 {
+        std::process::exit(1);
+    }
+    Ok(())
 }
 
 fn policy(client: &Client, action: PolicyAction) -> anyhow::Result<()> {

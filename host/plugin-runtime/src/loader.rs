@@ -73,6 +73,8 @@ pub(crate) struct Indices {
 #[derive(Clone)]
 pub struct LoadedPlugin {
     pub(crate) sha256: String,
+    pub(crate) imports: Arc<Vec<String>>,
+    pub(crate) exports: Arc<Vec<String>>,
     pub(crate) metadata: Metadata,
     pub(crate) pre: InstancePre<State>,
     pub(crate) indices: Indices,
@@ -100,6 +102,14 @@ impl LoadedPlugin {
     /// The stages it implements (declared and exported).
     pub fn stages(&self) -> &[Stage] {
         &self.metadata.stages
+    }
+    /// Names of the component's imports (e.g. `wasi:cli/stdout@0.2.6`, `gantry:policy/host@0.1.0`).
+    pub fn imports(&self) -> &[String] {
+        &self.imports
+    }
+    /// Names of the component's exports.
+    pub fn exports(&self) -> &[String] {
+        &self.exports
     }
     /// A configured instance with `limits`.
     pub fn instantiate(
@@ -193,8 +203,13 @@ impl Runtime {
             placement: placement::GuestIndices::new(&pre).ok().map(Arc::new),
             preemption: preemption::GuestIndices::new(&pre).ok().map(Arc::new),
         };
+        let ty = component.component_type();
+        let imports: Vec<String> = ty.imports(engine).map(|(n, _)| n.to_string()).collect();
+        let exports: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_string()).collect();
         let mut plugin = LoadedPlugin {
             sha256: sha.to_string(),
+            imports: Arc::new(imports),
+            exports: Arc::new(exports),
             metadata: Metadata {
                 name: sha.chars().take(12).collect(),
                 version: String::new(),
