@@ -271,13 +271,13 @@ fn run_stage(
     };
     let out = run_cycle(&s.snapshot, &mut pipe, None);
     let mut faults = faults_text(&out);
-    if stage == Stage::Admission {
-        if let Some(slot) = pipe.admission.first_mut() {
-            for job in s.snapshot.pending.iter().take(20) {
-                if let Err(f) = slot.plugin.check_submit(&s.snapshot.ctx, job) {
-                    faults = format!("{faults} check-submit of job {}: {f}", job.id);
-                    break;
-                }
+    if stage == Stage::Admission
+        && let Some(slot) = pipe.admission.first_mut()
+    {
+        for job in s.snapshot.pending.iter().take(20) {
+            if let Err(f) = slot.plugin.check_submit(&s.snapshot.ctx, job) {
+                faults = format!("{faults} check-submit of job {}: {f}", job.id);
+                break;
             }
         }
     }
@@ -311,16 +311,16 @@ fn run_expectations(
         problems.push(format!("faults: {}", faults_text(&out)));
     }
     let e = &s.expect;
-    if let Some(order) = &e.order {
-        if &out.order != order {
-            problems.push(format!("order {:?}, expected {order:?}", out.order));
-        }
+    if let Some(order) = &e.order
+        && &out.order != order
+    {
+        problems.push(format!("order {:?}, expected {order:?}", out.order));
     }
     let started: Vec<u64> = out.starts.iter().map(|x| x.job).collect();
-    if let Some(want) = &e.started {
-        if set(&started) != set(want) {
-            problems.push(format!("started {started:?}, expected {want:?}"));
-        }
+    if let Some(want) = &e.started
+        && set(&started) != set(want)
+    {
+        problems.push(format!("started {started:?}, expected {want:?}"));
     }
     let held: Vec<u64> = out
         .pending
@@ -328,16 +328,16 @@ fn run_expectations(
         .filter(|(_, r)| r.stage == Stage::Admission)
         .map(|(id, _)| *id)
         .collect();
-    if let Some(want) = &e.held {
-        if set(&held) != set(want) {
-            problems.push(format!("held {held:?}, expected {want:?}"));
-        }
+    if let Some(want) = &e.held
+        && set(&held) != set(want)
+    {
+        problems.push(format!("held {held:?}, expected {want:?}"));
     }
     let evicted: Vec<u64> = out.evictions.iter().map(|x| x.job).collect();
-    if let Some(want) = &e.evicted {
-        if set(&evicted) != set(want) {
-            problems.push(format!("evicted {evicted:?}, expected {want:?}"));
-        }
+    if let Some(want) = &e.evicted
+        && set(&evicted) != set(want)
+    {
+        problems.push(format!("evicted {evicted:?}, expected {want:?}"));
     }
     for (id, code) in &e.reasons {
         match out.pending.iter().find(|(j, _)| j == id) {

@@ -126,14 +126,16 @@ impl Builder {
             name: self.strings.intern(&format!("job-{}", id % 13)),
             user: self.strings.intern(&user),
             account: self.strings.intern(&format!("team{}", id % 3)),
-            queue: self
-                .strings
-                .intern(if id % 5 == 0 { "dev" } else { "default" }),
+            queue: self.strings.intern(if id.is_multiple_of(5) {
+                "dev"
+            } else {
+                "default"
+            }),
             tier: 0,
             submit_ms: 1_700_000_000_000 + id * 1000,
             time_limit_s: 600 * (1 + id % 12),
             kind,
-            preemptible: id % 2 == 0,
+            preemptible: id.is_multiple_of(2),
             labels: vec![c::Label {
                 key: self.strings.intern("project"),
                 value: self.strings.intern(&format!("p{}", id % 4)),
