@@ -53,6 +53,16 @@ const COMPONENTS: &[(&str, &str, &str)] = &[
         "gantry-fixture-wrong-version",
         "gantry_fixture_wrong_version",
     ),
+    (
+        "FORBIDDEN_FS",
+        "gantry-fixture-forbidden-fs",
+        "gantry_fixture_forbidden_fs",
+    ),
+    (
+        "EXAMPLE_GPU0_RESERVE",
+        "gantry-example-gpu0-reserve",
+        "gantry_example_gpu0_reserve",
+    ),
 ];
 
 const TARGET: &str = "wasm32-wasip2";
@@ -69,6 +79,7 @@ fn main() {
         "plugins/priority-preempt",
         "plugins/shortest-first",
         "tests/fixtures",
+        "examples/plugins/rust-gpu0-reserve",
     ] {
         println!("cargo:rerun-if-changed={}", root.join(dir).display());
     }
