@@ -1,0 +1,106 @@
+//! `gantry plugin test` as an author runs it: the built-in plugins and the Rust example
+//! pass; every hostile fixture fails with a readable report naming the problem
+//! (deadline, trap, memory, invalid plan, forbidden WASI import, contract version) and
+//! a non-zero exit status.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use gantry_e2e::gantry_bin;
+use std::process::Command;
+
+/// Runs the conformance runner on `bytes`; returns (exit code, stdout).
+fn plugin_test(name: &str, bytes: &[u8], extra: &[&str]) -> (i32, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(format!("{name}.wasm"));
+    std::fs::write(&path, bytes).unwrap();
+    let out = Command::new(gantry_bin())
+        .args(["plugin", "test"])
+        .arg(&path)
+        .args(extra)
+        .output()
+        .expect("run gantry plugin test");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().unwrap_or(-1), text)
+}
+
+#[test]
+fn builtin_plugins_and_the_rust_example_conform() {
+    for (name, bytes) in [
+        ("fifo", gantry_components::FIFO),
+        ("first-fit", gantry_components::FIRST_FIT),
+        ("priority-preempt", gantry_components::PRIORITY_PREEMPT),
+        ("shortest-first", gantry_components::SHORTEST_FIRST),
+        ("gpu0-reserve", gantry_components::EXAMPLE_GPU0_RESERVE),
+    ] {
+        let (code, text) = plugin_test(name, bytes, &[]);
+        assert_eq!(code, 0, "{name} should pass:\n{text}");
+        assert!(text.contains(", 0 failed"), "{text}");
+        assert!(
+            text.contains("thousands of jobs"),
+            "the large scenario must run:\n{text}"
+        );
+        assert!(
+            text.contains(" ms max"),
+            "per-call time must be reported:\n{text}"
+        );
+    }
+}
+
+#[test]
+fn hostile_fixtures_fail_with_a_readable_report() {
+    let cases: [(&str, &[u8], &str); 7] = [
+        (
+            "hostile-loop",
+            gantry_components::HOSTILE_LOOP,
+            "deadline-exceeded",
+        ),
+        ("hostile-trap", gantry_components::HOSTILE_TRAP, "trap"),
+        (
+            "hostile-memory",
+            gantry_components::HOSTILE_MEMORY,
+            "memory-limit",
+        ),
+        (
+            "hostile-double-book",
+            gantry_components::HOSTILE_DOUBLE_BOOK,
+            "booked beyond capacity",
+        ),
+        (
+            "hostile-half-gang",
+            gantry_components::HOSTILE_HALF_GANG,
+            "gangs are all or nothing",
+        ),
+        (
+            "forbidden-fs",
+            gantry_components::FORBIDDEN_FS,
+            "forbidden: wasi:filesystem",
+        ),
+        (
+            "wrong-version",
+            gantry_components::WRONG_VERSION,
+            "contract version mismatch",
+        ),
+    ];
+    for (name, bytes, expected) in cases {
+        let extra: &[&str] = if name == "hostile-memory" {
+            &["--memory-mib", "64", "--deadline-ms", "5000"]
+        } else {
+            &[]
+        };
+        let (code, text) = plugin_test(name, bytes, extra);
+        assert_eq!(code, 1, "{name} must fail:\n{text}");
+        assert!(text.contains("FAIL"), "{text}");
+        assert!(
+            text.contains(expected),
+            "{name}: report should mention `{expected}`:\n{text}"
+        );
+    }
+    let (_, text) = plugin_test("forbidden-fs", gantry_components::FORBIDDEN_FS, &[]);
+    assert!(
+        text.contains("wasi:sockets/tcp"),
+        "sockets must be named too:\n{text}"
+    );
+}
