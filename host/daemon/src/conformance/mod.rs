@@ -93,7 +93,7 @@ impl Report {
 pub fn run(opts: &Options) -> anyhow::Result<Report> {
     let bytes = std::fs::read(&opts.plugin)
         .map_err(|e| anyhow::anyhow!("{}: {e}", opts.plugin.display()))?;
-    let rt = Runtime::new(RuntimeOptions::default())?;
+    let rt = Runtime::new(RuntimeOptions { cache_dir: cache_dir() })?;
     let mut report = Report::default();
     let plugin = match rt.load(&bytes) {
         Ok(p) => p,
@@ -134,6 +134,15 @@ pub fn run(opts: &Options) -> anyhow::Result<Report> {
         }
     }
     Ok(report)
+}
+
+/// Compiled components are cached across runs (a Python component takes ~10 s to
+/// compile): `$GANTRY_CACHE_DIR`, else `$HOME/.cache/gantry/compiled`.
+fn cache_dir() -> Option<PathBuf> {
+    if let Some(d) = std::env::var_os("GANTRY_CACHE_DIR") {
+        return Some(PathBuf::from(d));
+    }
+    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/gantry/compiled"))
 }
 
 fn check_imports(plugin: &LoadedPlugin, report: &mut Report) {
