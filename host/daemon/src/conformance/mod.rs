@@ -93,7 +93,9 @@ impl Report {
 pub fn run(opts: &Options) -> anyhow::Result<Report> {
     let bytes = std::fs::read(&opts.plugin)
         .map_err(|e| anyhow::anyhow!("{}: {e}", opts.plugin.display()))?;
-    let rt = Runtime::new(RuntimeOptions { cache_dir: cache_dir() })?;
+    let rt = Runtime::new(RuntimeOptions {
+        cache_dir: cache_dir(),
+    })?;
     let mut report = Report::default();
     let plugin = match rt.load(&bytes) {
         Ok(p) => p,
