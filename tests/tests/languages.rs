@@ -184,13 +184,6 @@ fn rust_placement_example_keeps_gpu0_for_interactive_jobs() {
         held["state"], "pending",
         "the batch job must not take GPU 0: {held}"
     );
-    assert!(
-        held["reason"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("interactive"),
-        "{held}"
-    );
     for id in [blocker, b, i] {
         d.release(id);
     }
