@@ -57,6 +57,9 @@ pub struct CycleOutcome {
     pub cycle_id: u64,
     /// Admitted jobs in priority order.
     pub order: Vec<JobId>,
+    /// Effective (tier, score) of each job in `order`, same positions.
+    #[serde(default)]
+    pub priorities: Vec<(i32, f64)>,
     /// Jobs to start.
     pub starts: Vec<StartDecision>,
     /// Jobs to evict.
@@ -106,6 +109,10 @@ pub fn run_cycle(
         .iter()
         .zip(&scored)
         .map(|(j, s)| (j.id, s.score))
+        .collect();
+    out.priorities = ordered
+        .iter()
+        .map(|j| (j.tier, score_of.get(&j.id).copied().unwrap_or_default()))
         .collect();
 
     let (plan, placed_by) = placement(

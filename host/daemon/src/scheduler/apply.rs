@@ -101,6 +101,13 @@ impl Scheduler {
         if !outcome.starts.is_empty() || !outcome.evictions.is_empty() {
             self.flush();
         }
+        // Effective priority of every admitted job, for display (not persisted each cycle).
+        for (id, (tier, score)) in outcome.order.iter().zip(&outcome.priorities) {
+            if let Some(job) = st.jobs.get_mut(id).filter(|j| j.state == JobState::Pending) {
+                job.tier = *tier;
+                job.score = *score;
+            }
+        }
         for (id, reason) in &outcome.pending {
             let Some(job) = st.jobs.get_mut(id) else {
                 continue;
