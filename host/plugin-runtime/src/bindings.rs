@@ -32,6 +32,9 @@ pub struct State {
     pub(crate) stdio: MemoryOutputPipe,
     pub(crate) stdio_read: usize,
     pub(crate) log_lines_left: u32,
+    /// Warnings and errors the guest logged (or printed) during the current call: a
+    /// trap's fault carries them, so an uncaught Python exception shows its message.
+    pub(crate) call_errors: Vec<String>,
 }
 
 /// A clock frozen at the Unix epoch: plugins get time only as data (`cycle.now-ms`).
@@ -78,6 +81,7 @@ impl State {
             stdio,
             stdio_read: 0,
             log_lines_left: LOG_LINES_PER_CALL,
+            call_errors: Vec::new(),
         }
     }
 
@@ -88,6 +92,9 @@ impl State {
             let text = String::from_utf8_lossy(&all[self.stdio_read..]).into_owned();
             self.stdio_read = all.len();
             for line in text.lines().filter(|l| !l.trim().is_empty()) {
+                if self.call_errors.len() < 5 {
+                    self.call_errors.push(line.chars().take(500).collect());
+                }
                 tracing::info!(target: "gantry::plugin", plugin = %self.plugin_name, stream = "stdio", "{line}");
             }
         }
@@ -108,6 +115,9 @@ impl gantry::policy::types::Host for State {}
 impl gantry::policy::host::Host for State {
     fn log(&mut self, level: gantry::policy::host::Level, message: String) {
         use gantry::policy::host::Level;
+        if matches!(level, Level::Warn | Level::Error) && self.call_errors.len() < 5 {
+            self.call_errors.push(message.chars().take(500).collect());
+        }
         if self.log_lines_left == 0 {
             return;
         }

@@ -123,12 +123,24 @@ fn guarded<T>(
     live.store.set_epoch_deadline(deadline_ticks(limits));
     live.store.data_mut().limiter.clear_hit();
     live.store.data_mut().log_lines_left = crate::bindings::LOG_LINES_PER_CALL;
+    live.store.data_mut().call_errors.clear();
     let r = f(live);
     live.store.data_mut().drain_stdio();
     match r {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(message)) => Err((PolicyFault::new(FaultKind::PluginError, message), false)),
-        Err(e) => Err((classify(&e, live.store.data().limiter.hit()), true)),
+        Err(e) => {
+            let mut fault = classify(&e, live.store.data().limiter.hit());
+            let said = &live.store.data().call_errors;
+            if fault.kind != FaultKind::DeadlineExceeded && !said.is_empty() {
+                // Lead with what the guest said (an uncaught exception, a panic message).
+                let trap = e
+                    .downcast_ref::<Trap>()
+                    .map_or_else(|| fault.message.clone(), |t| t.to_string());
+                fault.message = format!("{} ({trap})", said.join("; "));
+            }
+            Err((fault, true))
+        }
     }
 }
 

@@ -73,6 +73,7 @@ pub(crate) struct Indices {
 #[derive(Clone)]
 pub struct LoadedPlugin {
     pub(crate) sha256: String,
+    pub(crate) size_bytes: usize,
     pub(crate) imports: Arc<Vec<String>>,
     pub(crate) exports: Arc<Vec<String>>,
     pub(crate) metadata: Metadata,
@@ -106,6 +107,10 @@ impl LoadedPlugin {
     /// Names of the component's imports (e.g. `wasi:cli/stdout@0.2.6`, `gantry:policy/host@0.1.0`).
     pub fn imports(&self) -> &[String] {
         &self.imports
+    }
+    /// Size of the component in bytes.
+    pub fn size_bytes(&self) -> usize {
+        self.size_bytes
     }
     /// Names of the component's exports.
     pub fn exports(&self) -> &[String] {
@@ -208,6 +213,7 @@ impl Runtime {
         let exports: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_string()).collect();
         let mut plugin = LoadedPlugin {
             sha256: sha.to_string(),
+            size_bytes: bytes.len(),
             imports: Arc::new(imports),
             exports: Arc::new(exports),
             metadata: Metadata {

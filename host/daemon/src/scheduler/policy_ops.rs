@@ -172,7 +172,7 @@ impl Scheduler {
             .map(|p| PluginInfo {
                 sha256: p.sha256().into(),
                 metadata: p.metadata().clone(),
-                size_bytes: 0,
+                size_bytes: p.size_bytes(),
             })
             .collect()
     }
