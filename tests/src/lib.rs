@@ -16,6 +16,19 @@ mod binary;
 mod process;
 
 pub use binary::{gantry_bin, workspace};
+
+/// A Python or JavaScript component built by `scripts/build-plugin-examples`.
+pub fn guest(name: &str) -> Vec<u8> {
+    let path = workspace()
+        .join("target/plugin-examples")
+        .join(format!("{name}.wasm"));
+    std::fs::read(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}; build the Python and JS plugins first with scripts/build-plugin-examples (scripts/test does it)",
+            path.display()
+        )
+    })
+}
 pub use process::process_exists;
 
 use serde_json::{Value, json};

@@ -4,7 +4,7 @@
 //! a non-zero exit status.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use gantry_e2e::gantry_bin;
+use gantry_e2e::{gantry_bin, guest, workspace};
 use std::process::Command;
 
 /// Runs the conformance runner on `bytes`; returns (exit code, stdout).
@@ -103,4 +103,62 @@ fn hostile_fixtures_fail_with_a_readable_report() {
         text.contains("wasi:sockets/tcp"),
         "sockets must be named too:\n{text}"
     );
+}
+
+#[test]
+fn python_and_javascript_plugins_conform_and_meet_their_scenarios() {
+    let scenarios = |example: &str| {
+        workspace()
+            .join("examples/plugins")
+            .join(example)
+            .join("scenarios")
+    };
+    let interns = scenarios("python-interns");
+    let deadline = scenarios("js-deadline");
+    let runs: [(&str, Vec<&str>); 4] = [
+        ("python-template", vec![]),
+        ("js-template", vec![]),
+        (
+            "python-interns",
+            vec![
+                "--config",
+                r#"{"interns": ["bob"]}"#,
+                "--scenarios",
+                interns.to_str().unwrap(),
+            ],
+        ),
+        (
+            "js-deadline",
+            vec!["--scenarios", deadline.to_str().unwrap()],
+        ),
+    ];
+    for (name, extra) in runs {
+        let (code, text) = plugin_test(name, &guest(name), &extra);
+        assert_eq!(code, 0, "{name} should pass:\n{text}");
+        assert!(
+            text.contains("imports: 0 WASI interfaces"),
+            "built with --stub-wasi:\n{text}"
+        );
+        if !extra.is_empty() {
+            assert!(
+                text.contains("as expected"),
+                "{name}: the author's scenarios must run:\n{text}"
+            );
+        }
+    }
+}
+
+#[test]
+fn guest_exceptions_fail_conformance_with_the_guest_message() {
+    for (name, expected) in [
+        ("python-raise", "python-raise: refusing to score"),
+        ("js-throw", "js-throw: refusing to score"),
+    ] {
+        let (code, text) = plugin_test(name, &guest(name), &[]);
+        assert_eq!(code, 1, "{name} must fail:\n{text}");
+        assert!(
+            text.contains(expected),
+            "{name}: the report should carry `{expected}`:\n{text}"
+        );
+    }
 }

@@ -6,18 +6,8 @@
 //! while the cycle falls back.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use gantry_e2e::{Daemon, WAIT, workspace};
+use gantry_e2e::{Daemon, WAIT, guest};
 use serde_json::{Value, json};
-
-/// A component built by `scripts/build-plugin-examples`.
-fn guest(name: &str) -> Vec<u8> {
-    let path = workspace()
-        .join("target/plugin-examples")
-        .join(format!("{name}.wasm"));
-    std::fs::read(&path).unwrap_or_else(|e| {
-        panic!("{}: {e}; build the Python and JS plugins first with scripts/build-plugin-examples (scripts/test does it)", path.display())
-    })
-}
 
 fn upload(d: &Daemon, bytes: &[u8], name: &str) {
     let (status, body) = d.post_bytes("/v1/plugins", bytes);
