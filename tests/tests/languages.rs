@@ -227,3 +227,65 @@ fn javascript_throw_is_reported_with_its_message() {
         "js-throw: refusing to score",
     );
 }
+
+/// Runs `first` and `second` (both 4-GPU jobs, submitted in that order) behind a
+/// blocker and returns the order in which they started.
+fn start_order(d: &Daemon, first: Value, second: Value) -> Vec<u64> {
+    let blocker = d.submit(&d.blocking_job("blocker", 1, 4));
+    d.wait_state(blocker, "running");
+    let a = d.submit(&first);
+    let b = d.submit(&second);
+    d.release(blocker);
+    let mut order = Vec::new();
+    for _ in 0..2 {
+        let next = d.wait_for("the next job to start", WAIT, || {
+            [a, b]
+                .into_iter()
+                .find(|id| !order.contains(id) && d.job(*id)["state"] == "running")
+        });
+        order.push(next);
+        d.release(next);
+    }
+    order
+        .iter()
+        .map(|id| if *id == a { 1 } else { 2 })
+        .collect()
+}
+
+#[test]
+fn templates_run_in_a_live_daemon() {
+    // Python template: smallest GPU request first.
+    let d = Daemon::start(4);
+    upload(&d, &guest("python-template"), "python-template");
+    set_policy(
+        &d,
+        json!({"priority": [{"plugin": "python-template"}], "placement": {"plugin": "first-fit"}}),
+    );
+    let big = d.blocking_job("four-gpus", 1, 4);
+    let small = d.blocking_job("one-gpu", 1, 1);
+    assert_eq!(
+        start_order(&d, big, small),
+        vec![2, 1],
+        "the smaller request runs first"
+    );
+    let (_, faults) = d.get("/v1/faults");
+    assert_eq!(faults, json!([]), "no faults expected");
+
+    // JavaScript template: jobs labelled priority=high first.
+    let d = Daemon::start(4);
+    upload(&d, &guest("js-template"), "js-template");
+    set_policy(
+        &d,
+        json!({"priority": [{"plugin": "js-template"}], "placement": {"plugin": "first-fit"}}),
+    );
+    let normal = d.blocking_job("normal", 1, 4);
+    let mut high = d.blocking_job("urgent", 1, 4);
+    high["labels"] = json!({"priority": "high"});
+    assert_eq!(
+        start_order(&d, normal, high),
+        vec![2, 1],
+        "the high-priority job runs first"
+    );
+    let (_, faults) = d.get("/v1/faults");
+    assert_eq!(faults, json!([]), "no faults expected");
+}
