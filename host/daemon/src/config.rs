@@ -26,6 +26,24 @@ pub struct Config {
     pub node: NodeConfig,
     /// Default sandbox limits for plugins.
     pub plugins: PluginLimits,
+    /// OpenTelemetry export (off unless an endpoint is set here or in `OTEL_EXPORTER_OTLP_*`).
+    pub telemetry: TelemetryConfig,
+    /// What-if replay: how many recent cycle snapshots to keep (0 turns recording off).
+    pub record_snapshots: usize,
+}
+
+/// OpenTelemetry (OTLP) export of traces.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct TelemetryConfig {
+    /// OTLP endpoint, e.g. `http://127.0.0.1:4318` (HTTP) or `http://127.0.0.1:4317`
+    /// (gRPC). Empty: `OTEL_EXPORTER_OTLP_ENDPOINT` / `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`,
+    /// and if those are unset too, nothing is exported.
+    pub endpoint: String,
+    /// "http/protobuf" (default) or "grpc"; `OTEL_EXPORTER_OTLP_PROTOCOL` when empty.
+    pub protocol: String,
+    /// Extra headers, e.g. an API key; `OTEL_EXPORTER_OTLP_HEADERS` adds to these.
+    pub headers: std::collections::BTreeMap<String, String>,
 }
 
 /// The local node.
@@ -69,6 +87,8 @@ impl Default for Config {
             kill_grace_s: 10,
             node: NodeConfig::default(),
             plugins: PluginLimits::default(),
+            telemetry: TelemetryConfig::default(),
+            record_snapshots: 100,
         }
     }
 }
@@ -150,6 +170,19 @@ impl Config {
         }
         if self.node.gpus > 64 {
             return Err(ConfigError::Invalid("node.gpus must be at most 64".into()));
+        }
+        if self.record_snapshots > 10_000 {
+            return Err(ConfigError::Invalid(
+                "record_snapshots must be at most 10000".into(),
+            ));
+        }
+        if !matches!(
+            self.telemetry.protocol.as_str(),
+            "" | "http/protobuf" | "grpc"
+        ) {
+            return Err(ConfigError::Invalid(
+                "telemetry.protocol must be \"http/protobuf\" or \"grpc\"".into(),
+            ));
         }
         if self.plugins.deadline_ms == 0 || self.plugins.memory_mib < 16 {
             return Err(ConfigError::Invalid(

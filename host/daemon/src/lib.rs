@@ -17,3 +17,4 @@ pub mod policy;
 pub mod scheduler;
 pub mod serve;
 pub mod store;
+pub mod telemetry;

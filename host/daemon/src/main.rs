@@ -143,13 +143,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             gpus,
             no_nvml,
         } => {
-            tracing_subscriber::fmt()
-                .with_env_filter(
-                    tracing_subscriber::EnvFilter::try_from_default_env()
-                        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-                )
-                .init();
             let mut cfg = Config::load(config.as_deref())?;
+            let _telemetry = gantry::telemetry::init(&cfg.telemetry)?;
             if let Some(l) = listen {
                 cfg.listen = l;
             }
