@@ -118,15 +118,22 @@ pub struct PolicyError {
 #[derive(Debug, Clone)]
 pub struct Registry {
     runtime: Runtime,
+    metrics: std::sync::Arc<crate::metrics::Metrics>,
     by_name: BTreeMap<String, LoadedPlugin>,
     limits: Limits,
 }
 
 impl Registry {
-    /// An empty registry with default limits.
-    pub fn new(runtime: Runtime, limits: Limits) -> Self {
+    /// An empty registry with default limits; the instances it builds report their
+    /// calls to `metrics` (and trace them).
+    pub fn new(
+        runtime: Runtime,
+        limits: Limits,
+        metrics: std::sync::Arc<crate::metrics::Metrics>,
+    ) -> Self {
         Self {
             runtime,
+            metrics,
             by_name: BTreeMap::new(),
             limits,
         }
@@ -185,7 +192,7 @@ impl Registry {
         r: &PluginRef,
         store: &crate::store::Store,
         resolved: &mut Vec<ResolvedRef>,
-        boxed: impl FnOnce(gantry_plugin_runtime::PluginInstance) -> Box<S>,
+        boxed: impl FnOnce(crate::instrumented::Instrumented) -> Box<S>,
     ) -> Result<StageSlot<S>, PolicyError> {
         let plugin = self.resolve(&format!("{field}.plugin"), r, store)?;
         if !plugin.stages().contains(&stage) {
@@ -228,6 +235,7 @@ impl Registry {
             sha256: plugin.sha256().to_string(),
             config: r.config.clone(),
         });
+        let inst = crate::instrumented::Instrumented::new(inst, self.metrics.clone());
         Ok(StageSlot::new(boxed(inst), config))
     }
 

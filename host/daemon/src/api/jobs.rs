@@ -127,3 +127,24 @@ pub(super) async fn events(
 pub(super) async fn nodes(State(s): State<Scheduler>) -> impl IntoResponse {
     Json(s.nodes())
 }
+
+pub(super) async fn decisions(
+    State(s): State<Scheduler>,
+    Path(id): Path<String>,
+) -> Result<impl IntoResponse, ApiError> {
+    let id = job_id(&id)?;
+    if s.job(id).is_none() {
+        return Err(ApiError::not_found(format!("job {id} does not exist")));
+    }
+    Ok(Json(s.decisions(id)))
+}
+
+pub(super) async fn metrics(State(s): State<Scheduler>) -> impl IntoResponse {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        s.metrics_text(),
+    )
+}

@@ -32,6 +32,8 @@ pub fn router(scheduler: Scheduler) -> Router {
         .route("/v1/jobs/{id}/cancel", post(jobs::cancel))
         .route("/v1/jobs/{id}/logs", get(jobs::logs))
         .route("/v1/jobs/{id}/events", get(jobs::events))
+        .route("/v1/jobs/{id}/decisions", get(jobs::decisions))
+        .route("/metrics", get(jobs::metrics))
         .route("/v1/nodes", get(jobs::nodes))
         .route("/v1/faults", get(policy::faults))
         .route(
@@ -43,6 +45,14 @@ pub fn router(scheduler: Scheduler) -> Router {
         .route("/v1/policy", get(policy::show).put(policy::set))
         .route("/v1/policy/rollback", post(policy::rollback))
         .route("/v1/policy/history", get(policy::history))
+        .route(
+            "/v1/policy/shadow",
+            get(policy::shadow)
+                .put(policy::set_shadow)
+                .delete(policy::clear_shadow),
+        )
+        .route("/v1/policy/shadow/diff", get(policy::shadow))
+        .route("/v1/replay", post(policy::replay))
         .fallback(|| async {
             ApiError::not_found("no such route; the API is under /v1 (see README)")
         })

@@ -91,3 +91,52 @@ pub(super) async fn history(State(s): State<Scheduler>) -> impl IntoResponse {
 pub(super) async fn faults(State(s): State<Scheduler>) -> impl IntoResponse {
     Json(s.faults())
 }
+
+pub(super) async fn set_shadow(
+    State(s): State<Scheduler>,
+    body: Bytes,
+) -> Result<impl IntoResponse, ApiError> {
+    let spec: PipelineSpec = parse_json(&body)?;
+    blocking(move || s.set_shadow(spec))
+        .await?
+        .map(Json)
+        .map_err(op_error)
+}
+
+pub(super) async fn shadow(State(s): State<Scheduler>) -> Result<impl IntoResponse, ApiError> {
+    s.shadow().map(Json).ok_or_else(|| {
+        ApiError::not_found("no shadow pipeline is set; PUT /v1/policy/shadow to start one")
+    })
+}
+
+pub(super) async fn clear_shadow(
+    State(s): State<Scheduler>,
+) -> Result<impl IntoResponse, ApiError> {
+    s.clear_shadow()
+        .map(Json)
+        .ok_or_else(|| ApiError::not_found("no shadow pipeline is set"))
+}
+
+/// `POST /v1/replay` body.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ReplayRequest {
+    pipeline: PipelineSpec,
+    #[serde(default = "default_since")]
+    since_s: u64,
+}
+
+fn default_since() -> u64 {
+    3600
+}
+
+pub(super) async fn replay(
+    State(s): State<Scheduler>,
+    body: Bytes,
+) -> Result<impl IntoResponse, ApiError> {
+    let req: ReplayRequest = parse_json(&body)?;
+    blocking(move || s.replay(&req.pipeline, req.since_s))
+        .await?
+        .map(Json)
+        .map_err(op_error)
+}

@@ -64,6 +64,12 @@ impl Scheduler {
                 continue;
             }
             self.mark_started(job, start);
+            crate::telemetry::job_event(
+                job.id,
+                "started",
+                outcome.cycle_id,
+                &format!("by {}", start.placed_by),
+            );
             self.persist(job);
             launch.push(start.job);
         }
@@ -86,6 +92,7 @@ impl Scheduler {
             job.stopping = Some(StopCause::Evicted {
                 for_job: ev.for_job,
             });
+            crate::telemetry::job_event(job.id, "evicted", outcome.cycle_id, &ev.reason.message);
             self.stop_tasks(job, Duration::from_secs(u64::from(ev.grace_s)));
             let snapshot = job.clone();
             self.persist(&snapshot);
@@ -335,6 +342,12 @@ impl Scheduler {
                     format!("evicted for job {for_job}; requeued"),
                 ));
                 self.event(job.id, "requeued", format!("evicted for job {for_job}"));
+                crate::telemetry::job_event(
+                    job.id,
+                    "requeued",
+                    0,
+                    &format!("evicted for job {for_job}"),
+                );
                 return;
             }
             Some(StopCause::Evicted { for_job }) => {
@@ -346,6 +359,12 @@ impl Scheduler {
             _ => (JobState::Succeeded, "exit code 0".to_string()),
         };
         job.state = state;
+        crate::telemetry::job_event(
+            job.id,
+            "finished",
+            0,
+            &format!("{}: {reason}", state.as_str()),
+        );
         if state != JobState::Failed || job.reason.is_none() {
             job.reason = Some(host_reason(ReasonCode::Other, reason.clone()));
         }

@@ -10,6 +10,7 @@ use crate::store::StoreError;
 use gantry_contract::ReasonCode;
 use gantry_engine::{Interner, SubmitDecision, check_submit, fits_empty_cluster};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// Why a submission was refused.
@@ -166,6 +167,8 @@ impl Scheduler {
         )?;
         self.inner.store.flush()?;
         lock(&self.inner.state).jobs.insert(id, record.clone());
+        self.inner.metrics.add("gantry_submits_total", vec![], 1.0);
+        crate::telemetry::job_event(id, "submitted", 0, &format!("by {}", record.spec.user));
         self.wake();
         Ok(record)
     }
@@ -182,6 +185,12 @@ impl Scheduler {
                     ReasonCode::Other,
                     "cancelled while pending".into(),
                 ));
+                crate::telemetry::job_event(
+                    id,
+                    "finished",
+                    0,
+                    "cancelled: cancelled while pending",
+                );
             }
             JobState::Running => {
                 if job.stopping.is_none() {
@@ -233,6 +242,66 @@ impl Scheduler {
     pub fn logs(&self, id: u64, task: usize) -> Option<String> {
         self.job(id)?;
         Some(std::fs::read_to_string(self.log_path(id, task)).unwrap_or_default())
+    }
+
+    /// Recent decisions about a job, oldest first.
+    pub fn decisions(&self, id: u64) -> Vec<super::decisions::LoggedDecision> {
+        lock(&self.inner.decisions).of_job(id)
+    }
+
+    /// `/metrics` in the Prometheus text format.
+    pub fn metrics_text(&self) -> String {
+        let st = lock(&self.inner.state);
+        let mut jobs: BTreeMap<(JobState, String), f64> = BTreeMap::new();
+        for j in st.jobs.values().filter(|j| !j.state.is_terminal()) {
+            *jobs.entry((j.state, j.spec.queue.clone())).or_default() += 1.0;
+        }
+        let node = &self.inner.node;
+        let mut alloc: BTreeMap<String, f64> = BTreeMap::new();
+        let mut total: BTreeMap<String, f64> = BTreeMap::new();
+        for g in &node.gpus {
+            *total.entry(g.model.clone()).or_default() += 1.0;
+            alloc.entry(g.model.clone()).or_default();
+        }
+        for t in st
+            .jobs
+            .values()
+            .filter(|j| j.state == JobState::Running)
+            .flat_map(|j| &j.tasks)
+        {
+            for share in &t.gpus {
+                if let Some(g) = node.gpus.iter().find(|g| g.index == share.index) {
+                    *alloc.entry(g.model.clone()).or_default() += f64::from(share.milli) / 1000.0;
+                }
+            }
+        }
+        drop(st);
+        let per_model = |m: BTreeMap<String, f64>| -> Vec<(crate::metrics::Labels, f64)> {
+            m.into_iter()
+                .map(|(model, v)| (vec![("node", node.name.clone()), ("model", model)], v))
+                .collect()
+        };
+        let gauges = vec![
+            (
+                "gantry_jobs",
+                "Pending and running jobs by state and queue.",
+                jobs.into_iter()
+                    .map(|((state, queue), v)| {
+                        (
+                            vec![("state", state.as_str().to_string()), ("queue", queue)],
+                            v,
+                        )
+                    })
+                    .collect(),
+            ),
+            (
+                "gantry_gpus_allocated",
+                "GPUs allocated (fractions count as parts) by node and model.",
+                per_model(alloc),
+            ),
+            ("gantry_gpus", "GPUs by node and model.", per_model(total)),
+        ];
+        self.inner.metrics.render(&gauges)
     }
 
     /// Recent events of a job.

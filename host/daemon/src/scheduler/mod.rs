@@ -7,8 +7,10 @@
 //! (`gantry-engine` + plugins) or processes (`executor`).
 
 mod apply;
+pub mod decisions;
 pub mod jobs;
 pub mod policy_ops;
+pub mod shadow;
 pub mod snapshot;
 
 use crate::config::Config;
@@ -66,6 +68,8 @@ pub(crate) struct State {
 
 pub(crate) struct PolicyState {
     pub(crate) registry: Registry,
+    /// A candidate pipeline run beside the live one, never applied.
+    pub(crate) shadow: Option<shadow::ShadowState>,
     pub(crate) live: Pipeline,
     /// Whether the live pipeline's last cycle that decided something had no fault.
     pub(crate) live_good: bool,
@@ -86,6 +90,9 @@ pub(crate) struct Inner {
     pub(crate) state: Mutex<State>,
     pub(crate) policy: Mutex<PolicyState>,
     pub(crate) wake: Notify,
+    pub(crate) metrics: Arc<crate::metrics::Metrics>,
+    pub(crate) decisions: Mutex<decisions::DecisionLog>,
+    pub(crate) recorder: Mutex<shadow::Recorder>,
 }
 
 /// A handle to the scheduler; cheap to clone.
@@ -152,7 +159,9 @@ impl Scheduler {
         );
         let (tx, rx) = mpsc::unbounded_channel();
         let executor = Executor::new(shim_exe, tx);
-        let policy = policy_ops::load_policy(&config, &store)?;
+        let metrics = Arc::new(crate::metrics::Metrics::default());
+        let policy = policy_ops::load_policy(&config, &store, metrics.clone())?;
+        let recorder = shadow::Recorder::new(config.record_snapshots);
         let jobs: BTreeMap<u64, JobRecord> = store.jobs()?.into_iter().map(|j| (j.id, j)).collect();
         let inner = Inner {
             config,
@@ -167,6 +176,9 @@ impl Scheduler {
             }),
             policy: Mutex::new(policy),
             wake: Notify::new(),
+            metrics,
+            decisions: Mutex::new(decisions::DecisionLog::default()),
+            recorder: Mutex::new(recorder),
         };
         Ok((
             Self {
@@ -205,14 +217,34 @@ impl Scheduler {
         }
     }
 
-    /// One cycle: snapshot, engine, apply.
+    /// One cycle: snapshot, engine (live, then the shadow if any), apply. Traced as a
+    /// `cycle` span with a `plugin_call` child per stage call and an event per changed
+    /// decision.
     pub fn cycle(&self) {
+        let t0 = std::time::Instant::now();
         let snap = {
             let mut st = lock(&self.inner.state);
             st.cycle += 1;
-            snapshot::build(st.jobs.values(), &self.inner.node, st.cycle, now_ms())
+            Arc::new(snapshot::build(
+                st.jobs.values(),
+                &self.inner.node,
+                st.cycle,
+                now_ms(),
+            ))
         };
-        let outcome = {
+        let span = tracing::info_span!(
+            "cycle",
+            cycle_id = snap.ctx.id,
+            snapshot_pending = snap.pending.len(),
+            snapshot_running = snap.running.len(),
+            snapshot_nodes = snap.nodes.len(),
+            jobs_started = tracing::field::Empty,
+            jobs_evicted = tracing::field::Empty,
+            jobs_held = tracing::field::Empty,
+            faults = tracing::field::Empty,
+        );
+        let _enter = span.enter();
+        let (outcome, live) = {
             let mut pol = lock(&self.inner.policy);
             let PolicyState { live, fallback, .. } = &mut *pol;
             let outcome = gantry_engine::run_cycle(&snap, live, Some(fallback));
@@ -221,8 +253,66 @@ impl Scheduler {
             } else if !outcome.order.is_empty() {
                 pol.live_good = true;
             }
-            outcome
+            let live = decisions::of(&outcome);
+            if let Some(sh) = pol.shadow.as_mut() {
+                let _shadow = tracing::info_span!("shadow_cycle", cycle_id = snap.ctx.id).entered();
+                sh.observe(&snap, &live);
+            }
+            (outcome, live)
         };
+        let held = outcome
+            .pending
+            .iter()
+            .filter(|(_, r)| r.stage == gantry_contract::Stage::Admission)
+            .count();
+        span.record("jobs_started", outcome.starts.len());
+        span.record("jobs_evicted", outcome.evictions.len());
+        span.record("jobs_held", held);
+        span.record("faults", outcome.faults.len());
+        self.trace_decisions(snap.ctx.id, &live);
+        lock(&self.inner.recorder).record(snap.clone(), live);
+        let m = &self.inner.metrics;
+        m.add("gantry_cycles_total", vec![], 1.0);
+        m.add(
+            "gantry_evictions_total",
+            vec![],
+            outcome.evictions.len() as f64,
+        );
+        for f in &outcome.faults {
+            let labels = vec![
+                ("plugin", f.plugin.name.clone()),
+                ("stage", f.stage.as_str().to_string()),
+                ("kind", f.fault.kind.as_str().to_string()),
+            ];
+            m.add("gantry_plugin_faults_total", labels, 1.0);
+        }
         self.apply(outcome);
+        m.observe("gantry_cycle_duration_seconds", vec![], t0.elapsed());
+    }
+
+    /// Logs (and traces) the decisions that changed since the job's last one.
+    fn trace_decisions(&self, cycle: u64, live: &BTreeMap<u64, decisions::Decision>) {
+        let changed = lock(&self.inner.decisions).record(cycle, now_ms(), live);
+        for (job, d, previous) in changed {
+            match (d.decision, previous) {
+                ("hold", p) if p != Some("hold") => {
+                    crate::telemetry::job_event(job, "held", cycle, &d.message)
+                }
+                ("pending", p) if p != Some("pending") => {
+                    crate::telemetry::job_event(job, "admitted", cycle, &d.message)
+                }
+                _ => {}
+            }
+            tracing::info!(
+                target: "gantry::decision",
+                job_id = job,
+                decision = d.decision,
+                reason_code = %d.reason_code,
+                reason_message = %d.message,
+                plugin = %d.plugin,
+                "job {job}: {}",
+                d.summary()
+            );
+        }
     }
 }

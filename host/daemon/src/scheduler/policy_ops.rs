@@ -73,7 +73,11 @@ pub struct SwapResult {
     pub swap_ms: f64,
 }
 
-pub(crate) fn load_policy(config: &Config, store: &Store) -> anyhow::Result<PolicyState> {
+pub(crate) fn load_policy(
+    config: &Config,
+    store: &Store,
+    metrics: std::sync::Arc<crate::metrics::Metrics>,
+) -> anyhow::Result<PolicyState> {
     let runtime = Runtime::new(RuntimeOptions {
         cache_dir: Some(config.data_dir.join("compiled")),
     })?;
@@ -81,7 +85,7 @@ pub(crate) fn load_policy(config: &Config, store: &Store) -> anyhow::Result<Poli
         deadline_ms: config.plugins.deadline_ms,
         memory_mib: config.plugins.memory_mib,
     };
-    let mut registry = Registry::new(runtime, limits);
+    let mut registry = Registry::new(runtime, limits, metrics);
     for (name, bytes) in gantry_components::BUILTIN {
         let p = registry
             .register(bytes)
@@ -134,6 +138,7 @@ pub(crate) fn load_policy(config: &Config, store: &Store) -> anyhow::Result<Poli
     };
     tracing::info!(version = active.version, plugins = ?active.resolved.iter().map(|r| format!("{}:{}", r.stage, r.name)).collect::<Vec<_>>(), "active pipeline");
     Ok(PolicyState {
+        shadow: None,
         live_good: false,
         fallback_version: None,
         registry,

@@ -1,0 +1,141 @@
+//! A plugin instance as the live daemon runs it: every stage call is a `plugin_call`
+//! tracing span (plugin name, version, sha256, stage, inputs, outputs, fault kind)
+//! and a sample of `gantry_plugin_call_duration_seconds`.
+//!
+//! Owns: per-call observation. Does not own the call (the plugin runtime) or fallback
+//! (the engine).
+
+use crate::metrics::Metrics;
+use gantry_contract::{
+    Cycle, Eviction, Job, Node, Plan, RunningJob, Scored, Stage, SubmitVerdict, Verdict,
+};
+use gantry_engine::{
+    AdmissionStage, PlacementStage, PluginIdent, PolicyFault, PreemptionStage, PriorityStage,
+};
+use gantry_plugin_runtime::PluginInstance;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// A plugin instance with tracing and metrics around each call.
+pub struct Instrumented {
+    inner: PluginInstance,
+    metrics: Arc<Metrics>,
+}
+
+impl Instrumented {
+    /// Wraps `inner`.
+    pub fn new(inner: PluginInstance, metrics: Arc<Metrics>) -> Self {
+        Self { inner, metrics }
+    }
+
+    fn observe<T>(
+        &mut self,
+        stage: Stage,
+        inputs: usize,
+        outputs: impl Fn(&T) -> usize,
+        call: impl FnOnce(&mut PluginInstance) -> Result<T, PolicyFault>,
+    ) -> Result<T, PolicyFault> {
+        let id = self.inner.plugin_ident().clone();
+        let span = tracing::info_span!(
+            "plugin_call",
+            stage = stage.as_str(),
+            plugin_name = %id.name,
+            plugin_version = %id.version,
+            plugin_sha256 = %id.sha256,
+            inputs,
+            outputs = tracing::field::Empty,
+            fault_kind = tracing::field::Empty,
+            duration_ms = tracing::field::Empty,
+        );
+        let _enter = span.enter();
+        let labels = || {
+            vec![
+                ("plugin", id.name.clone()),
+                ("stage", stage.as_str().to_string()),
+            ]
+        };
+        let t = Instant::now();
+        let r = call(&mut self.inner);
+        let elapsed = t.elapsed();
+        self.metrics
+            .observe("gantry_plugin_call_duration_seconds", labels(), elapsed);
+        span.record("duration_ms", elapsed.as_secs_f64() * 1000.0);
+        match &r {
+            Ok(v) => {
+                span.record("outputs", outputs(v));
+            }
+            Err(f) => {
+                span.record("fault_kind", f.kind.as_str());
+            }
+        }
+        r
+    }
+}
+
+impl AdmissionStage for Instrumented {
+    fn ident(&self) -> &PluginIdent {
+        self.inner.plugin_ident()
+    }
+    fn check_submit(&mut self, ctx: &Cycle, job: &Job) -> Result<SubmitVerdict, PolicyFault> {
+        self.observe(Stage::Admission, 1, |_| 1, |p| p.check_submit(ctx, job))
+    }
+    fn admit(&mut self, ctx: &Cycle, jobs: &[Job]) -> Result<Vec<Verdict>, PolicyFault> {
+        self.observe(Stage::Admission, jobs.len(), Vec::len, |p| {
+            p.admit(ctx, jobs)
+        })
+    }
+}
+
+impl PriorityStage for Instrumented {
+    fn ident(&self) -> &PluginIdent {
+        self.inner.plugin_ident()
+    }
+    fn score(
+        &mut self,
+        ctx: &Cycle,
+        jobs: &[Job],
+        previous: &[f64],
+    ) -> Result<Vec<Scored>, PolicyFault> {
+        self.observe(Stage::Priority, jobs.len(), Vec::len, |p| {
+            p.score(ctx, jobs, previous)
+        })
+    }
+}
+
+impl PlacementStage for Instrumented {
+    fn ident(&self) -> &PluginIdent {
+        self.inner.plugin_ident()
+    }
+    fn place(
+        &mut self,
+        ctx: &Cycle,
+        jobs: &[Job],
+        nodes: &[Node],
+        running: &[RunningJob],
+    ) -> Result<Plan, PolicyFault> {
+        self.observe(
+            Stage::Placement,
+            jobs.len(),
+            |p: &Plan| p.starts.len(),
+            |p| p.place(ctx, jobs, nodes, running),
+        )
+    }
+}
+
+impl PreemptionStage for Instrumented {
+    fn ident(&self) -> &PluginIdent {
+        self.inner.plugin_ident()
+    }
+    fn preempt(
+        &mut self,
+        ctx: &Cycle,
+        blocked: &[Job],
+        blocked_scores: &[f64],
+        nodes: &[Node],
+        running: &[RunningJob],
+    ) -> Result<Vec<Eviction>, PolicyFault> {
+        self.observe(Stage::Preemption, blocked.len(), Vec::len, |p| {
+            p.preempt(ctx, blocked, blocked_scores, nodes, running)
+        })
+    }
+}

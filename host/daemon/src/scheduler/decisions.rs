@@ -1,0 +1,216 @@
+//! What a cycle decided about each job, in one comparable form: used for the per-job
+//! decision log (`GET /v1/jobs/{id}/decisions`), for `gantry::decision` trace events,
+//! and to compare a shadow or replayed pipeline with the live one.
+//!
+//! Owns: turning a `CycleOutcome` into per-job decisions and the bounded log. Does not
+//! own the decisions themselves (the engine).
+
+use gantry_engine::CycleOutcome;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+/// Decisions kept per job.
+const PER_JOB: usize = 50;
+
+/// One decision about one job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Decision {
+    /// start, evict, hold (admission) or pending (placement).
+    pub decision: &'static str,
+    /// Reason code (for hold, pending, evict).
+    pub reason_code: String,
+    /// Human message, or the GPUs for a start.
+    pub message: String,
+    /// The plugin that decided.
+    pub plugin: String,
+}
+
+impl Decision {
+    /// Whether two decisions are the same for comparison (message wording aside).
+    pub fn same_as(&self, other: &Decision) -> bool {
+        self.decision == other.decision
+            && self.reason_code == other.reason_code
+            && (self.decision != "start" || self.message == other.message)
+    }
+
+    /// One-line text, e.g. "start on GPUs [0,1]" or "pending: insufficient-gpus".
+    pub fn summary(&self) -> String {
+        match self.decision {
+            "start" => format!("start on {}", self.message),
+            d => format!("{d}: {}", self.reason_code),
+        }
+    }
+}
+
+/// Every job's decision in `out`.
+pub fn of(out: &CycleOutcome) -> BTreeMap<u64, Decision> {
+    let mut map = BTreeMap::new();
+    for s in &out.starts {
+        let gpus: Vec<String> = s
+            .tasks
+            .iter()
+            .map(|t| {
+                let idx: Vec<String> = t
+                    .gpus
+                    .iter()
+                    .map(|g| {
+                        if g.milli == 1000 {
+                            g.index.to_string()
+                        } else {
+                            format!("{}:{}m", g.index, g.milli)
+                        }
+                    })
+                    .collect();
+                format!("node {} GPUs [{}]", t.node, idx.join(","))
+            })
+            .collect();
+        map.insert(
+            s.job,
+            Decision {
+                decision: "start",
+                reason_code: String::new(),
+                message: gpus.join("; "),
+                plugin: s.placed_by.clone(),
+            },
+        );
+    }
+    for (job, r) in &out.pending {
+        let decision = if r.stage == gantry_contract::Stage::Admission {
+            "hold"
+        } else {
+            "pending"
+        };
+        map.insert(
+            *job,
+            Decision {
+                decision,
+                reason_code: r.code.as_str().to_string(),
+                message: r.message.clone(),
+                plugin: r.plugin.clone(),
+            },
+        );
+    }
+    for e in &out.evictions {
+        map.insert(
+            e.job,
+            Decision {
+                decision: "evict",
+                reason_code: e.reason.code.as_str().to_string(),
+                message: e.reason.message.clone(),
+                plugin: String::new(),
+            },
+        );
+    }
+    map
+}
+
+/// A logged decision.
+#[derive(Debug, Clone, Serialize)]
+pub struct LoggedDecision {
+    /// The cycle that made it.
+    pub cycle: u64,
+    /// When, ms since the Unix epoch.
+    pub at_ms: u64,
+    /// The decision.
+    #[serde(flatten)]
+    pub decision: Decision,
+}
+
+/// Recent decisions per job; a decision is logged when it differs from the job's last.
+#[derive(Debug, Default)]
+pub struct DecisionLog {
+    by_job: HashMap<u64, VecDeque<LoggedDecision>>,
+}
+
+impl DecisionLog {
+    /// Records the decisions of a cycle; returns the ones that changed (to trace), each
+    /// with the kind of the job's previous decision.
+    pub fn record(
+        &mut self,
+        cycle: u64,
+        at_ms: u64,
+        decisions: &BTreeMap<u64, Decision>,
+    ) -> Vec<(u64, Decision, Option<&'static str>)> {
+        let mut changed = Vec::new();
+        for (job, d) in decisions {
+            let log = self.by_job.entry(*job).or_default();
+            if log
+                .back()
+                .is_some_and(|last| last.decision.same_as(d) && last.decision.message == d.message)
+            {
+                continue;
+            }
+            let previous = log.back().map(|l| l.decision.decision);
+            if log.len() >= PER_JOB {
+                log.pop_front();
+            }
+            log.push_back(LoggedDecision {
+                cycle,
+                at_ms,
+                decision: d.clone(),
+            });
+            changed.push((*job, d.clone(), previous));
+        }
+        changed
+    }
+
+    /// The recent decisions about `job`, oldest first.
+    pub fn of_job(&self, job: u64) -> Vec<LoggedDecision> {
+        self.by_job
+            .get(&job)
+            .map(|v| v.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Forgets a job that ended.
+    pub fn forget(&mut self, job: u64) {
+        self.by_job.remove(&job);
+    }
+}
+
+/// One job decided differently by two pipelines on the same snapshot.
+#[derive(Debug, Clone, Serialize)]
+pub struct Difference {
+    /// The cycle (or recorded snapshot).
+    pub cycle: u64,
+    /// The job.
+    pub job: u64,
+    /// What the live pipeline decided.
+    pub live: String,
+    /// What the other pipeline decided.
+    pub other: String,
+    /// The live reason message.
+    pub live_reason: String,
+    /// The other reason message.
+    pub other_reason: String,
+}
+
+/// Jobs decided differently in `a` (live) and `b` (candidate).
+pub fn differences(
+    cycle: u64,
+    a: &BTreeMap<u64, Decision>,
+    b: &BTreeMap<u64, Decision>,
+) -> Vec<Difference> {
+    let none = Decision {
+        decision: "none",
+        reason_code: String::new(),
+        message: String::new(),
+        plugin: String::new(),
+    };
+    let mut jobs: Vec<u64> = a.keys().chain(b.keys()).copied().collect();
+    jobs.sort_unstable();
+    jobs.dedup();
+    jobs.into_iter()
+        .filter_map(|job| {
+            let (x, y) = (a.get(&job).unwrap_or(&none), b.get(&job).unwrap_or(&none));
+            (!x.same_as(y)).then(|| Difference {
+                cycle,
+                job,
+                live: x.summary(),
+                other: y.summary(),
+                live_reason: x.message.clone(),
+                other_reason: y.message.clone(),
+            })
+        })
+        .collect()
+}
