@@ -152,6 +152,7 @@ impl Daemon {
         let url = format!("{}{path}", self.base);
         let result = match (method, body) {
             ("GET", _) => self.agent.get(&url).call(),
+            ("DELETE", _) => self.agent.delete(&url).call(),
             ("POST", Some((b, ct))) => self.agent.post(&url).header("content-type", ct).send(b),
             ("PUT", Some((b, ct))) => self.agent.put(&url).header("content-type", ct).send(b),
             _ => panic!("unsupported request {method} {path}"),
@@ -191,6 +192,11 @@ impl Daemon {
     /// POST raw bytes (a plugin upload, or deliberately malformed JSON).
     pub fn post_bytes(&self, path: &str, body: &[u8]) -> (u16, Value) {
         self.call_json("POST", path, Some((body, "application/octet-stream")))
+    }
+
+    /// DELETE, with a JSON answer.
+    pub fn delete(&self, path: &str) -> (u16, Value) {
+        self.call_json("DELETE", path, None)
     }
 
     /// PUT a JSON body.
