@@ -74,6 +74,11 @@ impl Client {
         )
     }
 
+    /// DELETE.
+    pub fn delete(&self, path: &str) -> anyhow::Result<Value> {
+        self.finish(self.agent.delete(format!("{}{path}", self.base)).call())
+    }
+
     /// PUT JSON.
     pub fn put(&self, path: &str, body: &Value) -> anyhow::Result<Value> {
         self.finish(
@@ -299,6 +304,20 @@ pub fn read_file(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
     let mut buf = Vec::new();
     f.read_to_end(&mut buf)?;
     Ok(buf)
+}
+
+/// Reads a pipeline file: JSON, or TOML when the name ends in `.toml`.
+pub fn read_pipeline(path: &std::path::Path) -> anyhow::Result<Value> {
+    let bytes = read_file(path)?;
+    let text =
+        String::from_utf8(bytes).with_context(|| format!("{} is not UTF-8", path.display()))?;
+    if path.extension().is_some_and(|e| e == "toml") {
+        let v: toml::Value = toml::from_str(&text)
+            .with_context(|| format!("{} is not valid TOML", path.display()))?;
+        return serde_json::to_value(v)
+            .with_context(|| format!("{}: cannot convert to JSON", path.display()));
+    }
+    serde_json::from_str(&text).with_context(|| format!("{} is not valid JSON", path.display()))
 }
 
 /// Prints JSON prettily.

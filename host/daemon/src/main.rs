@@ -1,7 +1,6 @@
 //! The `gantry` binary: `gantry serve` runs the daemon; the other subcommands are a
 //! client of its HTTP API. `gantry task-shim` is internal (it supervises one task).
 
-use anyhow::Context;
 use clap::{Parser, Subcommand};
 use gantry::cli::{self, Client, SubmitArgs};
 use gantry::config::Config;
@@ -79,6 +78,16 @@ enum Command {
         #[command(subcommand)]
         action: PolicyAction,
     },
+    /// What-if: replay recorded cycles with a candidate pipeline and list where it
+    /// would have decided differently.
+    Replay {
+        /// How far back (90s, 15m, 1h, 2d).
+        #[arg(long, default_value = "1h")]
+        since: String,
+        /// Candidate pipeline file (JSON or TOML).
+        #[arg(long)]
+        pipeline: PathBuf,
+    },
     /// Internal: supervise one task (started by the daemon).
     #[command(hide = true, name = "task-shim")]
     TaskShim,
@@ -114,12 +123,20 @@ enum PluginAction {
 enum PolicyAction {
     /// Show the active pipeline.
     Show,
-    /// Replace the pipeline with the one in a JSON file (hot swap).
+    /// Replace the pipeline with the one in a JSON or TOML file (hot swap).
     Set { file: PathBuf },
     /// Return to the previous pipeline.
     Rollback,
     /// List pipeline versions.
     History,
+    /// Run a pipeline file beside the live one without applying it (`--clear` stops it).
+    Shadow {
+        /// Pipeline file (JSON or TOML); omit to show the current shadow's differences.
+        file: Option<PathBuf>,
+        /// Stop the shadow.
+        #[arg(long)]
+        clear: bool,
+    },
 }
 
 fn main() {
@@ -226,6 +243,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Policy { action } => policy(&client, action),
+        Command::Replay { since, pipeline } => {
+            let body = serde_json::json!({
+                "pipeline": cli::read_pipeline(&pipeline)?,
+                "since_s": cli::parse_duration_s(&since)?,
+            });
+            cli::print_json(&client.post("/v1/replay", &body)?);
+            Ok(())
+        }
         Command::TaskShim => anyhow::bail!("task-shim is internal"),
     }
 }
@@ -258,11 +283,12 @@ fn plugin_test(
 fn policy(client: &Client, action: PolicyAction) -> anyhow::Result<()> {
     let v = match action {
         PolicyAction::Show => client.get("/v1/policy")?,
-        PolicyAction::Set { file } => {
-            let spec: serde_json::Value = serde_json::from_slice(&cli::read_file(&file)?)
-                .with_context(|| format!("{} is not valid JSON", file.display()))?;
-            client.put("/v1/policy", &spec)?
-        }
+        PolicyAction::Set { file } => client.put("/v1/policy", &cli::read_pipeline(&file)?)?,
+        PolicyAction::Shadow { clear: true, .. } => client.delete("/v1/policy/shadow")?,
+        PolicyAction::Shadow {
+            file: Some(file), ..
+        } => client.put("/v1/policy/shadow", &cli::read_pipeline(&file)?)?,
+        PolicyAction::Shadow { file: None, .. } => client.get("/v1/policy/shadow/diff")?,
         PolicyAction::Rollback => client.post("/v1/policy/rollback", &serde_json::json!({}))?,
         PolicyAction::History => client.get("/v1/policy/history")?,
     };
