@@ -12,6 +12,10 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 /// Decisions kept per job.
 const PER_JOB: usize = 50;
 
+/// Jobs whose decisions are kept; beyond this, jobs no cycle decides about any more
+/// (they ended) are forgotten.
+const MAX_JOBS: usize = 100_000;
+
 /// One decision about one job.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Decision {
@@ -132,6 +136,9 @@ impl DecisionLog {
         decisions: &BTreeMap<u64, Decision>,
     ) -> Vec<(u64, Decision, Option<&'static str>)> {
         let mut changed = Vec::new();
+        if self.by_job.len() > MAX_JOBS {
+            self.by_job.retain(|job, _| decisions.contains_key(job));
+        }
         for (job, d) in decisions {
             let log = self.by_job.entry(*job).or_default();
             if log
@@ -160,11 +167,6 @@ impl DecisionLog {
             .get(&job)
             .map(|v| v.iter().cloned().collect())
             .unwrap_or_default()
-    }
-
-    /// Forgets a job that ended.
-    pub fn forget(&mut self, job: u64) {
-        self.by_job.remove(&job);
     }
 }
 
