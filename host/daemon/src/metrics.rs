@@ -17,6 +17,9 @@ const BUCKETS: [f64; 12] = [
 /// Label set, rendered as `{k="v",...}`.
 pub type Labels = Vec<(&'static str, String)>;
 
+/// A gauge family computed at scrape time: name, help, samples.
+pub type Gauge = (&'static str, &'static str, Vec<(Labels, f64)>);
+
 #[derive(Debug, Default, Clone)]
 struct Histogram {
     counts: [u64; BUCKETS.len()],
@@ -110,6 +113,11 @@ impl Metrics {
             .or_default() += v;
     }
 
+    /// Sets a counter kept elsewhere (a monotonic total read at scrape).
+    pub fn set_counter(&self, name: &'static str, v: f64) {
+        self.lock().counters.insert((name, String::new()), v);
+    }
+
     /// Records a duration in a histogram.
     pub fn observe(&self, name: &'static str, labels: Labels, d: Duration) {
         self.lock()
@@ -120,7 +128,7 @@ impl Metrics {
     }
 
     /// Renders the recorded families followed by `gauges` (name, help, samples).
-    pub fn render(&self, gauges: &[(&'static str, &'static str, Vec<(Labels, f64)>)]) -> String {
+    pub fn render(&self, gauges: &[Gauge]) -> String {
         let inner = self.lock();
         let mut out = String::new();
         for (name, kind, help) in FAMILIES {

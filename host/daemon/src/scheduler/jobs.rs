@@ -281,6 +281,10 @@ impl Scheduler {
                 .map(|(model, v)| (vec![("node", node.name.clone()), ("model", model)], v))
                 .collect()
         };
+        self.inner.metrics.set_counter(
+            "gantry_telemetry_dropped_spans_total",
+            crate::telemetry::dropped_spans() as f64,
+        );
         let gauges = vec![
             (
                 "gantry_jobs",

@@ -299,7 +299,8 @@ impl Scheduler {
                     crate::telemetry::job_event(job, "held", cycle, &d.message)
                 }
                 ("pending", p) if p != Some("pending") => {
-                    crate::telemetry::job_event(job, "admitted", cycle, &d.message)
+                    let detail = format!("admitted; waiting: {}", d.message);
+                    crate::telemetry::job_event(job, "admitted", cycle, &detail)
                 }
                 _ => {}
             }
