@@ -111,8 +111,14 @@ impl State {
     pub(crate) fn record_faults(&mut self, cycle: u64, faults: &[FaultRecord], store: &Store) {
         for f in faults {
             tracing::warn!(
-                stage = %f.stage, plugin = %f.plugin.name, kind = f.fault.kind.as_str(), fell_back = f.fell_back,
-                "plugin fault: {}", f.fault.message
+                target: "gantry::fault",
+                stage = f.stage.as_str(),
+                plugin_name = %f.plugin.name,
+                plugin_sha256 = %f.plugin.sha256,
+                fault_kind = f.fault.kind.as_str(),
+                fallback = f.fell_back,
+                "plugin fault: {}",
+                f.fault.message
             );
             *self
                 .fault_counts
