@@ -13,19 +13,33 @@ use gantry_engine::{
     AdmissionStage, PlacementStage, PluginIdent, PolicyFault, PreemptionStage, PriorityStage,
 };
 use gantry_plugin_runtime::PluginInstance;
-use std::sync::Arc;
-use std::time::Instant;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Call durations collected for a report (the conformance runner's).
+pub type Timings = Arc<Mutex<Vec<Duration>>>;
 
 /// A plugin instance with tracing and metrics around each call.
 pub struct Instrumented {
     inner: PluginInstance,
     metrics: Arc<Metrics>,
+    timings: Option<Timings>,
 }
 
 impl Instrumented {
     /// Wraps `inner`.
     pub fn new(inner: PluginInstance, metrics: Arc<Metrics>) -> Self {
-        Self { inner, metrics }
+        Self {
+            inner,
+            metrics,
+            timings: None,
+        }
+    }
+
+    /// Also appends every call's duration to `timings`.
+    pub fn with_timings(mut self, timings: Timings) -> Self {
+        self.timings = Some(timings);
+        self
     }
 
     fn observe<T>(
@@ -59,6 +73,9 @@ impl Instrumented {
         let elapsed = t.elapsed();
         self.metrics
             .observe("gantry_plugin_call_duration_seconds", labels(), elapsed);
+        if let Some(mut v) = self.timings.as_ref().and_then(|t| t.lock().ok()) {
+            v.push(elapsed);
+        }
         span.record("duration_ms", elapsed.as_secs_f64() * 1000.0);
         match &r {
             Ok(v) => {

@@ -8,8 +8,9 @@
 //! cycle (engine); it uses both exactly as the daemon does.
 
 mod scenarios;
-mod timed;
 
+use crate::instrumented::{Instrumented, Timings};
+use crate::metrics::Metrics;
 use gantry_contract::Stage;
 use gantry_engine::{CycleOutcome, Pipeline, StageSlot, run_cycle};
 use gantry_plugin_runtime::{Limits, LoadedPlugin, Runtime, RuntimeOptions};
@@ -18,7 +19,6 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use timed::{Timed, Timings};
 
 /// WASI interfaces a plugin may import (all satisfied by the empty context). Anything
 /// else — filesystem, sockets, HTTP — is refused.
@@ -202,11 +202,9 @@ fn pipeline(
     d: &Defaults,
     timings: &Timings,
 ) -> anyhow::Result<Pipeline> {
-    let ours = || -> anyhow::Result<Timed> {
-        Ok(Timed::new(
-            plugin.instantiate(&opts.config, opts.limits)?,
-            timings.clone(),
-        ))
+    let ours = || -> anyhow::Result<Instrumented> {
+        let inst = plugin.instantiate(&opts.config, opts.limits)?;
+        Ok(Instrumented::new(inst, Arc::new(Metrics::default())).with_timings(timings.clone()))
     };
     let default = |p: &LoadedPlugin| {
         p.instantiate(
