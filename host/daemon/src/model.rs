@@ -397,6 +397,15 @@ pub struct JobRecord {
 }
 
 impl JobRecord {
+    /// GPU share its current (or last) run holds, in milli-GPU.
+    pub fn gpu_milli_held(&self) -> u64 {
+        self.tasks
+            .iter()
+            .flat_map(|t| &t.gpus)
+            .map(|g| u64::from(g.milli))
+            .sum()
+    }
+
     /// A freshly accepted job.
     pub fn new(id: u64, spec: JobSpec, submit_ms: u64) -> Self {
         let tier = spec.tier;

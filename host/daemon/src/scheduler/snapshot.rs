@@ -163,26 +163,19 @@ fn usage<'a>(
     now_ms: u64,
     strings: &mut Interner,
 ) -> (Vec<c::Usage>, Vec<c::Usage>) {
-    let mut users: BTreeMap<String, f64> = BTreeMap::new();
-    let mut accounts: BTreeMap<String, f64> = BTreeMap::new();
-    for j in jobs {
-        let Some(start) = j.start_ms else { continue };
+    let decayed = jobs.filter_map(|j| {
+        let start = j.start_ms?;
         let end = j.end_ms.unwrap_or(now_ms).max(start);
-        let milli: u64 = j
-            .tasks
-            .iter()
-            .flat_map(|t| &t.gpus)
-            .map(|g| u64::from(g.milli))
-            .sum();
+        let milli = j.gpu_milli_held();
         if milli == 0 {
-            continue;
+            return None;
         }
         let age_s = now_ms.saturating_sub(end) as f64 / 1000.0;
         let gpu_s = milli as f64 / 1000.0 * (end - start) as f64 / 1000.0
             * (-age_s / USAGE_HALF_LIFE_S).exp2();
-        *users.entry(j.spec.user.clone()).or_default() += gpu_s;
-        *accounts.entry(j.spec.account.clone()).or_default() += gpu_s;
-    }
+        Some((j, gpu_s))
+    });
+    let (users, accounts) = per_user_and_account(decayed);
     let mut table = |m: BTreeMap<String, f64>| -> Vec<c::Usage> {
         m.into_iter()
             .map(|(who, gpu_seconds)| c::Usage {
@@ -199,18 +192,10 @@ fn gpus_in_use<'a>(
     jobs: impl Iterator<Item = &'a JobRecord>,
     strings: &mut Interner,
 ) -> (Vec<c::GpuUse>, Vec<c::GpuUse>) {
-    let mut users: BTreeMap<String, u64> = BTreeMap::new();
-    let mut accounts: BTreeMap<String, u64> = BTreeMap::new();
-    for j in jobs.filter(|j| j.state == JobState::Running) {
-        let milli: u64 = j
-            .tasks
-            .iter()
-            .flat_map(|t| &t.gpus)
-            .map(|g| u64::from(g.milli))
-            .sum();
-        *users.entry(j.spec.user.clone()).or_default() += milli;
-        *accounts.entry(j.spec.account.clone()).or_default() += milli;
-    }
+    let (users, accounts) = per_user_and_account(
+        jobs.filter(|j| j.state == JobState::Running)
+            .map(|j| (j, j.gpu_milli_held())),
+    );
     let mut table = |m: BTreeMap<String, u64>| -> Vec<c::GpuUse> {
         m.into_iter()
             .map(|(who, gpu_milli)| c::GpuUse {
@@ -222,6 +207,19 @@ fn gpus_in_use<'a>(
     (table(users), table(accounts))
 }
 
+/// Sums `(job, amount)` per user and per account.
+fn per_user_and_account<'a, T: Default + std::ops::AddAssign + Copy>(
+    items: impl Iterator<Item = (&'a JobRecord, T)>,
+) -> (BTreeMap<String, T>, BTreeMap<String, T>) {
+    let mut users: BTreeMap<String, T> = BTreeMap::new();
+    let mut accounts: BTreeMap<String, T> = BTreeMap::new();
+    for (j, v) in items {
+        *users.entry(j.spec.user.clone()).or_default() += v;
+        *accounts.entry(j.spec.account.clone()).or_default() += v;
+    }
+    (users, accounts)
+}
+
 /// GPUs in use and jobs waiting, per queue (quotas come with the quota plugin).
 fn queues<'a>(
     jobs: impl Iterator<Item = &'a JobRecord>,
@@ -231,14 +229,7 @@ fn queues<'a>(
     for j in jobs {
         let e = q.entry(j.spec.queue.clone()).or_default();
         match j.state {
-            JobState::Running => {
-                e.0 += j
-                    .tasks
-                    .iter()
-                    .flat_map(|t| &t.gpus)
-                    .map(|g| u64::from(g.milli))
-                    .sum::<u64>()
-            }
+            JobState::Running => e.0 += j.gpu_milli_held(),
             JobState::Pending => e.1 += 1,
             _ => {}
         }
