@@ -14,6 +14,7 @@
 pub mod cycle;
 pub mod native;
 pub mod pipeline;
+pub mod sim;
 pub mod snapshot;
 mod stage_calls;
 pub mod submit;

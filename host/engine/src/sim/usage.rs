@@ -1,0 +1,105 @@
+//! Decayed GPU usage per user and account on the virtual clock, with the daemon's
+//! rule: a finished run counts its GPU share × duration, halved for every half-life
+//! since it ended; a running job counts in full. Finished runs are folded into one
+//! decayed sum per user and account, so a cycle costs O(running + users).
+//!
+//! Owns: the decay arithmetic and [`USAGE_HALF_LIFE_S`]. Does not own who runs.
+
+use gantry_contract::{Symbol, Usage};
+use std::collections::BTreeMap;
+
+/// Half-life of decayed GPU usage (SLURM's PriorityDecayHalfLife default is 7 days).
+pub const USAGE_HALF_LIFE_S: f64 = 7.0 * 24.0 * 3600.0;
+
+/// A decayed sum valid at `at_ms`.
+#[derive(Debug, Clone, Copy, Default)]
+struct Decayed {
+    gpu_s: f64,
+    at_ms: u64,
+}
+
+impl Decayed {
+    fn value_at(self, now_ms: u64) -> f64 {
+        let age_s = now_ms.saturating_sub(self.at_ms) as f64 / 1000.0;
+        self.gpu_s * (-age_s / USAGE_HALF_LIFE_S).exp2()
+    }
+
+    fn add(&mut self, gpu_s: f64, now_ms: u64) {
+        self.gpu_s = self.value_at(now_ms) + gpu_s;
+        self.at_ms = now_ms;
+    }
+}
+
+/// Finished usage per user and account.
+#[derive(Debug, Default)]
+pub struct UsageTracker {
+    users: BTreeMap<Symbol, Decayed>,
+    accounts: BTreeMap<Symbol, Decayed>,
+}
+
+impl UsageTracker {
+    /// Charges a run that ended at `now_ms`.
+    pub fn finished(&mut self, user: Symbol, account: Symbol, gpu_s: f64, now_ms: u64) {
+        if gpu_s <= 0.0 {
+            return;
+        }
+        self.users.entry(user).or_default().add(gpu_s, now_ms);
+        self.accounts.entry(account).or_default().add(gpu_s, now_ms);
+    }
+
+    /// Usage per user and per account at `now_ms`, given the running jobs as
+    /// `(user, account, milli-GPU held, start ms)`.
+    pub fn at(
+        &self,
+        now_ms: u64,
+        running: impl Iterator<Item = (Symbol, Symbol, u64, u64)>,
+    ) -> (Vec<Usage>, Vec<Usage>) {
+        let mut users: BTreeMap<Symbol, f64> = self
+            .users
+            .iter()
+            .map(|(k, d)| (*k, d.value_at(now_ms)))
+            .collect();
+        let mut accounts: BTreeMap<Symbol, f64> = self
+            .accounts
+            .iter()
+            .map(|(k, d)| (*k, d.value_at(now_ms)))
+            .collect();
+        for (user, account, milli, start_ms) in running {
+            let gpu_s = milli as f64 / 1000.0 * now_ms.saturating_sub(start_ms) as f64 / 1000.0;
+            *users.entry(user).or_default() += gpu_s;
+            *accounts.entry(account).or_default() += gpu_s;
+        }
+        let list = |m: BTreeMap<Symbol, f64>| {
+            m.into_iter()
+                .filter(|(_, v)| *v > 0.0)
+                .map(|(who, gpu_seconds)| Usage { who, gpu_seconds })
+                .collect()
+        };
+        (list(users), list(accounts))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn usage_halves_every_half_life_and_running_counts_in_full() {
+        let mut t = UsageTracker::default();
+        t.finished(1, 2, 100.0, 0);
+        let week_ms = (USAGE_HALF_LIFE_S * 1000.0) as u64;
+        let (users, accounts) = t.at(week_ms, std::iter::empty());
+        assert!((users[0].gpu_seconds - 50.0).abs() < 1e-9);
+        assert!((accounts[0].gpu_seconds - 50.0).abs() < 1e-9);
+        // Another 100 GPU-s a week later: 50 + 100 then, 75 a week after that.
+        t.finished(1, 2, 100.0, week_ms);
+        let (users, _) = t.at(2 * week_ms, std::iter::empty());
+        assert!((users[0].gpu_seconds - 75.0).abs() < 1e-9);
+        // A running 2-GPU job started 10 s ago adds 20 GPU-s.
+        let (users, _) = t.at(
+            2 * week_ms,
+            [(1, 2, 2000, 2 * week_ms - 10_000)].into_iter(),
+        );
+        assert!((users[0].gpu_seconds - 95.0).abs() < 1e-9);
+    }
+}
