@@ -23,6 +23,28 @@ const COMPONENTS: &[(&str, &str, &str)] = &[
         "gantry-plugin-shortest-first",
         "gantry_plugin_shortest_first",
     ),
+    ("RANDOM", "gantry-plugin-random", "gantry_plugin_random"),
+    (
+        "DOT_PRODUCT",
+        "gantry-plugin-dot-product",
+        "gantry_plugin_dot_product",
+    ),
+    (
+        "GPU_CLUSTERING",
+        "gantry-plugin-gpu-clustering",
+        "gantry_plugin_gpu_clustering",
+    ),
+    (
+        "GPU_PACKING",
+        "gantry-plugin-gpu-packing",
+        "gantry_plugin_gpu_packing",
+    ),
+    (
+        "BEST_FIT",
+        "gantry-plugin-best-fit",
+        "gantry_plugin_best_fit",
+    ),
+    ("FGD", "gantry-plugin-fgd", "gantry_plugin_fgd"),
     (
         "HOSTILE_LOOP",
         "gantry-fixture-hostile-loop",
@@ -78,6 +100,13 @@ fn main() {
         "plugins/first-fit",
         "plugins/priority-preempt",
         "plugins/shortest-first",
+        "plugins/sharing-core",
+        "plugins/random",
+        "plugins/dot-product",
+        "plugins/gpu-clustering",
+        "plugins/gpu-packing",
+        "plugins/best-fit",
+        "plugins/fgd",
         "tests/fixtures",
         "examples/plugins/rust-gpu0-reserve",
     ] {

@@ -18,5 +18,6 @@ pub mod model;
 pub mod policy;
 pub mod scheduler;
 pub mod serve;
+pub mod simulate;
 pub mod store;
 pub mod telemetry;

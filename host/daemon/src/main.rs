@@ -78,6 +78,12 @@ enum Command {
         #[command(subcommand)]
         action: PolicyAction,
     },
+    /// Replay a workload on a simulated cluster through real pipelines, on a virtual
+    /// clock (no daemon needed).
+    Simulate {
+        #[command(subcommand)]
+        mode: gantry::simulate::command::SimulateCommand,
+    },
     /// What-if: replay recorded cycles with a candidate pipeline and list where it
     /// would have decided differently.
     Replay {
@@ -243,6 +249,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Policy { action } => policy(&client, action),
+        Command::Simulate { mode } => gantry::simulate::command::run(mode),
         Command::Replay { since, pipeline } => {
             let body = serde_json::json!({
                 "pipeline": cli::read_pipeline(&pipeline)?,

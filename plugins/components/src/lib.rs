@@ -12,4 +12,10 @@ pub const BUILTIN: &[(&str, &[u8])] = &[
     ("first-fit", FIRST_FIT),
     ("priority-preempt", PRIORITY_PREEMPT),
     ("shortest-first", SHORTEST_FIRST),
+    ("random", RANDOM),
+    ("dot-product", DOT_PRODUCT),
+    ("gpu-clustering", GPU_CLUSTERING),
+    ("gpu-packing", GPU_PACKING),
+    ("best-fit", BEST_FIT),
+    ("fgd", FGD),
 ];

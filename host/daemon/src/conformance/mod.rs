@@ -140,7 +140,7 @@ pub fn run(opts: &Options) -> anyhow::Result<Report> {
 
 /// Compiled components are cached across runs (a Python component takes ~10 s to
 /// compile): `$GANTRY_CACHE_DIR`, else `$HOME/.cache/gantry/compiled`.
-fn cache_dir() -> Option<PathBuf> {
+pub fn cache_dir() -> Option<PathBuf> {
     if let Some(d) = std::env::var_os("GANTRY_CACHE_DIR") {
         return Some(PathBuf::from(d));
     }

@@ -103,11 +103,11 @@ pub(crate) fn load_policy(
             None => tracing::warn!(sha256 = %sha, "stored plugin missing"),
         }
     }
-    let (fallback, _) = registry.build(&default_spec(), store)?;
+    let (fallback, _) = registry.build(&default_spec(), Some(store))?;
     let mut history: Vec<PipelineVersion> = store.pipelines()?;
     let active_no: Option<u64> = store.meta(ACTIVE_KEY)?;
     let wanted = active_no.and_then(|n| history.iter().find(|v| v.version == n).cloned());
-    let built = wanted.and_then(|v| match registry.build(&v.spec, store) {
+    let built = wanted.and_then(|v| match registry.build(&v.spec, Some(store)) {
         Ok((p, _)) => Some((p, v)),
         Err(e) => {
             tracing::error!(
@@ -120,7 +120,7 @@ pub(crate) fn load_policy(
     let (live, active) = match built {
         Some(x) => x,
         None => {
-            let (p, resolved) = registry.build(&default_spec(), store)?;
+            let (p, resolved) = registry.build(&default_spec(), Some(store))?;
             let version = history.last().map_or(1, |v| v.version + 1);
             let v = PipelineVersion {
                 version,
@@ -252,7 +252,7 @@ impl Scheduler {
     ) -> Result<SwapResult, PolicyOpError> {
         let t0 = Instant::now();
         let registry = lock(&self.inner.policy).registry.clone();
-        let (mut candidate, resolved) = registry.build(&spec, &self.inner.store)?;
+        let (mut candidate, resolved) = registry.build(&spec, Some(&self.inner.store))?;
         let snap = {
             let st = lock(&self.inner.state);
             snapshot::build(st.jobs.values(), &self.inner.node, st.cycle, now_ms())

@@ -141,7 +141,7 @@ impl Scheduler {
     /// Runs `spec` as a shadow beside the live pipeline from the next cycle on.
     pub fn set_shadow(&self, spec: PipelineSpec) -> Result<ShadowView, PolicyOpError> {
         let registry = lock(&self.inner.policy).registry.clone();
-        let (pipeline, resolved) = registry.build(&spec, &self.inner.store)?;
+        let (pipeline, resolved) = registry.build(&spec, Some(&self.inner.store))?;
         let shadow = ShadowState {
             pipeline,
             spec,
@@ -177,7 +177,7 @@ impl Scheduler {
     /// compares its decisions with what the live pipeline decided then.
     pub fn replay(&self, spec: &PipelineSpec, since_s: u64) -> Result<ReplayReport, PolicyOpError> {
         let registry = lock(&self.inner.policy).registry.clone();
-        let (mut candidate, _) = registry.build(spec, &self.inner.store)?;
+        let (mut candidate, _) = registry.build(spec, Some(&self.inner.store))?;
         let from = now_ms().saturating_sub(since_s.saturating_mul(1000));
         let recorded: Vec<(Arc<Snapshot>, BTreeMap<u64, Decision>)> = lock(&self.inner.recorder)
             .cycles

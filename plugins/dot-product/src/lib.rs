@@ -1,0 +1,73 @@
+//! `dot-product`: a placement policy of the FGD paper (spec `fgd-replay.md` §7). It Tetris-style: scores each feasible node `trunc(100·(1 − ½·[(cpu/128000)·(c/128000) +
+//! (L/8000)·(R/8000)]))` (higher for less free capacity) and takes the best; sharing tasks take the
+//! best-fit GPU.
+//!
+//! Each task is placed like a pod (whole GPUs, a share of one GPU, or CPU only), one after
+//! another on the state left by the tasks before it; a job is a gang (all tasks or none).
+//! Score ties go to a fixed per-seed node rank (a hash of the node name mixed with the seed).
+//!
+//! Config: `{"seed"?: u64, "strict"?: bool}`; for `fgd` also
+//! * `seed`: defaults to the cycle seed. The daemon changes the cycle seed every cycle, so set
+//!   `seed` there for stable ranks; the simulator keeps the cycle seed fixed for a run.
+//! * `strict` (default false): stop at the first job that does not fit (`plan.stopped_at`);
+//!   otherwise later jobs are still placed, like kube-scheduler.
+//!
+//! The logic lives in `gantry-sharing-core`; this crate only exports it as a plugin.
+#![deny(missing_docs)]
+
+use gantry_sdk::{Cycle, Job, Metadata, Node, Placement, Plan, Plugin, RunningJob};
+use gantry_sharing_core::{Policy, SharingPlacer};
+
+/// The `dot-product` placement policy.
+#[derive(Debug)]
+pub struct DotProduct(SharingPlacer);
+
+impl Default for DotProduct {
+    fn default() -> Self {
+        Self(SharingPlacer::new(Policy::DotProduct))
+    }
+}
+
+impl Plugin for DotProduct {
+    fn metadata(&self) -> Metadata {
+        self.0.metadata(env!("CARGO_PKG_VERSION"))
+    }
+
+    fn configure(&mut self, config_json: &str) -> Result<(), String> {
+        self.0.configure(config_json)
+    }
+}
+
+impl Placement for DotProduct {
+    fn place(
+        &mut self,
+        ctx: &Cycle,
+        jobs: &[Job],
+        nodes: &[Node],
+        running: &[RunningJob],
+    ) -> Result<Plan, String> {
+        self.0.place(ctx, jobs, nodes, running)
+    }
+}
+
+gantry_sdk::export_plugin!(DotProduct, stages: [placement]);
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn metadata_and_config() {
+        let mut p = DotProduct::default();
+        let m = p.metadata();
+        assert_eq!(m.name, "dot-product");
+        assert_eq!(m.stages, vec![gantry_sdk::Stage::Placement]);
+        assert!(m.config_hint.contains("seed"));
+        p.configure(r#"{"seed": 3, "strict": true}"#).unwrap();
+        let err = p.configure(r#"{"bogus": 1}"#).unwrap_err();
+        assert!(err.contains("bogus"), "{err}");
+        let plan = p.place(&Cycle::default(), &[], &[], &[]).unwrap();
+        assert_eq!(plan, Plan::default());
+    }
+}

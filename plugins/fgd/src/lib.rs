@@ -1,0 +1,80 @@
+//! `fgd`: a placement policy of the FGD paper (spec `fgd-replay.md` §7). It fragmentation gradient descent: scores each feasible node (and, for a sharing task, each GPU
+//! with room) by how much placing the task grows the expected GPU fragmentation of the node for a
+//! target workload, `trunc(100·sigmoid(−ΔF/1000))`, and takes the best. The target is the `target`
+//! config (the shapes of an original pod list in target order, cut to 95 %; build it with
+//! `gantry_sharing_core::build_target`), or, without one, derived every call from the pending and
+//! running tasks.
+//!
+//! Each task is placed like a pod (whole GPUs, a share of one GPU, or CPU only), one after
+//! another on the state left by the tasks before it; a job is a gang (all tasks or none).
+//! Score ties go to a fixed per-seed node rank (a hash of the node name mixed with the seed).
+//!
+//! Config: `{"seed"?: u64, "strict"?: bool}`; for `fgd` also
+//! `"target"?: [{"cpu_milli": u32, "gpu_milli": u32, "gpus": u32, "models": ["T4", ...], "count": u64}]`
+//! (`gpu_milli` per GPU, 0 for CPU-only shapes; `models` empty = any; already in target order and
+//! cut to the 95 % prefix), `"total_pods"?: u64` (pods of the original list, default the sum of the
+//! counts; weights are (count/total)/(cum/total), as the authors computed them).
+//! * `seed`: defaults to the cycle seed. The daemon changes the cycle seed every cycle, so set
+//!   `seed` there for stable ranks; the simulator keeps the cycle seed fixed for a run.
+//! * `strict` (default false): stop at the first job that does not fit (`plan.stopped_at`);
+//!   otherwise later jobs are still placed, like kube-scheduler.
+//!
+//! The logic lives in `gantry-sharing-core`; this crate only exports it as a plugin.
+#![deny(missing_docs)]
+
+use gantry_sdk::{Cycle, Job, Metadata, Node, Placement, Plan, Plugin, RunningJob};
+use gantry_sharing_core::{Policy, SharingPlacer};
+
+/// The `fgd` placement policy.
+#[derive(Debug)]
+pub struct Fgd(SharingPlacer);
+
+impl Default for Fgd {
+    fn default() -> Self {
+        Self(SharingPlacer::new(Policy::Fgd))
+    }
+}
+
+impl Plugin for Fgd {
+    fn metadata(&self) -> Metadata {
+        self.0.metadata(env!("CARGO_PKG_VERSION"))
+    }
+
+    fn configure(&mut self, config_json: &str) -> Result<(), String> {
+        self.0.configure(config_json)
+    }
+}
+
+impl Placement for Fgd {
+    fn place(
+        &mut self,
+        ctx: &Cycle,
+        jobs: &[Job],
+        nodes: &[Node],
+        running: &[RunningJob],
+    ) -> Result<Plan, String> {
+        self.0.place(ctx, jobs, nodes, running)
+    }
+}
+
+gantry_sdk::export_plugin!(Fgd, stages: [placement]);
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn metadata_and_config() {
+        let mut p = Fgd::default();
+        let m = p.metadata();
+        assert_eq!(m.name, "fgd");
+        assert_eq!(m.stages, vec![gantry_sdk::Stage::Placement]);
+        assert!(m.config_hint.contains("seed"));
+        p.configure(r#"{"seed": 3, "strict": true}"#).unwrap();
+        let err = p.configure(r#"{"bogus": 1}"#).unwrap_err();
+        assert!(err.contains("bogus"), "{err}");
+        let plan = p.place(&Cycle::default(), &[], &[], &[]).unwrap();
+        assert_eq!(plan, Plan::default());
+    }
+}

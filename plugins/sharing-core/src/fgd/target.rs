@@ -1,0 +1,347 @@
+//! FGD's target workload ("typical pods", spec §8).
+//!
+//! Owns: the shape of a trace row (§1 conversion rules), building the target from an
+//! original pod list (count shapes, sort by count descending with ties to larger c,
+//! m, n and spec string, keep the shortest prefix covering ≥ 95 % of the pods), the
+//! config form of a target ([`TargetEntry`], [`Target`]), deriving a target from the
+//! tasks of a call when none is configured, and resolving a target against a cycle
+//! (model names to a model mask, weights `(count/total)/(cum/total)`).
+//! Does not own fragmentation or scores (`frag`, `scorer`).
+
+use crate::shape::{PodKind, PodShape, non_zero_cpu};
+use gantry_sdk::{Cycle, Job, MILLI_PER_GPU, RunningJob, TaskGroup};
+use serde::{Deserialize, Serialize};
+use std::cmp::Reverse;
+use std::collections::BTreeMap;
+
+/// The shape `(c, m, n, spec)` of a pod.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct TraceShape {
+    /// Non-zero CPU request `c`, milli-cores.
+    pub cpu_milli: u32,
+    /// Milli-GPU per GPU `m` (0 for CPU-only pods).
+    pub gpu_milli: u32,
+    /// GPU count `n`.
+    pub gpus: u32,
+    /// Allowed models (empty = any).
+    pub models: Vec<String>,
+}
+
+impl TraceShape {
+    /// The shape of one row of an openb pod list (`cpu_milli`, `num_gpu`, `gpu_milli`,
+    /// `gpu_spec`) under the conversion rules of spec §1: `num_gpu = 0` is CPU-only
+    /// (n = m = 0, no model constraint); otherwise n = `num_gpu` and m = `gpu_milli`
+    /// clamped to 1000 (0 when ≤ 0); spec = the `|`-separated models; c is non-zero.
+    pub fn from_trace_row(cpu_milli: u32, num_gpu: u32, gpu_milli: i64, gpu_spec: &str) -> Self {
+        if num_gpu == 0 {
+            return Self {
+                cpu_milli: non_zero_cpu(cpu_milli),
+                gpu_milli: 0,
+                gpus: 0,
+                models: Vec::new(),
+            };
+        }
+        Self {
+            cpu_milli: non_zero_cpu(cpu_milli),
+            gpu_milli: gpu_milli.clamp(0, i64::from(MILLI_PER_GPU)) as u32,
+            gpus: num_gpu,
+            models: gpu_spec
+                .split('|')
+                .filter(|m| !m.is_empty())
+                .map(str::to_string)
+                .collect(),
+        }
+    }
+
+    /// The shape of one task of `group`; models are the names of the mask's bits.
+    pub fn of_task(ctx: &Cycle, group: &TaskGroup) -> Self {
+        let pod = PodShape::of(group);
+        let models = if pod.kind == PodKind::CpuOnly {
+            Vec::new()
+        } else {
+            ctx.gpu_models
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i < 64 && pod.model_mask & (1u64 << i) != 0)
+                .map(|(_, s)| ctx.text(*s).to_string())
+                .collect()
+        };
+        Self {
+            cpu_milli: pod.cpu,
+            gpu_milli: pod.milli,
+            gpus: pod.gpus,
+            models,
+        }
+    }
+
+    /// The spec string: the models joined with `|`.
+    pub fn spec(&self) -> String {
+        self.models.join("|")
+    }
+}
+
+/// One shape of a configured target, in target order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TargetEntry {
+    /// Non-zero CPU request, milli-cores.
+    pub cpu_milli: u32,
+    /// Milli-GPU per GPU (0 for CPU-only shapes).
+    pub gpu_milli: u32,
+    /// GPU count n.
+    pub gpus: u32,
+    /// Allowed model names (empty = any); unknown names never match.
+    #[serde(default)]
+    pub models: Vec<String>,
+    /// Pods of this shape in the original list.
+    pub count: u64,
+}
+
+/// A target workload: the kept shapes and the size of the list they came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Target {
+    /// The kept shapes, in target order (the `target` config key).
+    pub target: Vec<TargetEntry>,
+    /// Pods of the original list (the `total_pods` config key).
+    pub total_pods: u64,
+}
+
+impl Target {
+    /// Pods the kept shapes cover.
+    pub fn covered(&self) -> u64 {
+        self.target.iter().map(|e| e.count).sum()
+    }
+
+    /// The `fgd` plugin config carrying this target.
+    pub fn config_json(&self, seed: Option<u64>, strict: bool) -> String {
+        let mut v = serde_json::json!({
+            "target": self.target,
+            "total_pods": self.total_pods,
+            "strict": strict,
+        });
+        if let (Some(seed), Some(map)) = (seed, v.as_object_mut()) {
+            map.insert("seed".into(), seed.into());
+        }
+        v.to_string()
+    }
+}
+
+/// Builds the target from the `(shape, count)` pairs of an original pod list, exactly
+/// as spec §8 says (duplicate shapes are merged; a CPU request of 0 counts as 100).
+pub fn build_target(pods: &[(TraceShape, u64)]) -> Target {
+    let mut merged: BTreeMap<TraceShape, u64> = BTreeMap::new();
+    for (shape, count) in pods {
+        let mut s = shape.clone();
+        s.cpu_milli = non_zero_cpu(s.cpu_milli);
+        *merged.entry(s).or_default() += count;
+    }
+    let mut list: Vec<(TraceShape, u64, String)> = merged
+        .into_iter()
+        .map(|(s, c)| {
+            let spec = s.spec();
+            (s, c, spec)
+        })
+        .collect();
+    list.sort_by_key(|(s, c, spec)| {
+        (
+            Reverse(*c),
+            Reverse(s.cpu_milli),
+            Reverse(s.gpu_milli),
+            Reverse(s.gpus),
+            Reverse(spec.clone()),
+            Reverse(s.models.clone()),
+        )
+    });
+    let total: u64 = list.iter().map(|(_, c, _)| c).sum();
+    let mut cum = 0u64;
+    let mut target = Vec::new();
+    for (s, count, _) in list {
+        if u128::from(cum) * 100 >= u128::from(total) * 95 && !target.is_empty() {
+            break;
+        }
+        cum += count;
+        target.push(TargetEntry {
+            cpu_milli: s.cpu_milli,
+            gpu_milli: s.gpu_milli,
+            gpus: s.gpus,
+            models: s.models,
+            count,
+        });
+    }
+    Target {
+        target,
+        total_pods: total,
+    }
+}
+
+/// The target of a call without a configured one: the shapes of the tasks of the
+/// pending `jobs` and of the `running` jobs, built like [`build_target`].
+pub fn derive_target(ctx: &Cycle, jobs: &[Job], running: &[RunningJob]) -> Target {
+    let mut counts: BTreeMap<TraceShape, u64> = BTreeMap::new();
+    let groups = jobs
+        .iter()
+        .chain(running.iter().map(|r| &r.job))
+        .flat_map(|j| j.tasks.iter());
+    for g in groups {
+        *counts.entry(TraceShape::of_task(ctx, g)).or_default() += u64::from(g.count);
+    }
+    let pairs: Vec<(TraceShape, u64)> = counts.into_iter().collect();
+    build_target(&pairs)
+}
+
+/// A target shape resolved against one cycle.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ResolvedShape {
+    /// Non-zero CPU request `c_t`.
+    pub cpu: i64,
+    /// Milli-GPU per GPU `m_t` (0 for CPU-only shapes).
+    pub milli: u32,
+    /// GPU count `n_t`.
+    pub gpus: u32,
+    /// No GPU (`m_t = 0` or `n_t = 0`).
+    pub cpu_only: bool,
+    /// Whether the shape names models at all.
+    pub restricted: bool,
+    /// The allowed models as a bitmask over `Cycle::gpu_models`.
+    pub mask: u64,
+    /// Pods of this shape (integer weight).
+    pub count: u64,
+    /// Weight `(count/total)/(cum/total)`.
+    pub weight: f64,
+}
+
+impl ResolvedShape {
+    /// Whether a GPU of model index `model` is allowed for this shape.
+    pub fn allows(&self, model: u8) -> bool {
+        !self.restricted || (model < 64 && self.mask & (1u64 << model) != 0)
+    }
+}
+
+/// Resolves `target` against `ctx` (model names are matched with `ctx.text`).
+pub fn resolve(ctx: &Cycle, target: &Target) -> Vec<ResolvedShape> {
+    let cum = target.covered();
+    if cum == 0 {
+        return Vec::new();
+    }
+    let total = target.total_pods.max(cum) as f64;
+    let share = cum as f64 / total;
+    target
+        .target
+        .iter()
+        .map(|e| {
+            let mask = ctx
+                .gpu_models
+                .iter()
+                .enumerate()
+                .filter(|(i, s)| *i < 64 && e.models.iter().any(|m| m == ctx.text(**s)))
+                .fold(0u64, |m, (i, _)| m | (1u64 << i));
+            ResolvedShape {
+                cpu: i64::from(non_zero_cpu(e.cpu_milli)),
+                milli: e.gpu_milli,
+                gpus: e.gpus,
+                cpu_only: e.gpu_milli == 0 || e.gpus == 0,
+                restricted: !e.models.is_empty(),
+                mask,
+                count: e.count,
+                weight: (e.count as f64 / total) / share,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape(c: u32, m: u32, n: u32, models: &[&str]) -> TraceShape {
+        TraceShape {
+            cpu_milli: c,
+            gpu_milli: m,
+            gpus: n,
+            models: models.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn trace_row_conversion() {
+        assert_eq!(
+            TraceShape::from_trace_row(0, 0, 500, "T4"),
+            shape(100, 0, 0, &[])
+        );
+        assert_eq!(
+            TraceShape::from_trace_row(8000, 1, 1500, "V100M16|V100M32"),
+            shape(8000, 1000, 1, &["V100M16", "V100M32"])
+        );
+        assert_eq!(
+            TraceShape::from_trace_row(8000, 2, -1, ""),
+            shape(8000, 0, 2, &[])
+        );
+    }
+
+    #[test]
+    fn sort_ties_and_prefix() {
+        // 20 pods: counts 8, 5, 5, 1, 1 → 8 + 5 + 5 = 18 < 19; + 1 = 19 ≥ 95 %.
+        let pods = vec![
+            (shape(1000, 500, 1, &[]), 5),
+            (shape(2000, 500, 1, &[]), 5),
+            (shape(4000, 1000, 1, &["A"]), 1),
+            (shape(4000, 1000, 1, &["B"]), 1),
+            (shape(100, 0, 0, &[]), 6),
+            (shape(100, 0, 0, &[]), 2),
+        ];
+        let t = build_target(&pods);
+        assert_eq!(t.total_pods, 20);
+        let got: Vec<(u32, u64, String)> = t
+            .target
+            .iter()
+            .map(|e| (e.cpu_milli, e.count, e.models.join("|")))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (100, 8, String::new()),
+                (2000, 5, String::new()),
+                (1000, 5, String::new()),
+                (4000, 1, "B".to_string()),
+            ]
+        );
+        assert_eq!(t.covered(), 19);
+    }
+
+    #[test]
+    fn resolve_masks_and_weights() {
+        let ctx = Cycle {
+            strings: vec!["T4".into(), "A10".into()],
+            gpu_models: vec![0, 1],
+            ..Default::default()
+        };
+        let t = Target {
+            target: vec![
+                TargetEntry {
+                    cpu_milli: 0,
+                    gpu_milli: 500,
+                    gpus: 1,
+                    models: vec!["A10".into(), "H100".into()],
+                    count: 3,
+                },
+                TargetEntry {
+                    cpu_milli: 1000,
+                    gpu_milli: 0,
+                    gpus: 0,
+                    models: vec![],
+                    count: 1,
+                },
+            ],
+            total_pods: 5,
+        };
+        let r = resolve(&ctx, &t);
+        assert_eq!(r[0].mask, 0b10);
+        assert_eq!(r[0].cpu, 100);
+        assert!(r[0].allows(1) && !r[0].allows(0));
+        assert!(r[1].cpu_only && r[1].allows(0) && r[1].allows(200));
+        assert_eq!(r[0].weight, (3.0 / 5.0) / (4.0 / 5.0));
+        assert_eq!(r[1].weight, (1.0 / 5.0) / (4.0 / 5.0));
+        let json = t.config_json(Some(3), false);
+        assert!(json.contains("\"total_pods\":5") && json.contains("\"seed\":3"));
+    }
+}
