@@ -162,7 +162,9 @@ impl Registry {
             return Ok(p.clone());
         }
         let sha = r.plugin.strip_prefix("sha256:").unwrap_or(&r.plugin);
-        if let Some(store) = store.filter(|_| sha.len() == 64 && sha.chars().all(|c| c.is_ascii_hexdigit())) {
+        if let Some(store) =
+            store.filter(|_| sha.len() == 64 && sha.chars().all(|c| c.is_ascii_hexdigit()))
+        {
             let bytes = store.plugin(sha).map_err(|e| PolicyError {
                 field: field.into(),
                 message: e.to_string(),

@@ -10,12 +10,22 @@ use gantry_engine::sim::{FillResult, SimJob, SimNode, run_fill};
 use std::path::PathBuf;
 use std::process::Command;
 
-const POLICIES: [&str; 6] = ["random", "dot-product", "gpu-clustering", "gpu-packing", "best-fit", "fgd"];
+const POLICIES: [&str; 6] = [
+    "random",
+    "dot-product",
+    "gpu-clustering",
+    "gpu-packing",
+    "best-fit",
+    "fgd",
+];
 
 fn trace_dir() -> PathBuf {
-    let dir = std::env::var_os("GANTRY_TRACE_DIR").map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces/alibaba-gpu-v2023")
-    });
+    let dir = std::env::var_os("GANTRY_TRACE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("../../../shared/traces/alibaba-gpu-v2023")
+        });
     assert!(
         dir.join("openb_node_list_gpu_node.csv").exists(),
         "the openb trace is not at {} (set GANTRY_TRACE_DIR)",
@@ -36,7 +46,13 @@ fn reduced() -> (Vec<SimNode>, Vec<openb::Pod>) {
     (nodes, pods)
 }
 
-fn fill(builder: &Builder, policy: &str, nodes: &[SimNode], pods: &[openb::Pod], seed: u64) -> FillResult {
+fn fill(
+    builder: &Builder,
+    policy: &str,
+    nodes: &[SimNode],
+    pods: &[openb::Pod],
+    seed: u64,
+) -> FillResult {
     let config = if policy == "fgd" {
         fgd_config(pods, seed)
     } else {
@@ -63,18 +79,31 @@ fn fill_protocol_invariants_on_a_reduced_workload() {
             assert_eq!(r.placed + r.failed, r.points.len());
             // Arrived demand counts failed pods and reaches ~130 % of capacity.
             let last = r.points.last().unwrap();
-            assert!(last.arrived_milli as f64 >= 1.25 * capacity as f64, "{policy}: {}", last.arrived_milli);
+            assert!(
+                last.arrived_milli as f64 >= 1.25 * capacity as f64,
+                "{policy}: {}",
+                last.arrived_milli
+            );
             assert!(r.failed > 0, "{policy}: at 130 % some pods must fail");
             let mut prev = (0, 0);
             for p in &r.points {
-                assert!(p.allocated_milli <= capacity, "{policy}: allocation above capacity");
+                assert!(
+                    p.allocated_milli <= capacity,
+                    "{policy}: allocation above capacity"
+                );
                 assert!(p.allocated_milli <= p.arrived_milli);
-                assert!(p.arrived_milli >= prev.0 && p.allocated_milli >= prev.1, "nothing departs");
+                assert!(
+                    p.arrived_milli >= prev.0 && p.allocated_milli >= prev.1,
+                    "nothing departs"
+                );
                 prev = (p.arrived_milli, p.allocated_milli);
             }
             // Same seed, same result.
             let again = fill(&Builder::Native, policy, &nodes, &pods, seed);
-            assert_eq!(again.points, r.points, "{policy} seed {seed} is not deterministic");
+            assert_eq!(
+                again.points, r.points,
+                "{policy} seed {seed} is not deterministic"
+            );
         }
     }
 }
@@ -105,23 +134,41 @@ fn bad_inputs_name_the_file_line_and_field() {
         "{\"submit_s\": 0, \"duration_s\": 10}\n\n{\"submit_s\": 5, \"duration_s\": 10, \"tasks\": [{\"gpus\": 1, \"gpu_milli\": 300}]}\n",
     );
     let e = workload::read_workload(&p).unwrap_err().to_string();
-    assert!(e.contains("jobs.jsonl:3") && e.contains("tasks[0].gpu_milli"), "{e}");
+    assert!(
+        e.contains("jobs.jsonl:3") && e.contains("tasks[0].gpu_milli"),
+        "{e}"
+    );
 
-    let (_d, p) = temp_file("jobs.jsonl", "{\"submit_s\": 0, \"duration_s\": 10, \"gpus\": 2}\n");
+    let (_d, p) = temp_file(
+        "jobs.jsonl",
+        "{\"submit_s\": 0, \"duration_s\": 10, \"gpus\": 2}\n",
+    );
     let e = workload::read_workload(&p).unwrap_err().to_string();
     assert!(e.contains("jobs.jsonl:1") && e.contains("`gpus`"), "{e}");
 
-    let (_d, p) = temp_file("jobs.csv", "name,submit_s,duration_s,gpus\na,0,10,1\nb,zero,10,1\n");
+    let (_d, p) = temp_file(
+        "jobs.csv",
+        "name,submit_s,duration_s,gpus\na,0,10,1\nb,zero,10,1\n",
+    );
     let e = workload::read_workload(&p).unwrap_err().to_string();
-    assert!(e.contains("jobs.csv:3") && e.contains("submit_s") && e.contains("zero"), "{e}");
+    assert!(
+        e.contains("jobs.csv:3") && e.contains("submit_s") && e.contains("zero"),
+        "{e}"
+    );
 
-    let (_d, p) = temp_file("nodes.csv", "name,cpu_milli,memory_mib,gpus,gpu_model\nn1,64000,1024,8,\n");
+    let (_d, p) = temp_file(
+        "nodes.csv",
+        "name,cpu_milli,memory_mib,gpus,gpu_model\nn1,64000,1024,8,\n",
+    );
     let e = workload::read_cluster(&p, false).unwrap_err().to_string();
     assert!(e.contains("gpu_model") && e.contains("n1"), "{e}");
 
     let (_d, p) = temp_file("nodes.csv", "sn,cpu_milli,memory_mib,gpu\n");
     let e = workload::read_cluster(&p, false).unwrap_err().to_string();
-    assert!(e.contains("nodes.csv:1") && e.contains("missing column `model`"), "{e}");
+    assert!(
+        e.contains("nodes.csv:1") && e.contains("missing column `model`"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -139,7 +186,12 @@ fn the_command_compares_pipelines_and_writes_a_report_with_plots() {
     for i in 0..40 {
         let gpus = [1, 2, 3, 4][i % 4];
         let account = ["vision", "nlp"][i % 2];
-        text.push_str(&format!("j{i},{},{},{gpus},u{},{account}\n", i * 60, 600 + (i % 7) * 300, i % 3));
+        text.push_str(&format!(
+            "j{i},{},{},{gpus},u{},{account}\n",
+            i * 60,
+            600 + (i % 7) * 300,
+            i % 3
+        ));
     }
     std::fs::write(&jobs, text).unwrap();
     let ws = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
@@ -158,13 +210,27 @@ fn the_command_compares_pipelines_and_writes_a_report_with_plots() {
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&status.stdout);
-    assert!(status.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&status.stderr));
-    assert!(stdout.contains("| default |") && stdout.contains("| shortest-first |"), "{stdout}");
-    for f in ["report.json", "summary.md", "allocation.svg", "wait-cdf.svg", "usage-by-account.svg"] {
+    assert!(
+        status.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    assert!(
+        stdout.contains("| default |") && stdout.contains("| shortest-first |"),
+        "{stdout}"
+    );
+    for f in [
+        "report.json",
+        "summary.md",
+        "allocation.svg",
+        "wait-cdf.svg",
+        "usage-by-account.svg",
+    ] {
         let text = std::fs::read_to_string(out.join(f)).unwrap();
         assert!(!text.is_empty(), "{f}");
     }
-    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
     let runs = report.as_array().unwrap();
     assert_eq!(runs.len(), 2);
     for r in runs {
@@ -184,5 +250,8 @@ fn the_command_compares_pipelines_and_writes_a_report_with_plots() {
         .unwrap();
     assert!(!bad.status.success());
     let err = String::from_utf8_lossy(&bad.stderr);
-    assert!(err.contains("jobs.csv:2") && err.contains("duration_s"), "{err}");
+    assert!(
+        err.contains("jobs.csv:2") && err.contains("duration_s"),
+        "{err}"
+    );
 }

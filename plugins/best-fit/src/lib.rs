@@ -1,11 +1,13 @@
-//! `best-fit`: a placement policy of the FGD paper (spec `fgd-replay.md` §7). It scores each feasible node `trunc(100·(1 − [((cpu − c)/128000)·0.5 + ((L − R)/8000)·0.5]))`,
-//! the tightest fit first; sharing tasks take the best-fit GPU.
+//! `best-fit`: the BestFit placement policy of the FGD paper (spec `fgd-replay.md` §7).
+//! Each feasible node scores
+//! `trunc(100·(1 − [((cpu − c)/128000)·0.5 + ((L − R)/8000)·0.5]))`, the tightest fit
+//! highest; a sharing task takes its best-fit GPU.
 //!
 //! Each task is placed like a pod (whole GPUs, a share of one GPU, or CPU only), one after
 //! another on the state left by the tasks before it; a job is a gang (all tasks or none).
 //! Score ties go to a fixed per-seed node rank (a hash of the node name mixed with the seed).
 //!
-//! Config: `{"seed"?: u64, "strict"?: bool}`; for `fgd` also
+//! Config: `{"seed"?: u64, "strict"?: bool}`:
 //! * `seed`: defaults to the cycle seed. The daemon changes the cycle seed every cycle, so set
 //!   `seed` there for stable ranks; the simulator keeps the cycle seed fixed for a run.
 //! * `strict` (default false): stop at the first job that does not fit (`plan.stopped_at`);

@@ -1,19 +1,21 @@
-//! `fgd`: a placement policy of the FGD paper (spec `fgd-replay.md` §7). It fragmentation gradient descent: scores each feasible node (and, for a sharing task, each GPU
-//! with room) by how much placing the task grows the expected GPU fragmentation of the node for a
-//! target workload, `trunc(100·sigmoid(−ΔF/1000))`, and takes the best. The target is the `target`
-//! config (the shapes of an original pod list in target order, cut to 95 %; build it with
-//! `gantry_sharing_core::build_target`), or, without one, derived every call from the pending and
-//! running tasks.
+//! `fgd`: fragmentation gradient descent, the policy of the FGD paper (spec `fgd-replay.md` §8).
+//! Each feasible node (and, for a sharing task, each GPU with room) scores
+//! `trunc(100·sigmoid(−ΔF/1000))`, where ΔF is how much placing the task changes the node's
+//! expected GPU fragmentation F for a target workload; the task goes to the best node and GPU.
+//! The target is the `target` config (build it from an original pod list with
+//! `gantry_sharing_core::build_target`) or, without one, derived every call from the shapes of
+//! the pending and running tasks.
 //!
 //! Each task is placed like a pod (whole GPUs, a share of one GPU, or CPU only), one after
 //! another on the state left by the tasks before it; a job is a gang (all tasks or none).
 //! Score ties go to a fixed per-seed node rank (a hash of the node name mixed with the seed).
 //!
-//! Config: `{"seed"?: u64, "strict"?: bool}`; for `fgd` also
-//! `"target"?: [{"cpu_milli": u32, "gpu_milli": u32, "gpus": u32, "models": ["T4", ...], "count": u64}]`
-//! (`gpu_milli` per GPU, 0 for CPU-only shapes; `models` empty = any; already in target order and
-//! cut to the 95 % prefix), `"total_pods"?: u64` (pods of the original list, default the sum of the
-//! counts; weights are (count/total)/(cum/total), as the authors computed them).
+//! Config: `{"seed"?: u64, "strict"?: bool, "target"?: [...], "total_pods"?: u64}`:
+//! * `target`: `[{"cpu_milli": u32, "gpu_milli": u32, "gpus": u32, "models": ["T4", ...],
+//!   "count": u64}, ...]`, already in target order and cut to the 95 % prefix; `gpu_milli` is
+//!   per GPU (0 for CPU-only shapes), `models` empty means any (unknown names never match).
+//! * `total_pods`: pods of the original list (default: the sum of the counts); the weights are
+//!   (count/total)/(cum/total), as the authors computed them in floating point.
 //! * `seed`: defaults to the cycle seed. The daemon changes the cycle seed every cycle, so set
 //!   `seed` there for stable ranks; the simulator keeps the cycle seed fixed for a run.
 //! * `strict` (default false): stop at the first job that does not fit (`plan.stopped_at`);

@@ -1,13 +1,15 @@
-//! `gpu-clustering`: a placement policy of the FGD paper (spec `fgd-replay.md` §7). It keeps GPU pods of one kind together: a node holding only the task's kind ("share",
-//! "k-gpu") scores highest, then one holding it among others, then an empty one, plus a bonus for
-//! less free GPU; CPU-only tasks score 0 everywhere. The kinds on each node come from the running
-//! jobs and the tasks placed earlier in the same call. Sharing tasks take the best-fit GPU.
+//! `gpu-clustering`: the GpuClustering placement policy of the FGD paper (spec `fgd-replay.md`
+//! §7). It keeps GPU pods of one kind ("share", "k-gpu") together: a node holding only the task's
+//! kind scores highest, then one holding it among others, then an empty one, then the rest, plus
+//! a bonus for less free GPU; CPU-only tasks score 0 everywhere. The kinds on each node come from
+//! the running jobs (their task groups and allocations) and the tasks placed earlier in the same
+//! call, so pass `running`. A sharing task takes its best-fit GPU.
 //!
 //! Each task is placed like a pod (whole GPUs, a share of one GPU, or CPU only), one after
 //! another on the state left by the tasks before it; a job is a gang (all tasks or none).
 //! Score ties go to a fixed per-seed node rank (a hash of the node name mixed with the seed).
 //!
-//! Config: `{"seed"?: u64, "strict"?: bool}`; for `fgd` also
+//! Config: `{"seed"?: u64, "strict"?: bool}`:
 //! * `seed`: defaults to the cycle seed. The daemon changes the cycle seed every cycle, so set
 //!   `seed` there for stable ranks; the simulator keeps the cycle seed fixed for a run.
 //! * `strict` (default false): stop at the first job that does not fit (`plan.stopped_at`);

@@ -1,12 +1,13 @@
-//! `gpu-packing`: a placement policy of the FGD paper (spec `fgd-replay.md` §7). It puts a sharing task on an already shared GPU with little room left, then on a free GPU of an
-//! already used node, then on the idle node with the fewest GPUs; CPU-only tasks score 0 everywhere.
-//! Sharing tasks take the best-fit GPU.
+//! `gpu-packing`: the GpuPacking placement policy of the FGD paper (spec `fgd-replay.md` §7).
+//! A sharing task goes to an already shared GPU with little room left, then to a free GPU of an
+//! already used node, then to the idle node with the fewest GPUs; CPU-only tasks score 0
+//! everywhere. A sharing task takes its best-fit GPU.
 //!
 //! Each task is placed like a pod (whole GPUs, a share of one GPU, or CPU only), one after
 //! another on the state left by the tasks before it; a job is a gang (all tasks or none).
 //! Score ties go to a fixed per-seed node rank (a hash of the node name mixed with the seed).
 //!
-//! Config: `{"seed"?: u64, "strict"?: bool}`; for `fgd` also
+//! Config: `{"seed"?: u64, "strict"?: bool}`:
 //! * `seed`: defaults to the cycle seed. The daemon changes the cycle seed every cycle, so set
 //!   `seed` there for stable ranks; the simulator keeps the cycle seed fixed for a run.
 //! * `strict` (default false): stop at the first job that does not fit (`plan.stopped_at`);

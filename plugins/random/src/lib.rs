@@ -1,15 +1,16 @@
-//! `random`: a placement policy of the FGD paper (spec `fgd-replay.md` §7). It places each task on a feasible node drawn uniformly at random, and a sharing task on a GPU drawn
-//! uniformly among those with enough free milli-GPU; whole-GPU tasks take the lowest-indexed free GPUs.
-//! The draws come from a generator seeded by (seed, job id, task index): the same input gives the
+//! `random`: the Random placement policy of the FGD paper (spec `fgd-replay.md` §7). Each task
+//! goes to a feasible node drawn uniformly at random; a sharing task takes a GPU drawn uniformly
+//! among those with enough free milli-GPU, a whole-GPU task the lowest-indexed free GPUs. The
+//! draws come from a generator seeded by (seed, job id, task index): the same input gives the
 //! same plan.
 //!
 //! Each task is placed like a pod (whole GPUs, a share of one GPU, or CPU only), one after
 //! another on the state left by the tasks before it; a job is a gang (all tasks or none).
-//! Score ties go to a fixed per-seed node rank (a hash of the node name mixed with the seed).
 //!
-//! Config: `{"seed"?: u64, "strict"?: bool}`; for `fgd` also
-//! * `seed`: defaults to the cycle seed. The daemon changes the cycle seed every cycle, so set
-//!   `seed` there for stable ranks; the simulator keeps the cycle seed fixed for a run.
+//! Config: `{"seed"?: u64, "strict"?: bool}`:
+//! * `seed`: seeds the draws; defaults to the cycle seed. The daemon changes the cycle seed
+//!   every cycle, so set `seed` there for reproducible draws; the simulator keeps the cycle
+//!   seed fixed for a run.
 //! * `strict` (default false): stop at the first job that does not fit (`plan.stopped_at`);
 //!   otherwise later jobs are still placed, like kube-scheduler.
 //!

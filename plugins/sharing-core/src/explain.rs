@@ -4,7 +4,8 @@
 //! `ClusterModel::explain` (model unavailable, short of GPUs with free/total numbers,
 //! short of CPU or memory, or resources spread over nodes that cannot hold a task),
 //! computed on the [`ClusterView`] of the call (usable nodes and GPUs, after the jobs
-//! placed before it). Does not own placement.
+//! placed before it) from its running per-model totals, so a reason costs O(models),
+//! not O(GPUs). Does not own placement.
 
 use crate::node_view::ClusterView;
 use gantry_sdk::cluster::fmt_gpus;
@@ -19,15 +20,13 @@ pub fn explain(ctx: &Cycle, view: &ClusterView, job: &Job) -> Reason {
         .collect();
     let (mut any_model, mut free_whole, mut free_milli, mut total_milli) =
         (false, 0u64, 0u64, 0u64);
-    for i in 0..view.nodes().len() {
-        for g in view.gpus(i) {
-            let model = (g.model < 64).then_some(usize::from(g.model));
-            if gpu_groups.iter().any(|t| t.allows_model(model)) {
-                any_model = true;
-                total_milli += u64::from(MILLI_PER_GPU);
-                free_milli += u64::from(g.free);
-                free_whole += u64::from(g.free == MILLI_PER_GPU);
-            }
+    for (slot, t) in view.model_totals().iter().enumerate() {
+        let model = (slot < 64).then_some(slot);
+        if t.gpus > 0 && gpu_groups.iter().any(|g| g.allows_model(model)) {
+            any_model = true;
+            total_milli += t.gpus * u64::from(MILLI_PER_GPU);
+            free_milli += t.free_milli;
+            free_whole += t.free_whole;
         }
     }
     let models = model_names(ctx, job);
@@ -60,7 +59,7 @@ pub fn explain(ctx: &Cycle, view: &ClusterView, job: &Job) -> Reason {
         .iter()
         .map(|t| u64::from(t.cpu_milli) * u64::from(t.count))
         .sum();
-    let cpu_free: u64 = view.nodes().iter().map(|n| u64::from(n.cpu)).sum();
+    let cpu_free = view.cpu_free();
     if cpu_needed > cpu_free {
         return Reason::new(
             ReasonCode::InsufficientCpu,
@@ -72,7 +71,7 @@ pub fn explain(ctx: &Cycle, view: &ClusterView, job: &Job) -> Reason {
         .iter()
         .map(|t| t.memory_mib * u64::from(t.count))
         .sum();
-    let mem_free: u64 = view.nodes().iter().map(|n| n.memory_mib).sum();
+    let mem_free = view.memory_free();
     if mem_needed > mem_free {
         return Reason::new(
             ReasonCode::InsufficientMemory,

@@ -2,12 +2,14 @@
 //!
 //! Owns: which nodes and GPUs are usable (nodes `Up`, GPUs healthy; other nodes are
 //! left out, unhealthy GPUs are invisible), each node's free CPU, memory and per-GPU
-//! free milli in device-index order with its model index, the node's tie-break rank,
-//! its GpuClustering tags, feasibility (spec §4, with a per-GPU model filter), and
-//! booking and un-booking tasks. Buffers are reused between calls.
+//! free milli in device-index order with its model index, the node's tie-break rank
+//! (cached between calls), its GpuClustering tags, quick bounds (free whole GPUs,
+//! largest free share) and cluster totals per model (for pending reasons), feasibility
+//! (spec §4, with a per-GPU model filter), and booking and un-booking tasks, which keep
+//! bounds and totals current. Buffers are reused between calls.
 //! Does not own scores, GPU choice (`assign`) or the placement loop (`place`).
 
-use crate::rank::rank;
+use crate::rank::RankCache;
 use crate::shape::{NO_MODEL, PodKind, PodShape};
 use gantry_sdk::{Cycle, MILLI_PER_GPU, Node, NodeId, NodeState, RunningJob, Symbol};
 use std::collections::HashMap;
@@ -44,6 +46,10 @@ pub struct NodeView {
     pub model: u8,
     /// GpuClustering tags of the GPU pods on the node (see `PodShape::tag`).
     pub tags: u64,
+    /// Completely free usable GPUs (an upper bound for whole-GPU pods).
+    pub whole_free: u32,
+    /// Largest free amount on a usable GPU (an upper bound for sharing pods).
+    pub max_free: u32,
     pub(crate) gpu_start: u32,
     pub(crate) gpu_len: u32,
 }
@@ -63,12 +69,49 @@ pub struct Booking {
     pub tags_before: u64,
 }
 
+/// GPU capacity of one model summed over the usable nodes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ModelTotals {
+    /// Usable GPUs.
+    pub gpus: u64,
+    /// Their free milli-GPU.
+    pub free_milli: u64,
+    /// How many are completely free.
+    pub free_whole: u64,
+}
+
+/// Slots of [`ClusterView::model_totals`]: model indices 0..64, then [`NO_MODEL`].
+pub const MODEL_SLOTS: usize = 65;
+
 /// The usable nodes and GPUs, with what is free.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct ClusterView {
     nodes: Vec<NodeView>,
     gpus: Vec<GpuFree>,
     by_id: HashMap<NodeId, usize>,
+    by_model: [ModelTotals; MODEL_SLOTS],
+    cpu_free: u64,
+    memory_free: u64,
+    ranks: RankCache,
+}
+
+impl Default for ClusterView {
+    fn default() -> Self {
+        Self {
+            nodes: Vec::new(),
+            gpus: Vec::new(),
+            by_id: HashMap::new(),
+            by_model: [ModelTotals::default(); MODEL_SLOTS],
+            cpu_free: 0,
+            memory_free: 0,
+            ranks: RankCache::default(),
+        }
+    }
+}
+
+/// The [`ClusterView::model_totals`] slot of a model index.
+pub fn model_slot(model: u8) -> usize {
+    usize::from(model).min(MODEL_SLOTS - 1)
 }
 
 impl ClusterView {
@@ -77,39 +120,83 @@ impl ClusterView {
         self.nodes.clear();
         self.gpus.clear();
         self.by_id.clear();
+        self.by_model = [ModelTotals::default(); MODEL_SLOTS];
+        self.cpu_free = 0;
+        self.memory_free = 0;
+        // Consecutive GPUs mostly share a model symbol: remember the last lookup.
+        let mut last: Option<(Symbol, u8)> = None;
         for node in nodes.iter().filter(|n| n.state == NodeState::Up) {
             let start = self.gpus.len();
-            self.gpus
-                .extend(node.gpus.iter().filter(|g| g.healthy).map(|g| GpuFree {
+            let (mut sorted, mut whole_free, mut max_free) = (true, 0u32, 0u32);
+            let mut model = None;
+            for g in node.gpus.iter().filter(|g| g.healthy) {
+                let m = match last {
+                    Some((sym, m)) if sym == g.model => m,
+                    _ => {
+                        let m = model_index(ctx, g.model);
+                        last = Some((g.model, m));
+                        m
+                    }
+                };
+                let free = g.free_milli.min(MILLI_PER_GPU);
+                if self.gpus.len() > start && self.gpus[self.gpus.len() - 1].index > g.index {
+                    sorted = false;
+                }
+                whole_free += u32::from(free == MILLI_PER_GPU);
+                max_free = max_free.max(free);
+                model = match model {
+                    None => Some(m),
+                    Some(x) if x == m => Some(x),
+                    Some(_) => Some(MIXED_MODEL),
+                };
+                let t = &mut self.by_model[model_slot(m)];
+                t.gpus += 1;
+                t.free_milli += u64::from(free);
+                t.free_whole += u64::from(free == MILLI_PER_GPU);
+                self.gpus.push(GpuFree {
                     index: g.index,
-                    free: g.free_milli.min(MILLI_PER_GPU),
-                    model: model_index(ctx, g.model),
-                }));
-            let slice = &mut self.gpus[start..];
-            if !slice.windows(2).all(|w| w[0].index <= w[1].index) {
-                slice.sort_by_key(|g| g.index);
+                    free,
+                    model: m,
+                });
             }
-            let model = match slice.first() {
-                None => NO_MODEL,
-                Some(first) if slice.iter().all(|g| g.model == first.model) => first.model,
-                Some(_) => MIXED_MODEL,
-            };
+            if !sorted {
+                self.gpus[start..].sort_by_key(|g| g.index);
+            }
+            self.cpu_free += u64::from(node.cpu_milli_free);
+            self.memory_free += node.memory_mib_free;
+            let pos = self.nodes.len();
             self.nodes.push(NodeView {
                 id: node.id,
                 name: node.name,
-                rank: rank(seed, ctx.text(node.name)),
+                rank: self.ranks.rank(pos, node.id, seed, ctx.text(node.name)),
                 cpu: node.cpu_milli_free,
                 memory_mib: node.memory_mib_free,
-                model,
+                model: model.unwrap_or(NO_MODEL),
                 tags: 0,
+                whole_free,
+                max_free,
                 gpu_start: start as u32,
                 gpu_len: (self.gpus.len() - start) as u32,
             });
         }
     }
 
+    /// Recomputes node `i`'s quick bounds from its GPUs.
+    fn refresh(&mut self, i: usize) {
+        let n = &self.nodes[i];
+        let gpus = &self.gpus[n.gpu_start as usize..(n.gpu_start + n.gpu_len) as usize];
+        let whole_free = gpus.iter().filter(|g| g.free == MILLI_PER_GPU).count() as u32;
+        let max_free = gpus.iter().map(|g| g.free).max().unwrap_or(0);
+        let n = &mut self.nodes[i];
+        n.whole_free = whole_free;
+        n.max_free = max_free;
+    }
+
     /// Sets every node's tags from the GPU tasks of `running`.
     pub fn load_tags(&mut self, running: &[RunningJob]) {
+        if running.is_empty() {
+            return;
+        }
         if self.by_id.is_empty() {
             self.by_id = self
                 .nodes
@@ -126,6 +213,21 @@ impl ClusterView {
                 }
             }
         }
+    }
+
+    /// GPU capacity per model slot ([`model_slot`]), as booked so far.
+    pub fn model_totals(&self) -> &[ModelTotals; MODEL_SLOTS] {
+        &self.by_model
+    }
+
+    /// Free CPU over the usable nodes, milli-cores.
+    pub fn cpu_free(&self) -> u64 {
+        self.cpu_free
+    }
+
+    /// Free memory over the usable nodes, MiB.
+    pub fn memory_free(&self) -> u64 {
+        self.memory_free
     }
 
     /// The usable nodes, in input order.
@@ -147,6 +249,16 @@ impl ClusterView {
         if n.cpu < pod.cpu_request || n.memory_mib < pod.memory_mib {
             return false;
         }
+        match pod.kind {
+            PodKind::CpuOnly => return true,
+            PodKind::Whole if n.whole_free < pod.gpus => return false,
+            PodKind::Sharing if n.max_free < pod.milli => return false,
+            _ => {}
+        }
+        if n.model != MIXED_MODEL {
+            // One model: the bounds above are exact once the model is allowed.
+            return pod.allows(n.model);
+        }
         let gpus = self.gpus(i);
         match pod.kind {
             PodKind::CpuOnly => true,
@@ -163,23 +275,34 @@ impl ClusterView {
     }
 
     /// Books `pod` on node `i` with the GPUs at positions `gpus` (within the node's
-    /// slice), `pod.milli` from each, and adds the pod's tag to the node.
+    /// slice), `pod.milli` from each, and adds the pod's tag to the node. (The caller
+    /// checked feasibility; amounts are capped at what is free.)
     pub fn book(&mut self, i: usize, pod: &PodShape, gpus: &[usize]) -> Booking {
         let n = &mut self.nodes[i];
-        n.cpu = n.cpu.saturating_sub(pod.cpu_request);
-        n.memory_mib = n.memory_mib.saturating_sub(pod.memory_mib);
+        let (cpu, memory_mib) = (pod.cpu_request.min(n.cpu), pod.memory_mib.min(n.memory_mib));
+        n.cpu -= cpu;
+        n.memory_mib -= memory_mib;
+        self.cpu_free -= u64::from(cpu);
+        self.memory_free -= memory_mib;
         let tags_before = n.tags;
         n.tags |= pod.tag();
         let start = n.gpu_start as usize;
+        let mut taken = Vec::with_capacity(gpus.len());
         for &p in gpus {
             let g = &mut self.gpus[start + p];
-            g.free = g.free.saturating_sub(pod.milli);
+            let milli = pod.milli.min(g.free);
+            let t = &mut self.by_model[model_slot(g.model)];
+            t.free_whole -= u64::from(g.free == MILLI_PER_GPU && milli > 0);
+            t.free_milli -= u64::from(milli);
+            g.free -= milli;
+            taken.push((p, milli));
         }
+        self.refresh(i);
         Booking {
             node: i,
-            gpus: gpus.iter().map(|&p| (p, pod.milli)).collect(),
-            cpu: pod.cpu_request,
-            memory_mib: pod.memory_mib,
+            gpus: taken,
+            cpu,
+            memory_mib,
             tags_before,
         }
     }
@@ -187,14 +310,20 @@ impl ClusterView {
     /// Undoes a [`ClusterView::book`] (undo in reverse booking order).
     pub fn unbook(&mut self, b: &Booking) {
         let n = &mut self.nodes[b.node];
-        n.cpu = n.cpu.saturating_add(b.cpu);
-        n.memory_mib = n.memory_mib.saturating_add(b.memory_mib);
+        n.cpu += b.cpu;
+        n.memory_mib += b.memory_mib;
+        self.cpu_free += u64::from(b.cpu);
+        self.memory_free += b.memory_mib;
         n.tags = b.tags_before;
         let start = n.gpu_start as usize;
         for &(p, milli) in &b.gpus {
             let g = &mut self.gpus[start + p];
-            g.free = (g.free + milli).min(MILLI_PER_GPU);
+            g.free += milli;
+            let t = &mut self.by_model[model_slot(g.model)];
+            t.free_milli += u64::from(milli);
+            t.free_whole += u64::from(g.free == MILLI_PER_GPU && milli > 0);
         }
+        self.refresh(b.node);
     }
 }
 
@@ -307,13 +436,34 @@ pub(crate) mod tests {
     fn book_and_unbook_round_trip() {
         let mut v = ClusterView::default();
         v.rebuild(&ctx(), &[node(0, 0, &[1000, 1000], 4000)], 1);
-        let before = (v.nodes()[0], v.gpus(0).to_vec());
+        let before = (v.nodes()[0], v.gpus(0).to_vec(), *v.model_totals());
+        assert_eq!(
+            v.model_totals()[0],
+            ModelTotals {
+                gpus: 2,
+                free_milli: 2000,
+                free_whole: 2
+            }
+        );
         let p = pod(0, 300, 0);
         let b = v.book(0, &p, &[1]);
         assert_eq!(v.gpus(0)[1].free, 700);
         assert_eq!(v.nodes()[0].cpu, 3000);
+        assert_eq!((v.cpu_free(), v.memory_free()), (3000, (1 << 19) - 1024));
         assert_eq!(v.nodes()[0].tags, 1);
+        assert_eq!(
+            v.model_totals()[0],
+            ModelTotals {
+                gpus: 2,
+                free_milli: 1700,
+                free_whole: 1
+            }
+        );
         v.unbook(&b);
-        assert_eq!((v.nodes()[0], v.gpus(0).to_vec()), before);
+        assert_eq!(
+            (v.nodes()[0], v.gpus(0).to_vec(), *v.model_totals()),
+            before
+        );
+        assert_eq!(v.cpu_free(), 4000);
     }
 }

@@ -194,6 +194,21 @@ proptest! {
                         prop_assert_eq!(strict.stopped_at, Some(first.job));
                         prop_assert_eq!(strict.pending.len(), 1);
                         prop_assert!(strict.starts.iter().all(|st| st.job < first.job));
+                        // The reason matches the host's explanation on the same state
+                        // (except the CPU-only "spread" case, which names CPU instead).
+                        let mut after = ClusterModel::new(&ctx, &nodes);
+                        for st in &strict.starts {
+                            let job = jobs.iter().find(|j| j.id == st.job).unwrap();
+                            for (g, a) in job.expanded_tasks().zip(&st.tasks) {
+                                after.take(g, a).unwrap();
+                            }
+                        }
+                        let job = jobs.iter().find(|j| j.id == first.job).unwrap();
+                        let expected = after.explain(&ctx, job);
+                        let spread = job.gpu_milli_total() == 0 && expected.message.contains("spread");
+                        if !spread {
+                            prop_assert_eq!(&strict.pending[0].reason, &expected);
+                        }
                     }
                 }
             }

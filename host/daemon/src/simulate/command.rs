@@ -107,7 +107,10 @@ pub struct GridArgs {
     #[arg(long, default_value = "default,multigpu50,gpuspec33")]
     pub workloads: String,
     /// Placement policies, comma-separated.
-    #[arg(long, default_value = "random,dot-product,gpu-clustering,gpu-packing,best-fit,fgd")]
+    #[arg(
+        long,
+        default_value = "random,dot-product,gpu-clustering,gpu-packing,best-fit,fgd"
+    )]
     pub policies: String,
     /// Keep every N-th node and pod (1: the whole trace), for quick runs.
     #[arg(long, default_value_t = 1)]
@@ -164,7 +167,11 @@ fn named_pipelines(common: &PipelineArgs) -> anyhow::Result<Vec<NamedPipeline>> 
             spec: crate::policy::default_spec(),
         }]);
     }
-    common.pipelines.iter().map(|p| pipelines::read(p)).collect()
+    common
+        .pipelines
+        .iter()
+        .map(|p| pipelines::read(p))
+        .collect()
 }
 
 /// Runs a `gantry simulate` command.
@@ -191,13 +198,26 @@ fn timeline(a: TimelineArgs) -> anyhow::Result<()> {
     let b = builder(&a.common)?;
     let mut runs = Vec::new();
     for named in named_pipelines(&a.common)? {
-        let mut live = b.build(&named.spec).with_context(|| format!("pipeline {}", named.label))?;
+        let mut live = b
+            .build(&named.spec)
+            .with_context(|| format!("pipeline {}", named.label))?;
         let mut fallback = b.build(&crate::policy::default_spec())?;
         let mut bar = Bar::new(&named.label, jobs.len() as u64, a.common.quiet);
         let started = Instant::now();
-        let result = run_timeline(&nodes, &jobs, &events, &opts, &mut live, Some(&mut fallback), &mut |p| {
-            bar.set(p.settled as u64, &format!("day {:.1}", p.now_ms as f64 / 86_400_000.0));
-        });
+        let result = run_timeline(
+            &nodes,
+            &jobs,
+            &events,
+            &opts,
+            &mut live,
+            Some(&mut fallback),
+            &mut |p| {
+                bar.set(
+                    p.settled as u64,
+                    &format!("day {:.1}", p.now_ms as f64 / 86_400_000.0),
+                );
+            },
+        );
         let wall_s = started.elapsed().as_secs_f64();
         eprintln!(
             "{}: {} events, {} cycles in {wall_s:.2} s ({:.0} events/s)",
@@ -231,12 +251,23 @@ fn fill(a: FillArgs) -> anyhow::Result<()> {
     let mut runs = Vec::new();
     for named in named_pipelines(&a.common)? {
         for &seed in &seeds {
-            let mut live = b.build(&named.spec).with_context(|| format!("pipeline {}", named.label))?;
+            let mut live = b
+                .build(&named.spec)
+                .with_context(|| format!("pipeline {}", named.label))?;
             let sequence = fgd_workload::sequence(&jobs, capacity, seed, a.tune);
-            let mut bar = Bar::new(&format!("{} seed {seed}", named.label), sequence.len() as u64, a.common.quiet);
+            let mut bar = Bar::new(
+                &format!("{} seed {seed}", named.label),
+                sequence.len() as u64,
+                a.common.quiet,
+            );
             let started = Instant::now();
-            let result = run_fill(&nodes, &sequence, seed, None, &mut live, &mut |d, _| bar.set(d as u64, ""));
-            let curve = allocation_curve(&result, 130).into_iter().map(|(_, v)| v).collect();
+            let result = run_fill(&nodes, &sequence, seed, None, &mut live, &mut |d, _| {
+                bar.set(d as u64, "")
+            });
+            let curve = allocation_curve(&result, 130)
+                .into_iter()
+                .map(|(_, v)| v)
+                .collect();
             runs.push(fgd_grid::GridRun {
                 workload: a.workload.display().to_string(),
                 policy: named.label.clone(),
@@ -255,12 +286,20 @@ fn fill(a: FillArgs) -> anyhow::Result<()> {
         }
     }
     fgd_grid::write(&a.common.out, &runs, "# Fill-protocol results")?;
-    print!("{}", std::fs::read_to_string(a.common.out.join("results.md"))?);
+    print!(
+        "{}",
+        std::fs::read_to_string(a.common.out.join("results.md"))?
+    );
     Ok(())
 }
 
 fn grid(a: GridArgs) -> anyhow::Result<()> {
-    let split = |s: &str| s.split(',').map(|x| x.trim().to_string()).filter(|x| !x.is_empty()).collect::<Vec<_>>();
+    let split = |s: &str| {
+        s.split(',')
+            .map(|x| x.trim().to_string())
+            .filter(|x| !x.is_empty())
+            .collect::<Vec<_>>()
+    };
     let opts = GridOptions {
         trace_dir: a.trace_dir,
         workloads: split(&a.workloads),

@@ -151,7 +151,11 @@ impl Row<'_> {
     }
 
     /// Column `col` parsed as `T`, or `default` when the column is absent or empty.
-    pub fn parse_or<T: std::str::FromStr>(&self, col: Option<usize>, default: T) -> Result<T, CsvError>
+    pub fn parse_or<T: std::str::FromStr>(
+        &self,
+        col: Option<usize>,
+        default: T,
+    ) -> Result<T, CsvError>
     where
         T::Err: std::fmt::Display,
     {

@@ -98,7 +98,9 @@ fn every_nth<T: Clone>(items: &[T], n: usize) -> Vec<T> {
 
 fn prepare(opts: &GridOptions, workload: &str) -> anyhow::Result<Prepared> {
     let nodes_path = opts.trace_dir.join("openb_node_list_gpu_node.csv");
-    let pods_path = opts.trace_dir.join(format!("openb_pod_list_{workload}.csv"));
+    let pods_path = opts
+        .trace_dir
+        .join(format!("openb_pod_list_{workload}.csv"));
     let mut nodes = openb::read_nodes(&nodes_path, true)?;
     nodes.sort_by(|a, b| a.name.cmp(&b.name));
     let mut pods = openb::read_pods(&pods_path)?;
@@ -182,15 +184,21 @@ fn run_one(
         .iter()
         .map(Pod::to_job)
         .collect();
-    let result = run_fill(&w.nodes, &sequence, seed, None, &mut pipeline, &mut |_, _| {});
+    let result = run_fill(
+        &w.nodes,
+        &sequence,
+        seed,
+        None,
+        &mut pipeline,
+        &mut |_, _| {},
+    );
     let curve: Vec<Option<f64>> = allocation_curve(&result, 130)
         .into_iter()
         .map(|(_, v)| v)
         .collect();
-    let final_allocation_pct = result
-        .points
-        .last()
-        .map_or(0.0, |p| 100.0 * p.allocated_milli as f64 / capacity.max(1) as f64);
+    let final_allocation_pct = result.points.last().map_or(0.0, |p| {
+        100.0 * p.allocated_milli as f64 / capacity.max(1) as f64
+    });
     Ok(GridRun {
         workload: w.name.clone(),
         policy: policy.to_string(),
@@ -275,7 +283,8 @@ pub fn mean_curves(runs: &[GridRun], workload: &str) -> Vec<(String, Vec<(f64, f
             let points = (0..=130)
                 .filter_map(|x| {
                     let vals: Vec<f64> = mine.iter().filter_map(|r| r.at(x)).collect();
-                    (!vals.is_empty()).then(|| (x as f64, vals.iter().sum::<f64>() / vals.len() as f64))
+                    (!vals.is_empty())
+                        .then(|| (x as f64, vals.iter().sum::<f64>() / vals.len() as f64))
                 })
                 .collect();
             (p, points)
@@ -287,16 +296,36 @@ pub fn mean_curves(runs: &[GridRun], workload: &str) -> Vec<(String, Vec<(f64, f
 pub fn write(dir: &Path, runs: &[GridRun], header: &str) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("{}", dir.display()))?;
     let rows = table(runs);
-    let mut csv = String::from("workload,policy,seeds,alloc_100_mean,alloc_100_min,alloc_100_max,alloc_130_mean,alloc_130_min,alloc_130_max\n");
-    let mut md = format!("{header}\n\n| workload | policy | seeds | allocation at 100 % (mean, min–max) | allocation at 130 % (mean, min–max) |\n|---|---|---|---|---|\n");
+    let mut csv = String::from(
+        "workload,policy,seeds,alloc_100_mean,alloc_100_min,alloc_100_max,alloc_130_mean,alloc_130_min,alloc_130_max\n",
+    );
+    let mut md = format!(
+        "{header}\n\n| workload | policy | seeds | allocation at 100 % (mean, min–max) | allocation at 130 % (mean, min–max) |\n|---|---|---|---|---|\n"
+    );
     for r in &rows {
         csv.push_str(&format!(
             "{},{},{},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2}\n",
-            r.workload, r.policy, r.seeds, r.at_100.0, r.at_100.1, r.at_100.2, r.at_130.0, r.at_130.1, r.at_130.2
+            r.workload,
+            r.policy,
+            r.seeds,
+            r.at_100.0,
+            r.at_100.1,
+            r.at_100.2,
+            r.at_130.0,
+            r.at_130.1,
+            r.at_130.2
         ));
         md.push_str(&format!(
             "| {} | {} | {} | {:.2} ({:.2}–{:.2}) | {:.2} ({:.2}–{:.2}) |\n",
-            r.workload, r.policy, r.seeds, r.at_100.0, r.at_100.1, r.at_100.2, r.at_130.0, r.at_130.1, r.at_130.2
+            r.workload,
+            r.policy,
+            r.seeds,
+            r.at_100.0,
+            r.at_100.1,
+            r.at_100.2,
+            r.at_130.0,
+            r.at_130.1,
+            r.at_130.2
         ));
     }
     std::fs::write(dir.join("results.csv"), csv)?;

@@ -41,7 +41,10 @@ mod tests {
         let pods = super::super::openb::read_pods(&path).expect("the openb trace");
         let config = fgd_config(&pods, 42);
         let target = config["target"].as_array().expect("target");
-        let covered: u64 = target.iter().map(|e| e["count"].as_u64().unwrap_or(0)).sum();
+        let covered: u64 = target
+            .iter()
+            .map(|e| e["count"].as_u64().unwrap_or(0))
+            .sum();
         // Spec §8: 35 shapes covering 7,766 of 8,152 pods.
         assert_eq!((target.len(), covered), (35, 7766));
         assert_eq!(config["total_pods"], 8152);

@@ -170,10 +170,10 @@ pub fn read_pods(path: &Path) -> Result<Vec<Pod>, CsvError> {
             }
             _ => (0, 0),
         };
-        if let (Some(_), Some(d)) = (times.0, times.1) {
-            if let Ok(d) = row.parse_or(Some(d), 0u64) {
-                trace_end = trace_end.max(d);
-            }
+        if let (Some(_), Some(d)) = (times.0, times.1)
+            && let Ok(d) = row.parse_or(Some(d), 0u64)
+        {
+            trace_end = trace_end.max(d);
         }
         pods.push(Pod {
             name: row.text(name)?.to_string(),
@@ -184,7 +184,10 @@ pub fn read_pods(path: &Path) -> Result<Vec<Pod>, CsvError> {
             models,
             creation_s,
             run_s,
-            qos: qos.map(|c| row.text(c).map(str::to_string)).transpose()?.unwrap_or_default(),
+            qos: qos
+                .map(|c| row.text(c).map(str::to_string))
+                .transpose()?
+                .unwrap_or_default(),
         });
     }
     for (i, scheduled) in open_ended {

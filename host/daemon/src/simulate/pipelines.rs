@@ -103,20 +103,30 @@ impl Builder {
 fn native(spec: &PipelineSpec) -> anyhow::Result<Pipeline> {
     let mut admission: Vec<StageSlot<dyn AdmissionStage>> = Vec::new();
     if let Some(r) = spec.admission.first() {
-        bail!("admission[0]: plugin {} has no native build; run without --native", r.plugin);
+        bail!(
+            "admission[0]: plugin {} has no native build; run without --native",
+            r.plugin
+        );
     }
     let mut priority: Vec<StageSlot<dyn PriorityStage>> = Vec::new();
     for (i, r) in spec.priority.iter().enumerate() {
         let config = r.config.to_string();
         let p: Box<dyn PriorityStage> = match r.plugin.as_str() {
-            "fifo" => Box::new(native_plugin(gantry_plugin_fifo::Fifo, &config, "priority", i)?),
+            "fifo" => Box::new(native_plugin(
+                gantry_plugin_fifo::Fifo,
+                &config,
+                "priority",
+                i,
+            )?),
             "shortest-first" => Box::new(native_plugin(
                 gantry_plugin_shortest_first::ShortestFirst::default(),
                 &config,
                 "priority",
                 i,
             )?),
-            other => bail!("priority[{i}].plugin: {other} has no native build; run without --native"),
+            other => {
+                bail!("priority[{i}].plugin: {other} has no native build; run without --native")
+            }
         };
         priority.push(StageSlot::new(p, config));
     }
@@ -136,7 +146,10 @@ fn native(spec: &PipelineSpec) -> anyhow::Result<Pipeline> {
             )?);
             Some(StageSlot::new(p, config))
         }
-        Some(r) => bail!("preemption.plugin: {} has no native build; run without --native", r.plugin),
+        Some(r) => bail!(
+            "preemption.plugin: {} has no native build; run without --native",
+            r.plugin
+        ),
     };
     Ok(Pipeline {
         admission,
@@ -158,12 +171,28 @@ fn native_plugin<P: gantry_contract::Plugin>(
 fn native_placement(name: &str, config: &str) -> anyhow::Result<Box<dyn PlacementStage>> {
     let p = |e: gantry_engine::PolicyFault| anyhow::anyhow!("placement.config: {e}");
     Ok(match name {
-        "first-fit" => Box::new(Native::new(gantry_plugin_first_fit::FirstFit::default(), config).map_err(p)?),
-        "random" => Box::new(Native::new(gantry_plugin_random::Random::default(), config).map_err(p)?),
-        "dot-product" => Box::new(Native::new(gantry_plugin_dot_product::DotProduct::default(), config).map_err(p)?),
-        "gpu-clustering" => Box::new(Native::new(gantry_plugin_gpu_clustering::GpuClustering::default(), config).map_err(p)?),
-        "gpu-packing" => Box::new(Native::new(gantry_plugin_gpu_packing::GpuPacking::default(), config).map_err(p)?),
-        "best-fit" => Box::new(Native::new(gantry_plugin_best_fit::BestFit::default(), config).map_err(p)?),
+        "first-fit" => {
+            Box::new(Native::new(gantry_plugin_first_fit::FirstFit::default(), config).map_err(p)?)
+        }
+        "random" => {
+            Box::new(Native::new(gantry_plugin_random::Random::default(), config).map_err(p)?)
+        }
+        "dot-product" => Box::new(
+            Native::new(gantry_plugin_dot_product::DotProduct::default(), config).map_err(p)?,
+        ),
+        "gpu-clustering" => Box::new(
+            Native::new(
+                gantry_plugin_gpu_clustering::GpuClustering::default(),
+                config,
+            )
+            .map_err(p)?,
+        ),
+        "gpu-packing" => Box::new(
+            Native::new(gantry_plugin_gpu_packing::GpuPacking::default(), config).map_err(p)?,
+        ),
+        "best-fit" => {
+            Box::new(Native::new(gantry_plugin_best_fit::BestFit::default(), config).map_err(p)?)
+        }
         "fgd" => Box::new(Native::new(gantry_plugin_fgd::Fgd::default(), config).map_err(p)?),
         other => bail!("placement.plugin: {other} has no native build; run without --native"),
     })

@@ -121,7 +121,11 @@ pub fn write(dir: &Path, runs: &[PipelineRun]) -> anyhow::Result<()> {
                 name: r.label.clone(),
                 // log scale: a zero wait is drawn at 1 s.
                 points: gantry_plot::cdf(
-                    &r.result.waits_s().iter().map(|w| w.max(1.0)).collect::<Vec<_>>(),
+                    &r.result
+                        .waits_s()
+                        .iter()
+                        .map(|w| w.max(1.0))
+                        .collect::<Vec<_>>(),
                 ),
             })
             .collect(),
@@ -147,11 +151,16 @@ pub fn write(dir: &Path, runs: &[PipelineRun]) -> anyhow::Result<()> {
                 name: r.label.clone(),
                 values: accounts
                     .iter()
-                    .map(|a| r.summary.gpu_hours_by_account.get(a).copied().unwrap_or(0.0))
+                    .map(|a| {
+                        r.summary
+                            .gpu_hours_by_account
+                            .get(a)
+                            .copied()
+                            .unwrap_or(0.0)
+                    })
                     .collect(),
             })
             .collect(),
-        ..Default::default()
     };
     std::fs::write(dir.join("usage-by-account.svg"), usage.to_svg())?;
     Ok(())

@@ -84,7 +84,8 @@ fn json_error(path: &Path, line: usize, e: &serde_json::Error) -> InputError {
 fn json_records<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<(usize, T)>, InputError> {
     let text = read(path)?;
     if text.trim_start().starts_with('[') {
-        let items: Vec<T> = serde_json::from_str(&text).map_err(|e| json_error(path, e.line(), &e))?;
+        let items: Vec<T> =
+            serde_json::from_str(&text).map_err(|e| json_error(path, e.line(), &e))?;
         return Ok(items.into_iter().map(|t| (0, t)).collect());
     }
     text.lines()
@@ -135,7 +136,11 @@ pub fn read_cluster(path: &Path, gpu_only: bool) -> Result<Vec<SimNode>, InputEr
                     cpu_milli: row.parse(cols.1)?,
                     memory_mib: row.parse(cols.2)?,
                     gpus: row.parse(cols.3)?,
-                    gpu_model: cols.4.map(|c| row.text(c).map(str::to_string)).transpose()?.unwrap_or_default(),
+                    gpu_model: cols
+                        .4
+                        .map(|c| row.text(c).map(str::to_string))
+                        .transpose()?
+                        .unwrap_or_default(),
                     gpu_memory_mib: 0,
                     labels: BTreeMap::new(),
                 });
@@ -159,10 +164,20 @@ pub fn read_cluster(path: &Path, gpu_only: bool) -> Result<Vec<SimNode>, InputEr
     let mut seen = std::collections::HashSet::new();
     for n in &nodes {
         if !seen.insert(n.name.as_str()) {
-            return Err(field_error(path, 0, "name", format!("node `{}` is listed twice", n.name)));
+            return Err(field_error(
+                path,
+                0,
+                "name",
+                format!("node `{}` is listed twice", n.name),
+            ));
         }
         if n.gpus > 0 && n.gpu_model.is_empty() {
-            return Err(field_error(path, 0, "gpu_model", format!("node `{}` has GPUs but no model", n.name)));
+            return Err(field_error(
+                path,
+                0,
+                "gpu_model",
+                format!("node `{}` has GPUs but no model", n.name),
+            ));
         }
     }
     if nodes.is_empty() {
@@ -172,7 +187,8 @@ pub fn read_cluster(path: &Path, gpu_only: bool) -> Result<Vec<SimNode>, InputEr
 }
 
 fn is_csv(path: &Path) -> bool {
-    path.extension().is_some_and(|e| e.eq_ignore_ascii_case("csv"))
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("csv"))
 }
 
 /// One workload line: a job as submitted, with its virtual-time submit and duration.
@@ -218,8 +234,13 @@ fn yes() -> bool {
 /// Checks a job with the submission rules and turns it into a simulator job.
 fn to_sim_job(path: &Path, line: usize, j: JobLine) -> Result<SimJob, InputError> {
     for (field, v) in [("submit_s", j.submit_s), ("duration_s", j.duration_s)] {
-        if !v.is_finite() || v < 0.0 || v > 1e10 {
-            return Err(field_error(path, line, field, format!("must be 0..=1e10 seconds, got {v}")));
+        if !v.is_finite() || !(0.0..=1e10).contains(&v) {
+            return Err(field_error(
+                path,
+                line,
+                field,
+                format!("must be 0..=1e10 seconds, got {v}"),
+            ));
         }
     }
     let mut spec = JobSpec {
@@ -279,7 +300,10 @@ pub fn read_workload(path: &Path) -> Result<Vec<SimJob>, InputError> {
     let mut jobs = if is_csv(path) {
         let t = Table::read(path)?;
         if t.optional_column("num_gpu").is_some() {
-            openb::read_pods(path)?.iter().map(openb::Pod::to_job).collect()
+            openb::read_pods(path)?
+                .iter()
+                .map(openb::Pod::to_job)
+                .collect()
         } else {
             csv_jobs(path, &t)?
         }
@@ -295,7 +319,11 @@ pub fn read_workload(path: &Path) -> Result<Vec<SimJob>, InputError> {
 }
 
 fn csv_jobs(path: &Path, t: &Table) -> Result<Vec<SimJob>, InputError> {
-    let req = (t.column("submit_s")?, t.column("duration_s")?, t.column("gpus")?);
+    let req = (
+        t.column("submit_s")?,
+        t.column("duration_s")?,
+        t.column("gpus")?,
+    );
     let opt = |n: &str| t.optional_column(n);
     let mut jobs = Vec::new();
     for (i, row) in t.rows().enumerate() {
@@ -316,7 +344,11 @@ fn csv_jobs(path: &Path, t: &Table) -> Result<Vec<SimJob>, InputError> {
                 gpu_milli: row.parse_or(opt("gpu_milli"), 0)?,
                 cpu_milli: row.parse_or(opt("cpu_milli"), 1000)?,
                 memory_mib: row.parse_or(opt("memory_mib"), 1024)?,
-                gpu_models: models.split('|').filter(|m| !m.is_empty()).map(str::to_string).collect(),
+                gpu_models: models
+                    .split('|')
+                    .filter(|m| !m.is_empty())
+                    .map(str::to_string)
+                    .collect(),
             }],
             time_limit_s: row.parse_or(opt("time_limit_s"), 0)?,
             user: text_or(opt("user"), "")?,
@@ -347,10 +379,20 @@ pub fn read_node_events(path: &Path, nodes: &[SimNode]) -> Result<Vec<NodeEvent>
     let mut out = Vec::new();
     for (line, e) in json_records::<NodeEventLine>(path)? {
         if !nodes.iter().any(|n| n.name == e.node) {
-            return Err(field_error(path, line, "node", format!("no node named `{}` in the cluster", e.node)));
+            return Err(field_error(
+                path,
+                line,
+                "node",
+                format!("no node named `{}` in the cluster", e.node),
+            ));
         }
         if !e.at_s.is_finite() || e.at_s < 0.0 {
-            return Err(field_error(path, line, "at_s", "must be a time ≥ 0 in seconds"));
+            return Err(field_error(
+                path,
+                line,
+                "at_s",
+                "must be a time ≥ 0 in seconds",
+            ));
         }
         out.push(NodeEvent {
             at_ms: (e.at_s * 1000.0).round() as u64,
