@@ -12,9 +12,10 @@ const TRACES: &str = "../../../shared/traces/alibaba-gpu-v2023";
 
 /// `(shape, count)` of every row of `openb_pod_list_<variant>.csv`, or `None`.
 fn pod_list(variant: &str) -> Option<(Vec<(TraceShape, u64)>, u64)> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join(TRACES)
-        .join(format!("openb_pod_list_{variant}.csv"));
+    let dir = std::env::var_os("GANTRY_TRACE_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(TRACES));
+    let path = dir.join(format!("openb_pod_list_{variant}.csv"));
     let text = std::fs::read_to_string(&path).ok()?;
     let mut lines = text.lines();
     let header: Vec<&str> = lines.next()?.split(',').collect();

@@ -97,9 +97,10 @@ pub struct FillArgs {
 /// `gantry simulate fgd-grid`.
 #[derive(Debug, clap::Args)]
 pub struct GridArgs {
-    /// Directory with the openb CSVs.
-    #[arg(long, default_value = "../shared/traces/alibaba-gpu-v2023")]
-    pub trace_dir: PathBuf,
+    /// Directory with the openb CSVs (default: `$GANTRY_TRACE_DIR` or
+    /// `shared/traces/alibaba-gpu-v2023` beside this tree or a parent).
+    #[arg(long)]
+    pub trace_dir: Option<PathBuf>,
     /// Seeds: `42-51` or `42,43`.
     #[arg(long, default_value = "42-51")]
     pub seeds: String,
@@ -301,7 +302,12 @@ fn grid(a: GridArgs) -> anyhow::Result<()> {
             .collect::<Vec<_>>()
     };
     let opts = GridOptions {
-        trace_dir: a.trace_dir,
+        trace_dir: match a.trace_dir {
+            Some(d) => d,
+            None => super::openb::find_trace_dir().context(
+                "--trace-dir: the openb trace was not found (give --trace-dir or set GANTRY_TRACE_DIR)",
+            )?,
+        },
         workloads: split(&a.workloads),
         policies: split(&a.policies),
         seeds: parse_seeds(&a.seeds)?,

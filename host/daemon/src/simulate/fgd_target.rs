@@ -36,8 +36,9 @@ mod tests {
 
     #[test]
     fn the_default_openb_list_gives_the_specified_target() {
-        let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("../../../shared/traces/alibaba-gpu-v2023/openb_pod_list_default.csv");
+        let path = super::super::openb::find_trace_dir()
+            .expect("the openb trace; set GANTRY_TRACE_DIR")
+            .join("openb_pod_list_default.csv");
         let pods = super::super::openb::read_pods(&path).expect("the openb trace");
         let config = fgd_config(&pods, 42);
         let target = config["target"].as_array().expect("target");

@@ -81,6 +81,25 @@ impl Pod {
     }
 }
 
+/// Where the openb CSVs are: `$GANTRY_TRACE_DIR`, else `shared/traces/alibaba-gpu-v2023`
+/// next to the working directory or to the source tree, or in one of their parents.
+pub fn find_trace_dir() -> Option<std::path::PathBuf> {
+    if let Some(d) = std::env::var_os("GANTRY_TRACE_DIR") {
+        return Some(d.into());
+    }
+    let rel = Path::new("shared/traces/alibaba-gpu-v2023");
+    let starts = [
+        std::env::current_dir().ok(),
+        Some(std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))),
+    ];
+    starts
+        .into_iter()
+        .flatten()
+        .flat_map(|s| s.ancestors().map(|a| a.join(rel)).collect::<Vec<_>>())
+        .chain(std::iter::once(Path::new("/work").join(rel)))
+        .find(|d| d.join("openb_node_list_gpu_node.csv").is_file())
+}
+
 /// Reads a node list (`sn,cpu_milli,memory_mib,gpu,model`). With `gpu_only`, nodes
 /// without GPUs are left out (the FGD cluster is GPU nodes only).
 pub fn read_nodes(path: &Path, gpu_only: bool) -> Result<Vec<SimNode>, CsvError> {
