@@ -276,6 +276,7 @@ impl Scheduler {
                 (MASTER_PORT_BASE + job.id % 10_000).to_string(),
             ),
         ]);
+        env.extend(fraction_env(&t.gpus, &self.inner.node.gpus));
         env
     }
 
@@ -427,6 +428,46 @@ impl Scheduler {
             tracing::info!(job = job.id, "re-attached to running job after restart");
         }
     }
+}
+
+/// For a task holding a fraction of one GPU: its device and share
+/// (`GANTRY_GPU_SHARE=<index>:<milli>`), the device memory its share entitles it to
+/// (`GANTRY_GPU_MEMORY_LIMIT_MIB`, when the device's memory is known) and the same
+/// limits in the variables NVIDIA MPS clients honour (`CUDA_MPS_PINNED_DEVICE_MEM_LIMIT`
+/// for visible device 0, `CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`). Whole GPUs get nothing.
+pub(crate) fn fraction_env(
+    gpus: &[GpuShareView],
+    devices: &[crate::inventory::GpuInfo],
+) -> Vec<(String, String)> {
+    let [share] = gpus else {
+        return Vec::new();
+    };
+    if share.milli >= 1000 {
+        return Vec::new();
+    }
+    let mut env = vec![
+        (
+            "GANTRY_GPU_SHARE".to_string(),
+            format!("{}:{}", share.index, share.milli),
+        ),
+        (
+            "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE".to_string(),
+            (share.milli / 10).max(1).to_string(),
+        ),
+    ];
+    let memory = devices
+        .iter()
+        .find(|d| d.index == share.index)
+        .map_or(0, |d| d.memory_mib);
+    if memory > 0 {
+        let limit = memory * u64::from(share.milli) / 1000;
+        env.push(("GANTRY_GPU_MEMORY_LIMIT_MIB".into(), limit.to_string()));
+        env.push((
+            "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT".into(),
+            format!("0={limit}M"),
+        ));
+    }
+    env
 }
 
 fn gpu_list(gpus: &[GpuShareView]) -> String {
