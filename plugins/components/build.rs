@@ -46,6 +46,23 @@ const COMPONENTS: &[(&str, &str, &str)] = &[
     ),
     ("FGD", "gantry-plugin-fgd", "gantry_plugin_fgd"),
     (
+        "MULTIFACTOR",
+        "gantry-plugin-multifactor",
+        "gantry_plugin_multifactor",
+    ),
+    ("QUOTA", "gantry-plugin-quota", "gantry_plugin_quota"),
+    ("RECLAIM", "gantry-plugin-reclaim", "gantry_plugin_reclaim"),
+    (
+        "BACKFILL",
+        "gantry-plugin-backfill",
+        "gantry_plugin_backfill",
+    ),
+    (
+        "QUEUE_LIMITS",
+        "gantry-plugin-queue-limits",
+        "gantry_plugin_queue_limits",
+    ),
+    (
         "HOSTILE_LOOP",
         "gantry-fixture-hostile-loop",
         "gantry_fixture_hostile_loop",
@@ -107,6 +124,12 @@ fn main() {
         "plugins/gpu-packing",
         "plugins/best-fit",
         "plugins/fgd",
+        "plugins/multifactor",
+        "plugins/quota",
+        "plugins/reclaim",
+        "plugins/quota-core",
+        "plugins/backfill",
+        "plugins/queue-limits",
         "tests/fixtures",
         "examples/plugins/rust-gpu0-reserve",
     ] {

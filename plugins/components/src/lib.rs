@@ -18,4 +18,9 @@ pub const BUILTIN: &[(&str, &[u8])] = &[
     ("gpu-packing", GPU_PACKING),
     ("best-fit", BEST_FIT),
     ("fgd", FGD),
+    ("multifactor", MULTIFACTOR),
+    ("quota", QUOTA),
+    ("reclaim", RECLAIM),
+    ("backfill", BACKFILL),
+    ("queue-limits", QUEUE_LIMITS),
 ];
