@@ -30,6 +30,9 @@ pub struct Config {
     pub telemetry: TelemetryConfig,
     /// What-if replay: how many recent cycle snapshots to keep (0 turns recording off).
     pub record_snapshots: usize,
+    /// Half-life of the decayed GPU usage given to plugins (fair-share), seconds
+    /// (SLURM's `PriorityDecayHalfLife`; default 7 days).
+    pub usage_half_life_s: u64,
 }
 
 /// OpenTelemetry (OTLP) export of traces.
@@ -84,6 +87,7 @@ impl Default for Config {
             listen: DEFAULT_LISTEN.into(),
             data_dir: PathBuf::from("gantry-data"),
             cycle_interval_ms: 1000,
+            usage_half_life_s: 7 * 24 * 3600,
             kill_grace_s: 10,
             node: NodeConfig::default(),
             plugins: PluginLimits::default(),
@@ -163,6 +167,11 @@ impl Config {
 
     /// Range checks.
     pub fn check(&self) -> Result<(), ConfigError> {
+        if self.usage_half_life_s == 0 || self.usage_half_life_s > 10 * 365 * 24 * 3600 {
+            return Err(ConfigError::Invalid(
+                "usage_half_life_s must be 1..=315360000 (ten years)".into(),
+            ));
+        }
         if self.cycle_interval_ms == 0 || self.cycle_interval_ms > 3_600_000 {
             return Err(ConfigError::Invalid(
                 "cycle_interval_ms must be 1..=3600000".into(),
@@ -190,5 +199,23 @@ impl Config {
             ));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn the_example_config_loads_and_a_zero_half_life_is_refused() {
+        let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/gantry.toml");
+        let config = Config::load(Some(&example)).unwrap();
+        assert_eq!(config.usage_half_life_s, 604_800);
+        let dir = tempfile::tempdir().unwrap();
+        let bad = dir.path().join("gantry.toml");
+        std::fs::write(&bad, "usage_half_life_s = 0\n").unwrap();
+        let e = Config::load(Some(&bad)).unwrap_err().to_string();
+        assert!(e.contains("usage_half_life_s"), "{e}");
     }
 }

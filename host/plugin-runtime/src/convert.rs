@@ -47,6 +47,7 @@ pub(crate) fn cycle(x: &c::Cycle) -> wit::Cycle {
                 gpu_milli_quota: q.gpu_milli_quota,
                 gpu_milli_used: q.gpu_milli_used,
                 pending_jobs: q.pending_jobs,
+                gpu_milli_used_by_model: q.gpu_milli_used_by_model.clone(),
             })
             .collect(),
         totals: wit::ClusterTotals {

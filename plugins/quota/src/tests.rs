@@ -25,12 +25,14 @@ fn ctx(used_a: u64, used_b: u64) -> Cycle {
                 gpu_milli_quota: None,
                 gpu_milli_used: used_a * 1000,
                 pending_jobs: 0,
+                ..Default::default()
             },
             QueueStatus {
                 queue: 1,
                 gpu_milli_quota: None,
                 gpu_milli_used: used_b * 1000,
                 pending_jobs: 0,
+                ..Default::default()
             },
         ],
         ..Default::default()

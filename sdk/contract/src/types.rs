@@ -235,7 +235,7 @@ pub struct GpuUse {
 }
 
 /// A queue's quota and use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct QueueStatus {
     /// Interned queue.
     pub queue: Symbol,
@@ -245,6 +245,10 @@ pub struct QueueStatus {
     pub gpu_milli_used: u64,
     /// Pending jobs of the queue.
     pub pending_jobs: u32,
+    /// In use by running jobs per GPU model, milli-GPU: entry i is for
+    /// [`Cycle::gpu_models`]`[i]` (quota flavors). Sums to `gpu_milli_used`.
+    #[serde(default)]
+    pub gpu_milli_used_by_model: Vec<u64>,
 }
 
 /// Totals over nodes that are up.

@@ -221,6 +221,7 @@ fn cycle_in(x: w::Cycle) -> c::Cycle {
                 gpu_milli_quota: q.gpu_milli_quota,
                 gpu_milli_used: q.gpu_milli_used,
                 pending_jobs: q.pending_jobs,
+                gpu_milli_used_by_model: q.gpu_milli_used_by_model,
             })
             .collect(),
         totals: c::ClusterTotals {

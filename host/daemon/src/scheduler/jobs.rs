@@ -117,6 +117,11 @@ fn apply_patch(spec: &mut JobSpec, p: gantry_contract::JobPatch) {
 }
 
 impl Scheduler {
+    /// Half-life of the decayed usage in snapshots, seconds (from the config).
+    pub(crate) fn usage_half_life_s(&self) -> f64 {
+        self.inner.config.usage_half_life_s as f64
+    }
+
     /// Validates, checks and durably stores a new job; returns it once acknowledged.
     pub fn submit(&self, mut spec: JobSpec) -> Result<JobRecord, SubmitError> {
         spec.validate().map_err(SubmitError::Field)?;
@@ -125,7 +130,13 @@ impl Scheduler {
             let st = lock(&self.inner.state);
             let all = st.jobs.values().chain(std::iter::once(&probe));
             let models = snapshot::Models::new(&self.inner.node, all.clone());
-            let snap = snapshot::build(all, &self.inner.node, st.cycle, now_ms());
+            let snap = snapshot::build(
+                all,
+                &self.inner.node,
+                st.cycle,
+                now_ms(),
+                self.usage_half_life_s(),
+            );
             let mut strings = Interner::new();
             for s in &snap.ctx.strings {
                 strings.intern(s);

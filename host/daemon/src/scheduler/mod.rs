@@ -236,6 +236,7 @@ impl Scheduler {
                 &self.inner.node,
                 st.cycle,
                 now_ms(),
+                self.usage_half_life_s(),
             ))
         };
         let span = tracing::info_span!(

@@ -255,7 +255,13 @@ impl Scheduler {
         let (mut candidate, resolved) = registry.build(&spec, Some(&self.inner.store))?;
         let snap = {
             let st = lock(&self.inner.state);
-            snapshot::build(st.jobs.values(), &self.inner.node, st.cycle, now_ms())
+            snapshot::build(
+                st.jobs.values(),
+                &self.inner.node,
+                st.cycle,
+                now_ms(),
+                self.usage_half_life_s(),
+            )
         };
         let dry = gantry_engine::run_cycle(&snap, &mut candidate, None);
         if !dry.faults.is_empty() {

@@ -153,14 +153,12 @@ pub fn node_view(node: &NodeInfo, strings: &mut Interner, running: &[&JobRecord]
     n
 }
 
-/// Half-life of decayed GPU usage (SLURM's PriorityDecayHalfLife default is 7 days).
-pub const USAGE_HALF_LIFE_S: f64 = 7.0 * 24.0 * 3600.0;
-
 /// Decayed GPU-seconds per user and per account: each run counts its GPU share ×
-/// duration, halved for every half-life since it ended (running jobs count in full).
+/// duration, halved for every `half_life_s` since it ended (running jobs count in full).
 fn usage<'a>(
     jobs: impl Iterator<Item = &'a JobRecord>,
     now_ms: u64,
+    half_life_s: f64,
     strings: &mut Interner,
 ) -> (Vec<c::Usage>, Vec<c::Usage>) {
     let decayed = jobs.filter_map(|j| {
@@ -171,8 +169,8 @@ fn usage<'a>(
             return None;
         }
         let age_s = now_ms.saturating_sub(end) as f64 / 1000.0;
-        let gpu_s = milli as f64 / 1000.0 * (end - start) as f64 / 1000.0
-            * (-age_s / USAGE_HALF_LIFE_S).exp2();
+        let gpu_s =
+            milli as f64 / 1000.0 * (end - start) as f64 / 1000.0 * (-age_s / half_life_s).exp2();
         Some((j, gpu_s))
     });
     let (users, accounts) = per_user_and_account(decayed);
@@ -220,36 +218,56 @@ fn per_user_and_account<'a, T: Default + std::ops::AddAssign + Copy>(
     (users, accounts)
 }
 
-/// GPUs in use and jobs waiting, per queue (quotas come with the quota plugin).
+/// GPUs in use (in all and per model of `models`) and jobs waiting, per queue
+/// (quotas come with the quota plugin).
 fn queues<'a>(
     jobs: impl Iterator<Item = &'a JobRecord>,
+    node: &NodeInfo,
+    models: &Models,
     strings: &mut Interner,
 ) -> Vec<c::QueueStatus> {
-    let mut q: BTreeMap<String, (u64, u32)> = BTreeMap::new();
+    let mut q: BTreeMap<String, c::QueueStatus> = BTreeMap::new();
+    let model_of = |index: u32| {
+        node.gpus
+            .iter()
+            .find(|g| g.index == index)
+            .and_then(|g| models.names.iter().position(|m| *m == g.model))
+    };
     for j in jobs {
-        let e = q.entry(j.spec.queue.clone()).or_default();
+        let e = q
+            .entry(j.spec.queue.clone())
+            .or_insert_with(|| c::QueueStatus {
+                gpu_milli_used_by_model: vec![0; models.names.len()],
+                ..Default::default()
+            });
         match j.state {
-            JobState::Running => e.0 += j.gpu_milli_held(),
-            JobState::Pending => e.1 += 1,
+            JobState::Running => {
+                e.gpu_milli_used += j.gpu_milli_held();
+                for share in j.tasks.iter().flat_map(|t| &t.gpus) {
+                    if let Some(m) = model_of(share.index) {
+                        e.gpu_milli_used_by_model[m] += u64::from(share.milli);
+                    }
+                }
+            }
+            JobState::Pending => e.pending_jobs += 1,
             _ => {}
         }
     }
     q.into_iter()
-        .map(|(name, (used, pending))| c::QueueStatus {
-            queue: strings.intern(&name),
-            gpu_milli_quota: None,
-            gpu_milli_used: used,
-            pending_jobs: pending,
+        .map(|(name, mut status)| {
+            status.queue = strings.intern(&name);
+            status
         })
         .collect()
 }
 
-/// The cycle's snapshot.
+/// The cycle's snapshot; decayed usage halves every `half_life_s`.
 pub fn build<'a>(
     jobs: impl Iterator<Item = &'a JobRecord> + Clone,
     node: &NodeInfo,
     cycle_id: u64,
     now_ms: u64,
+    half_life_s: f64,
 ) -> Snapshot {
     let models = Models::new(node, jobs.clone());
     let mut strings = Interner::new();
@@ -292,9 +310,14 @@ pub fn build<'a>(
         cpu_milli_total: u64::from(node_c.cpu_milli_total),
         memory_mib_total: node_c.memory_mib_total,
     };
-    let (user_usage, account_usage) = usage(jobs.clone(), now_ms, &mut strings);
+    let (user_usage, account_usage) = usage(jobs.clone(), now_ms, half_life_s, &mut strings);
     let (user_gpus, account_gpus) = gpus_in_use(jobs.clone(), &mut strings);
-    let queues = queues(jobs.filter(|j| !j.state.is_terminal()), &mut strings);
+    let queues = queues(
+        jobs.filter(|j| !j.state.is_terminal()),
+        node,
+        &models,
+        &mut strings,
+    );
     let ctx = c::Cycle {
         id: cycle_id,
         now_ms,

@@ -69,6 +69,9 @@ pub struct TimelineArgs {
     /// Stop after this much simulated time, hours.
     #[arg(long)]
     pub horizon_h: Option<f64>,
+    /// Half-life of the decayed usage plugins see (fair-share), hours (default 168).
+    #[arg(long)]
+    pub usage_half_life_h: Option<f64>,
     /// Pipelines, plugins and output.
     #[command(flatten)]
     pub common: PipelineArgs,
@@ -195,6 +198,7 @@ fn timeline(a: TimelineArgs) -> anyhow::Result<()> {
         seed: a.seed,
         cycle_interval_ms: a.cycle_interval_s.map(|s| (s * 1000.0).max(1.0) as u64),
         horizon_ms: a.horizon_h.map(|h| (h * 3_600_000.0) as u64),
+        usage_half_life_s: a.usage_half_life_h.map(|h| h * 3600.0),
     };
     let b = builder(&a.common)?;
     let mut runs = Vec::new();

@@ -124,6 +124,11 @@ impl SimState {
         }
     }
 
+    /// Decayed usage halves every `half_life_s` seconds from now on (call before the run).
+    pub fn set_usage_half_life(&mut self, half_life_s: f64) {
+        self.usage = UsageTracker::with_half_life(half_life_s);
+    }
+
     /// The position of a node by name.
     pub fn node_index(&self, name: &str) -> Option<usize> {
         self.node_pos.get(name).copied()
@@ -249,16 +254,42 @@ impl SimState {
         ctx.account_usage = accounts;
         let mut user_gpus: BTreeMap<Symbol, u64> = BTreeMap::new();
         let mut account_gpus: BTreeMap<Symbol, u64> = BTreeMap::new();
-        let mut queue_use: BTreeMap<Symbol, (u64, u32)> = BTreeMap::new();
+        let models = ctx.gpu_models.len();
+        let mut queue_use: BTreeMap<Symbol, QueueStatus> = BTreeMap::new();
+        let blank = |queue| QueueStatus {
+            queue,
+            gpu_milli_used_by_model: vec![0; models],
+            ..QueueStatus::default()
+        };
         for (user, account, milli, _) in running {
             *user_gpus.entry(user).or_default() += milli;
             *account_gpus.entry(account).or_default() += milli;
         }
         for r in &self.snap.running {
-            queue_use.entry(r.job.queue).or_default().0 += held_milli(r);
+            let q = queue_use
+                .entry(r.job.queue)
+                .or_insert_with(|| blank(r.job.queue));
+            q.gpu_milli_used += held_milli(r);
+            for t in &r.tasks {
+                let Some(node) = self.snap.nodes.get(t.node as usize) else {
+                    continue;
+                };
+                for share in &t.gpus {
+                    let model = node
+                        .gpus
+                        .get(share.index as usize)
+                        .and_then(|g| ctx.gpu_models.iter().position(|m| *m == g.model));
+                    if let Some(m) = model {
+                        q.gpu_milli_used_by_model[m] += u64::from(share.milli);
+                    }
+                }
+            }
         }
         for j in &self.snap.pending {
-            queue_use.entry(j.queue).or_default().1 += 1;
+            queue_use
+                .entry(j.queue)
+                .or_insert_with(|| blank(j.queue))
+                .pending_jobs += 1;
         }
         let to_use = |m: BTreeMap<Symbol, u64>| {
             m.into_iter()
@@ -270,15 +301,7 @@ impl SimState {
         ctx.queues = self
             .queue_names
             .iter()
-            .map(|&queue| {
-                let (used, pending) = queue_use.get(&queue).copied().unwrap_or_default();
-                QueueStatus {
-                    queue,
-                    gpu_milli_quota: None,
-                    gpu_milli_used: used,
-                    pending_jobs: pending,
-                }
-            })
+            .map(|&queue| queue_use.remove(&queue).unwrap_or_else(|| blank(queue)))
             .collect();
         let up = self.snap.nodes.iter().filter(|n| n.state == NodeState::Up);
         ctx.totals = ClusterTotals {
@@ -305,4 +328,57 @@ pub fn held_milli(r: &RunningJob) -> u64 {
         .flat_map(|t| &t.gpus)
         .map(|s| u64::from(s.milli))
         .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gantry_contract::GpuShare;
+
+    fn node(name: &str, model: &str) -> SimNode {
+        SimNode {
+            name: name.into(),
+            cpu_milli: 8000,
+            memory_mib: 8192,
+            gpus: 2,
+            gpu_model: model.into(),
+            gpu_memory_mib: 0,
+            labels: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn queue_use_is_split_by_gpu_model() {
+        let nodes = [node("a", "A100"), node("b", "L4")];
+        let mut st = SimState::new(&nodes, vec!["A100".into(), "L4".into()], 1);
+        let job = SimJob {
+            name: "j".into(),
+            user: "u".into(),
+            account: "acct".into(),
+            queue: "team".into(),
+            tier: 0,
+            kind: gantry_contract::JobKind::Batch,
+            preemptible: false,
+            requeue: true,
+            labels: BTreeMap::new(),
+            submit_ms: 0,
+            duration_ms: 10,
+            time_limit_s: 0,
+            tasks: Vec::new(),
+        };
+        let contract = st.contract_job(1, &job);
+        st.snap.pending.push(contract);
+        let on = |node: NodeId, index: u32, milli: u32| TaskAllocation {
+            node,
+            gpus: vec![GpuShare { index, milli }],
+            cpu_milli: 0,
+            memory_mib: 0,
+        };
+        st.start(1, vec![on(0, 0, 1000), on(1, 1, 500)], 0, 0.0);
+        st.prepare_cycle(1, 0);
+        let q = &st.snap.ctx.queues[0];
+        assert_eq!(st.snap.ctx.text(q.queue), "team");
+        assert_eq!(q.gpu_milli_used, 1500);
+        assert_eq!(q.gpu_milli_used_by_model, vec![1000, 500]);
+    }
 }

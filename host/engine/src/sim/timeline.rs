@@ -29,6 +29,9 @@ pub struct TimelineOptions {
     pub cycle_interval_ms: Option<u64>,
     /// Stop at this virtual time; jobs still running or pending are reported so.
     pub horizon_ms: Option<u64>,
+    /// Half-life of the decayed usage given to plugins, seconds (default 7 days, as in
+    /// the daemon's `usage_half_life_s`).
+    pub usage_half_life_s: Option<f64>,
 }
 
 /// Progress of a run: jobs settled (finished, rejected) of all, virtual time.
@@ -64,6 +67,9 @@ pub fn run_timeline(
     progress: &mut dyn FnMut(Progress),
 ) -> TimelineResult {
     let mut st = SimState::new(nodes, model_list(nodes, jobs), opts.seed);
+    if let Some(h) = opts.usage_half_life_s {
+        st.set_usage_half_life(h);
+    }
     let empty_nodes: Vec<Node> = st.snap.nodes.clone();
     let mut queue = EventQueue::default();
     for (i, j) in jobs.iter().enumerate() {

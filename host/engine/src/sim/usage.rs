@@ -3,12 +3,12 @@
 //! since it ended; a running job counts in full. Finished runs are folded into one
 //! decayed sum per user and account, so a cycle costs O(running + users).
 //!
-//! Owns: the decay arithmetic and [`USAGE_HALF_LIFE_S`]. Does not own who runs.
+//! Owns: the decay arithmetic and the default [`USAGE_HALF_LIFE_S`]. Does not own who runs.
 
 use gantry_contract::{Symbol, Usage};
 use std::collections::BTreeMap;
 
-/// Half-life of decayed GPU usage (SLURM's PriorityDecayHalfLife default is 7 days).
+/// Default half-life of decayed GPU usage (SLURM's PriorityDecayHalfLife default, 7 days).
 pub const USAGE_HALF_LIFE_S: f64 = 7.0 * 24.0 * 3600.0;
 
 /// A decayed sum valid at `at_ms`.
@@ -19,32 +19,56 @@ struct Decayed {
 }
 
 impl Decayed {
-    fn value_at(self, now_ms: u64) -> f64 {
+    fn value_at(self, now_ms: u64, half_life_s: f64) -> f64 {
         let age_s = now_ms.saturating_sub(self.at_ms) as f64 / 1000.0;
-        self.gpu_s * (-age_s / USAGE_HALF_LIFE_S).exp2()
+        self.gpu_s * (-age_s / half_life_s).exp2()
     }
 
-    fn add(&mut self, gpu_s: f64, now_ms: u64) {
-        self.gpu_s = self.value_at(now_ms) + gpu_s;
+    fn add(&mut self, gpu_s: f64, now_ms: u64, half_life_s: f64) {
+        self.gpu_s = self.value_at(now_ms, half_life_s) + gpu_s;
         self.at_ms = now_ms;
     }
 }
 
 /// Finished usage per user and account.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct UsageTracker {
     users: BTreeMap<Symbol, Decayed>,
     accounts: BTreeMap<Symbol, Decayed>,
+    half_life_s: f64,
+}
+
+impl Default for UsageTracker {
+    fn default() -> Self {
+        Self::with_half_life(USAGE_HALF_LIFE_S)
+    }
 }
 
 impl UsageTracker {
+    /// A tracker whose usage halves every `half_life_s` seconds (> 0).
+    pub fn with_half_life(half_life_s: f64) -> Self {
+        Self {
+            users: BTreeMap::new(),
+            accounts: BTreeMap::new(),
+            half_life_s: if half_life_s > 0.0 {
+                half_life_s
+            } else {
+                USAGE_HALF_LIFE_S
+            },
+        }
+    }
+
     /// Charges a run that ended at `now_ms`.
     pub fn finished(&mut self, user: Symbol, account: Symbol, gpu_s: f64, now_ms: u64) {
         if gpu_s <= 0.0 {
             return;
         }
-        self.users.entry(user).or_default().add(gpu_s, now_ms);
-        self.accounts.entry(account).or_default().add(gpu_s, now_ms);
+        let h = self.half_life_s;
+        self.users.entry(user).or_default().add(gpu_s, now_ms, h);
+        self.accounts
+            .entry(account)
+            .or_default()
+            .add(gpu_s, now_ms, h);
     }
 
     /// Usage per user and per account at `now_ms`, given the running jobs as
@@ -57,12 +81,12 @@ impl UsageTracker {
         let mut users: BTreeMap<Symbol, f64> = self
             .users
             .iter()
-            .map(|(k, d)| (*k, d.value_at(now_ms)))
+            .map(|(k, d)| (*k, d.value_at(now_ms, self.half_life_s)))
             .collect();
         let mut accounts: BTreeMap<Symbol, f64> = self
             .accounts
             .iter()
-            .map(|(k, d)| (*k, d.value_at(now_ms)))
+            .map(|(k, d)| (*k, d.value_at(now_ms, self.half_life_s)))
             .collect();
         for (user, account, milli, start_ms) in running {
             let gpu_s = milli as f64 / 1000.0 * now_ms.saturating_sub(start_ms) as f64 / 1000.0;
@@ -101,5 +125,13 @@ mod tests {
             [(1, 2, 2000, 2 * week_ms - 10_000)].into_iter(),
         );
         assert!((users[0].gpu_seconds - 95.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_shorter_half_life_forgets_faster() {
+        let mut t = UsageTracker::with_half_life(3600.0);
+        t.finished(1, 2, 100.0, 0);
+        let (users, _) = t.at(2 * 3_600_000, std::iter::empty());
+        assert!((users[0].gpu_seconds - 25.0).abs() < 1e-9);
     }
 }
