@@ -8,6 +8,10 @@
 //!   period; A's evicted jobs are requeued and held until B gives quota back.
 //! * No ping-pong: the same cohort over 2,500 periodic cycles while B keeps arriving;
 //!   no job is evicted twice and evictions never exceed A's 8 borrowed jobs.
+//! * Flavors (quotas per GPU model): 2 nodes of 8 A100 and 2 of 8 L4, both teams with
+//!   8 nominal per model and borrowing limit 4 per model. Team A borrows 4 A100 and,
+//!   separately, 4 L4; team B's A100 jobs reclaim exactly the 4 borrowed A100 GPUs
+//!   while A's L4 jobs (also borrowing, and of lower priority) are untouched.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use gantry_components as comp;
@@ -31,18 +35,20 @@ const QUEUES: &str = r#"{"queues": {
     "team-b": {"nominal_gpus": 16, "borrowing_limit_gpus": 8, "cohort": "lab"}},
     "unlisted": "admit"}"#;
 
+fn node(name: String, model: &str) -> SimNode {
+    SimNode {
+        name,
+        cpu_milli: 64_000,
+        memory_mib: 256 * 1024,
+        gpus: 8,
+        gpu_model: model.into(),
+        gpu_memory_mib: 81_920,
+        labels: BTreeMap::new(),
+    }
+}
+
 fn nodes() -> Vec<SimNode> {
-    (1..=4)
-        .map(|i| SimNode {
-            name: format!("n{i}"),
-            cpu_milli: 64_000,
-            memory_mib: 256 * 1024,
-            gpus: 8,
-            gpu_model: "A100".into(),
-            gpu_memory_mib: 81_920,
-            labels: BTreeMap::new(),
-        })
-        .collect()
+    (1..=4).map(|i| node(format!("n{i}"), "A100")).collect()
 }
 
 fn job(name: String, queue: &str, submit_s: u64, duration_s: u64, gpus: u32) -> SimJob {
@@ -70,23 +76,23 @@ fn job(name: String, queue: &str, submit_s: u64, duration_s: u64, gpus: u32) -> 
     }
 }
 
-fn native_pipeline() -> Pipeline {
+fn native_pipeline(queues: &str) -> Pipeline {
     let admission: Box<dyn AdmissionStage> =
-        Box::new(Native::new(Quota::default(), QUEUES).unwrap());
+        Box::new(Native::new(Quota::default(), queues).unwrap());
     let priority: Box<dyn PriorityStage> = Box::new(Native::new(Fifo, "{}").unwrap());
     let placement: Box<dyn PlacementStage> =
         Box::new(Native::new(FirstFit::default(), "{}").unwrap());
     let preemption: Box<dyn PreemptionStage> =
-        Box::new(Native::new(Reclaim::default(), QUEUES).unwrap());
+        Box::new(Native::new(Reclaim::default(), queues).unwrap());
     Pipeline {
-        admission: vec![StageSlot::new(admission, QUEUES)],
+        admission: vec![StageSlot::new(admission, queues)],
         priority: vec![StageSlot::new(priority, "{}")],
         placement: StageSlot::new(placement, "{}"),
-        preemption: Some(StageSlot::new(preemption, QUEUES)),
+        preemption: Some(StageSlot::new(preemption, queues)),
     }
 }
 
-fn wasm_pipeline(rt: &Runtime) -> Pipeline {
+fn wasm_pipeline(rt: &Runtime, queues: &str) -> Pipeline {
     // A generous deadline: the test machine is shared; faults are asserted absent.
     let limits = Limits {
         deadline_ms: 10_000,
@@ -95,27 +101,36 @@ fn wasm_pipeline(rt: &Runtime) -> Pipeline {
     let inst = |bytes: &[u8], config: &str| -> PluginInstance {
         rt.load(bytes).unwrap().instantiate(config, limits).unwrap()
     };
-    let admission: Box<dyn AdmissionStage> = Box::new(inst(comp::QUOTA, QUEUES));
+    let admission: Box<dyn AdmissionStage> = Box::new(inst(comp::QUOTA, queues));
     let priority: Box<dyn PriorityStage> = Box::new(inst(comp::FIFO, "{}"));
     let placement: Box<dyn PlacementStage> = Box::new(inst(comp::FIRST_FIT, "{}"));
-    let preemption: Box<dyn PreemptionStage> = Box::new(inst(comp::RECLAIM, QUEUES));
+    let preemption: Box<dyn PreemptionStage> = Box::new(inst(comp::RECLAIM, queues));
     Pipeline {
-        admission: vec![StageSlot::new(admission, QUEUES)],
+        admission: vec![StageSlot::new(admission, queues)],
         priority: vec![StageSlot::new(priority, "{}")],
         placement: StageSlot::new(placement, "{}"),
-        preemption: Some(StageSlot::new(preemption, QUEUES)),
+        preemption: Some(StageSlot::new(preemption, queues)),
     }
+}
+
+/// Runs `jobs` on 4 nodes of 8 A100 with [`QUEUES`]: see [`run_both`].
+fn both_ways(jobs: &[SimJob], opts: &TimelineOptions) -> TimelineResult {
+    run_both(&nodes(), QUEUES, jobs, opts)
 }
 
 /// Runs `jobs` natively and as wasm, checks both agree and have no faults, and
 /// returns the native result.
-fn both_ways(jobs: &[SimJob], opts: &TimelineOptions) -> TimelineResult {
-    let run = |pipeline: &mut Pipeline| {
-        run_timeline(&nodes(), jobs, &[], opts, pipeline, None, &mut |_| {})
-    };
-    let native = run(&mut native_pipeline());
+fn run_both(
+    nodes: &[SimNode],
+    queues: &str,
+    jobs: &[SimJob],
+    opts: &TimelineOptions,
+) -> TimelineResult {
+    let run =
+        |pipeline: &mut Pipeline| run_timeline(nodes, jobs, &[], opts, pipeline, None, &mut |_| {});
+    let native = run(&mut native_pipeline(queues));
     let rt = Runtime::new(RuntimeOptions { cache_dir: None }).unwrap();
-    let wasm = run(&mut wasm_pipeline(&rt));
+    let wasm = run(&mut wasm_pipeline(&rt, queues));
     assert!(
         native.faults.is_empty(),
         "native faults: {:?}",
@@ -325,4 +340,145 @@ fn a_job_larger_than_its_queue_could_ever_hold_is_rejected_at_submit() {
                 .into()
         }
     );
+}
+
+/// Quotas per GPU model: each team 8 A100 and 8 L4 nominal, borrowing limit 4 each.
+const FLAVORS: &str = r#"{"queues": {
+    "team-a": {"cohort": "lab", "flavors": {
+        "A100": {"nominal_gpus": 8, "borrowing_limit_gpus": 4},
+        "L4": {"nominal_gpus": 8, "borrowing_limit_gpus": 4, "lending_limit_gpus": null}}},
+    "team-b": {"cohort": "lab", "flavors": {
+        "A100": {"nominal_gpus": 8, "borrowing_limit_gpus": 4},
+        "L4": {"nominal_gpus": 8, "borrowing_limit_gpus": 4}}}}}"#;
+
+/// Nodes a1, a2 (8 A100 each) then l1, l2 (8 L4 each).
+fn flavor_nodes() -> Vec<SimNode> {
+    let a = (1..=2).map(|i| node(format!("a{i}"), "A100"));
+    a.chain((1..=2).map(|i| node(format!("l{i}"), "L4")))
+        .collect()
+}
+
+fn pinned(mut j: SimJob, model: &str) -> SimJob {
+    j.tasks[0].gpu_models = vec![model.into()];
+    j
+}
+
+/// Ids (1-based): A's A100 jobs `a01`..`a14` (ids 1..=14) at 1..=14 s and A's L4 jobs
+/// `l01`..`l14` (ids 15..=28) at 21..=34 s, all running "forever"; B's A100 jobs
+/// `b01`..`b08` (ids 29..=36) at 100 s for 500 s; at 50 s A's `any` (id 37: 1 GPU of
+/// any model) and `cpu` (id 38: no GPU, 10 s).
+fn flavor_jobs() -> Vec<SimJob> {
+    let a = (1..=14).map(|k| pinned(job(format!("a{k:02}"), "team-a", k, 100_000, 1), "A100"));
+    let l = (1..=14).map(|k| pinned(job(format!("l{k:02}"), "team-a", 20 + k, 100_000, 1), "L4"));
+    let b = (1..=8).map(|k| pinned(job(format!("b{k:02}"), "team-b", 100, 500, 1), "A100"));
+    let extra = [
+        job("any".into(), "team-a", 50, 10, 1),
+        job("cpu".into(), "team-a", 50, 10, 0),
+    ];
+    a.chain(l).chain(b).chain(extra).collect()
+}
+
+const A100_LIMIT: &str = "queue team-a flavor A100: 8 of 8 GPUs nominal in use, borrowing 4 of \
+                          limit 4 from cohort lab; job needs 1, which would make it borrow 5";
+const L4_LIMIT: &str = "queue team-a flavor L4: 8 of 8 GPUs nominal in use, borrowing 4 of \
+                        limit 4 from cohort lab; job needs 1, which would make it borrow 5";
+
+fn held(message: &str) -> JobEnd {
+    JobEnd::Pending {
+        code: Some(ReasonCode::HeldByPolicy),
+        message: message.into(),
+    }
+}
+
+#[test]
+fn flavors_borrow_and_reclaim_per_gpu_model_on_the_hand_worked_timeline() {
+    let opts = TimelineOptions {
+        horizon_ms: Some(1_000_000),
+        ..TimelineOptions::default()
+    };
+    let r = run_both(&flavor_nodes(), FLAVORS, &flavor_jobs(), &opts);
+    // A100: a01..a08 within nominal, a09..a12 borrow team-b's idle A100 (limit 4).
+    // L4, separately: l01..l08 within nominal, l09..l12 borrow 4.
+    for k in 1..=12u64 {
+        assert_eq!(start_s(&r, k as usize - 1), Some(k), "a{k:02}");
+        assert_eq!(start_s(&r, k as usize + 13), Some(20 + k), "l{k:02}");
+        assert_eq!(r.jobs[k as usize + 13].end, JobEnd::Running, "l{k:02}");
+        assert_eq!(r.jobs[k as usize + 13].evictions, 0, "l{k:02}");
+        // Untouched: l k ran from 20 + k s to the last event at 660 s.
+        assert_eq!(r.jobs[k as usize + 13].gpu_seconds, (640 - k) as f64);
+    }
+    // a13, a14 and l13, l14 are held at their flavor's borrowing limit (at 660 s, the
+    // last cycle, A is back at 12 A100).
+    for i in [12, 13] {
+        assert_eq!(start_s(&r, i), None);
+        assert_eq!(r.jobs[i].end, held(A100_LIMIT), "a{:02}", i + 1);
+        assert_eq!(start_s(&r, i + 14), None);
+        assert_eq!(r.jobs[i + 14].end, held(L4_LIMIT), "l{:02}", i + 1);
+    }
+    // At 100 s b01..b04 start on a2's 4 free A100; b05..b08 are blocked and each
+    // reclaims one borrowed A100 job, latest first: a12, a11, a10, a09 (A's L4 jobs,
+    // borrowing and of even lower priority, hold no A100). After the 60 s grace they
+    // stop and are requeued, and b05..b08 start at 160 s.
+    for k in 1..=8u64 {
+        let i = 28 + k as usize - 1;
+        let expect = if k <= 4 { 100 } else { 160 };
+        assert_eq!(start_s(&r, i), Some(expect), "b{k:02}");
+        assert_eq!(r.jobs[i].end, JobEnd::Completed, "b{k:02}");
+        assert_eq!(r.jobs[i].end_ms, Some((expect + 500) * 1000), "b{k:02}");
+    }
+    let evicted: Vec<usize> = (0..r.jobs.len())
+        .filter(|&i| r.jobs[i].evictions > 0)
+        .map(|i| i + 1)
+        .collect();
+    assert_eq!(evicted, vec![9, 10, 11, 12]);
+    assert_eq!(r.evictions, 4);
+    assert!(
+        r.jobs
+            .iter()
+            .all(|j| j.evictions <= 1 && j.requeues == j.evictions)
+    );
+    // Requeued at 160 s, a09..a12 wait while B uses its whole A100 nominal; at 600 s
+    // b01..b04 end, B lends 4 A100 again and they restart: a k ran k..160 and
+    // 600..660. a01..a08 ran k..660.
+    for k in 1..=12u64 {
+        let want = if k <= 8 { 660 - k } else { (160 - k) + 60 };
+        assert_eq!(r.jobs[k as usize - 1].gpu_seconds, want as f64, "a{k:02}");
+        assert_eq!(r.jobs[k as usize - 1].end, JobEnd::Running, "a{k:02}");
+    }
+    // Not pinned to one flavor: rejected at submit. Without GPUs: admitted freely.
+    assert_eq!(
+        r.jobs[36].end,
+        JobEnd::Rejected {
+            by: "quota".into(),
+            message: "queue team-a has quotas per GPU model (A100, L4); ask for one of them \
+                      with gpu_models (the job allows any model)"
+                .into()
+        }
+    );
+    assert_eq!(start_s(&r, 37), Some(50));
+    assert_eq!(r.jobs[37].end, JobEnd::Completed);
+    assert_eq!(r.end_ms, 660_000);
+}
+
+#[test]
+fn reclaimed_a100_borrowers_are_held_per_flavor_while_b_uses_its_a100_nominal() {
+    let opts = TimelineOptions {
+        horizon_ms: Some(300_000),
+        ..TimelineOptions::default()
+    };
+    let r = run_both(&flavor_nodes(), FLAVORS, &flavor_jobs(), &opts);
+    // Last cycle at 160 s: B runs 4 A100 and admits its other 4, so the cohort lends
+    // no A100; A's L4 jobs still borrow 4 and l13, l14 stay at the L4 limit.
+    let short = "queue team-a flavor A100: 8 of 8 GPUs nominal in use, borrowing 0 of limit 4 \
+                 from cohort lab; cohort lab can lend 0 more; job needs 1, which would borrow \
+                 1 more";
+    for i in 8..=13 {
+        assert_eq!(r.jobs[i].end, held(short), "a{:02}", i + 1);
+    }
+    for i in 8..=11 {
+        assert_eq!(r.jobs[i].end_ms, Some(160_000), "a{:02}", i + 1);
+    }
+    for i in [26, 27] {
+        assert_eq!(r.jobs[i].end, held(L4_LIMIT), "l{:02}", i - 13);
+    }
 }

@@ -16,47 +16,17 @@
 //! The logic lives in `gantry-sharing-core`; this crate only exports it as a plugin.
 #![deny(missing_docs)]
 
-use gantry_sdk::{Cycle, Job, Metadata, Node, Placement, Plan, Plugin, RunningJob};
-use gantry_sharing_core::{Policy, SharingPlacer};
-
-/// The `best-fit` placement policy.
-#[derive(Debug)]
-pub struct BestFit(SharingPlacer);
-
-impl Default for BestFit {
-    fn default() -> Self {
-        Self(SharingPlacer::new(Policy::BestFit))
-    }
-}
-
-impl Plugin for BestFit {
-    fn metadata(&self) -> Metadata {
-        self.0.metadata(env!("CARGO_PKG_VERSION"))
-    }
-
-    fn configure(&mut self, config_json: &str) -> Result<(), String> {
-        self.0.configure(config_json)
-    }
-}
-
-impl Placement for BestFit {
-    fn place(
-        &mut self,
-        ctx: &Cycle,
-        jobs: &[Job],
-        nodes: &[Node],
-        running: &[RunningJob],
-    ) -> Result<Plan, String> {
-        self.0.place(ctx, jobs, nodes, running)
-    }
-}
-
-gantry_sdk::export_plugin!(BestFit, stages: [placement]);
+gantry_sharing_core::sharing_plugin!(
+    /// The `best-fit` placement policy.
+    BestFit,
+    gantry_sharing_core::Policy::BestFit
+);
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use gantry_sdk::{Cycle, Placement, Plan, Plugin};
 
     #[test]
     fn metadata_and_config() {

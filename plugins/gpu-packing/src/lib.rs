@@ -16,47 +16,17 @@
 //! The logic lives in `gantry-sharing-core`; this crate only exports it as a plugin.
 #![deny(missing_docs)]
 
-use gantry_sdk::{Cycle, Job, Metadata, Node, Placement, Plan, Plugin, RunningJob};
-use gantry_sharing_core::{Policy, SharingPlacer};
-
-/// The `gpu-packing` placement policy.
-#[derive(Debug)]
-pub struct GpuPacking(SharingPlacer);
-
-impl Default for GpuPacking {
-    fn default() -> Self {
-        Self(SharingPlacer::new(Policy::GpuPacking))
-    }
-}
-
-impl Plugin for GpuPacking {
-    fn metadata(&self) -> Metadata {
-        self.0.metadata(env!("CARGO_PKG_VERSION"))
-    }
-
-    fn configure(&mut self, config_json: &str) -> Result<(), String> {
-        self.0.configure(config_json)
-    }
-}
-
-impl Placement for GpuPacking {
-    fn place(
-        &mut self,
-        ctx: &Cycle,
-        jobs: &[Job],
-        nodes: &[Node],
-        running: &[RunningJob],
-    ) -> Result<Plan, String> {
-        self.0.place(ctx, jobs, nodes, running)
-    }
-}
-
-gantry_sdk::export_plugin!(GpuPacking, stages: [placement]);
+gantry_sharing_core::sharing_plugin!(
+    /// The `gpu-packing` placement policy.
+    GpuPacking,
+    gantry_sharing_core::Policy::GpuPacking
+);
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use gantry_sdk::{Cycle, Placement, Plan, Plugin};
 
     #[test]
     fn metadata_and_config() {

@@ -1,7 +1,9 @@
-//! The ledger: GPU use per configured queue (running jobs plus what a plugin has
-//! tentatively added this call) and the Kueue test of one more job against it.
+//! The ledger: GPU use per quota account (a queue's totals, or one flavor of it:
+//! see `quotas`), counting running jobs plus what a plugin has tentatively added this
+//! call, and the Kueue test of one more job against it.
 //!
-//! The arithmetic, per queue `q` of a cohort, in milli-GPU:
+//! The arithmetic, per account `q` (its peers are the accounts of the same flavor, or
+//! the totals, of the other queues of its cohort), in milli-GPU:
 //! * `borrowed(q) = max(0, used(q) - nominal(q))`
 //! * `lendable(q) = min(max(0, nominal(q) - used(q)), lending_limit(q))` (limit
 //!   defaults to nominal)
@@ -13,12 +15,12 @@
 //!   borrows `used(q) + d - nominal(q)` in total, which must be within the borrowing
 //!   limit, and its increase over today's loan must be within `cohort_free(q)`.
 //!
-//! Owns: that arithmetic. Does not own job order or the messages' wording
-//! (`message`).
+//! Owns: that arithmetic. Does not own which account a job or a queue's use is
+//! charged to (`charge`), job order, or the messages' wording (`message`).
 
-use crate::config::Quotas;
+use crate::quotas::Quotas;
 
-/// Use per queue, indexed like [`Quotas`].
+/// Use per account, indexed like [`Quotas::account`].
 #[derive(Debug, Clone)]
 pub struct Ledger<'a> {
     quotas: &'a Quotas,
@@ -27,17 +29,17 @@ pub struct Ledger<'a> {
     reserved: Vec<u64>,
 }
 
-/// Where one more job would leave its queue.
+/// Where one more job would leave its account.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
-    /// It fits the queue's unused nominal quota.
+    /// It fits the account's unused nominal quota.
     WithinNominal,
-    /// It fits by borrowing; `borrow_after` is the queue's whole loan after it.
+    /// It fits by borrowing; `borrow_after` is the account's whole loan after it.
     Borrows {
         /// Milli-GPU above nominal after the job.
         borrow_after: u64,
     },
-    /// It does not fit nominal and the queue has no cohort.
+    /// It does not fit nominal and the account's queue has no cohort.
     NoCohort,
     /// Its loan would exceed the borrowing limit.
     OverBorrowingLimit {
@@ -46,19 +48,19 @@ pub enum Outcome {
     },
     /// The cohort cannot lend enough.
     CohortShort {
-        /// Milli-GPU more than the queue borrows today.
+        /// Milli-GPU more than the account borrows today.
         extra: u64,
     },
 }
 
-/// The test of one job against its queue, with every number a message needs.
+/// The test of one job against its account, with every number a message needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Assessment {
-    /// Queue index.
-    pub queue: usize,
+    /// Account index.
+    pub account: usize,
     /// The job's GPU demand, milli.
     pub need: u64,
-    /// The queue's use before the job, milli.
+    /// The account's use before the job, milli.
     pub used: u64,
     /// Part of `used` admitted earlier in this call.
     pub reserved: u64,
@@ -68,7 +70,7 @@ pub struct Assessment {
     pub borrowed: u64,
     /// Borrowing limit, milli (`None`: no limit).
     pub borrowing_limit: Option<u64>,
-    /// What the cohort can still lend the queue, milli.
+    /// What the cohort can still lend the account, milli.
     pub cohort_free: u64,
     /// The verdict.
     pub outcome: Outcome,
@@ -83,7 +85,7 @@ impl Assessment {
         )
     }
 
-    /// Whether the job would make its queue borrow (fits or not).
+    /// Whether the job would make its account borrow (fits or not).
     pub fn borrows(&self) -> bool {
         !matches!(self.outcome, Outcome::WithinNominal)
     }
@@ -94,8 +96,8 @@ impl<'a> Ledger<'a> {
     pub fn new(quotas: &'a Quotas) -> Self {
         Self {
             quotas,
-            used: vec![0; quotas.len()],
-            reserved: vec![0; quotas.len()],
+            used: vec![0; quotas.account_count()],
+            reserved: vec![0; quotas.account_count()],
         }
     }
 
@@ -104,21 +106,14 @@ impl<'a> Ledger<'a> {
         self.quotas
     }
 
-    /// Adds `milli` to the queue named `name` (ignored when it is not configured).
-    pub fn add_named(&mut self, name: &str, milli: u64) {
-        if let Some(i) = self.quotas.index(name) {
-            self.add(i, milli);
-        }
-    }
-
-    /// Adds use to queue `index`.
+    /// Adds use to account `index`.
     pub fn add(&mut self, index: usize, milli: u64) {
         if let Some(u) = self.used.get_mut(index) {
             *u = u.saturating_add(milli);
         }
     }
 
-    /// Adds use to queue `index` for a job admitted in this call.
+    /// Adds use to account `index` for a job admitted in this call.
     pub fn reserve(&mut self, index: usize, milli: u64) {
         self.add(index, milli);
         if let Some(r) = self.reserved.get_mut(index) {
@@ -126,14 +121,14 @@ impl<'a> Ledger<'a> {
         }
     }
 
-    /// Removes use from queue `index` (a victim about to be evicted).
+    /// Removes use from account `index` (a victim about to be evicted).
     pub fn sub(&mut self, index: usize, milli: u64) {
         if let Some(u) = self.used.get_mut(index) {
             *u = u.saturating_sub(milli);
         }
     }
 
-    /// Use of queue `index`, milli.
+    /// Use of account `index`, milli.
     pub fn used(&self, index: usize) -> u64 {
         self.used.get(index).copied().unwrap_or(0)
     }
@@ -144,7 +139,7 @@ impl<'a> Ledger<'a> {
     }
 
     fn nominal(&self, index: usize) -> u64 {
-        self.quotas.queue(index).map_or(0, |q| q.nominal_milli)
+        self.quotas.account(index).map_or(0, |q| q.nominal_milli)
     }
 
     /// Use above nominal, milli.
@@ -152,14 +147,14 @@ impl<'a> Ledger<'a> {
         self.used(index).saturating_sub(self.nominal(index))
     }
 
-    /// Whether the queue uses more than its nominal quota.
+    /// Whether the account uses more than its nominal quota.
     pub fn is_borrowing(&self, index: usize) -> bool {
         self.borrowed(index) > 0
     }
 
     /// Unused nominal quota peers may borrow, milli.
     pub fn lendable(&self, index: usize) -> u64 {
-        let Some(q) = self.quotas.queue(index) else {
+        let Some(q) = self.quotas.account(index) else {
             return 0;
         };
         q.nominal_milli
@@ -167,14 +162,9 @@ impl<'a> Ledger<'a> {
             .min(q.lending_cap_milli())
     }
 
-    /// What the cohort can still lend queue `index`, milli (0 without a cohort).
+    /// What the cohort can still lend account `index`, milli (0 without a cohort).
     pub fn cohort_free(&self, index: usize) -> u64 {
-        if self
-            .quotas
-            .queue(index)
-            .and_then(|q| q.cohort.as_ref())
-            .is_none()
-        {
+        if self.quotas.cohort_of(index).is_none() {
             return 0;
         }
         let peers = self.quotas.cohort_peers(index);
@@ -188,12 +178,12 @@ impl<'a> Ledger<'a> {
         u64::try_from(free.max(0)).unwrap_or(u64::MAX)
     }
 
-    /// Tests a job needing `need` milli against queue `index`.
+    /// Tests a job needing `need` milli against account `index`.
     pub fn assess(&self, index: usize, need: u64) -> Assessment {
-        let q = self.quotas.queue(index);
-        let (nominal, borrowing_limit, cohort) = q.map_or((0, None, false), |q| {
-            (q.nominal_milli, q.borrowing_limit_milli, q.cohort.is_some())
-        });
+        let q = self.quotas.account(index);
+        let (nominal, borrowing_limit) =
+            q.map_or((0, None), |q| (q.nominal_milli, q.borrowing_limit_milli));
+        let cohort = self.quotas.cohort_of(index).is_some();
         let used = self.used(index);
         let borrowed = self.borrowed(index);
         let cohort_free = self.cohort_free(index);
@@ -214,7 +204,7 @@ impl<'a> Ledger<'a> {
             }
         };
         Assessment {
-            queue: index,
+            account: index,
             need,
             used,
             reserved: self.reserved(index),

@@ -1,11 +1,12 @@
 //! Human messages with numbers, in GPUs, for holds, rejections and evictions:
 //! "queue team-a: 16 of 16 GPUs nominal in use, borrowing 8 of limit 8 from cohort
-//! lab; job needs 2".
+//! lab; job needs 2", and for a flavor "queue team-a flavor A100: 8 of 8 GPUs nominal
+//! in use, …".
 //!
 //! Owns: wording. Does not own the arithmetic (`ledger`).
 
-use crate::config::Quotas;
 use crate::ledger::{Assessment, Ledger, Outcome};
+use crate::quotas::Quotas;
 use gantry_sdk::cluster::fmt_gpus;
 
 /// "16 of 16 GPUs nominal in use" (use counted up to nominal).
@@ -43,13 +44,20 @@ fn loan(a: &Assessment, cohort: &str) -> String {
     }
 }
 
+/// "queue team-a" for an account of totals, "queue team-a flavor A100" for a flavor.
+pub fn label(quotas: &Quotas, account: usize) -> String {
+    let name = quotas.queue_of(account).map_or("?", |q| q.name.as_str());
+    match quotas.account(account).and_then(|a| a.flavor.as_deref()) {
+        Some(model) => format!("queue {name} flavor {model}"),
+        None => format!("queue {name}"),
+    }
+}
+
 /// Describes an assessment: why the job does not fit, or how it fits.
 pub fn describe(quotas: &Quotas, a: &Assessment) -> String {
-    let q = quotas.queue(a.queue);
-    let name = q.map_or("?", |q| q.name.as_str());
-    let cohort = q.and_then(|q| q.cohort.as_deref()).unwrap_or("");
+    let cohort = quotas.cohort_of(a.account).unwrap_or("");
     let need = fmt_gpus(a.need);
-    let head = format!("queue {name}: {}", nominal_use(a));
+    let head = format!("{}: {}", label(quotas, a.account), nominal_use(a));
     let state = match &a.outcome {
         Outcome::WithinNominal | Outcome::NoCohort => head,
         _ => format!("{head}, {}", loan(a, cohort)),
@@ -83,32 +91,30 @@ pub fn peer_first(
     peer_pending_jobs: usize,
 ) -> String {
     let quotas = ledger.quotas();
-    let q = quotas.queue(a.queue);
-    let name = q.map_or("?", |q| q.name.as_str());
-    let cohort = q.and_then(|q| q.cohort.as_deref()).unwrap_or("");
-    let p = quotas.queue(peer);
-    let peer_name = p.map_or("?", |p| p.name.as_str());
-    let peer_nominal = p.map_or(0, |p| p.nominal_milli);
+    let cohort = quotas.cohort_of(a.account).unwrap_or("");
+    let peer_nominal = quotas.account(peer).map_or(0, |p| p.nominal_milli);
     let peer_running = ledger.used(peer).saturating_sub(ledger.reserved(peer));
     format!(
-        "queue {name}: {}, {}{}; job needs {} and would borrow, but queue {peer_name} of cohort {cohort} is below its nominal quota ({} of {} GPUs in use) with {peer_pending_jobs} pending jobs ({} GPUs) that fit it; queues below nominal are served before borrowers",
+        "{}: {}, {}{}; job needs {} and would borrow, but {} of cohort {cohort} is below its nominal quota ({} of {} GPUs in use) with {peer_pending_jobs} pending jobs ({} GPUs) that fit it; queues below nominal are served before borrowers",
+        label(quotas, a.account),
         nominal_use(a),
         loan(a, cohort),
         counting(a),
         fmt_gpus(a.need),
+        label(quotas, peer),
         fmt_gpus(peer_running),
         fmt_gpus(peer_nominal),
         fmt_gpus(ledger.reserved(peer)),
     )
 }
 
-/// Why a job is rejected at submit: larger than its queue could ever hold.
-pub fn never_fits(quotas: &Quotas, queue: usize, need: u64) -> String {
-    let Some(q) = quotas.queue(queue) else {
+/// Why a job is rejected at submit: larger than its account could ever hold.
+pub fn never_fits(quotas: &Quotas, account: usize, need: u64) -> String {
+    let Some(q) = quotas.account(account) else {
         return String::new();
     };
-    let max = quotas.max_ever_milli(queue);
-    let how = match (&q.cohort, q.borrowing_limit_milli) {
+    let max = quotas.max_ever_milli(account);
+    let how = match (quotas.cohort_of(account), q.borrowing_limit_milli) {
         (None, _) => "no cohort to borrow from".to_string(),
         (Some(c), Some(l)) if max - q.nominal_milli == l => {
             format!("borrowing limit {} in cohort {c}", fmt_gpus(l))
@@ -119,9 +125,9 @@ pub fn never_fits(quotas: &Quotas, queue: usize, need: u64) -> String {
         ),
     };
     format!(
-        "job needs {} GPUs but queue {} can never hold more than {} ({} nominal + {how})",
+        "job needs {} GPUs but {} can never hold more than {} ({} nominal + {how})",
         fmt_gpus(need),
-        q.name,
+        label(quotas, account),
         fmt_gpus(max),
         fmt_gpus(q.nominal_milli)
     )

@@ -1,26 +1,33 @@
 //! `quota`: Kueue-style ClusterQueue admission. Each configured queue has a nominal
-//! GPU quota; queues of a cohort lend each other unused nominal quota (up to a lending
-//! limit) and borrow up to a borrowing limit. A pending job is admitted when it fits
-//! its queue's unused nominal quota, or what the cohort can lend within the queue's
-//! borrowing limit; otherwise it is held with a message naming the quota and numbers.
+//! GPU quota, in total or per GPU model ("flavors"); queues of a cohort lend each
+//! other unused nominal quota of the same flavor (up to a lending limit) and borrow up
+//! to a borrowing limit. A pending job is admitted when it fits its queue's (or its
+//! flavor's) unused nominal quota, or what the cohort can lend within the borrowing
+//! limit; otherwise it is held with a message naming the quota and numbers.
+//!
+//! In a queue with flavors a GPU job is charged to the flavor of the one GPU model all
+//! its GPU tasks are restricted to; other GPU jobs of such a queue are rejected at
+//! submit (and held, should one reach a cycle). Jobs without GPUs are always admitted.
 //!
 //! Each cycle: pass 1 admits, in the order given (submit order), every job that fits
-//! its queue's nominal quota; pass 2 then considers the rest, in the same order, as
-//! borrowers. A borrower is held while another queue of its cohort had a job admitted
-//! in pass 1 (that queue is below nominal with pending work: it is served first).
-//! What a pass admits counts against quota for every later job of the call. Use comes
-//! from `ctx.queues` (GPUs held by running jobs); admission never sees running jobs.
+//! its account's nominal quota; pass 2 then considers the rest, in the same order, as
+//! borrowers. A borrower is held while the same flavor (or the totals) of another
+//! queue of its cohort had a job admitted in pass 1 (that queue is below nominal with
+//! pending work: it is served first). What a pass admits counts against quota for
+//! every later job of the call. Use comes from `ctx.queues` (GPUs held by running
+//! jobs, per model for flavors); admission never sees running jobs.
 //!
-//! At submit, a job larger than its queue could ever hold (nominal + what it could
+//! At submit, a job larger than its account could ever hold (nominal + what it could
 //! borrow) is rejected. The arithmetic lives in `gantry-quota-core`, shared with
 //! `reclaim`. Config and semantics: `README.md`.
 //!
-//! Owns: the two passes, verdicts and submit checks. Does not own the arithmetic or
-//! wording (`gantry-quota-core`), nor evictions (`reclaim`).
+//! Owns: the two passes, verdicts and submit checks. Does not own the arithmetic,
+//! which flavor a job is charged to, or wording (`gantry-quota-core`), nor evictions
+//! (`reclaim`).
 #![deny(missing_docs)]
 
-use gantry_quota_core::message::{describe, never_fits, peer_first};
-use gantry_quota_core::{Ledger, Outcome, Quotas, Unlisted};
+use gantry_quota_core::message::{describe, label, never_fits, peer_first};
+use gantry_quota_core::{Charge, Outcome, Quotas, Unlisted, job_charge, ledger_from_cycle};
 use gantry_sdk::cluster::fmt_gpus;
 use gantry_sdk::{
     Admission, Cycle, Job, LogLevel, Metadata, Plugin, Reason, ReasonCode, Stage, SubmitVerdict,
@@ -53,7 +60,7 @@ impl Plugin for Quota {
             "quota",
             env!("CARGO_PKG_VERSION"),
             &[Stage::Admission],
-            r#"{"queues": {"<queue>": {"nominal_gpus": number (required), "borrowing_limit_gpus": number|null (default null: no limit), "lending_limit_gpus": number|null (default null: all unused nominal), "cohort": string|null (default null: no borrowing or lending)}}, "unlisted": "admit"|"hold"|"reject" (default "admit")}; GPUs, fractions rounded to milli"#,
+            r#"{"queues": {"<queue>": {"nominal_gpus": number (required unless flavors), "borrowing_limit_gpus": number|null (default null: no limit), "lending_limit_gpus": number|null (default null: all unused nominal), "cohort": string|null (default null: no borrowing or lending), "flavors": {"<gpu model>": {"nominal_gpus": number (required), "borrowing_limit_gpus": number|null, "lending_limit_gpus": number|null}} (instead of the queue-level nominal_gpus and limits; default none: totals over all models)}}, "unlisted": "admit"|"hold"|"reject" (default "admit")}; GPUs, fractions rounded to milli"#,
         )
     }
 
@@ -87,69 +94,83 @@ fn hold(message: String) -> Option<Verdict> {
     )))
 }
 
+/// What one pending job is, for this call.
+enum Slot {
+    /// Its verdict is settled (unlisted, no GPU, or not pinned to one flavor).
+    Settled(Verdict),
+    /// Its GPUs count against this account.
+    Account(usize),
+}
+
 impl Admission for Quota {
     fn check_submit(&mut self, ctx: &Cycle, job: &Job) -> Result<SubmitVerdict, String> {
         let name = ctx.text(job.queue);
-        Ok(match self.quotas.index(name) {
-            None if self.unlisted == Unlisted::Reject => SubmitVerdict::Reject(format!(
-                "queue {name} has no quota configured and unlisted queues are rejected (config `unlisted`: \"reject\")"
-            )),
-            None => SubmitVerdict::Accept,
-            Some(q) if job.gpu_milli_total() > self.quotas.max_ever_milli(q) => {
-                SubmitVerdict::Reject(never_fits(&self.quotas, q, job.gpu_milli_total()))
+        Ok(match job_charge(&self.quotas, ctx, job) {
+            Charge::Unlisted if self.unlisted == Unlisted::Reject => {
+                SubmitVerdict::Reject(format!(
+                    "queue {name} has no quota configured and unlisted queues are rejected (config `unlisted`: \"reject\")"
+                ))
             }
-            Some(_) => SubmitVerdict::Accept,
+            Charge::Unlisted | Charge::Free => SubmitVerdict::Accept,
+            Charge::Unpinned(u) => SubmitVerdict::Reject(u.to_string()),
+            Charge::Account(a) if job.gpu_milli_total() > self.quotas.max_ever_milli(a) => {
+                SubmitVerdict::Reject(never_fits(&self.quotas, a, job.gpu_milli_total()))
+            }
+            Charge::Account(_) => SubmitVerdict::Accept,
         })
     }
 
     fn admit(&mut self, ctx: &Cycle, jobs: &[Job]) -> Result<Vec<Verdict>, String> {
         let quotas = &self.quotas;
-        let mut ledger = Ledger::new(quotas);
-        for q in &ctx.queues {
-            ledger.add_named(ctx.text(q.queue), q.gpu_milli_used);
-        }
-        let index: Vec<Option<usize>> = jobs
+        let mut ledger = ledger_from_cycle(quotas, ctx);
+        let slots: Vec<Slot> = jobs
             .iter()
-            .map(|j| quotas.index(ctx.text(j.queue)))
+            .map(|j| match job_charge(quotas, ctx, j) {
+                Charge::Unlisted => Slot::Settled(self.unlisted_verdict(ctx.text(j.queue))),
+                Charge::Free => Slot::Settled(Verdict::Admit),
+                Charge::Unpinned(u) => Slot::Settled(Verdict::Hold(Reason::new(
+                    ReasonCode::HeldByPolicy,
+                    u.to_string(),
+                ))),
+                Charge::Account(a) => Slot::Account(a),
+            })
             .collect();
         let mut verdicts: Vec<Option<Verdict>> = vec![None; jobs.len()];
-        // Pass 1: jobs that fit their queue's nominal quota, in order.
-        let mut nominal_jobs = vec![0usize; quotas.len()];
-        for ((job, idx), verdict) in jobs.iter().zip(&index).zip(verdicts.iter_mut()) {
+        // Pass 1: jobs that fit their account's nominal quota, in order.
+        let mut nominal_jobs = vec![0usize; quotas.account_count()];
+        for ((job, slot), verdict) in jobs.iter().zip(&slots).zip(verdicts.iter_mut()) {
             let need = job.gpu_milli_total();
-            match *idx {
-                None => *verdict = Some(self.unlisted_verdict(ctx.text(job.queue))),
-                Some(q)
-                    if need == 0 || ledger.assess(q, need).outcome == Outcome::WithinNominal =>
-                {
-                    ledger.reserve(q, need);
-                    nominal_jobs[q] += 1;
+            match *slot {
+                Slot::Settled(ref v) => *verdict = Some(v.clone()),
+                Slot::Account(a) if ledger.assess(a, need).outcome == Outcome::WithinNominal => {
+                    ledger.reserve(a, need);
+                    nominal_jobs[a] += 1;
                     *verdict = Some(Verdict::Admit);
                 }
-                Some(_) => {}
+                Slot::Account(_) => {}
             }
         }
-        // Pass 2: the rest would borrow; queues below nominal with pending work first.
+        // Pass 2: the rest would borrow; accounts below nominal with pending work first.
         let mut borrowers: Vec<String> = Vec::new();
-        for ((job, idx), verdict) in jobs.iter().zip(&index).zip(verdicts.iter_mut()) {
-            let (None, Some(q)) = (verdict.as_ref(), *idx) else {
+        for ((job, slot), verdict) in jobs.iter().zip(&slots).zip(verdicts.iter_mut()) {
+            let (None, &Slot::Account(a)) = (verdict.as_ref(), slot) else {
                 continue;
             };
             let need = job.gpu_milli_total();
-            let a = ledger.assess(q, need);
-            let peer = quotas.cohort_peers(q).find(|&p| nominal_jobs[p] > 0);
-            *verdict = match (a.fits(), peer) {
-                (false, _) => hold(describe(quotas, &a)),
-                (true, Some(p)) => hold(peer_first(&ledger, &a, p, nominal_jobs[p])),
+            let x = ledger.assess(a, need);
+            let peer = quotas.cohort_peers(a).find(|&p| nominal_jobs[p] > 0);
+            *verdict = match (x.fits(), peer) {
+                (false, _) => hold(describe(quotas, &x)),
+                (true, Some(p)) => hold(peer_first(&ledger, &x, p, nominal_jobs[p])),
                 (true, None) => {
-                    ledger.reserve(q, need);
+                    ledger.reserve(a, need);
                     if borrowers.len() < LOGGED_BORROWERS {
                         borrowers.push(format!(
-                            "job {} ({} GPUs, queue {} borrows {} after it)",
+                            "job {} ({} GPUs, {} borrows {} after it)",
                             job.id,
                             fmt_gpus(need),
-                            ctx.text(job.queue),
-                            fmt_gpus(ledger.borrowed(q))
+                            label(quotas, a),
+                            fmt_gpus(ledger.borrowed(a))
                         ));
                     }
                     Some(Verdict::Admit)
@@ -173,3 +194,6 @@ gantry_sdk::export_plugin!(Quota, stages: [admission]);
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod tests_flavors;

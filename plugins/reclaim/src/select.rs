@@ -1,14 +1,15 @@
 //! Victim search for one blocked job: the fewest candidates whose release lets the
 //! job's whole gang fit (checked with `ClusterModel`), taking candidates in the order
 //! given (lowest priority, most recently started first) and a victim of another queue
-//! only while that queue is still above its nominal quota.
+//! only while that queue's account (its totals, or the blocked job's flavor) is still
+//! above its nominal quota.
 //!
 //! First a single victim is tried (the first candidate that alone frees enough);
 //! otherwise candidates are added in order until the gang fits, then every victim
 //! that is not needed is dropped again, highest priority first.
 //!
-//! Owns: which candidates become victims. Does not own who is a candidate or the
-//! quota check of the blocked job (`lib`).
+//! Owns: which candidates become victims. Does not own who is a candidate
+//! (`candidates`) or the quota check of the blocked job (`lib`).
 
 use gantry_quota_core::Ledger;
 use gantry_sdk::{ClusterModel, Cycle, Job, RunningJob};
@@ -18,12 +19,14 @@ use gantry_sdk::{ClusterModel, Cycle, Job, RunningJob};
 pub(crate) struct Candidate<'a> {
     /// The running job.
     pub run: &'a RunningJob,
-    /// Its queue's index in the quotas.
-    pub queue: usize,
-    /// GPUs it holds, milli.
+    /// Its queue's account of the blocked job's kind (totals or the same flavor).
+    pub account: usize,
+    /// GPUs it holds in that account, milli.
     pub milli: u64,
     /// Same queue as the blocked job (within-queue preemption).
     pub own: bool,
+    /// Everything it holds, per account (released from the ledger when evicted).
+    pub charges: &'a [(usize, u64)],
 }
 
 /// Whether `job` fits once `victims` are released from `model`.
@@ -37,9 +40,9 @@ fn fits(ctx: &Cycle, model: &ClusterModel, victims: &[Candidate<'_>], job: &Job)
     m.fit_gang(ctx, job).is_ok()
 }
 
-/// A victim of another queue is allowed only while its queue borrows.
+/// A victim of another queue is allowed only while its account borrows.
 fn allowed(ledger: &Ledger<'_>, c: &Candidate<'_>) -> bool {
-    c.own || ledger.is_borrowing(c.queue)
+    c.own || ledger.is_borrowing(c.account)
 }
 
 /// The victims for `job`, or `None` when no allowed set makes it fit.
@@ -64,7 +67,7 @@ pub(crate) fn choose<'a>(
             continue;
         }
         picks.push(*c);
-        tentative.sub(c.queue, c.milli);
+        tentative.sub(c.account, c.milli);
         if fits(ctx, model, &picks, job) {
             fit = true;
             break;

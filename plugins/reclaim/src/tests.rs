@@ -2,7 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use super::*;
-use gantry_sdk::{Gpu, GpuShare, NodeState, TaskAllocation, TaskGroup};
+use gantry_sdk::{Gpu, GpuShare, NodeState, ReasonCode, TaskAllocation, TaskGroup};
 
 const CONFIG: &str = r#"{"queues": {
     "team-a": {"nominal_gpus": 4, "borrowing_limit_gpus": 4, "cohort": "lab"},

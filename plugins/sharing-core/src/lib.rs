@@ -16,8 +16,7 @@
 //! [`node_view`] (free state, feasibility, booking), [`rank`] (tie-break, RNG),
 //! [`policies`] (the simple scores), [`fgd`] (target, fragmentation, gradient, memo),
 //! [`assign`] (GPU choice), [`place`] (the loop producing a `Plan`), [`explain`]
-//! (pending reasons), [`config`]. Does not own the wasm export (each plugin crate's
-//! `export_plugin!`).
+//! (pending reasons), [`config`], and [`sharing_plugin!`], the body of each plugin crate.
 #![deny(missing_docs)]
 
 pub mod assign;
@@ -26,6 +25,7 @@ pub mod explain;
 pub mod fgd;
 pub mod node_view;
 pub mod place;
+mod plugin_macro;
 pub mod policies;
 pub mod rank;
 pub mod shape;
