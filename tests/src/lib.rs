@@ -12,9 +12,11 @@
 //! started: tests leak no processes.
 #![deny(missing_docs)]
 
+mod auth;
 mod binary;
 mod process;
 
+pub use auth::{CreatedToken, Serve, create_token};
 pub use binary::{gantry_bin, workspace};
 
 /// A Python or JavaScript component built by `scripts/build-plugin-examples`.
@@ -94,11 +96,21 @@ pub struct Daemon {
 impl Daemon {
     /// Starts a daemon with `gpus` fake GPUs and waits until it listens.
     pub fn start(gpus: u32) -> Self {
+        Self::start_with_config(gpus, "")
+    }
+
+    /// Like [`Daemon::start`], with `extra_toml` appended to the test config (e.g.
+    /// `[[auth.tokens]]` entries).
+    pub fn start_with_config(gpus: u32, extra_toml: &str) -> Self {
         let dir = tempfile::Builder::new()
             .prefix("gantry-e2e-")
             .tempdir()
             .expect("cannot create a temp dir");
-        fs::write(dir.path().join("gantry.toml"), CONFIG).expect("cannot write the config");
+        fs::write(
+            dir.path().join("gantry.toml"),
+            format!("{CONFIG}\n{extra_toml}\n"),
+        )
+        .expect("cannot write the config");
         fs::create_dir_all(dir.path().join("out")).expect("cannot create the out dir");
         let (child, base) = process::spawn(dir.path(), gpus, 0);
         let config = ureq::Agent::config_builder()
@@ -149,12 +161,29 @@ impl Daemon {
     }
 
     fn call(&self, method: &str, path: &str, body: Option<(&[u8], &str)>) -> (u16, String) {
+        self.call_with(None, method, path, body)
+    }
+
+    /// One request, with `Authorization: Bearer <token>` when a token is given.
+    fn call_with(
+        &self,
+        token: Option<&str>,
+        method: &str,
+        path: &str,
+        body: Option<(&[u8], &str)>,
+    ) -> (u16, String) {
         let url = format!("{}{path}", self.base);
+        let auth = |r| auth::bearer(r, token);
+        let body_auth = |r| auth::bearer(r, token);
         let result = match (method, body) {
-            ("GET", _) => self.agent.get(&url).call(),
-            ("DELETE", _) => self.agent.delete(&url).call(),
-            ("POST", Some((b, ct))) => self.agent.post(&url).header("content-type", ct).send(b),
-            ("PUT", Some((b, ct))) => self.agent.put(&url).header("content-type", ct).send(b),
+            ("GET", _) => auth(self.agent.get(&url)).call(),
+            ("DELETE", _) => auth(self.agent.delete(&url)).call(),
+            ("POST", Some((b, ct))) => body_auth(self.agent.post(&url))
+                .header("content-type", ct)
+                .send(b),
+            ("PUT", Some((b, ct))) => body_auth(self.agent.put(&url))
+                .header("content-type", ct)
+                .send(b),
             _ => panic!("unsupported request {method} {path}"),
         };
         let mut resp =

@@ -1,6 +1,8 @@
 //! The command-line client: every subcommand is one HTTP call to the daemon's API
 //! (`--server`, or `GANTRY_SERVER`, default `http://127.0.0.1:8420`), printing a table
 //! or the JSON answer. Errors from the API are shown with their code and field.
+//! With a token (see `auth_cli::read_token`) every request carries
+//! `Authorization: Bearer <token>`.
 //!
 //! Owns: argument → request mapping and output formatting. Holds no state.
 
@@ -13,6 +15,7 @@ use std::io::Read;
 pub struct Client {
     base: String,
     agent: ureq::Agent,
+    token: Option<String>,
 }
 
 impl Client {
@@ -24,7 +27,30 @@ impl Client {
         Self {
             base: server.trim_end_matches('/').to_string(),
             agent: ureq::Agent::new_with_config(config),
+            token: None,
         }
+    }
+
+    /// The same client, sending `token` with every request.
+    pub fn with_token(mut self, token: Option<String>) -> Self {
+        self.token = token;
+        self
+    }
+
+    /// Whether requests carry a token.
+    pub fn has_token(&self) -> bool {
+        self.token.is_some()
+    }
+
+    fn req<B>(&self, r: ureq::RequestBuilder<B>) -> ureq::RequestBuilder<B> {
+        match &self.token {
+            Some(t) => r.header("authorization", format!("Bearer {t}")),
+            None => r,
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
     }
 
     fn finish(
@@ -54,12 +80,12 @@ impl Client {
 
     /// GET a path.
     pub fn get(&self, path: &str) -> anyhow::Result<Value> {
-        self.finish(self.agent.get(format!("{}{path}", self.base)).call())
+        self.finish(self.req(self.agent.get(self.url(path))).call())
     }
 
     /// GET a path as text.
     pub fn get_text(&self, path: &str) -> anyhow::Result<String> {
-        match self.finish(self.agent.get(format!("{}{path}", self.base)).call())? {
+        match self.finish(self.req(self.agent.get(self.url(path))).call())? {
             Value::String(s) => Ok(s),
             v => Ok(v.to_string()),
         }
@@ -67,32 +93,23 @@ impl Client {
 
     /// POST JSON.
     pub fn post(&self, path: &str, body: &Value) -> anyhow::Result<Value> {
-        self.finish(
-            self.agent
-                .post(format!("{}{path}", self.base))
-                .send_json(body),
-        )
+        self.finish(self.req(self.agent.post(self.url(path))).send_json(body))
     }
 
     /// DELETE.
     pub fn delete(&self, path: &str) -> anyhow::Result<Value> {
-        self.finish(self.agent.delete(format!("{}{path}", self.base)).call())
+        self.finish(self.req(self.agent.delete(self.url(path))).call())
     }
 
     /// PUT JSON.
     pub fn put(&self, path: &str, body: &Value) -> anyhow::Result<Value> {
-        self.finish(
-            self.agent
-                .put(format!("{}{path}", self.base))
-                .send_json(body),
-        )
+        self.finish(self.req(self.agent.put(self.url(path))).send_json(body))
     }
 
     /// POST raw bytes.
     pub fn post_bytes(&self, path: &str, bytes: &[u8]) -> anyhow::Result<Value> {
         self.finish(
-            self.agent
-                .post(format!("{}{path}", self.base))
+            self.req(self.agent.post(self.url(path)))
                 .header("content-type", "application/wasm")
                 .send(bytes),
         )
@@ -146,7 +163,7 @@ pub struct SubmitArgs {
     /// Queue.
     #[arg(long, default_value = "default")]
     pub queue: String,
-    /// Account (default: your user).
+    /// Account (default: your token's first account; without tokens, your user).
     #[arg(long, default_value = "")]
     pub account: String,
     /// Priority tier.

@@ -33,6 +33,9 @@ pub struct Config {
     /// Half-life of the decayed GPU usage given to plugins (fair-share), seconds
     /// (SLURM's `PriorityDecayHalfLife`; default 7 days).
     pub usage_half_life_s: u64,
+    /// API tokens and roles (`[[auth.tokens]]`); none means no authentication, which
+    /// is allowed only on loopback unless `auth.allow_unauthenticated` is set.
+    pub auth: crate::auth::AuthConfig,
 }
 
 /// OpenTelemetry (OTLP) export of traces.
@@ -93,6 +96,7 @@ impl Default for Config {
             plugins: PluginLimits::default(),
             telemetry: TelemetryConfig::default(),
             record_snapshots: 100,
+            auth: crate::auth::AuthConfig::default(),
         }
     }
 }
@@ -143,6 +147,9 @@ pub enum ConfigError {
     /// A value is out of range.
     #[error("config: {0}")]
     Invalid(String),
+    /// An `[[auth.tokens]]` entry is malformed.
+    #[error("config: {0}")]
+    Auth(#[from] crate::auth::AuthError),
 }
 
 impl Config {
@@ -198,6 +205,7 @@ impl Config {
                 "plugins.deadline_ms must be > 0 and plugins.memory_mib >= 16".into(),
             ));
         }
+        crate::auth::Tokens::new(&self.auth)?;
         Ok(())
     }
 }

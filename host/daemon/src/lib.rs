@@ -7,6 +7,8 @@
 #![deny(missing_docs)]
 
 pub mod api;
+pub mod auth;
+pub mod auth_cli;
 pub mod cli;
 pub mod config;
 pub mod conformance;

@@ -1,7 +1,9 @@
 //! The `gantry` binary: `gantry serve` runs the daemon; the other subcommands are a
-//! client of its HTTP API. `gantry task-shim` is internal (it supervises one task).
+//! client of its HTTP API (sending the token from `--token-file`, `GANTRY_TOKEN` or
+//! `~/.config/gantry/token`). `gantry task-shim` is internal (it supervises one task).
 
 use clap::{Parser, Subcommand};
+use gantry::auth_cli::{self, TokenCreateArgs};
 use gantry::cli::{self, Client, SubmitArgs};
 use gantry::config::Config;
 use std::path::PathBuf;
@@ -21,6 +23,9 @@ struct Cli {
         default_value = "http://127.0.0.1:8420"
     )]
     server: String,
+    /// File holding the API token (default: `GANTRY_TOKEN`, then ~/.config/gantry/token).
+    #[arg(long, global = true)]
+    token_file: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -94,6 +99,11 @@ enum Command {
         #[arg(long)]
         pipeline: PathBuf,
     },
+    /// Manage API tokens.
+    Token {
+        #[command(subcommand)]
+        action: TokenAction,
+    },
     /// Internal: supervise one task (started by the daemon).
     #[command(hide = true, name = "task-shim")]
     TaskShim,
@@ -123,6 +133,13 @@ enum PluginAction {
         #[arg(long, default_value_t = 256)]
         memory_mib: u64,
     },
+}
+
+#[derive(Subcommand, Debug)]
+enum TokenAction {
+    /// Make a random token: prints it once on stdout, and its `[[auth.tokens]]` entry
+    /// (holding only its sha256) on stderr or appended to `--config`.
+    Create(TokenCreateArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -156,8 +173,27 @@ fn main() {
     }
 }
 
+/// Whether a command talks to the daemon (and so needs its token).
+fn is_client(command: &Command) -> bool {
+    !matches!(
+        command,
+        Command::Serve { .. }
+            | Command::Simulate { .. }
+            | Command::Token { .. }
+            | Command::TaskShim
+            | Command::Plugin {
+                action: PluginAction::Test { .. }
+            }
+    )
+}
+
 fn run(cli: Cli) -> anyhow::Result<()> {
-    let client = Client::new(&cli.server);
+    let token = if is_client(&cli.command) {
+        auth_cli::read_token(cli.token_file.as_deref())?
+    } else {
+        None
+    };
+    let client = Client::new(&cli.server).with_token(token);
     match cli.command {
         Command::Serve {
             config,
@@ -187,7 +223,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             rt.block_on(gantry::serve::serve(cfg))
         }
         Command::Submit(a) => {
-            let job = client.post("/v1/jobs", &cli::submit_body(&a)?)?;
+            let mut body = cli::submit_body(&a)?;
+            if client.has_token() {
+                // The daemon takes the user from the token.
+                body["user"] = serde_json::Value::String(String::new());
+            }
+            let job = client.post("/v1/jobs", &body)?;
             println!("submitted job {}", job["id"]);
             Ok(())
         }
@@ -258,6 +299,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             cli::print_json(&client.post("/v1/replay", &body)?);
             Ok(())
         }
+        Command::Token {
+            action: TokenAction::Create(a),
+        } => auth_cli::create(&a),
         Command::TaskShim => anyhow::bail!("task-shim is internal"),
     }
 }

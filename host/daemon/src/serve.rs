@@ -1,6 +1,9 @@
 //! `gantry serve`: open the scheduler, bind the API, run until SIGINT/SIGTERM.
 //! Running tasks are left running on shutdown: they are re-attached at the next start.
+//! Without `[[auth.tokens]]` it serves only on loopback (unless
+//! `auth.allow_unauthenticated`), and it says at start which mode it is in.
 
+use crate::auth::{Mode, Tokens, startup_mode};
 use crate::config::Config;
 use crate::scheduler::Scheduler;
 use anyhow::Context;
@@ -11,21 +14,19 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         .context("cannot find the gantry executable (needed as the task shim)")?;
     let listen = config.listen.clone();
     let data_dir = config.data_dir.clone();
-    let (scheduler, events) =
-        tokio::task::spawn_blocking(move || Scheduler::open(config, shim)).await??;
+    let tokens = Tokens::new(&config.auth)?;
     let listener = tokio::net::TcpListener::bind(&listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
     let addr = listener.local_addr()?;
-    if !addr.ip().is_loopback() {
-        tracing::warn!(
-            "listening on {addr}, which is not loopback: the API has no authentication yet"
-        );
-    }
+    let mode = startup_mode(&tokens, &config.auth, addr)?;
+    let (scheduler, events) =
+        tokio::task::spawn_blocking(move || Scheduler::open(config, shim)).await??;
+    announce(mode, addr);
     tracing::info!(%addr, data_dir = %data_dir.display(), "gantry is serving");
     println!("gantry listening on http://{addr}");
     tokio::spawn(scheduler.clone().run(events));
-    let app = crate::api::router(scheduler);
+    let app = crate::api::router(scheduler, tokens);
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown())
         .await?;
@@ -33,6 +34,30 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         "gantry stopped; running tasks keep running and are re-attached at the next start"
     );
     Ok(())
+}
+
+/// Says, on stdout and in the log, how requests are authenticated.
+fn announce(mode: Mode, addr: std::net::SocketAddr) {
+    match mode {
+        Mode::Tokens(n) => {
+            tracing::info!(tokens = n, "authentication: bearer tokens required");
+            println!(
+                "gantry auth: {n} API token(s) configured; every request but /v1/health and /metrics needs one"
+            );
+        }
+        Mode::OpenLoopback => {
+            tracing::info!("authentication: off (no tokens; loopback only)");
+            println!("gantry auth: off (no [[auth.tokens]]); serving on loopback {addr} only");
+        }
+        Mode::OpenAllowed => {
+            let text = format!(
+                "AUTHENTICATION IS OFF on {addr}, which is not loopback (auth.allow_unauthenticated = true): anyone who can reach it may submit, cancel and change the policy"
+            );
+            tracing::warn!("{text}");
+            eprintln!("WARNING: {text}");
+            println!("gantry auth: off on a non-loopback address (allowed explicitly)");
+        }
+    }
 }
 
 async fn shutdown() {

@@ -1,8 +1,13 @@
 //! Job and node routes: submit, list, get, cancel, logs, events, nodes.
+//!
+//! Authorization: any caller may submit (as the token's user, into its accounts), list
+//! and read jobs and nodes; cancel, logs, events and decisions need the job's owner or
+//! an operator (`crate::auth::Caller`).
 
 use super::blocking;
 use super::error::{ApiError, parse_json};
-use crate::model::JobSpec;
+use crate::auth::Caller;
+use crate::model::{JobRecord, JobSpec};
 use crate::scheduler::jobs_api::{CancelError, SubmitError};
 use crate::scheduler::{JobFilter, Scheduler};
 use axum::Json;
@@ -23,6 +28,15 @@ fn job_id(raw: &str) -> Result<u64, ApiError> {
     })
 }
 
+/// Job `id`, if `caller` may `what` it (its owner, an operator or an admin).
+fn owned_job(s: &Scheduler, caller: &Caller, id: u64, what: &str) -> Result<JobRecord, ApiError> {
+    let job = s
+        .job(id)
+        .ok_or_else(|| ApiError::not_found(format!("job {id} does not exist")))?;
+    caller.require_owner(&job.spec.user, what)?;
+    Ok(job)
+}
+
 fn query<T>(q: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
     q.map(|Query(v)| v)
         .map_err(|e| ApiError::field("invalid-query", "query", e.body_text()))
@@ -30,9 +44,11 @@ fn query<T>(q: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
 
 pub(super) async fn submit(
     State(s): State<Scheduler>,
+    caller: Caller,
     body: Bytes,
 ) -> Result<impl IntoResponse, ApiError> {
-    let spec: JobSpec = parse_json(&body)?;
+    let mut spec: JobSpec = parse_json(&body)?;
+    caller.stamp(&mut spec.user, &mut spec.account)?;
     let record = blocking(move || s.submit(spec))
         .await?
         .map_err(|e| match e {
@@ -72,9 +88,11 @@ pub(super) async fn get_one(
 
 pub(super) async fn cancel(
     State(s): State<Scheduler>,
+    caller: Caller,
     Path(id): Path<String>,
 ) -> Result<impl IntoResponse, ApiError> {
     let id = job_id(&id)?;
+    owned_job(&s, &caller, id, "cancelling a job")?;
     s.cancel(id).map(Json).map_err(|e| match e {
         CancelError::NotFound(_) => ApiError::not_found(e.to_string()),
         CancelError::Ended(..) => {
@@ -92,10 +110,12 @@ pub(super) struct LogQuery {
 
 pub(super) async fn logs(
     State(s): State<Scheduler>,
+    caller: Caller,
     Path(id): Path<String>,
     q: Result<Query<LogQuery>, QueryRejection>,
 ) -> Result<impl IntoResponse, ApiError> {
     let id = job_id(&id)?;
+    owned_job(&s, &caller, id, "reading a job's logs")?;
     let task = query(q)?.task;
     let text = blocking(move || s.logs(id, task)).await?;
     text.map(|t| {
@@ -112,12 +132,11 @@ pub(super) async fn logs(
 
 pub(super) async fn events(
     State(s): State<Scheduler>,
+    caller: Caller,
     Path(id): Path<String>,
 ) -> Result<impl IntoResponse, ApiError> {
     let id = job_id(&id)?;
-    if s.job(id).is_none() {
-        return Err(ApiError::not_found(format!("job {id} does not exist")));
-    }
+    owned_job(&s, &caller, id, "reading a job's events")?;
     blocking(move || s.events(id))
         .await?
         .map(Json)
@@ -130,12 +149,11 @@ pub(super) async fn nodes(State(s): State<Scheduler>) -> impl IntoResponse {
 
 pub(super) async fn decisions(
     State(s): State<Scheduler>,
+    caller: Caller,
     Path(id): Path<String>,
 ) -> Result<impl IntoResponse, ApiError> {
     let id = job_id(&id)?;
-    if s.job(id).is_none() {
-        return Err(ApiError::not_found(format!("job {id} does not exist")));
-    }
+    owned_job(&s, &caller, id, "reading a job's decisions")?;
     Ok(Json(s.decisions(id)))
 }
 

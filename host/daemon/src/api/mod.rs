@@ -2,13 +2,20 @@
 //! the scheduler, and maps results and errors to status codes.
 //!
 //! Owns: routes, request limits, status mapping. Does not own any state.
+//! Every request passes the `auth` middleware first (see `auth.rs` for which paths
+//! stay open and for the roles each handler asks for).
+//!
+//! Not yet here: node drain/resume (operator) and token management over HTTP; tokens
+//! live in the config file (`gantry token create`).
 
+mod auth;
 mod error;
 mod jobs;
 mod policy;
 
 pub use error::ApiError;
 
+use crate::auth::Tokens;
 use crate::scheduler::Scheduler;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
@@ -20,8 +27,8 @@ pub const MAX_JSON_BODY: usize = 1 << 20;
 /// Largest plugin upload (Python components are ~17 MiB).
 pub const MAX_PLUGIN_BYTES: usize = 64 << 20;
 
-/// All routes.
-pub fn router(scheduler: Scheduler) -> Router {
+/// All routes, behind the token check (`tokens` empty: no authentication).
+pub fn router(scheduler: Scheduler, tokens: Tokens) -> Router {
     Router::new()
         .route(
             "/v1/health",
@@ -57,6 +64,10 @@ pub fn router(scheduler: Scheduler) -> Router {
             ApiError::not_found("no such route; the API is under /v1 (see README)")
         })
         .layer(DefaultBodyLimit::max(MAX_JSON_BODY))
+        .layer(axum::middleware::from_fn_with_state(
+            tokens,
+            auth::authenticate,
+        ))
         .with_state(scheduler)
 }
 

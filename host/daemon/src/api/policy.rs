@@ -1,8 +1,13 @@
 //! Plugin and policy routes: upload, list, show, set (hot swap), rollback, history,
 //! faults.
+//!
+//! Authorization: reading (plugins, policy, history, faults, shadow diff) is open to
+//! every caller; every change (upload, set, rollback, shadow set/clear) and replay
+//! needs the `admin` role.
 
 use super::error::{ApiError, parse_json};
 use super::{MAX_PLUGIN_BYTES, blocking};
+use crate::auth::{Caller, Role};
 use crate::policy::PipelineSpec;
 use crate::scheduler::Scheduler;
 use crate::scheduler::policy_api::PolicyOpError;
@@ -31,8 +36,10 @@ fn op_error(e: PolicyOpError) -> ApiError {
 
 pub(super) async fn upload(
     State(s): State<Scheduler>,
+    caller: Caller,
     body: Body,
 ) -> Result<impl IntoResponse, ApiError> {
+    caller.require(Role::Admin, "uploading a plugin")?;
     let bytes = axum::body::to_bytes(body, MAX_PLUGIN_BYTES)
         .await
         .map_err(|_| {
@@ -68,8 +75,10 @@ pub(super) async fn show(State(s): State<Scheduler>) -> impl IntoResponse {
 
 pub(super) async fn set(
     State(s): State<Scheduler>,
+    caller: Caller,
     body: Bytes,
 ) -> Result<impl IntoResponse, ApiError> {
+    caller.require(Role::Admin, "changing the pipeline")?;
     let spec: PipelineSpec = parse_json(&body)?;
     blocking(move || s.set_policy(spec))
         .await?
@@ -77,7 +86,11 @@ pub(super) async fn set(
         .map_err(op_error)
 }
 
-pub(super) async fn rollback(State(s): State<Scheduler>) -> Result<impl IntoResponse, ApiError> {
+pub(super) async fn rollback(
+    State(s): State<Scheduler>,
+    caller: Caller,
+) -> Result<impl IntoResponse, ApiError> {
+    caller.require(Role::Admin, "rolling back the pipeline")?;
     blocking(move || s.rollback_policy())
         .await?
         .map(Json)
@@ -94,8 +107,10 @@ pub(super) async fn faults(State(s): State<Scheduler>) -> impl IntoResponse {
 
 pub(super) async fn set_shadow(
     State(s): State<Scheduler>,
+    caller: Caller,
     body: Bytes,
 ) -> Result<impl IntoResponse, ApiError> {
+    caller.require(Role::Admin, "setting a shadow pipeline")?;
     let spec: PipelineSpec = parse_json(&body)?;
     blocking(move || s.set_shadow(spec))
         .await?
@@ -111,7 +126,9 @@ pub(super) async fn shadow(State(s): State<Scheduler>) -> Result<impl IntoRespon
 
 pub(super) async fn clear_shadow(
     State(s): State<Scheduler>,
+    caller: Caller,
 ) -> Result<impl IntoResponse, ApiError> {
+    caller.require(Role::Admin, "clearing the shadow pipeline")?;
     s.clear_shadow()
         .map(Json)
         .ok_or_else(|| ApiError::not_found("no shadow pipeline is set"))
@@ -132,8 +149,10 @@ fn default_since() -> u64 {
 
 pub(super) async fn replay(
     State(s): State<Scheduler>,
+    caller: Caller,
     body: Bytes,
 ) -> Result<impl IntoResponse, ApiError> {
+    caller.require(Role::Admin, "a what-if replay")?;
     let req: ReplayRequest = parse_json(&body)?;
     blocking(move || s.replay(&req.pipeline, req.since_s))
         .await?

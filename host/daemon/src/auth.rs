@@ -1,0 +1,315 @@
+//! Identity and roles: API tokens from the config (`[[auth.tokens]]`, stored as the
+//! sha256 of the token, never the token), the lookup of a presented bearer token in
+//! constant time, the role checks handlers ask for, and the start-up rule "no tokens
+//! only on loopback".
+//!
+//! Owns: [`Role`], [`TokenEntry`], [`AuthConfig`], [`Tokens`], [`Caller`] and what a
+//! caller may do. Does not own HTTP (the `api::auth` middleware maps [`Denied`] to
+//! 401/403) or jobs: it only knows "whose job is this" as a user name given to it.
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::io::Read;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// What a token may do; each role includes the ones before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Submit; see jobs, nodes and the queue; see logs of and cancel own jobs.
+    User,
+    /// Also: cancel any job and see any job's logs, events and decisions.
+    Operator,
+    /// Also: upload plugins, change or roll back the pipeline, shadow, replay.
+    Admin,
+}
+
+impl Role {
+    /// The name used in config and messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::User => "user",
+            Role::Operator => "operator",
+            Role::Admin => "admin",
+        }
+    }
+
+    /// Parses `user`, `operator` or `admin`.
+    pub fn parse(text: &str) -> Option<Self> {
+        [Role::User, Role::Operator, Role::Admin]
+            .into_iter()
+            .find(|r| r.name() == text)
+    }
+}
+
+/// One `[[auth.tokens]]` entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenEntry {
+    /// A label for logs (unique).
+    pub name: String,
+    /// Hex sha256 of the token.
+    pub sha256: String,
+    /// The user the token acts as.
+    pub user: String,
+    /// Accounts it may charge; the first is the default.
+    pub accounts: Vec<String>,
+    /// Its role.
+    pub role: Role,
+}
+
+/// The `[auth]` table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthConfig {
+    /// Serve without tokens on a non-loopback address (loudly warned; off by default).
+    pub allow_unauthenticated: bool,
+    /// The tokens; none means no authentication (loopback only, unless allowed above).
+    pub tokens: Vec<TokenEntry>,
+}
+
+/// Why a config's `[auth]` is unusable, or why the daemon refuses to start.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    /// A token entry is malformed.
+    #[error("auth.tokens[{index}] ({name}): {message}")]
+    Entry {
+        /// Position in the list.
+        index: usize,
+        /// Its name.
+        name: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// No tokens and a non-loopback address.
+    #[error(
+        "refusing to listen on {0} without authentication: add [[auth.tokens]] (see `gantry token create`), listen on 127.0.0.1, or set auth.allow_unauthenticated = true"
+    )]
+    Unauthenticated(SocketAddr),
+}
+
+/// Who is calling, as far as the handlers need to know.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    /// Token name.
+    pub name: String,
+    /// User.
+    pub user: String,
+    /// Accounts (first is the default).
+    pub accounts: Vec<String>,
+    /// Role.
+    pub role: Role,
+}
+
+/// The caller of one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Caller {
+    /// No tokens are configured: everything is allowed and the body names the user.
+    Open,
+    /// A valid token.
+    Token(Identity),
+}
+
+/// A refusal, for a 403.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Denied {
+    /// The request field at fault, if any.
+    pub field: Option<&'static str>,
+    /// Why.
+    pub message: String,
+}
+
+impl Caller {
+    /// Allows callers with at least `role`; `what` names the action for the message.
+    pub fn require(&self, role: Role, what: &str) -> Result<(), Denied> {
+        match self {
+            Caller::Token(id) if id.role < role => Err(Denied {
+                field: None,
+                message: format!(
+                    "{what} needs role {}; token {} has role {}",
+                    role.name(),
+                    id.name,
+                    id.role.name()
+                ),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Allows the owner of a job (`owner` is its user) and operators and admins.
+    pub fn require_owner(&self, owner: &str, what: &str) -> Result<(), Denied> {
+        match self {
+            Caller::Token(id) if id.role < Role::Operator && id.user != owner => Err(Denied {
+                field: None,
+                message: format!(
+                    "{what}: the job belongs to user {owner}, not {}; only its owner or an operator may",
+                    id.user
+                ),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Sets a submitted job's user and account from the token: a different `user` or an
+    /// account outside the token's is refused; an empty account is the token's first.
+    pub fn stamp(&self, user: &mut String, account: &mut String) -> Result<(), Denied> {
+        let Caller::Token(id) = self else {
+            return Ok(());
+        };
+        if !user.is_empty() && *user != id.user {
+            return Err(Denied {
+                field: Some("user"),
+                message: format!("token {} acts as user {}, not {user}", id.name, id.user),
+            });
+        }
+        if account.is_empty() {
+            // `Tokens::new` refuses entries without accounts; `user` is a safe fallback.
+            account.clone_from(id.accounts.first().unwrap_or(&id.user));
+        } else if !id.accounts.contains(account) {
+            return Err(Denied {
+                field: Some("account"),
+                message: format!(
+                    "user {} may not charge account {account} (allowed: {})",
+                    id.user,
+                    id.accounts.join(", ")
+                ),
+            });
+        }
+        user.clone_from(&id.user);
+        Ok(())
+    }
+}
+
+/// The configured tokens, ready for lookup.
+#[derive(Debug, Clone, Default)]
+pub struct Tokens {
+    entries: Arc<Vec<([u8; 32], Identity)>>,
+}
+
+/// The sha256 of a token, as it is written in the config (lowercase hex).
+pub fn token_sha256(token: &str) -> String {
+    hex::encode(Sha256::digest(token.as_bytes()))
+}
+
+impl Tokens {
+    /// Checks and indexes the entries of `[auth]`.
+    pub fn new(config: &AuthConfig) -> Result<Self, AuthError> {
+        let mut entries: Vec<([u8; 32], Identity)> = Vec::new();
+        for (index, e) in config.tokens.iter().enumerate() {
+            let bad = |message: &str| AuthError::Entry {
+                index,
+                name: e.name.clone(),
+                message: message.into(),
+            };
+            let mut hash = [0u8; 32];
+            hex::decode_to_slice(e.sha256.trim(), &mut hash)
+                .map_err(|_| bad("sha256 must be 64 hex digits (the token's sha256)"))?;
+            if e.name.is_empty() || e.user.is_empty() {
+                return Err(bad("name and user must not be empty"));
+            }
+            if e.accounts.is_empty() || e.accounts.iter().any(String::is_empty) {
+                return Err(bad("accounts must list at least one non-empty account"));
+            }
+            if entries
+                .iter()
+                .any(|(h, id)| *h == hash || id.name == e.name)
+            {
+                return Err(bad("another token has the same name or sha256"));
+            }
+            let identity = Identity {
+                name: e.name.clone(),
+                user: e.user.clone(),
+                accounts: e.accounts.clone(),
+                role: e.role,
+            };
+            entries.push((hash, identity));
+        }
+        Ok(Self {
+            entries: Arc::new(entries),
+        })
+    }
+
+    /// Whether any token is configured (then every request needs one).
+    pub fn enabled(&self) -> bool {
+        !self.entries.is_empty()
+    }
+
+    /// How many tokens are configured.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether no token is configured.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The identity of `token`, comparing its hash with every entry in constant time.
+    pub fn lookup(&self, token: &str) -> Option<Identity> {
+        let presented: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        let mut found = None;
+        for (hash, identity) in self.entries.iter() {
+            let diff = hash
+                .iter()
+                .zip(presented.iter())
+                .fold(0u8, |acc, (a, b)| acc | (a ^ b));
+            if std::hint::black_box(diff) == 0 {
+                found = Some(identity);
+            }
+        }
+        found.cloned()
+    }
+}
+
+/// How the daemon authenticates, decided once at start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Tokens are required (their count).
+    Tokens(usize),
+    /// No tokens, on loopback.
+    OpenLoopback,
+    /// No tokens on a public address, explicitly allowed.
+    OpenAllowed,
+}
+
+/// Decides the mode for a daemon bound to `addr`, refusing an unauthenticated
+/// non-loopback address unless `allow_unauthenticated` is set.
+pub fn startup_mode(
+    tokens: &Tokens,
+    config: &AuthConfig,
+    addr: SocketAddr,
+) -> Result<Mode, AuthError> {
+    match (tokens.len(), addr.ip().is_loopback()) {
+        (0, true) => Ok(Mode::OpenLoopback),
+        (0, false) if config.allow_unauthenticated => Ok(Mode::OpenAllowed),
+        (0, false) => Err(AuthError::Unauthenticated(addr)),
+        (n, _) => Ok(Mode::Tokens(n)),
+    }
+}
+
+/// A new random token: `gantry_` and 64 hex digits from the OS's random source.
+pub fn generate_token() -> std::io::Result<String> {
+    let mut bytes = [0u8; 32];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    Ok(format!("gantry_{}", hex::encode(bytes)))
+}
+
+/// The `[[auth.tokens]]` TOML for an entry.
+pub fn snippet(entry: &TokenEntry) -> Result<String, toml::ser::Error> {
+    #[derive(Serialize)]
+    struct File<'a> {
+        auth: Section<'a>,
+    }
+    #[derive(Serialize)]
+    struct Section<'a> {
+        tokens: [&'a TokenEntry; 1],
+    }
+    toml::to_string(&File {
+        auth: Section { tokens: [entry] },
+    })
+}
+
+#[cfg(test)]
+#[path = "auth_tests.rs"]
+mod tests;
