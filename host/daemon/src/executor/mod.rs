@@ -202,6 +202,27 @@ impl Executor {
         });
     }
 
+    /// After a restart, the pid of a still-running shim that writes `exit_path` (one launched
+    /// by the previous daemon whose pid was not yet durable), if there is one.
+    pub fn find_running(&self, exit_path: &Path) -> Option<u32> {
+        signals::find_shim(exit_path)
+    }
+
+    /// After a restart, the exit recorded at `exit_path` if the record was written at or after
+    /// `since_ms` (ms since the Unix epoch): the end of a run that started then, not a stale
+    /// record of an earlier run of the same task.
+    pub fn exit_since(&self, exit_path: &Path, since_ms: u64) -> Option<TaskExit> {
+        let written = std::fs::metadata(exit_path)
+            .and_then(|m| m.modified())
+            .ok()?;
+        let written_ms = written
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        (written_ms >= since_ms)
+            .then(|| record::read_or_warn(exit_path))
+            .flatten()
+    }
+
     /// Sends SIGTERM to the process group `pid`, then SIGKILL to the group after `grace` if any
     /// member is still alive (checked from a background task, which stops early once the group
     /// is gone). Pids 0 and 1 are refused.

@@ -81,6 +81,22 @@ pub(crate) fn shim_alive(pid: u32, exit_path: &Path) -> bool {
     }
 }
 
+/// A live shim writing `exit_path`, found by scanning `/proc` for a command line that contains
+/// it as one argument: after a restart, the shim of a task whose pid never reached the store.
+pub(crate) fn find_shim(exit_path: &Path) -> Option<u32> {
+    let me = std::process::id();
+    std::fs::read_dir("/proc")
+        .ok()?
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| *pid != me)
+        .find(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| cmdline_has_arg(&c, exit_path.as_os_str()))
+                && process_alive(*pid)
+        })
+}
+
 /// Whether the NUL-separated `cmdline` contains `arg` as a whole argument.
 fn cmdline_has_arg(cmdline: &[u8], arg: &OsStr) -> bool {
     cmdline.split(|b| *b == 0).any(|a| a == arg.as_bytes())

@@ -376,3 +376,33 @@ fn adopt_of_a_reused_pid_outside_a_runtime_reports_lost() {
     };
     assert_eq!(event.exit, TaskExit::Lost);
 }
+
+#[tokio::test]
+async fn find_running_finds_a_shim_by_its_exit_path_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let (child, exit_path) = orphan_like(dir.path(), r#"touch "$2"; sleep 5"#).await;
+    let (exec, _rx) = executor(PathBuf::from("unused"));
+    assert_eq!(exec.find_running(&exit_path), Some(child.0.id()));
+    assert_eq!(exec.find_running(&dir.path().join("exit")), None);
+    drop(child);
+    assert_eq!(exec.find_running(&exit_path), None, "a reaped shim is gone");
+}
+
+#[test]
+fn exit_since_ignores_a_record_older_than_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("exit.json");
+    let (exec, _rx) = executor(PathBuf::from("unused"));
+    assert_eq!(exec.exit_since(&path, 0), None);
+    record::write_atomic(&path, TaskExit::Exited(3)).unwrap();
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    assert_eq!(exec.exit_since(&path, 0), Some(TaskExit::Exited(3)));
+    assert_eq!(
+        exec.exit_since(&path, now_ms + 60_000),
+        None,
+        "stale record"
+    );
+}
