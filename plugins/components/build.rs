@@ -88,6 +88,11 @@ const COMPONENTS: &[(&str, &str, &str)] = &[
         "gantry_fixture_hostile_half_gang",
     ),
     (
+        "FAULT_INJECTOR",
+        "gantry-fixture-fault-injector",
+        "gantry_fixture_fault_injector",
+    ),
+    (
         "WRONG_VERSION",
         "gantry-fixture-wrong-version",
         "gantry_fixture_wrong_version",
@@ -131,6 +136,7 @@ fn main() {
         "plugins/backfill",
         "plugins/queue-limits",
         "tests/fixtures",
+        "tests/fixtures/fault-injector",
         "examples/plugins/rust-gpu0-reserve",
     ] {
         println!("cargo:rerun-if-changed={}", root.join(dir).display());

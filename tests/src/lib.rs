@@ -139,6 +139,11 @@ impl Daemon {
         self.base = base;
     }
 
+    /// The current daemon's process id (e.g. to read its memory use in `/proc/<pid>/status`).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Where jobs write their env files and the test puts release files.
     pub fn out_dir(&self) -> PathBuf {
         self.dir.path().join("out")

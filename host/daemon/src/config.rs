@@ -82,6 +82,8 @@ pub struct PluginLimits {
     pub deadline_ms: u64,
     /// Memory cap per instance in MiB.
     pub memory_mib: u64,
+    /// Largest `POST /v1/plugins` upload in MiB (default 64; Python components are ~17).
+    pub max_upload_mib: u64,
 }
 
 impl Default for Config {
@@ -121,6 +123,7 @@ impl Default for PluginLimits {
         Self {
             deadline_ms: 100,
             memory_mib: 256,
+            max_upload_mib: 64,
         }
     }
 }
@@ -203,6 +206,11 @@ impl Config {
         if self.plugins.deadline_ms == 0 || self.plugins.memory_mib < 16 {
             return Err(ConfigError::Invalid(
                 "plugins.deadline_ms must be > 0 and plugins.memory_mib >= 16".into(),
+            ));
+        }
+        if self.plugins.max_upload_mib == 0 || self.plugins.max_upload_mib > 1024 {
+            return Err(ConfigError::Invalid(
+                "plugins.max_upload_mib must be 1..=1024".into(),
             ));
         }
         crate::auth::Tokens::new(&self.auth)?;

@@ -17,6 +17,10 @@ pub const MAX_TASKS: u32 = 1024;
 pub const MAX_STRING: usize = 256;
 /// Longest accepted script or argv element.
 pub const MAX_SCRIPT: usize = 256 * 1024;
+/// Most argv elements.
+pub const MAX_ARGS: usize = 4096;
+/// Longest accepted working directory.
+pub const MAX_PATH: usize = 4096;
 
 /// Per-task resources of one task group, as submitted.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -138,6 +142,15 @@ fn check_string(field: &str, value: &str) -> Result<(), FieldError> {
     Ok(())
 }
 
+/// `key` cut to 64 bytes, for naming a field without echoing a huge key.
+fn short(key: &str) -> &str {
+    let end = (0..=key.len().min(64))
+        .rev()
+        .find(|i| key.is_char_boundary(*i))
+        .unwrap_or(0);
+    &key[..end]
+}
+
 impl JobSpec {
     /// Checks every field's range and fills defaults (user "anonymous", account = user).
     pub fn validate(&mut self) -> Result<(), FieldError> {
@@ -153,13 +166,24 @@ impl JobSpec {
         if self.argv.first().is_some_and(|a| a.is_empty()) {
             return Err(bad("argv[0]", "is empty"));
         }
-        if self.argv.len() > 4096
-            || self
-                .argv
-                .iter()
-                .any(|a| a.len() > MAX_SCRIPT || a.contains('\0'))
+        if self.argv.len() > MAX_ARGS {
+            return Err(bad("argv", format!("more than {MAX_ARGS} arguments")));
+        }
+        for (i, a) in self.argv.iter().enumerate() {
+            if a.len() > MAX_SCRIPT || a.contains('\0') {
+                return Err(bad(
+                    format!("argv[{i}]"),
+                    format!("longer than {MAX_SCRIPT} bytes, or a NUL byte"),
+                ));
+            }
+        }
+        if let Some(dir) = &self.workdir
+            && (dir.is_empty() || dir.len() > MAX_PATH || dir.chars().any(char::is_control))
         {
-            return Err(bad("argv", "too many or too long arguments, or a NUL byte"));
+            return Err(bad(
+                "workdir",
+                format!("must be a path of 1..={MAX_PATH} bytes without control characters"),
+            ));
         }
         for (f, v) in [
             ("name", &self.name),
@@ -182,21 +206,26 @@ impl JobSpec {
             return Err(bad("env", "more than 256 variables"));
         }
         for (k, v) in &self.env {
-            if k.is_empty()
-                || k.contains('=')
-                || k.contains('\0')
-                || v.contains('\0')
-                || v.len() > MAX_SCRIPT
-            {
-                return Err(bad(format!("env.{k}"), "invalid variable name or value"));
+            if k.is_empty() || k.len() > MAX_STRING || k.contains('=') || k.contains('\0') {
+                return Err(bad(
+                    format!("env.{}", short(k)),
+                    format!("a variable name must be 1..={MAX_STRING} bytes without `=` or NUL"),
+                ));
+            }
+            if v.contains('\0') || v.len() > MAX_SCRIPT {
+                return Err(bad(
+                    format!("env.{k}"),
+                    format!("a value must be at most {MAX_SCRIPT} bytes without NUL"),
+                ));
             }
         }
         if self.labels.len() > 64 {
             return Err(bad("labels", "more than 64 labels"));
         }
         for (k, v) in &self.labels {
-            check_string(&format!("labels.{k}"), k)?;
-            check_string(&format!("labels.{k}"), v)?;
+            let field = format!("labels.{}", short(k));
+            check_string(&field, k)?;
+            check_string(&field, v)?;
         }
         if self.time_limit_s > MAX_TIME_LIMIT_S {
             return Err(bad(
@@ -245,8 +274,8 @@ impl JobSpec {
             if t.gpu_models.len() > 16 {
                 return Err(bad(f("gpu_models"), "more than 16 models"));
             }
-            for m in &t.gpu_models {
-                check_string(&f("gpu_models"), m)?;
+            for (j, m) in t.gpu_models.iter().enumerate() {
+                check_string(&f(&format!("gpu_models[{j}]")), m)?;
             }
             if !t.gpu_models.is_empty() && t.gpus == 0 && t.gpu_milli == 0 {
                 return Err(bad(f("gpu_models"), "models given for a task without GPUs"));

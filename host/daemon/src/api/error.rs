@@ -79,24 +79,3 @@ impl IntoResponse for ApiError {
         (self.status, Json(serde_json::json!({ "error": error }))).into_response()
     }
 }
-
-/// Parses a JSON body, naming the field serde stumbled on.
-pub fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
-    if body.is_empty() {
-        return Err(ApiError::field(
-            "invalid-json",
-            "body",
-            "the request body is empty; send a JSON object",
-        ));
-    }
-    serde_json::from_slice(body).map_err(|e| {
-        let msg = e.to_string();
-        let field = msg
-            .split('`')
-            .nth(1)
-            .filter(|_| msg.starts_with("unknown field") || msg.starts_with("missing field"))
-            .map(str::to_string)
-            .unwrap_or_else(|| "body".into());
-        ApiError::field("invalid-json", field, msg)
-    })
-}

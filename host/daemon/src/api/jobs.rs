@@ -5,27 +5,42 @@
 //! an operator (`crate::auth::Caller`).
 
 use super::blocking;
-use super::error::{ApiError, parse_json};
+use super::body::{JsonBody, parse_json};
+use super::error::ApiError;
 use crate::auth::Caller;
 use crate::model::{JobRecord, JobSpec};
 use crate::scheduler::jobs_api::{CancelError, SubmitError};
 use crate::scheduler::{JobFilter, Scheduler};
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{FromRequestParts, Path, Query, State};
 use axum::http::StatusCode;
+use axum::http::request::Parts;
 use axum::response::IntoResponse;
 use serde::Deserialize;
 
-fn job_id(raw: &str) -> Result<u64, ApiError> {
-    raw.parse().map_err(|_| {
-        ApiError::field(
-            "invalid-id",
-            "id",
-            format!("`{raw}` is not a job id (a positive integer)"),
-        )
-    })
+/// The `{id}` of a job route: a 400 naming `id` for anything but an integer (a path that
+/// is not UTF-8 included, which axum's `Path` would answer in plain text).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct JobId(u64);
+
+impl<S: Send + Sync> FromRequestParts<S> for JobId {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let bad = |raw: &str| {
+            let raw: String = raw.chars().take(64).collect();
+            ApiError::field(
+                "invalid-id",
+                "id",
+                format!("`{raw}` is not a job id (a positive integer)"),
+            )
+        };
+        match Path::<String>::from_request_parts(parts, state).await {
+            Ok(Path(raw)) => raw.parse().map(JobId).map_err(|_| bad(&raw)),
+            Err(e) => Err(bad(&e.body_text())),
+        }
+    }
 }
 
 /// Job `id`, if `caller` may `what` it (its owner, an operator or an admin).
@@ -45,7 +60,7 @@ fn query<T>(q: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
 pub(super) async fn submit(
     State(s): State<Scheduler>,
     caller: Caller,
-    body: Bytes,
+    JsonBody(body): JsonBody,
 ) -> Result<impl IntoResponse, ApiError> {
     let mut spec: JobSpec = parse_json(&body)?;
     caller.stamp(&mut spec.user, &mut spec.account)?;
@@ -78,9 +93,8 @@ pub(super) async fn list(
 
 pub(super) async fn get_one(
     State(s): State<Scheduler>,
-    Path(id): Path<String>,
+    JobId(id): JobId,
 ) -> Result<impl IntoResponse, ApiError> {
-    let id = job_id(&id)?;
     s.job(id)
         .map(Json)
         .ok_or_else(|| ApiError::not_found(format!("job {id} does not exist")))
@@ -89,9 +103,8 @@ pub(super) async fn get_one(
 pub(super) async fn cancel(
     State(s): State<Scheduler>,
     caller: Caller,
-    Path(id): Path<String>,
+    JobId(id): JobId,
 ) -> Result<impl IntoResponse, ApiError> {
-    let id = job_id(&id)?;
     owned_job(&s, &caller, id, "cancelling a job")?;
     s.cancel(id).map(Json).map_err(|e| match e {
         CancelError::NotFound(_) => ApiError::not_found(e.to_string()),
@@ -111,10 +124,9 @@ pub(super) struct LogQuery {
 pub(super) async fn logs(
     State(s): State<Scheduler>,
     caller: Caller,
-    Path(id): Path<String>,
+    JobId(id): JobId,
     q: Result<Query<LogQuery>, QueryRejection>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let id = job_id(&id)?;
     owned_job(&s, &caller, id, "reading a job's logs")?;
     let task = query(q)?.task;
     let text = blocking(move || s.logs(id, task)).await?;
@@ -133,9 +145,8 @@ pub(super) async fn logs(
 pub(super) async fn events(
     State(s): State<Scheduler>,
     caller: Caller,
-    Path(id): Path<String>,
+    JobId(id): JobId,
 ) -> Result<impl IntoResponse, ApiError> {
-    let id = job_id(&id)?;
     owned_job(&s, &caller, id, "reading a job's events")?;
     blocking(move || s.events(id))
         .await?
@@ -150,9 +161,8 @@ pub(super) async fn nodes(State(s): State<Scheduler>) -> impl IntoResponse {
 pub(super) async fn decisions(
     State(s): State<Scheduler>,
     caller: Caller,
-    Path(id): Path<String>,
+    JobId(id): JobId,
 ) -> Result<impl IntoResponse, ApiError> {
-    let id = job_id(&id)?;
     owned_job(&s, &caller, id, "reading a job's decisions")?;
     Ok(Json(s.decisions(id)))
 }

@@ -1,7 +1,10 @@
 //! The HTTP API (axum, JSON, under `/v1`). Thin: it parses and bounds requests, calls
 //! the scheduler, and maps results and errors to status codes.
 //!
-//! Owns: routes, request limits, status mapping. Does not own any state.
+//! Owns: routes, request limits (`body.rs`: 1 MiB JSON bodies, `plugins.max_upload_mib`
+//! uploads, 413 naming `body`), status mapping, the OpenAPI document (`openapi.rs`,
+//! `GET /v1/openapi.json`, behind the token check like every route but health and
+//! metrics). Does not own any state.
 //! Every request passes the `auth` middleware first (see `auth.rs` for which paths
 //! stay open and for the roles each handler asks for).
 //!
@@ -9,10 +12,15 @@
 //! live in the config file (`gantry token create`).
 
 mod auth;
+mod body;
 mod error;
 mod jobs;
+mod locate;
+mod openapi;
+mod openapi_schemas;
 mod policy;
 
+pub use body::MAX_JSON_BODY;
 pub use error::ApiError;
 
 use crate::auth::Tokens;
@@ -21,13 +29,8 @@ use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 
-/// Largest JSON request body.
-pub const MAX_JSON_BODY: usize = 1 << 20;
-
-/// Largest plugin upload (Python components are ~17 MiB).
-pub const MAX_PLUGIN_BYTES: usize = 64 << 20;
-
-/// All routes, behind the token check (`tokens` empty: no authentication).
+/// All routes, behind the token check (`tokens` empty: no authentication). Every route
+/// here must be in `openapi::OPERATIONS` (a unit test reads this source to check).
 pub fn router(scheduler: Scheduler, tokens: Tokens) -> Router {
     Router::new()
         .route(
@@ -60,6 +63,7 @@ pub fn router(scheduler: Scheduler, tokens: Tokens) -> Router {
         )
         .route("/v1/policy/shadow/diff", get(policy::shadow))
         .route("/v1/replay", post(policy::replay))
+        .route("/v1/openapi.json", get(openapi::serve))
         .fallback(|| async {
             ApiError::not_found("no such route; the API is under /v1 (see README)")
         })

@@ -5,17 +5,17 @@
 //! every caller; every change (upload, set, rollback, shadow set/clear) and replay
 //! needs the `admin` role.
 
-use super::error::{ApiError, parse_json};
-use super::{MAX_PLUGIN_BYTES, blocking};
+use super::blocking;
+use super::body::{JsonBody, parse_json, read_limited};
+use super::error::ApiError;
 use crate::auth::{Caller, Role};
 use crate::policy::PipelineSpec;
 use crate::scheduler::Scheduler;
 use crate::scheduler::policy_api::PolicyOpError;
 use axum::Json;
 use axum::body::Body;
-use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 
 fn op_error(e: PolicyOpError) -> ApiError {
@@ -37,21 +37,12 @@ fn op_error(e: PolicyOpError) -> ApiError {
 pub(super) async fn upload(
     State(s): State<Scheduler>,
     caller: Caller,
+    headers: HeaderMap,
     body: Body,
 ) -> Result<impl IntoResponse, ApiError> {
     caller.require(Role::Admin, "uploading a plugin")?;
-    let bytes = axum::body::to_bytes(body, MAX_PLUGIN_BYTES)
-        .await
-        .map_err(|_| {
-            ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "too-large",
-                format!(
-                    "plugin uploads are limited to {} MiB",
-                    MAX_PLUGIN_BYTES >> 20
-                ),
-            )
-        })?;
+    let limit = max_upload_bytes(&s);
+    let bytes = read_limited(&headers, body, limit, "a plugin upload").await?;
     if bytes.is_empty() {
         return Err(ApiError::field(
             "invalid-plugin",
@@ -65,6 +56,12 @@ pub(super) async fn upload(
     Ok((StatusCode::CREATED, Json(info)))
 }
 
+/// `plugins.max_upload_mib` in bytes.
+pub(super) fn max_upload_bytes(s: &Scheduler) -> usize {
+    let mib = s.inner.config.plugins.max_upload_mib;
+    usize::try_from(mib.saturating_mul(1 << 20)).unwrap_or(usize::MAX)
+}
+
 pub(super) async fn list_plugins(State(s): State<Scheduler>) -> impl IntoResponse {
     Json(s.plugins())
 }
@@ -76,7 +73,7 @@ pub(super) async fn show(State(s): State<Scheduler>) -> impl IntoResponse {
 pub(super) async fn set(
     State(s): State<Scheduler>,
     caller: Caller,
-    body: Bytes,
+    JsonBody(body): JsonBody,
 ) -> Result<impl IntoResponse, ApiError> {
     caller.require(Role::Admin, "changing the pipeline")?;
     let spec: PipelineSpec = parse_json(&body)?;
@@ -108,7 +105,7 @@ pub(super) async fn faults(State(s): State<Scheduler>) -> impl IntoResponse {
 pub(super) async fn set_shadow(
     State(s): State<Scheduler>,
     caller: Caller,
-    body: Bytes,
+    JsonBody(body): JsonBody,
 ) -> Result<impl IntoResponse, ApiError> {
     caller.require(Role::Admin, "setting a shadow pipeline")?;
     let spec: PipelineSpec = parse_json(&body)?;
@@ -150,7 +147,7 @@ fn default_since() -> u64 {
 pub(super) async fn replay(
     State(s): State<Scheduler>,
     caller: Caller,
-    body: Bytes,
+    JsonBody(body): JsonBody,
 ) -> Result<impl IntoResponse, ApiError> {
     caller.require(Role::Admin, "a what-if replay")?;
     let req: ReplayRequest = parse_json(&body)?;

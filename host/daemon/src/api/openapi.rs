@@ -1,0 +1,252 @@
+//! The OpenAPI 3.0 document, `GET /v1/openapi.json`: every route of `api/mod.rs` with its
+//! method, parameters, request body (with the limits enforced), response codes and the
+//! error body. Hand-written as JSON values; schemas are in `openapi_schemas.rs`.
+//!
+//! Served behind the token check like every route but `/v1/health` and `/metrics` (any
+//! role may read it). A unit test reads `api/mod.rs` and checks that every route
+//! registered there is in [`OPERATIONS`], and the other way round.
+
+use super::body::MAX_JSON_BODY;
+use super::openapi_schemas::{components, schema_ref};
+use axum::Json;
+use axum::response::IntoResponse;
+use serde_json::{Map, Value, json};
+
+/// What an operation takes.
+#[derive(Debug, Clone, Copy)]
+enum In {
+    /// No body, no parameters.
+    Nothing,
+    /// The `{id}` path parameter.
+    Id,
+    /// A JSON body of this schema.
+    Body(&'static str),
+    /// Component bytes.
+    Upload,
+    /// Query parameters of the job list.
+    JobQuery,
+    /// `{id}` and `?task=`.
+    Logs,
+}
+
+/// What a 2xx answer is.
+#[derive(Debug, Clone, Copy)]
+enum Out {
+    /// JSON of this schema.
+    Schema(&'static str),
+    /// A JSON array of this schema.
+    ListOf(&'static str),
+    /// Any JSON object.
+    Object,
+    /// Any JSON array.
+    Array,
+    /// Plain text.
+    Text,
+}
+
+/// One route and method: (method, path, summary, input, success status, output, 4xx).
+type Operation = (
+    &'static str,
+    &'static str,
+    &'static str,
+    In,
+    u16,
+    Out,
+    &'static [u16],
+);
+
+/// Every operation of the API.
+#[rustfmt::skip]
+const OPERATIONS: &[Operation] = &[
+    ("get", "/v1/health", "Liveness (open without a token)", In::Nothing, 200, Out::Object, &[]),
+    ("get", "/metrics", "Prometheus metrics (open without a token)", In::Nothing, 200, Out::Text, &[]),
+    ("get", "/v1/openapi.json", "This document", In::Nothing, 200, Out::Object, &[401]),
+    ("post", "/v1/jobs", "Submit a job (user and account come from the token)", In::Body("JobSpec"), 201, Out::Schema("JobRecord"), &[400, 401, 403, 413, 422]),
+    ("get", "/v1/jobs", "List jobs, newest first", In::JobQuery, 200, Out::ListOf("JobRecord"), &[400, 401]),
+    ("get", "/v1/jobs/{id}", "One job", In::Id, 200, Out::Schema("JobRecord"), &[400, 401, 404]),
+    ("delete", "/v1/jobs/{id}", "Cancel a job (owner or operator)", In::Id, 200, Out::Schema("JobRecord"), &[400, 401, 403, 404, 409]),
+    ("post", "/v1/jobs/{id}/cancel", "Cancel a job (owner or operator)", In::Id, 200, Out::Schema("JobRecord"), &[400, 401, 403, 404, 409]),
+    ("get", "/v1/jobs/{id}/logs", "A task's log text (owner or operator)", In::Logs, 200, Out::Text, &[400, 401, 403, 404]),
+    ("get", "/v1/jobs/{id}/events", "A job's lifecycle events (owner or operator)", In::Id, 200, Out::Array, &[400, 401, 403, 404]),
+    ("get", "/v1/jobs/{id}/decisions", "Recent decisions about a job (owner or operator)", In::Id, 200, Out::Array, &[400, 401, 403, 404]),
+    ("get", "/v1/nodes", "Nodes with per-GPU allocation", In::Nothing, 200, Out::ListOf("Node"), &[401]),
+    ("get", "/v1/faults", "Recent plugin faults", In::Nothing, 200, Out::Array, &[401]),
+    ("post", "/v1/plugins", "Upload a component (admin); validated before it is stored", In::Upload, 201, Out::Object, &[400, 401, 403, 413, 422]),
+    ("get", "/v1/plugins", "Registered plugins", In::Nothing, 200, Out::Array, &[401]),
+    ("get", "/v1/policy", "The active pipeline", In::Nothing, 200, Out::Object, &[401]),
+    ("put", "/v1/policy", "Hot-swap the pipeline after a dry run (admin)", In::Body("PipelineSpec"), 200, Out::Object, &[400, 401, 403, 413, 422]),
+    ("post", "/v1/policy/rollback", "Back to the previous pipeline (admin)", In::Nothing, 200, Out::Object, &[401, 403, 409, 422]),
+    ("get", "/v1/policy/history", "Pipeline versions", In::Nothing, 200, Out::Array, &[401]),
+    ("get", "/v1/policy/shadow", "The shadow pipeline and its differences", In::Nothing, 200, Out::Object, &[401, 404]),
+    ("put", "/v1/policy/shadow", "Set a shadow pipeline (admin)", In::Body("PipelineSpec"), 200, Out::Object, &[400, 401, 403, 413, 422]),
+    ("delete", "/v1/policy/shadow", "Clear the shadow pipeline (admin)", In::Nothing, 200, Out::Object, &[401, 403, 404]),
+    ("get", "/v1/policy/shadow/diff", "The shadow pipeline's differences", In::Nothing, 200, Out::Object, &[401, 404]),
+    ("post", "/v1/replay", "What-if replay over recorded cycles (admin)", In::Body("ReplayRequest"), 200, Out::Object, &[400, 401, 403, 413, 422]),
+];
+
+fn describe(code: u16) -> &'static str {
+    match code {
+        200 => "OK",
+        201 => "Created",
+        400 => "Malformed or invalid request; `field` names what is wrong",
+        401 => "No or unknown API token (`field`: `authorization`)",
+        403 => "The token's role or accounts do not allow this",
+        404 => "No such job, or nothing set",
+        409 => "Conflicts with the current state (already ended, no previous version)",
+        413 => "Body over the limit (`field`: `body`)",
+        422 => {
+            "Well-formed but refused (unsatisfiable, invalid plugin or pipeline, dry run failed)"
+        }
+        _ => "See the message",
+    }
+}
+
+fn id_param() -> Value {
+    json!({"name": "id", "in": "path", "required": true,
+           "schema": {"type": "integer", "format": "int64", "minimum": 0}})
+}
+
+fn query_param(name: &str, schema: Value) -> Value {
+    json!({"name": name, "in": "query", "required": false, "schema": schema})
+}
+
+fn parameters(input: In) -> Vec<Value> {
+    let text = || json!({"type": "string"});
+    match input {
+        In::Id => vec![id_param()],
+        In::Logs => vec![
+            id_param(),
+            query_param("task", json!({"type": "integer", "minimum": 0})),
+        ],
+        In::JobQuery => vec![
+            query_param(
+                "state",
+                json!({"type": "string", "enum": ["pending", "running", "succeeded", "failed", "cancelled", "timed_out", "preempted"]}),
+            ),
+            query_param("user", text()),
+            query_param("account", text()),
+            query_param("queue", text()),
+            query_param("limit", json!({"type": "integer", "minimum": 0})),
+        ],
+        In::Nothing | In::Body(_) | In::Upload => Vec::new(),
+    }
+}
+
+fn request_body(input: In) -> Option<Value> {
+    match input {
+        In::Body(schema) => Some(json!({
+            "required": true,
+            "description": format!("JSON, at most {MAX_JSON_BODY} bytes (1 MiB); nesting deeper than 128 levels is a 400"),
+            "content": {"application/json": {"schema": schema_ref(schema)}},
+        })),
+        In::Upload => Some(json!({
+            "required": true,
+            "description": "A WebAssembly component, at most `plugins.max_upload_mib` MiB (default 64); checked as a component before it is stored",
+            "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+        })),
+        _ => None,
+    }
+}
+
+fn success(out: Out) -> Value {
+    let (media, schema) = match out {
+        Out::Schema(s) => ("application/json", schema_ref(s)),
+        Out::ListOf(s) => (
+            "application/json",
+            json!({"type": "array", "items": schema_ref(s)}),
+        ),
+        Out::Object => ("application/json", json!({"type": "object"})),
+        Out::Array => ("application/json", json!({"type": "array"})),
+        Out::Text => ("text/plain", json!({"type": "string"})),
+    };
+    json!({ media: { "schema": schema } })
+}
+
+fn operation(op: &Operation) -> Value {
+    let (method, path, summary, input, ok, out, errors) = *op;
+    let mut responses = Map::new();
+    responses.insert(
+        ok.to_string(),
+        json!({"description": describe(ok), "content": success(out)}),
+    );
+    for code in errors {
+        responses.insert(
+            code.to_string(),
+            json!({
+                "description": describe(*code),
+                "content": {"application/json": {"schema": schema_ref("Error")}},
+            }),
+        );
+    }
+    let id = operation_id(method, path);
+    if (method, path) == ("post", "/v1/jobs")
+        && let Some(created) = responses.get_mut("201")
+    {
+        created["links"] = job_links();
+    }
+    let mut o = json!({
+        "operationId": id,
+        "summary": summary,
+        "parameters": parameters(input),
+        "responses": responses,
+    });
+    if let Some(body) = request_body(input) {
+        o["requestBody"] = body;
+    }
+    if !errors.contains(&401) {
+        o["security"] = json!([]);
+    }
+    o
+}
+
+/// Links from a submitted job to the operations on it (for stateful testers).
+fn job_links() -> Value {
+    let mut links = Map::new();
+    for (method, path, ..) in OPERATIONS.iter().filter(|op| op.1.contains("{id}")) {
+        let target = operation_id(method, path);
+        links.insert(
+            target.clone(),
+            json!({"operationId": target, "parameters": {"id": "$response.body#/id"}}),
+        );
+    }
+    Value::Object(links)
+}
+
+fn operation_id(method: &str, path: &str) -> String {
+    format!("{method}{path}")
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|s| !s.is_empty())
+        .collect::<Vec<_>>()
+        .join("_")
+}
+
+/// The whole document.
+pub fn document() -> Value {
+    let mut paths = Map::new();
+    for op in OPERATIONS {
+        let entry = paths
+            .entry(op.1.to_string())
+            .or_insert_with(|| Value::Object(Map::new()));
+        entry[op.0] = operation(op);
+    }
+    json!({
+        "openapi": "3.0.3",
+        "info": {
+            "title": "Gantry",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "GPU-cluster scheduler API. Errors are `{\"error\": {\"code\", \"message\", \"field\"}}` with a 4xx status.",
+        },
+        "security": [{"bearer": []}],
+        "paths": paths,
+        "components": components(),
+    })
+}
+
+/// `GET /v1/openapi.json`.
+pub(super) async fn serve() -> impl IntoResponse {
+    Json(document())
+}
+
+#[cfg(test)]
+#[path = "openapi_tests.rs"]
+mod tests;

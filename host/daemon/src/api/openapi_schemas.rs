@@ -1,0 +1,213 @@
+//! The schemas of the OpenAPI document (`components.schemas`): the error body, the job
+//! spec with the limits `JobSpec::validate` enforces, the job record, the pipeline spec
+//! and the views the API returns.
+//!
+//! Kept by hand next to `crate::model` and `crate::policy`: a new field there needs a line
+//! here (the e2e and schemathesis runs check responses against these schemas).
+
+use crate::model::{MAX_ARGS, MAX_PATH, MAX_SCRIPT, MAX_STRING, MAX_TASKS, MAX_TIME_LIMIT_S};
+use serde_json::{Value, json};
+
+/// A `$ref` to a schema of this document.
+pub fn schema_ref(name: &str) -> Value {
+    json!({ "$ref": format!("#/components/schemas/{name}") })
+}
+
+fn int(min: i64, max: i64) -> Value {
+    json!({"type": "integer", "minimum": min, "maximum": max})
+}
+
+fn string(max: usize) -> Value {
+    json!({"type": "string", "maxLength": max})
+}
+
+/// `components`: schemas and the bearer-token security scheme.
+pub fn components() -> Value {
+    json!({
+        "securitySchemes": {
+            "bearer": {
+                "type": "http",
+                "scheme": "bearer",
+                "description": "An API token from `gantry token create`; not needed while the daemon has no tokens configured.",
+            }
+        },
+        "schemas": {
+            "Error": error(),
+            "JobSpec": job_spec(),
+            "TaskSpec": task_spec(),
+            "JobRecord": job_record(),
+            "TaskRecord": task_record(),
+            "PluginRef": plugin_ref(),
+            "PipelineSpec": pipeline_spec(),
+            "ReplayRequest": replay_request(),
+            "Node": node(),
+        }
+    })
+}
+
+fn error() -> Value {
+    json!({
+        "type": "object",
+        "required": ["error"],
+        "properties": {
+            "error": {
+                "type": "object",
+                "required": ["code", "message"],
+                "properties": {
+                    "code": {"type": "string", "description": "machine-readable, e.g. `invalid-field`, `too-large`, `forbidden`"},
+                    "message": {"type": "string"},
+                    "field": {"type": "string", "description": "the request field at fault: a JSON path such as `tasks[0].gpus`, or `body`, `id`, `query`, `authorization`"},
+                },
+            }
+        },
+    })
+}
+
+fn job_spec() -> Value {
+    let strings =
+        json!({"type": "object", "additionalProperties": string(MAX_STRING), "maxProperties": 64});
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "description": "Exactly one of `argv` or `script`. The whole body is at most 1 MiB.",
+        "properties": {
+            "name": string(MAX_STRING),
+            "argv": {"type": "array", "items": string(MAX_SCRIPT), "maxItems": MAX_ARGS},
+            "script": {"type": "string", "nullable": true, "maxLength": MAX_SCRIPT},
+            "env": {"type": "object", "additionalProperties": string(MAX_SCRIPT), "maxProperties": 256},
+            "workdir": {"type": "string", "nullable": true, "minLength": 1, "maxLength": MAX_PATH},
+            "tasks": {"type": "array", "items": schema_ref("TaskSpec"), "minItems": 1, "maxItems": 64},
+            "time_limit_s": int(0, MAX_TIME_LIMIT_S as i64),
+            "user": string(MAX_STRING),
+            "account": string(MAX_STRING),
+            "queue": {"type": "string", "minLength": 1, "maxLength": MAX_STRING},
+            "tier": int(i64::from(i32::MIN), i64::from(i32::MAX)),
+            "labels": strings,
+            "kind": {"type": "string", "enum": ["batch", "interactive", "service"]},
+            "preemptible": {"type": "boolean"},
+            "requeue": {"type": "boolean"},
+        },
+    })
+}
+
+fn task_spec() -> Value {
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "description": "At most 1024 tasks over all groups; `gpus` or `gpu_milli`, not both.",
+        "properties": {
+            "count": int(1, i64::from(MAX_TASKS)),
+            "gpus": int(0, 64),
+            "gpu_milli": int(0, 999),
+            "cpu_milli": int(1, 1_024_000),
+            "memory_mib": int(1, 16 << 20),
+            "gpu_models": {"type": "array", "items": string(MAX_STRING), "maxItems": 16},
+        },
+    })
+}
+
+fn job_record() -> Value {
+    let nullable_int = json!({"type": "integer", "nullable": true});
+    json!({
+        "type": "object",
+        "required": ["id", "spec", "state", "submit_ms", "tasks", "tier", "requeues"],
+        "properties": {
+            "id": {"type": "integer", "minimum": 0},
+            "spec": schema_ref("JobSpec"),
+            "state": {"type": "string", "enum": ["pending", "running", "succeeded", "failed", "cancelled", "timed_out", "preempted"]},
+            "submit_ms": {"type": "integer", "minimum": 0},
+            "start_ms": nullable_int,
+            "end_ms": nullable_int,
+            "tasks": {"type": "array", "items": schema_ref("TaskRecord")},
+            "exit_code": nullable_int,
+            "reason": {"type": "object", "nullable": true},
+            "tier": {"type": "integer"},
+            "score": {"type": "number", "nullable": true},
+            "stopping": {"description": "why a stop is under way (`cancel`, `time_limit`, `gang_failed` or `{\"evicted\": {\"for_job\": id}}`), or null"},
+            "requeues": {"type": "integer", "minimum": 0},
+        },
+    })
+}
+
+fn task_record() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "node": {"type": "string"},
+            "gpus": {"type": "array", "items": {
+                "type": "object",
+                "properties": {"index": {"type": "integer"}, "milli": {"type": "integer"}},
+            }},
+            "cpu_milli": {"type": "integer"},
+            "memory_mib": {"type": "integer"},
+            "pid": {"type": "integer", "nullable": true},
+            "exit": {"description": "how the task ended, or null"},
+        },
+    })
+}
+
+fn plugin_ref() -> Value {
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["plugin"],
+        "properties": {
+            "plugin": {"type": "string", "description": "a registered plugin name or a component sha256"},
+            "config": {"description": "JSON passed to the plugin's `configure` (default `{}`)"},
+            "deadline_ms": {"type": "integer", "nullable": true, "minimum": 0},
+            "memory_mib": {"type": "integer", "nullable": true, "minimum": 0},
+        },
+    })
+}
+
+fn pipeline_spec() -> Value {
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["placement"],
+        "properties": {
+            "admission": {"type": "array", "items": schema_ref("PluginRef")},
+            "priority": {"type": "array", "items": schema_ref("PluginRef")},
+            "placement": schema_ref("PluginRef"),
+            "preemption": schema_ref("PluginRef"),
+        },
+    })
+}
+
+fn replay_request() -> Value {
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["pipeline"],
+        "properties": {
+            "pipeline": schema_ref("PipelineSpec"),
+            "since_s": {"type": "integer", "minimum": 0, "description": "default 3600"},
+        },
+    })
+}
+
+fn node() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "state": {"type": "string"},
+            "gpu_source": {"type": "string"},
+            "cpu_milli": {"type": "integer"},
+            "cpu_milli_allocated": {"type": "integer"},
+            "memory_mib": {"type": "integer"},
+            "memory_mib_allocated": {"type": "integer"},
+            "gpus": {"type": "array", "items": {
+                "type": "object",
+                "properties": {
+                    "index": {"type": "integer"},
+                    "model": {"type": "string"},
+                    "memory_mib": {"type": "integer"},
+                    "healthy": {"type": "boolean"},
+                    "allocated_milli": {"type": "integer", "minimum": 0, "maximum": 1000},
+                    "jobs": {"type": "array"},
+                },
+            }},
+        },
+    })
+}
