@@ -146,8 +146,21 @@ fn main() {
         root.join("Cargo.lock").display()
     );
     let target_dir = root.join("target/components");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut cmd = Command::new(cargo);
+    println!("cargo:rerun-if-env-changed=GANTRY_COMPONENTS_TOOLCHAIN");
+    // Normally the outer build's cargo and rustc. GANTRY_COMPONENTS_TOOLCHAIN names a
+    // rustup toolchain to use instead (scripts/fuzz: the outer build is nightly, whose
+    // wasm target may be missing; the components come from the pinned toolchain).
+    let mut cmd = match std::env::var("GANTRY_COMPONENTS_TOOLCHAIN") {
+        Ok(toolchain) if !toolchain.is_empty() => {
+            let mut c = Command::new("rustup");
+            c.args(["run", &toolchain, "cargo"]);
+            for var in ["RUSTC", "RUSTDOC", "RUSTUP_TOOLCHAIN", "CARGO"] {
+                c.env_remove(var);
+            }
+            c
+        }
+        _ => Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())),
+    };
     cmd.current_dir(&root)
         .args(["build", "--release", "--target", TARGET, "--target-dir"])
         .arg(&target_dir);

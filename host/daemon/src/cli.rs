@@ -328,13 +328,20 @@ pub fn read_pipeline(path: &std::path::Path) -> anyhow::Result<Value> {
     let bytes = read_file(path)?;
     let text =
         String::from_utf8(bytes).with_context(|| format!("{} is not UTF-8", path.display()))?;
-    if path.extension().is_some_and(|e| e == "toml") {
-        let v: toml::Value = toml::from_str(&text)
-            .with_context(|| format!("{} is not valid TOML", path.display()))?;
-        return serde_json::to_value(v)
-            .with_context(|| format!("{}: cannot convert to JSON", path.display()));
+    let is_toml = path.extension().is_some_and(|e| e == "toml");
+    parse_pipeline_text(&text, is_toml, &path.display().to_string())
+}
+
+/// Parses a pipeline file's text (TOML when `is_toml`, JSON otherwise) into JSON; `name`
+/// names the file in errors. The text-level half of [`read_pipeline`], fed by the fuzz
+/// target `pipeline`.
+pub fn parse_pipeline_text(text: &str, is_toml: bool, name: &str) -> anyhow::Result<Value> {
+    if is_toml {
+        let v: toml::Value =
+            toml::from_str(text).with_context(|| format!("{name} is not valid TOML"))?;
+        return serde_json::to_value(v).with_context(|| format!("{name}: cannot convert to JSON"));
     }
-    serde_json::from_str(&text).with_context(|| format!("{} is not valid JSON", path.display()))
+    serde_json::from_str(text).with_context(|| format!("{name} is not valid JSON"))
 }
 
 /// Prints JSON prettily.

@@ -20,7 +20,7 @@ mod openapi;
 mod openapi_schemas;
 mod policy;
 
-pub use body::MAX_JSON_BODY;
+pub use body::{MAX_JSON_BODY, parse_json};
 pub use error::ApiError;
 
 use crate::auth::Tokens;
