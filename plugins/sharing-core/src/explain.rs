@@ -8,113 +8,54 @@
 //! not O(GPUs). Does not own placement.
 
 use crate::node_view::ClusterView;
-use gantry_sdk::cluster::fmt_gpus;
-use gantry_sdk::{Cycle, Job, MILLI_PER_GPU, Reason, ReasonCode, TaskGroup};
+use gantry_sdk::cluster::{FreeTotals, explain_shortage, spread_reason};
+use gantry_sdk::{Cycle, Job, MILLI_PER_GPU, Reason, ReasonCode};
 
 /// Why `job` does not fit on `view` now, with numbers.
 pub fn explain(ctx: &Cycle, view: &ClusterView, job: &Job) -> Reason {
-    let gpu_groups: Vec<&TaskGroup> = job
-        .tasks
-        .iter()
-        .filter(|t| t.gpu_milli_per_task() > 0)
-        .collect();
-    let (mut any_model, mut free_whole, mut free_milli, mut total_milli) =
-        (false, 0u64, 0u64, 0u64);
+    let mut totals = FreeTotals {
+        cpu_free: view.cpu_free(),
+        memory_free: view.memory_free(),
+        ..FreeTotals::default()
+    };
     for (slot, t) in view.model_totals().iter().enumerate() {
         let model = (slot < 64).then_some(slot);
-        if t.gpus > 0 && gpu_groups.iter().any(|g| g.allows_model(model)) {
-            any_model = true;
-            total_milli += t.gpus * u64::from(MILLI_PER_GPU);
-            free_milli += t.free_milli;
-            free_whole += t.free_whole;
+        let allowed = job
+            .tasks
+            .iter()
+            .filter(|g| g.gpu_milli_per_task() > 0)
+            .any(|g| g.allows_model(model));
+        if t.gpus > 0 && allowed {
+            totals.any_model = true;
+            totals.gpu_milli_total += t.gpus * u64::from(MILLI_PER_GPU);
+            totals.gpu_milli_free += t.free_milli;
+            totals.whole_free += t.free_whole;
         }
     }
-    let models = model_names(ctx, job);
-    let needed = job.gpu_milli_total();
-    if needed > 0 && !any_model {
-        return Reason::new(
-            ReasonCode::GpuModelUnavailable,
-            format!("needs GPUs of model {models}; no node that is up has one"),
-        );
-    }
-    let whole_needed: u64 = job
-        .tasks
-        .iter()
-        .map(|t| u64::from(t.gpus) * u64::from(t.count))
-        .sum();
-    if needed > free_milli || whole_needed > free_whole {
-        return Reason::new(
-            ReasonCode::InsufficientGpus,
-            format!(
-                "needs {} GPUs of model {models}; {} free of {} ({} whole GPUs free)",
-                fmt_gpus(needed),
-                fmt_gpus(free_milli),
-                fmt_gpus(total_milli),
-                free_whole
-            ),
-        );
-    }
-    let cpu_needed: u64 = job
-        .tasks
-        .iter()
-        .map(|t| u64::from(t.cpu_milli) * u64::from(t.count))
-        .sum();
-    let cpu_free = view.cpu_free();
-    if cpu_needed > cpu_free {
-        return Reason::new(
-            ReasonCode::InsufficientCpu,
-            format!("needs {cpu_needed} milli-CPU; {cpu_free} free"),
-        );
-    }
-    let mem_needed: u64 = job
-        .tasks
-        .iter()
-        .map(|t| t.memory_mib * u64::from(t.count))
-        .sum();
-    let mem_free = view.memory_free();
-    if mem_needed > mem_free {
-        return Reason::new(
-            ReasonCode::InsufficientMemory,
-            format!("needs {mem_needed} MiB of memory; {mem_free} MiB free"),
-        );
-    }
-    if needed == 0 {
-        return Reason::new(
+    explain_shortage(ctx, job, &totals).unwrap_or_else(|| {
+        if job.gpu_milli_total() > 0 {
+            return spread_reason(ctx, job);
+        }
+        let (cpu, mem) = job.tasks.iter().fold((0u64, 0u64), |(c, m), t| {
+            (
+                c + u64::from(t.cpu_milli) * u64::from(t.count),
+                m + t.memory_mib * u64::from(t.count),
+            )
+        });
+        Reason::new(
             ReasonCode::InsufficientCpu,
             format!(
-                "needs {cpu_needed} milli-CPU and {mem_needed} MiB of memory in tasks that each fit on one node; free resources are spread over nodes that cannot hold a task"
+                "needs {cpu} milli-CPU and {mem} MiB of memory in tasks that each fit on one node; free resources are spread over nodes that cannot hold a task"
             ),
-        );
-    }
-    Reason::new(
-        ReasonCode::InsufficientGpus,
-        format!(
-            "needs {} GPUs of model {models} with CPU and memory on the same node; free resources are spread over nodes that cannot hold a task",
-            fmt_gpus(needed)
-        ),
-    )
-}
-
-fn model_names(ctx: &Cycle, job: &Job) -> String {
-    let gpu_groups = job.tasks.iter().filter(|t| t.gpu_milli_per_task() > 0);
-    let mask = gpu_groups.clone().fold(0u64, |m, t| m | t.gpu_model_mask);
-    if mask == 0 || gpu_groups.clone().any(|t| t.gpu_model_mask == 0) {
-        return "any".into();
-    }
-    let names: Vec<&str> = ctx
-        .gpu_models
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| *i < 64 && mask & (1u64 << i) != 0)
-        .map(|(_, m)| ctx.text(*m))
-        .collect();
-    names.join("|")
+        )
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::node_view::tests::{ctx, node};
+    use gantry_sdk::TaskGroup;
 
     fn job(gpus: u32, gpu_milli: u32, cpu: u32, mask: u64, count: u32) -> Job {
         Job {

@@ -355,85 +355,114 @@ impl ClusterModel {
 
     /// Why `job` does not fit now: which resource is short, with numbers.
     pub fn explain(&self, ctx: &Cycle, job: &Job) -> Reason {
-        let mut any_model = false;
-        let (mut free_whole, mut free_milli, mut total_milli) = (0u64, 0u64, 0u64);
         let gpu_groups: Vec<&TaskGroup> = job
             .tasks
             .iter()
             .filter(|t| t.gpu_milli_per_task() > 0)
             .collect();
+        let mut totals = FreeTotals::default();
         for n in self.nodes.iter().filter(|n| n.up) {
+            totals.cpu_free += u64::from(n.cpu_free);
+            totals.memory_free += n.mem_free;
             for g in &n.gpus {
                 if g.healthy && gpu_groups.iter().any(|t| t.allows_model(g.model_index)) {
-                    any_model = true;
-                    total_milli += u64::from(MILLI_PER_GPU);
-                    free_milli += u64::from(g.free_milli);
-                    free_whole += u64::from(g.free_milli == MILLI_PER_GPU);
+                    totals.any_model = true;
+                    totals.gpu_milli_total += u64::from(MILLI_PER_GPU);
+                    totals.gpu_milli_free += u64::from(g.free_milli);
+                    totals.whole_free += u64::from(g.free_milli == MILLI_PER_GPU);
                 }
             }
         }
-        let models = model_names(ctx, job);
-        let needed = job.gpu_milli_total();
-        if needed > 0 && !any_model {
-            return Reason::new(
-                ReasonCode::GpuModelUnavailable,
-                format!("needs GPUs of model {models}; no node that is up has one"),
-            );
-        }
-        let whole_needed: u64 = job
-            .tasks
-            .iter()
-            .map(|t| u64::from(t.gpus) * u64::from(t.count))
-            .sum();
-        if needed > free_milli || whole_needed > free_whole {
-            return Reason::new(
-                ReasonCode::InsufficientGpus,
-                format!(
-                    "needs {} GPUs of model {models}; {} free of {} ({} whole GPUs free)",
-                    fmt_gpus(needed),
-                    fmt_gpus(free_milli),
-                    fmt_gpus(total_milli),
-                    free_whole
-                ),
-            );
-        }
-        let cpu_needed: u64 = job
-            .tasks
-            .iter()
-            .map(|t| u64::from(t.cpu_milli) * u64::from(t.count))
-            .sum();
-        let cpu_free: u64 = self
-            .nodes
-            .iter()
-            .filter(|n| n.up)
-            .map(|n| u64::from(n.cpu_free))
-            .sum();
-        if cpu_needed > cpu_free {
-            return Reason::new(
-                ReasonCode::InsufficientCpu,
-                format!("needs {cpu_needed} milli-CPU; {cpu_free} free"),
-            );
-        }
-        let mem_needed: u64 = job
-            .tasks
-            .iter()
-            .map(|t| t.memory_mib * u64::from(t.count))
-            .sum();
-        let mem_free: u64 = self.nodes.iter().filter(|n| n.up).map(|n| n.mem_free).sum();
-        if mem_needed > mem_free {
-            return Reason::new(
-                ReasonCode::InsufficientMemory,
-                format!("needs {mem_needed} MiB of memory; {mem_free} MiB free"),
-            );
-        }
-        Reason::new(
+        explain_shortage(ctx, job, &totals).unwrap_or_else(|| spread_reason(ctx, job))
+    }
+}
+
+/// Free resources a job's reason is computed from: over nodes that are up, GPUs
+/// counted only when healthy and of a model the job allows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FreeTotals {
+    /// Some usable GPU has a model the job allows.
+    pub any_model: bool,
+    /// Those GPUs, milli-GPU.
+    pub gpu_milli_total: u64,
+    /// Their free share, milli-GPU.
+    pub gpu_milli_free: u64,
+    /// How many of them are wholly free.
+    pub whole_free: u64,
+    /// Free CPU, milli-cores.
+    pub cpu_free: u64,
+    /// Free memory, MiB.
+    pub memory_free: u64,
+}
+
+/// The resource `job` is short of in `totals` (model, GPUs, CPU, memory, in that
+/// order), with numbers; None when the totals would hold it (its resources are then
+/// spread over nodes that cannot each hold a task).
+pub fn explain_shortage(ctx: &Cycle, job: &Job, totals: &FreeTotals) -> Option<Reason> {
+    let models = model_names(ctx, job);
+    let needed = job.gpu_milli_total();
+    if needed > 0 && !totals.any_model {
+        return Some(Reason::new(
+            ReasonCode::GpuModelUnavailable,
+            format!("needs GPUs of model {models}; no node that is up has one"),
+        ));
+    }
+    let whole_needed: u64 = job
+        .tasks
+        .iter()
+        .map(|t| u64::from(t.gpus) * u64::from(t.count))
+        .sum();
+    if needed > totals.gpu_milli_free || whole_needed > totals.whole_free {
+        return Some(Reason::new(
             ReasonCode::InsufficientGpus,
             format!(
-                "needs {} GPUs of model {models} with CPU and memory on the same node; free resources are spread over nodes that cannot hold a task",
-                fmt_gpus(needed)
+                "needs {} GPUs of model {models}; {} free of {} ({} whole GPUs free)",
+                fmt_gpus(needed),
+                fmt_gpus(totals.gpu_milli_free),
+                fmt_gpus(totals.gpu_milli_total),
+                totals.whole_free
             ),
-        )
+        ));
     }
+    let cpu_needed: u64 = job
+        .tasks
+        .iter()
+        .map(|t| u64::from(t.cpu_milli) * u64::from(t.count))
+        .sum();
+    if cpu_needed > totals.cpu_free {
+        return Some(Reason::new(
+            ReasonCode::InsufficientCpu,
+            format!("needs {cpu_needed} milli-CPU; {} free", totals.cpu_free),
+        ));
+    }
+    let mem_needed: u64 = job
+        .tasks
+        .iter()
+        .map(|t| t.memory_mib * u64::from(t.count))
+        .sum();
+    if mem_needed > totals.memory_free {
+        return Some(Reason::new(
+            ReasonCode::InsufficientMemory,
+            format!(
+                "needs {mem_needed} MiB of memory; {} MiB free",
+                totals.memory_free
+            ),
+        ));
+    }
+    None
+}
+
+/// The reason of a job whose GPUs, CPU and memory are free in total but on no node
+/// together.
+pub fn spread_reason(ctx: &Cycle, job: &Job) -> Reason {
+    Reason::new(
+        ReasonCode::InsufficientGpus,
+        format!(
+            "needs {} GPUs of model {} with CPU and memory on the same node; free resources are spread over nodes that cannot hold a task",
+            fmt_gpus(job.gpu_milli_total()),
+            model_names(ctx, job)
+        ),
+    )
 }
 
 fn check_shape(group: &TaskGroup, alloc: &TaskAllocation) -> Result<(), BookError> {
