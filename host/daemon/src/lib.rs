@@ -15,6 +15,7 @@ pub mod conformance;
 pub mod executor;
 pub mod instrumented;
 pub mod inventory;
+pub mod job_options;
 pub mod metrics;
 pub mod model;
 pub mod policy;

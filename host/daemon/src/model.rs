@@ -4,7 +4,8 @@
 //!
 //! Owns: field limits and defaults. Does not own scheduling (the engine) or storage.
 
-use crate::executor::TaskExit;
+use crate::executor::{TaskExit, TaskUsage};
+use crate::job_options::{ArraySpec, Dependency, ServiceSpec, WarnSignal};
 use gantry_contract::{JobKind, ReasonCode};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -114,6 +115,22 @@ pub struct JobSpec {
     /// Back to the queue when evicted (default true); otherwise it ends as preempted.
     #[serde(default = "default_true")]
     pub requeue: bool,
+    /// How many times it may go back to the queue (after eviction or node failure) before it
+    /// ends instead; none means the daemon's `execution.max_requeues`.
+    #[serde(default)]
+    pub max_requeues: Option<u32>,
+    /// Submit one job per index (`--array 0-199%8`).
+    #[serde(default)]
+    pub array: Option<ArraySpec>,
+    /// Start only after these jobs ended as asked.
+    #[serde(default)]
+    pub dependencies: Vec<Dependency>,
+    /// Signal sent ahead of the time limit and first on eviction (`--signal USR1@60`).
+    #[serde(default)]
+    pub signal: Option<WarnSignal>,
+    /// Port, health check and restart back-off of a `service` job.
+    #[serde(default)]
+    pub service: Option<ServiceSpec>,
 }
 
 /// A submission error naming the field.
@@ -226,6 +243,18 @@ impl JobSpec {
             let field = format!("labels.{}", short(k));
             check_string(&field, k)?;
             check_string(&field, v)?;
+        }
+        crate::job_options::validate(
+            self.array.as_ref(),
+            &self.dependencies,
+            self.signal.as_ref(),
+            self.service.as_ref(),
+        )?;
+        if self.service.is_some() && self.kind != JobKind::Service {
+            return Err(bad(
+                "service",
+                "only a job of kind `service` takes service settings",
+            ));
         }
         if self.time_limit_s > MAX_TIME_LIMIT_S {
             return Err(bad(
@@ -392,6 +421,12 @@ pub struct TaskRecord {
     pub pid: Option<u32>,
     /// How it ended.
     pub exit: Option<TaskExit>,
+    /// When its current (or last) process started, ms since the Unix epoch.
+    #[serde(default)]
+    pub started_ms: Option<u64>,
+    /// CPU time and memory peak of its ended processes (summed over service restarts).
+    #[serde(default)]
+    pub usage: Option<TaskUsage>,
 }
 
 /// Everything the daemon keeps about a job.
@@ -423,6 +458,36 @@ pub struct JobRecord {
     pub stopping: Option<StopCause>,
     /// Times it went back to the queue after an eviction.
     pub requeues: u32,
+    /// Its place in an array, if it was submitted as one.
+    #[serde(default)]
+    pub array: Option<ArrayMember>,
+    /// Machine-readable cause of its end: `exit-code`, `out-of-memory`, `cancelled`,
+    /// `time-limit`, `preempted`, `launch-failed`, `dependency-never-satisfied`...
+    #[serde(default)]
+    pub end_reason: Option<String>,
+    /// Restarts of a service (or of its tasks) so far.
+    #[serde(default)]
+    pub restarts: u32,
+    /// When a service waiting out its back-off restarts, ms since the Unix epoch.
+    #[serde(default)]
+    pub restart_at_ms: Option<u64>,
+    /// The port a service listens on (on the node of its first task).
+    #[serde(default)]
+    pub service_port: Option<u16>,
+    /// Whether the time-limit warning signal was sent in the current run.
+    #[serde(default)]
+    pub warned: bool,
+}
+
+/// A job's place in an array.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArrayMember {
+    /// Id of the array: the id of its first member.
+    pub array_id: u64,
+    /// This member's index (`GANTRY_ARRAY_INDEX`).
+    pub index: u32,
+    /// At most this many members run at once.
+    pub max_running: Option<u32>,
 }
 
 impl JobRecord {
@@ -452,6 +517,12 @@ impl JobRecord {
             score: 0.0,
             stopping: None,
             requeues: 0,
+            array: None,
+            end_reason: None,
+            restarts: 0,
+            restart_at_ms: None,
+            service_port: None,
+            warned: false,
         }
     }
 }

@@ -60,6 +60,18 @@ pub enum TaskExit {
     Lost,
 }
 
+/// What a task's processes used, measured when it ended (from its cgroup when it had one,
+/// else from the kernel's accounting of the command's process tree).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct TaskUsage {
+    /// CPU time (user + system), milliseconds.
+    pub cpu_ms: u64,
+    /// Peak resident memory, MiB.
+    pub memory_peak_mib: u64,
+    /// The kernel's out-of-memory killer ended a process of the task.
+    pub oom_killed: bool,
+}
+
 /// The end of one task, sent on the executor's event channel.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TaskEvent {
@@ -69,6 +81,8 @@ pub struct TaskEvent {
     pub task_index: u32,
     /// How it ended.
     pub exit: TaskExit,
+    /// What it used.
+    pub usage: TaskUsage,
 }
 
 /// A task that was started.
@@ -268,6 +282,7 @@ fn send(events: &UnboundedSender<TaskEvent>, job_id: u64, task_index: u32, exit:
         job_id,
         task_index,
         exit,
+        usage: TaskUsage::default(),
     };
     if events.send(event).is_err() {
         tracing::warn!(job_id, task_index, "task event dropped: receiver is gone");

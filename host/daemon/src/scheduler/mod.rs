@@ -6,12 +6,16 @@
 //! pipelines, recent plugin faults. Does not own HTTP (`api`), the policy logic
 //! (`gantry-engine` + plugins) or processes (`executor`).
 
+mod adopt;
 mod apply;
 pub mod decisions;
 pub mod jobs;
+mod launch;
+mod lifecycle;
 pub mod policy_ops;
 pub mod shadow;
 pub mod snapshot;
+mod task_env;
 
 use crate::config::Config;
 use crate::executor::{Executor, TaskEvent};

@@ -259,6 +259,11 @@ fn to_sim_job(path: &Path, line: usize, j: JobLine) -> Result<SimJob, InputError
         kind: j.kind,
         preemptible: j.preemptible,
         requeue: j.requeue,
+        max_requeues: None,
+        array: None,
+        dependencies: Vec::new(),
+        signal: None,
+        service: None,
     };
     spec.validate()
         .map_err(|e| field_error(path, line, &e.field, e.message))?;

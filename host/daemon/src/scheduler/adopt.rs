@@ -1,0 +1,98 @@
+//! Re-attaching to tasks after a daemon restart.
+//!
+//! Owns: the recovery rules for jobs that were running when the daemon stopped. Does not
+//! own the executor's adoption of a single shim.
+
+use super::apply::host_reason;
+use super::{Scheduler, lock};
+use crate::executor::TaskExit;
+use crate::model::{JobState, StopCause};
+use gantry_contract::ReasonCode;
+use std::time::Duration;
+
+impl Scheduler {
+    /// After a restart: watch the tasks that kept running; resume stops under way.
+    ///
+    /// A start is flushed before its tasks are launched, but their pids only reach the store
+    /// with a later flush, so a SIGKILL in between leaves a running job with tasks that have no
+    /// pid. Such a task may never have been launched, or its shim may be running or done: a
+    /// shim is found by its exit file on its command line, an end by an exit record written
+    /// since the start. A job none of whose tasks was launched goes back to the queue (it
+    /// never ran, so it cannot run twice); in a gang that was partly launched, the tasks that
+    /// were not are lost and the gang is stopped.
+    pub(crate) fn adopt_survivors(&self) {
+        let mut st = lock(&self.inner.state);
+        let grace = Duration::from_secs(self.inner.config.kill_grace_s);
+        let mut changed = false;
+        for job in st
+            .jobs
+            .values_mut()
+            .filter(|j| j.state == JobState::Running)
+        {
+            let since = job.start_ms.unwrap_or(0);
+            let mut unlaunched = Vec::new();
+            for (i, t) in job.tasks.iter_mut().enumerate() {
+                if t.pid.is_none() && t.exit.is_none() {
+                    let exit_path = self.exit_path(job.id, i);
+                    t.pid = self.inner.executor.find_running(&exit_path);
+                    if t.pid.is_none() {
+                        t.exit = self.inner.executor.exit_since(&exit_path, since);
+                    }
+                    match (t.pid, t.exit) {
+                        (Some(pid), _) => tracing::info!(
+                            job = job.id,
+                            task = i,
+                            pid,
+                            "found the shim of a task whose pid was not stored"
+                        ),
+                        (None, Some(exit)) => tracing::info!(
+                            job = job.id,
+                            task = i,
+                            ?exit,
+                            "a task whose pid was not stored ended while the daemon was down"
+                        ),
+                        (None, None) => unlaunched.push(i),
+                    }
+                }
+            }
+            if !unlaunched.is_empty() && unlaunched.len() == job.tasks.len() {
+                job.state = JobState::Pending;
+                job.start_ms = None;
+                job.tasks.clear();
+                job.stopping = None;
+                job.reason = Some(host_reason(
+                    ReasonCode::Other,
+                    "not launched before a daemon restart; requeued".into(),
+                ));
+                self.event(job.id, "requeued", "not launched before a restart".into());
+                self.persist(job);
+                changed = true;
+                continue;
+            }
+            for i in unlaunched {
+                job.tasks[i].exit = Some(TaskExit::Lost);
+                job.stopping.get_or_insert(StopCause::GangFailed);
+            }
+            for (i, t) in job.tasks.iter_mut().enumerate() {
+                if let (Some(pid), None) = (t.pid, t.exit) {
+                    self.inner
+                        .executor
+                        .adopt(job.id, i as u32, pid, self.exit_path(job.id, i));
+                }
+            }
+            if job.stopping.is_some() {
+                self.stop_tasks(job, grace);
+            }
+            if job.tasks.iter().all(|t| t.exit.is_some()) {
+                self.finish(job);
+            }
+            self.persist(job);
+            changed = true;
+            tracing::info!(job = job.id, "re-attached to running job after restart");
+        }
+        drop(st);
+        if changed {
+            self.flush();
+        }
+    }
+}
