@@ -36,6 +36,8 @@ pub struct Config {
     /// API tokens and roles (`[[auth.tokens]]`); none means no authentication, which
     /// is allowed only on loopback unless `auth.allow_unauthenticated` is set.
     pub auth: crate::auth::AuthConfig,
+    /// Isolation and job-kind rules (`[execution]`).
+    pub execution: crate::config_execution::ExecutionConfig,
 }
 
 /// OpenTelemetry (OTLP) export of traces.
@@ -99,6 +101,7 @@ impl Default for Config {
             telemetry: TelemetryConfig::default(),
             record_snapshots: 100,
             auth: crate::auth::AuthConfig::default(),
+            execution: Default::default(),
         }
     }
 }
@@ -213,6 +216,7 @@ impl Config {
                 "plugins.max_upload_mib must be 1..=1024".into(),
             ));
         }
+        self.execution.check().map_err(ConfigError::Invalid)?;
         crate::auth::Tokens::new(&self.auth)?;
         Ok(())
     }

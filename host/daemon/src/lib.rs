@@ -11,6 +11,7 @@ pub mod auth;
 pub mod auth_cli;
 pub mod cli;
 pub mod config;
+pub mod config_execution;
 pub mod conformance;
 pub mod executor;
 pub mod instrumented;

@@ -1,0 +1,113 @@
+//! The `[execution]` section of the configuration: how tasks are isolated (cgroups, GPU
+//! device fencing, the user a task runs as) and the host-side rules for job kinds
+//! (requeue limits, interactive time limits, signals).
+//!
+//! Owns: these settings, their defaults and range checks. Does not own acting on them
+//! (`executor`, `scheduler`).
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Whether tasks get cgroups.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum CgroupMode {
+    /// Use cgroups where the host has them; say so and run with env-only isolation otherwise.
+    #[default]
+    Auto,
+    /// Refuse to start without cgroups.
+    Required,
+    /// Never use cgroups (env-only isolation).
+    Off,
+}
+
+/// How tasks run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ExecutionConfig {
+    /// cgroups: `auto` (default), `required` or `off`.
+    pub cgroups: CgroupMode,
+    /// Name of the parent cgroup under which every task gets its own (default `gantry`).
+    pub cgroup_parent: String,
+    /// Most processes per task (cgroup pids limit; default 4096).
+    pub pids_max: u32,
+    /// Device node of GPU `{index}` (default `/dev/nvidia{index}`); a task is denied the
+    /// nodes of the GPUs it was not given.
+    pub gpu_device_pattern: String,
+    /// When the daemon runs as root, run each task as the job's user (default true).
+    pub run_as_user: bool,
+    /// The account a task runs as when its user has no account on the node (default
+    /// `nobody`); empty refuses such jobs at launch.
+    pub fallback_user: String,
+    /// May a job run as root (default false).
+    pub allow_root: bool,
+    /// How many times a job may be requeued (eviction, node failure, failed gang start)
+    /// unless it says otherwise (default 5).
+    pub max_requeues: u32,
+    /// Longest time limit of an interactive job, per queue (`"*"` for every other queue),
+    /// seconds; an interactive job asking for more or for none gets this (default
+    /// `{"*" = 14400}`, four hours).
+    pub interactive_max_time_s: BTreeMap<String, u64>,
+}
+
+impl Default for ExecutionConfig {
+    fn default() -> Self {
+        Self {
+            cgroups: CgroupMode::Auto,
+            cgroup_parent: "gantry".into(),
+            pids_max: 4096,
+            gpu_device_pattern: "/dev/nvidia{index}".into(),
+            run_as_user: true,
+            fallback_user: "nobody".into(),
+            allow_root: false,
+            max_requeues: 5,
+            interactive_max_time_s: BTreeMap::from([("*".to_string(), 4 * 3600)]),
+        }
+    }
+}
+
+impl ExecutionConfig {
+    /// Range checks, as messages naming the key.
+    pub fn check(&self) -> Result<(), String> {
+        if self.cgroup_parent.is_empty()
+            || self.cgroup_parent.contains("..")
+            || self.cgroup_parent.starts_with('/')
+        {
+            return Err("execution.cgroup_parent must be a relative name without `..`".into());
+        }
+        if self.pids_max < 8 {
+            return Err("execution.pids_max must be at least 8".into());
+        }
+        if !self.gpu_device_pattern.contains("{index}") {
+            return Err("execution.gpu_device_pattern must contain {index}".into());
+        }
+        if self.max_requeues > 1000 {
+            return Err("execution.max_requeues must be at most 1000".into());
+        }
+        if let Some((q, _)) = self
+            .interactive_max_time_s
+            .iter()
+            .find(|(_, s)| **s == 0 || **s > crate::model::MAX_TIME_LIMIT_S)
+        {
+            return Err(format!(
+                "execution.interactive_max_time_s.{q} must be 1..=31536000"
+            ));
+        }
+        Ok(())
+    }
+
+    /// The longest time an interactive job in `queue` may run, seconds.
+    pub fn interactive_limit_s(&self, queue: &str) -> Option<u64> {
+        self.interactive_max_time_s
+            .get(queue)
+            .or_else(|| self.interactive_max_time_s.get("*"))
+            .copied()
+    }
+
+    /// The device node of GPU `index`.
+    pub fn gpu_device_path(&self, index: u32) -> std::path::PathBuf {
+        self.gpu_device_pattern
+            .replace("{index}", &index.to_string())
+            .into()
+    }
+}
