@@ -377,6 +377,8 @@ pub enum StopCause {
     },
     /// Another task of the gang failed.
     GangFailed,
+    /// A task of the gang could not be started; the rest are being stopped.
+    LaunchFailed,
 }
 
 /// The current reason a job waits (or why it ended).
@@ -477,6 +479,9 @@ pub struct JobRecord {
     /// Whether the time-limit warning signal was sent in the current run.
     #[serde(default)]
     pub warned: bool,
+    /// `MASTER_PORT` of the current run, chosen free when it started.
+    #[serde(default)]
+    pub rendezvous_port: Option<u16>,
 }
 
 /// A job's place in an array.
@@ -523,6 +528,7 @@ impl JobRecord {
             restart_at_ms: None,
             service_port: None,
             warned: false,
+            rendezvous_port: None,
         }
     }
 }

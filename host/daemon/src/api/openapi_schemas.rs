@@ -86,6 +86,62 @@ fn job_spec() -> Value {
             "kind": {"type": "string", "enum": ["batch", "interactive", "service"]},
             "preemptible": {"type": "boolean"},
             "requeue": {"type": "boolean"},
+            "max_requeues": {"type": "integer", "nullable": true, "minimum": 0},
+            "array": array_schema(),
+            "dependencies": dependencies_schema(),
+            "signal": signal_schema(),
+            "service": service_schema(),
+        },
+    })
+}
+
+fn array_schema() -> Value {
+    json!({
+        "type": "object", "nullable": true, "additionalProperties": false,
+        "description": "one job per index (`gantry submit --array 0-199%8`); at most `max_running` run at once",
+        "required": ["indices"],
+        "properties": {
+            "indices": {"type": "array", "items": int(0, i64::from(u32::MAX)), "minItems": 1, "maxItems": 10_000},
+            "max_running": {"type": "integer", "nullable": true, "minimum": 1},
+        },
+    })
+}
+
+fn dependencies_schema() -> Value {
+    json!({"type": "array", "maxItems": 64, "items": {
+        "type": "object", "additionalProperties": false, "required": ["kind", "job"],
+        "properties": {
+            "kind": {"type": "string", "enum": ["afterok", "afterany", "afternotok"]},
+            "job": {"type": "integer", "minimum": 0, "description": "a job id, or an array id (all its members)"},
+        },
+    }})
+}
+
+fn signal_schema() -> Value {
+    json!({
+        "type": "object", "nullable": true, "additionalProperties": false, "required": ["signal"],
+        "description": "sent `before_s` ahead of the time limit, and first on eviction",
+        "properties": {"signal": string(16), "before_s": int(0, 86_400)},
+    })
+}
+
+fn service_schema() -> Value {
+    json!({
+        "type": "object", "nullable": true, "additionalProperties": false,
+        "description": "for `kind: service`: port (0: a free one, in PORT), health check, restart back-off",
+        "properties": {
+            "port": int(0, 65_535),
+            "max_backoff_s": int(0, 3600),
+            "health": {
+                "type": "object", "nullable": true, "additionalProperties": false,
+                "properties": {
+                    "http_path": {"type": "string", "nullable": true, "maxLength": 1024},
+                    "command": {"type": "array", "items": string(MAX_SCRIPT)},
+                    "interval_s": int(1, 3600),
+                    "failures": int(1, 100),
+                    "initial_delay_s": int(0, i64::from(u32::MAX)),
+                },
+            },
         },
     })
 }
@@ -125,6 +181,14 @@ fn job_record() -> Value {
             "score": {"type": "number", "nullable": true},
             "stopping": {"description": "why a stop is under way (`cancel`, `time_limit`, `gang_failed` or `{\"evicted\": {\"for_job\": id}}`), or null"},
             "requeues": {"type": "integer", "minimum": 0},
+            "array": {"type": "object", "nullable": true, "description": "`{array_id, index, max_running}` of an array member"},
+            "end_reason": {"type": "string", "nullable": true, "description": "`completed`, `exit-code`, `out-of-memory`, `cancelled`, `time-limit`, `preempted`, `launch-failed`, `lost`, `dependency-never-satisfied`"},
+            "restarts": {"type": "integer", "minimum": 0},
+            "restart_at_ms": nullable_int,
+            "service_port": nullable_int,
+            "warned": {"type": "boolean"},
+            "rendezvous_port": nullable_int,
+            "array_job_ids": {"type": "array", "items": {"type": "integer"}, "description": "on submit of an array: every member's id"},
         },
     })
 }

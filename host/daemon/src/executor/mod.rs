@@ -241,8 +241,19 @@ impl Executor {
     /// member is still alive (checked from a background task, which stops early once the group
     /// is gone). Pids 0 and 1 are refused.
     pub fn terminate(&self, pid: u32, grace: Duration) {
-        if let Err(e) = signals::signal_group(pid, libc::SIGTERM) {
-            tracing::debug!(pid, error = %e, "SIGTERM to task group failed");
+        self.terminate_with(pid, libc::SIGTERM, grace);
+    }
+
+    /// Sends `signal` (e.g. a job's checkpoint signal) to the process group `pid` now, without
+    /// a follow-up. Pids 0 and 1 are refused.
+    pub fn signal(&self, pid: u32, signal: i32) -> io::Result<()> {
+        signals::signal_group(pid, signal)
+    }
+
+    /// Like [`Executor::terminate`], with `first` instead of SIGTERM as the first signal.
+    pub fn terminate_with(&self, pid: u32, first: i32, grace: Duration) {
+        if let Err(e) = signals::signal_group(pid, first) {
+            tracing::debug!(pid, signal = first, error = %e, "signal to task group failed");
             if e.raw_os_error() == Some(libc::ESRCH) || e.kind() == io::ErrorKind::InvalidInput {
                 return;
             }

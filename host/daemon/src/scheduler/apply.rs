@@ -90,7 +90,14 @@ impl Scheduler {
                 for_job: ev.for_job,
             });
             crate::telemetry::job_event(job.id, "evicted", outcome.cycle_id, &ev.reason.message);
-            self.stop_tasks(job, Duration::from_secs(u64::from(ev.grace_s)));
+            // The job's own warning signal first (so it can checkpoint), SIGKILL after the grace.
+            let first = job
+                .spec
+                .signal
+                .as_ref()
+                .and_then(|w| w.number().ok())
+                .unwrap_or(libc::SIGTERM);
+            self.stop_tasks_with(job, first, Duration::from_secs(u64::from(ev.grace_s)));
             let snapshot = job.clone();
             self.persist(&snapshot);
             self.event(
@@ -149,6 +156,15 @@ impl Scheduler {
         job.reason = None;
         job.tier = start.tier;
         job.score = start.score;
+        job.warned = false;
+        job.restart_at_ms = None;
+        job.rendezvous_port = super::task_env::free_port();
+        if job.spec.kind == gantry_contract::JobKind::Service {
+            job.service_port = match job.spec.service.as_ref().map_or(0, |s| s.port) {
+                0 => job.service_port.or_else(super::task_env::free_port),
+                port => Some(port),
+            };
+        }
         job.tasks = start
             .tasks
             .iter()
@@ -166,7 +182,7 @@ impl Scheduler {
                 memory_mib: a.memory_mib,
                 pid: None,
                 exit: None,
-                started_ms: None,
+                started_ms: Some(now_ms()),
                 usage: None,
             })
             .collect();
@@ -183,9 +199,14 @@ impl Scheduler {
 
     /// Signals every launched task of `job` to stop (SIGTERM, then SIGKILL after `grace`).
     pub(crate) fn stop_tasks(&self, job: &JobRecord, grace: Duration) {
+        self.stop_tasks_with(job, libc::SIGTERM, grace);
+    }
+
+    /// Like [`Scheduler::stop_tasks`], with `first` instead of SIGTERM.
+    pub(crate) fn stop_tasks_with(&self, job: &JobRecord, first: i32, grace: Duration) {
         for t in job.tasks.iter().filter(|t| t.exit.is_none()) {
             if let Some(pid) = t.pid {
-                self.inner.executor.terminate(pid, grace);
+                self.inner.executor.terminate_with(pid, first, grace);
             }
         }
     }

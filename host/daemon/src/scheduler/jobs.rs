@@ -5,7 +5,7 @@
 
 use super::apply::host_reason;
 use super::{Scheduler, lock, now_ms, snapshot};
-use crate::model::{FieldError, JobRecord, JobSpec, JobState, StopCause};
+use crate::model::{ArrayMember, FieldError, JobRecord, JobSpec, JobState, StopCause};
 use crate::store::StoreError;
 use gantry_contract::ReasonCode;
 use gantry_engine::{Interner, SubmitDecision, check_submit, fits_empty_cluster};
@@ -33,6 +33,24 @@ pub enum SubmitError {
     /// The store failed; the job was not accepted.
     #[error("{0}")]
     Store(#[from] StoreError),
+}
+
+/// An acknowledged submission.
+#[derive(Debug, Clone, Serialize)]
+pub struct Submitted {
+    /// The job (the first member of an array).
+    #[serde(flatten)]
+    pub job: JobRecord,
+    /// Every member's id, for an array.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub array_job_ids: Vec<u64>,
+}
+
+fn field_error(field: impl Into<String>, message: impl Into<String>) -> FieldError {
+    FieldError {
+        field: field.into(),
+        message: message.into(),
+    }
 }
 
 /// Why a cancel was refused.
@@ -122,9 +140,12 @@ impl Scheduler {
         self.inner.config.usage_half_life_s as f64
     }
 
-    /// Validates, checks and durably stores a new job; returns it once acknowledged.
-    pub fn submit(&self, mut spec: JobSpec) -> Result<JobRecord, SubmitError> {
+    /// Validates, checks and durably stores a new job (or every member of an array); returns
+    /// it (the first member) once acknowledged, with the ids of all members of an array.
+    pub fn submit(&self, mut spec: JobSpec) -> Result<Submitted, SubmitError> {
         spec.validate().map_err(SubmitError::Field)?;
+        self.check_dependencies(&spec)?;
+        self.limit_interactive(&mut spec);
         let probe = JobRecord::new(0, spec.clone(), now_ms());
         let (ctx, nodes, job) = {
             let st = lock(&self.inner.state);
@@ -167,21 +188,94 @@ impl Scheduler {
             }
             SubmitDecision::Accept(_) => {}
         }
-        let id = self.inner.store.next_id("job")?;
-        let record = JobRecord::new(id, spec, probe.submit_ms);
-        self.inner.store.put_job(&record)?;
-        self.inner.store.event(
-            record.submit_ms,
-            Some(id),
-            "submitted",
-            format!("by {}", record.spec.user),
-        )?;
+        let records = self.new_records(spec, probe.submit_ms)?;
+        for record in &records {
+            self.inner.store.put_job(record)?;
+            self.inner.store.event(
+                record.submit_ms,
+                Some(record.id),
+                "submitted",
+                format!("by {}", record.spec.user),
+            )?;
+        }
         self.inner.store.flush()?;
-        lock(&self.inner.state).jobs.insert(id, record.clone());
-        self.inner.metrics.add("gantry_submits_total", vec![], 1.0);
-        crate::telemetry::job_event(id, "submitted", 0, &format!("by {}", record.spec.user));
+        {
+            let mut st = lock(&self.inner.state);
+            for record in &records {
+                st.jobs.insert(record.id, record.clone());
+            }
+        }
+        for record in &records {
+            self.inner.metrics.add("gantry_submits_total", vec![], 1.0);
+            let by = format!("by {}", record.spec.user);
+            crate::telemetry::job_event(record.id, "submitted", 0, &by);
+        }
         self.wake();
-        Ok(record)
+        let array_job_ids = if records.len() > 1 || records.iter().any(|r| r.array.is_some()) {
+            records.iter().map(|r| r.id).collect()
+        } else {
+            Vec::new()
+        };
+        let job = records
+            .into_iter()
+            .next()
+            .ok_or_else(|| SubmitError::Field(field_error("array", "no members")))?;
+        Ok(Submitted { job, array_job_ids })
+    }
+
+    /// The records of a submission: one job, or one per array index with consecutive ids
+    /// (the first member's id is the array's).
+    fn new_records(&self, spec: JobSpec, submit_ms: u64) -> Result<Vec<JobRecord>, SubmitError> {
+        let Some(array) = spec.array.clone() else {
+            let id = self.inner.store.next_id("job")?;
+            return Ok(vec![JobRecord::new(id, spec, submit_ms)]);
+        };
+        let mut records = Vec::with_capacity(array.indices.len());
+        let mut array_id = None;
+        for index in array.indices {
+            let id = self.inner.store.next_id("job")?;
+            let array_id = *array_id.get_or_insert(id);
+            let mut record = JobRecord::new(id, spec.clone(), submit_ms);
+            record.array = Some(ArrayMember {
+                array_id,
+                index,
+                max_running: array.max_running,
+            });
+            records.push(record);
+        }
+        Ok(records)
+    }
+
+    /// Every dependency must name a job (or array) that exists.
+    fn check_dependencies(&self, spec: &JobSpec) -> Result<(), SubmitError> {
+        let st = lock(&self.inner.state);
+        for (i, d) in spec.dependencies.iter().enumerate() {
+            let known = st.jobs.contains_key(&d.job)
+                || st
+                    .jobs
+                    .values()
+                    .any(|j| j.array.is_some_and(|a| a.array_id == d.job));
+            if !known {
+                return Err(SubmitError::Field(field_error(
+                    format!("dependencies[{i}].job"),
+                    format!("job {} does not exist", d.job),
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// An interactive job gets at most its queue's interactive time limit (and that limit
+    /// when it asks for none): an unlimited notebook is a GPU lost to the cluster.
+    fn limit_interactive(&self, spec: &mut JobSpec) {
+        if spec.kind != gantry_contract::JobKind::Interactive {
+            return;
+        }
+        if let Some(max) = self.inner.config.execution.interactive_limit_s(&spec.queue)
+            && (spec.time_limit_s == 0 || spec.time_limit_s > max)
+        {
+            spec.time_limit_s = max;
+        }
     }
 
     /// Cancels a pending job at once, or stops a running one (SIGTERM, grace, SIGKILL).

@@ -44,7 +44,7 @@ impl Scheduler {
 
     pub(crate) fn launch_failed(&self, job: &mut JobRecord, message: String) {
         tracing::error!(job = job.id, "{message}");
-        job.stopping = Some(StopCause::GangFailed);
+        job.stopping = Some(StopCause::LaunchFailed);
         for t in &mut job.tasks {
             match t.pid {
                 Some(pid) => self.inner.executor.kill_now(pid),

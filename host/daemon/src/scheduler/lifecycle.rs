@@ -5,7 +5,7 @@
 
 use super::apply::host_reason;
 use super::{Scheduler, lock, now_ms};
-use crate::executor::{TaskEvent, TaskExit};
+use crate::executor::{TaskEvent, TaskExit, TaskUsage};
 use crate::model::{JobRecord, JobState, StopCause};
 use gantry_contract::ReasonCode;
 use std::time::Duration;
@@ -24,6 +24,15 @@ impl Scheduler {
             return;
         };
         task.exit = Some(ev.exit);
+        task.usage = Some(match task.usage {
+            // A restarted service task sums its runs.
+            Some(before) => TaskUsage {
+                cpu_ms: before.cpu_ms + ev.usage.cpu_ms,
+                memory_peak_mib: before.memory_peak_mib.max(ev.usage.memory_peak_mib),
+                oom_killed: ev.usage.oom_killed,
+            },
+            None => ev.usage,
+        });
         let failed = ev.exit != TaskExit::Exited(0);
         if failed && job.stopping.is_none() && job.tasks.iter().any(|t| t.exit.is_none()) {
             job.stopping = Some(StopCause::GangFailed);
@@ -39,7 +48,8 @@ impl Scheduler {
         self.wake();
     }
 
-    /// All tasks have ended: decide the job's final state (or requeue it).
+    /// All tasks have ended: decide the job's final state, or requeue it (after an eviction
+    /// or a gang that could not start, while its requeue limit allows).
     pub(crate) fn finish(&self, job: &mut JobRecord) {
         let code = job.tasks.iter().find_map(|t| match t.exit {
             Some(TaskExit::Exited(0)) | None => None,
@@ -49,50 +59,111 @@ impl Scheduler {
         });
         job.exit_code = Some(code.unwrap_or(0));
         job.end_ms = Some(now_ms());
-        let (state, reason) = match job.stopping.take() {
-            Some(StopCause::Cancel) => (JobState::Cancelled, "cancelled".to_string()),
-            Some(StopCause::TimeLimit) => (
+        let oom = job
+            .tasks
+            .iter()
+            .enumerate()
+            .find(|(_, t)| t.usage.is_some_and(|u| u.oom_killed));
+        let (state, end_reason, reason) = match (job.stopping.take(), oom) {
+            (Some(StopCause::Cancel), _) => (JobState::Cancelled, "cancelled", "cancelled".into()),
+            (Some(StopCause::TimeLimit), _) => (
                 JobState::TimedOut,
+                "time-limit",
                 format!("killed at its time limit of {} s", job.spec.time_limit_s),
             ),
-            Some(StopCause::Evicted { for_job }) if job.spec.requeue => {
-                job.state = JobState::Pending;
-                job.requeues += 1;
-                job.start_ms = None;
-                job.end_ms = None;
-                job.exit_code = None;
-                job.reason = Some(host_reason(
-                    ReasonCode::Preempted,
-                    format!("evicted for job {for_job}; requeued"),
-                ));
-                self.event(job.id, "requeued", format!("evicted for job {for_job}"));
-                crate::telemetry::job_event(
-                    job.id,
-                    "requeued",
-                    0,
-                    &format!("evicted for job {for_job}"),
-                );
-                return;
+            (Some(StopCause::Evicted { for_job }), _) => {
+                let why = format!("evicted for job {for_job}");
+                if job.spec.requeue && self.requeue(job, ReasonCode::Preempted, &why) {
+                    return;
+                }
+                (
+                    JobState::Preempted,
+                    "preempted",
+                    self.not_requeued(job, why),
+                )
             }
-            Some(StopCause::Evicted { for_job }) => {
-                (JobState::Preempted, format!("evicted for job {for_job}"))
+            (Some(StopCause::LaunchFailed), _) => {
+                let why = job
+                    .reason
+                    .as_ref()
+                    .map_or_else(|| "a task failed to launch".into(), |r| r.message.clone());
+                if job.spec.requeue && self.requeue(job, ReasonCode::Other, &why) {
+                    return;
+                }
+                (
+                    JobState::Failed,
+                    "launch-failed",
+                    self.not_requeued(job, why),
+                )
             }
-            Some(StopCause::GangFailed) | None if code.is_some() => {
-                (JobState::Failed, format!("exit code {}", code.unwrap_or(0)))
+            (_, Some((i, t))) => (
+                JobState::Failed,
+                "out-of-memory",
+                format!(
+                    "out-of-memory: task {i} exceeded its memory limit of {} MiB",
+                    t.memory_mib
+                ),
+            ),
+            (Some(StopCause::GangFailed) | None, None) if code.is_some() => {
+                let lost = job.tasks.iter().any(|t| t.exit == Some(TaskExit::Lost));
+                (
+                    JobState::Failed,
+                    if lost { "lost" } else { "exit-code" },
+                    format!("exit code {}", code.unwrap_or(0)),
+                )
             }
-            _ => (JobState::Succeeded, "exit code 0".to_string()),
+            _ => (JobState::Succeeded, "completed", "exit code 0".to_string()),
         };
         job.state = state;
+        job.end_reason = Some(end_reason.to_string());
         crate::telemetry::job_event(
             job.id,
             "finished",
             0,
             &format!("{}: {reason}", state.as_str()),
         );
-        if state != JobState::Failed || job.reason.is_none() {
+        if state != JobState::Failed || job.reason.is_none() || end_reason == "out-of-memory" {
             job.reason = Some(host_reason(ReasonCode::Other, reason.clone()));
         }
         self.event(job.id, state.as_str(), reason);
+    }
+
+    /// The requeue limit of `job`.
+    fn max_requeues(&self, job: &JobRecord) -> u32 {
+        job.spec
+            .max_requeues
+            .unwrap_or(self.inner.config.execution.max_requeues)
+    }
+
+    /// Puts an ended run of `job` back in the queue, unless it reached its requeue limit
+    /// (then returns false and changes nothing).
+    fn requeue(&self, job: &mut JobRecord, code: ReasonCode, why: &str) -> bool {
+        if job.requeues >= self.max_requeues(job) {
+            return false;
+        }
+        job.state = JobState::Pending;
+        job.requeues += 1;
+        job.start_ms = None;
+        job.end_ms = None;
+        job.exit_code = None;
+        job.warned = false;
+        job.reason = Some(host_reason(code, format!("{why}; requeued")));
+        self.event(job.id, "requeued", why.to_string());
+        crate::telemetry::job_event(job.id, "requeued", 0, why);
+        true
+    }
+
+    /// The end message of a job that was not requeued.
+    fn not_requeued(&self, job: &JobRecord, why: String) -> String {
+        if job.spec.requeue {
+            format!(
+                "{why}; not requeued: it was requeued {} times (limit {})",
+                job.requeues,
+                self.max_requeues(job)
+            )
+        } else {
+            why
+        }
     }
 
     /// Stops running jobs that reached their time limit.
@@ -107,6 +178,29 @@ impl Scheduler {
                 && job
                     .start_ms
                     .is_some_and(|s| now >= s + job.spec.time_limit_s * 1000);
+            if let Some((pid_signal, before_ms)) = warn_due(job, now) {
+                job.warned = true;
+                for pid in job
+                    .tasks
+                    .iter()
+                    .filter(|t| t.exit.is_none())
+                    .filter_map(|t| t.pid)
+                {
+                    if let Err(e) = self.inner.executor.signal(pid, pid_signal) {
+                        tracing::debug!(job = job.id, pid, error = %e, "warning signal failed");
+                    }
+                }
+                let snapshot = job.clone();
+                self.persist(&snapshot);
+                self.event(
+                    job.id,
+                    "signal",
+                    format!(
+                        "warning signal {pid_signal} sent {} s before its time limit",
+                        before_ms / 1000
+                    ),
+                );
+            }
             if over {
                 job.stopping = Some(StopCause::TimeLimit);
                 self.stop_tasks(job, grace);
@@ -120,4 +214,21 @@ impl Scheduler {
             }
         }
     }
+}
+
+/// The warning signal of a running job and how long before its limit it is due, if it is due
+/// now and was not sent yet.
+fn warn_due(job: &JobRecord, now: u64) -> Option<(i32, u64)> {
+    let warn = job.spec.signal.as_ref()?;
+    let start = job.start_ms?;
+    if job.warned || job.state != JobState::Running || job.stopping.is_some() {
+        return None;
+    }
+    if job.spec.time_limit_s == 0 {
+        return None;
+    }
+    let limit = start + job.spec.time_limit_s * 1000;
+    let before_ms = u64::from(warn.before_s) * 1000;
+    let signal = warn.number().ok()?;
+    (now + before_ms >= limit).then_some((signal, before_ms))
 }

@@ -9,6 +9,7 @@
 mod adopt;
 mod apply;
 pub mod decisions;
+mod holds;
 pub mod jobs;
 mod launch;
 mod lifecycle;
@@ -235,8 +236,9 @@ impl Scheduler {
         let snap = {
             let mut st = lock(&self.inner.state);
             st.cycle += 1;
+            let held = self.apply_holds(&mut st.jobs);
             Arc::new(snapshot::build(
-                st.jobs.values(),
+                st.jobs.values().filter(|j| !held.contains(&j.id)),
                 &self.inner.node,
                 st.cycle,
                 now_ms(),

@@ -11,6 +11,7 @@ use crate::model::{GpuShareView, JobRecord};
 const MASTER_PORT_BASE: u64 = 29_500;
 
 impl Scheduler {
+    /// The variables of task `task` of `job`, on top of the daemon's environment.
     pub(crate) fn task_env(&self, job: &JobRecord, task: usize) -> Vec<(String, String)> {
         let t = &job.tasks[task];
         let mut env: Vec<(String, String)> = job
@@ -19,31 +20,94 @@ impl Scheduler {
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        let world = job.tasks.len();
         let gpu_milli: u32 = t.gpus.iter().map(|g| g.milli).sum();
+        let gang = Gang::of(job, task);
+        let master_port = job
+            .rendezvous_port
+            .map_or_else(|| MASTER_PORT_BASE + job.id % 10_000, u64::from);
         env.extend([
             ("CUDA_VISIBLE_DEVICES".into(), gpu_list(&t.gpus)),
             ("GANTRY_JOB_ID".into(), job.id.to_string()),
             ("GANTRY_JOB_NAME".into(), job.spec.name.clone()),
             ("GANTRY_TASK_INDEX".into(), task.to_string()),
             ("GANTRY_NODE".into(), t.node.clone()),
+            ("GANTRY_NODELIST".into(), gang.nodelist.join(",")),
+            ("GANTRY_NUM_TASKS".into(), job.tasks.len().to_string()),
             ("GANTRY_GPU_MILLI".into(), gpu_milli.to_string()),
             ("GANTRY_USER".into(), job.spec.user.clone()),
             ("GANTRY_ACCOUNT".into(), job.spec.account.clone()),
             ("GANTRY_QUEUE".into(), job.spec.queue.clone()),
-            ("WORLD_SIZE".into(), world.to_string()),
+            ("GANTRY_RESTART_COUNT".into(), job.restarts.to_string()),
+            ("GANTRY_REQUEUE_COUNT".into(), job.requeues.to_string()),
+            ("WORLD_SIZE".into(), job.tasks.len().to_string()),
             ("RANK".into(), task.to_string()),
-            ("LOCAL_RANK".into(), task.to_string()),
-            ("NODE_RANK".into(), "0".into()),
-            ("MASTER_ADDR".into(), "127.0.0.1".into()),
-            (
-                "MASTER_PORT".into(),
-                (MASTER_PORT_BASE + job.id % 10_000).to_string(),
-            ),
+            ("LOCAL_RANK".into(), gang.local_rank.to_string()),
+            ("LOCAL_WORLD_SIZE".into(), gang.local_world_size.to_string()),
+            ("NODE_RANK".into(), gang.node_rank.to_string()),
+            ("GROUP_RANK".into(), gang.node_rank.to_string()),
+            ("MASTER_ADDR".into(), gang.master_addr),
+            ("MASTER_PORT".into(), master_port.to_string()),
         ]);
+        if let Some(a) = job.array {
+            env.extend([
+                ("GANTRY_ARRAY_JOB_ID".into(), a.array_id.to_string()),
+                ("GANTRY_ARRAY_INDEX".into(), a.index.to_string()),
+                ("SLURM_ARRAY_JOB_ID".into(), a.array_id.to_string()),
+                ("SLURM_ARRAY_TASK_ID".into(), a.index.to_string()),
+            ]);
+        }
+        if let Some(port) = job.service_port {
+            env.extend([
+                ("PORT".into(), port.to_string()),
+                ("GANTRY_SERVICE_PORT".into(), port.to_string()),
+            ]);
+        }
         env.extend(fraction_env(&t.gpus, &self.inner.node.gpus));
         env
     }
+}
+
+/// Where one task sits in its gang: nodes in order of first appearance among the tasks (rank
+/// 0's node first), the task's node rank, its rank and the task count on its node.
+struct Gang {
+    nodelist: Vec<String>,
+    node_rank: usize,
+    local_rank: usize,
+    local_world_size: usize,
+    master_addr: String,
+}
+
+impl Gang {
+    fn of(job: &JobRecord, task: usize) -> Self {
+        let mut nodelist: Vec<String> = Vec::new();
+        for t in &job.tasks {
+            if !nodelist.contains(&t.node) {
+                nodelist.push(t.node.clone());
+            }
+        }
+        let node = &job.tasks[task].node;
+        let node_rank = nodelist.iter().position(|n| n == node).unwrap_or(0);
+        let local_rank = job.tasks[..task].iter().filter(|t| &t.node == node).count();
+        let local_world_size = job.tasks.iter().filter(|t| &t.node == node).count();
+        // One node today: rank 0 is on this node. With agents, rank 0's node address.
+        let master_addr = "127.0.0.1".to_string();
+        Self {
+            nodelist,
+            node_rank,
+            local_rank,
+            local_world_size,
+            master_addr,
+        }
+    }
+}
+
+/// A TCP port that is free on this host now (the kernel's choice), for a gang's rendezvous or
+/// a service; `None` if none could be bound.
+pub(crate) fn free_port() -> Option<u16> {
+    std::net::TcpListener::bind(("0.0.0.0", 0))
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .ok()
 }
 
 /// For a task holding a fraction of one GPU: its device and share

@@ -1,0 +1,257 @@
+//! Host-side holds, decided before each cycle's snapshot: a pending job whose dependencies
+//! have not ended as asked waits (its reason names the dependency), one whose dependencies
+//! can never be met is cancelled with a reason, and an array member waits while its array
+//! already runs as many members as its `%N` allows. Held jobs are left out of the snapshot,
+//! so no plugin can start them.
+//!
+//! Owns: these rules. Does not own policy (plugins) or the job's other transitions.
+
+use super::apply::host_reason;
+use super::{Scheduler, now_ms};
+use crate::job_options::{Dependency, DependencyKind};
+use crate::model::{JobRecord, JobState};
+use gantry_contract::ReasonCode;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What to do with a pending job before the cycle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Hold {
+    /// Leave it out of this cycle, with this reason.
+    Wait(String),
+    /// Its dependencies can never be met: cancel it with this reason.
+    Never(String),
+}
+
+/// Holds of every pending job that has one.
+pub(crate) fn evaluate(jobs: &BTreeMap<u64, JobRecord>) -> BTreeMap<u64, Hold> {
+    let mut holds = BTreeMap::new();
+    let mut members: BTreeMap<u64, Vec<&JobRecord>> = BTreeMap::new();
+    for j in jobs.values() {
+        if let Some(a) = j.array {
+            members.entry(a.array_id).or_default().push(j);
+        }
+    }
+    for j in jobs.values().filter(|j| j.state == JobState::Pending) {
+        if let Some(h) = dependency_hold(j, jobs, &members) {
+            holds.insert(j.id, h);
+        }
+    }
+    for (array_id, list) in &members {
+        let Some(max) = list
+            .first()
+            .and_then(|j| j.array)
+            .and_then(|a| a.max_running)
+        else {
+            continue;
+        };
+        let running = list.iter().filter(|j| j.state == JobState::Running).count();
+        let mut room = (max as usize).saturating_sub(running);
+        for j in list.iter().filter(|j| j.state == JobState::Pending) {
+            if holds.contains_key(&j.id) {
+                continue;
+            }
+            if room > 0 {
+                room -= 1;
+            } else {
+                holds.insert(
+                    j.id,
+                    Hold::Wait(format!(
+                        "array {array_id} runs at most {max} members at once ({running} running)"
+                    )),
+                );
+            }
+        }
+    }
+    holds
+}
+
+/// The jobs a dependency names: the job itself, or every member of the array with that id.
+fn targets<'a>(
+    d: &Dependency,
+    jobs: &'a BTreeMap<u64, JobRecord>,
+    members: &'a BTreeMap<u64, Vec<&'a JobRecord>>,
+) -> Vec<&'a JobRecord> {
+    match members.get(&d.job) {
+        Some(list) => list.clone(),
+        None => jobs.get(&d.job).into_iter().collect(),
+    }
+}
+
+fn dependency_hold(
+    job: &JobRecord,
+    jobs: &BTreeMap<u64, JobRecord>,
+    members: &BTreeMap<u64, Vec<&JobRecord>>,
+) -> Option<Hold> {
+    let mut waiting = None;
+    for d in &job.spec.dependencies {
+        let kind = d.kind.as_str();
+        let list = targets(d, jobs, members);
+        if list.is_empty() {
+            return Some(Hold::Never(format!(
+                "dependency {kind}:{} can never be satisfied: no such job",
+                d.job
+            )));
+        }
+        if let Some(other) = list.iter().find(|o| !o.state.is_terminal()) {
+            waiting.get_or_insert_with(|| {
+                format!(
+                    "waiting for dependency {kind}:{} (job {} is {})",
+                    d.job,
+                    other.id,
+                    other.state.as_str()
+                )
+            });
+            continue;
+        }
+        let unmet = list.iter().find(|o| {
+            let ok = o.state == JobState::Succeeded;
+            match d.kind {
+                DependencyKind::Afterok => !ok,
+                DependencyKind::Afternotok => ok,
+                DependencyKind::Afterany => false,
+            }
+        });
+        if let Some(o) = unmet {
+            return Some(Hold::Never(format!(
+                "dependency {kind}:{} can never be satisfied: job {} ended {}",
+                d.job,
+                o.id,
+                o.state.as_str()
+            )));
+        }
+    }
+    waiting.map(Hold::Wait)
+}
+
+impl Scheduler {
+    /// Applies this cycle's holds to the jobs: cancels those whose dependencies can never be
+    /// met, records the reason of those that wait; returns the ids left out of the snapshot.
+    pub(crate) fn apply_holds(&self, jobs: &mut BTreeMap<u64, JobRecord>) -> BTreeSet<u64> {
+        let mut held = BTreeSet::new();
+        for (id, hold) in evaluate(jobs) {
+            let Some(job) = jobs.get_mut(&id) else {
+                continue;
+            };
+            match hold {
+                Hold::Never(message) => {
+                    job.state = JobState::Cancelled;
+                    job.end_ms = Some(now_ms());
+                    job.end_reason = Some("dependency-never-satisfied".into());
+                    job.reason = Some(host_reason(ReasonCode::Other, message.clone()));
+                    self.event(id, "cancelled", message.clone());
+                    crate::telemetry::job_event(id, "finished", 0, &message);
+                    self.persist(job);
+                }
+                Hold::Wait(message) => {
+                    held.insert(id);
+                    if job.reason.as_ref().is_none_or(|r| r.message != message) {
+                        job.reason = Some(host_reason(ReasonCode::HeldByPolicy, message));
+                        self.persist(job);
+                    }
+                }
+            }
+        }
+        held
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use crate::model::{ArrayMember, JobSpec};
+
+    fn job(id: u64, state: JobState) -> JobRecord {
+        let spec: JobSpec = serde_json::from_value(serde_json::json!({"argv": ["true"]})).unwrap();
+        let mut j = JobRecord::new(id, spec, 0);
+        j.state = state;
+        j
+    }
+
+    fn with_dep(mut j: JobRecord, kind: DependencyKind, on: u64) -> JobRecord {
+        j.spec.dependencies.push(Dependency { kind, job: on });
+        j
+    }
+
+    fn map(list: Vec<JobRecord>) -> BTreeMap<u64, JobRecord> {
+        list.into_iter().map(|j| (j.id, j)).collect()
+    }
+
+    #[test]
+    fn dependencies_wait_then_release_or_never() {
+        let jobs = map(vec![
+            job(1, JobState::Running),
+            with_dep(job(2, JobState::Pending), DependencyKind::Afterok, 1),
+        ]);
+        let h = evaluate(&jobs);
+        assert!(
+            matches!(&h[&2], Hold::Wait(m) if m.contains("afterok:1")),
+            "{h:?}"
+        );
+
+        let jobs = map(vec![
+            job(1, JobState::Succeeded),
+            with_dep(job(2, JobState::Pending), DependencyKind::Afterok, 1),
+            with_dep(job(3, JobState::Pending), DependencyKind::Afternotok, 1),
+            with_dep(job(4, JobState::Pending), DependencyKind::Afterany, 1),
+        ]);
+        let h = evaluate(&jobs);
+        assert!(!h.contains_key(&2) && !h.contains_key(&4), "{h:?}");
+        assert!(
+            matches!(&h[&3], Hold::Never(m) if m.contains("ended succeeded")),
+            "{h:?}"
+        );
+
+        let jobs = map(vec![
+            job(1, JobState::Failed),
+            with_dep(job(2, JobState::Pending), DependencyKind::Afterok, 1),
+            with_dep(job(3, JobState::Pending), DependencyKind::Afternotok, 1),
+        ]);
+        let h = evaluate(&jobs);
+        assert!(matches!(&h[&2], Hold::Never(_)), "{h:?}");
+        assert!(!h.contains_key(&3), "{h:?}");
+    }
+
+    #[test]
+    fn array_limit_lets_only_the_room_through() {
+        let mut list = Vec::new();
+        for (i, state) in [
+            JobState::Running,
+            JobState::Succeeded,
+            JobState::Pending,
+            JobState::Pending,
+            JobState::Pending,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let mut j = job(10 + i as u64, state);
+            j.array = Some(ArrayMember {
+                array_id: 10,
+                index: i as u32,
+                max_running: Some(2),
+            });
+            list.push(j);
+        }
+        // A dependency on the array means every member.
+        list.push(with_dep(
+            job(20, JobState::Pending),
+            DependencyKind::Afterany,
+            10,
+        ));
+        let h = evaluate(&map(list));
+        assert!(
+            !h.contains_key(&12),
+            "one slot left: the lowest pending member: {h:?}"
+        );
+        assert!(
+            matches!(&h[&13], Hold::Wait(m) if m.contains("at most 2")),
+            "{h:?}"
+        );
+        assert!(h.contains_key(&14));
+        assert!(
+            matches!(&h[&20], Hold::Wait(m) if m.contains("afterany:10")),
+            "{h:?}"
+        );
+    }
+}
