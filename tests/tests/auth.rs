@@ -70,6 +70,9 @@ const fn admin(ok: u16) -> [u16; 6] {
     [401, 401, 403, 403, 403, ok]
 }
 
+const OPERATOR: [u16; 6] = [401, 401, 403, 403, 200, 200];
+const OPERATOR_MISSING: [u16; 6] = [401, 401, 403, 403, 404, 404];
+
 const SUBMIT: [u16; 6] = [401, 401, 201, 201, 201, 201];
 
 /// A request body in the matrix.
@@ -98,6 +101,11 @@ fn authorization_matrix_covers_every_route_and_role() {
     });
     let pipe = || Json(pipeline.clone());
     let replay = Json(json!({"pipeline": pipeline, "since_s": 60}));
+    let node = d.get_as(&c.ada, "/v1/nodes").1[0]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let drain = || Json(json!({"reason": "authorization matrix"}));
     #[rustfmt::skip]
     let rows: Vec<(&str, &str, Body, [u16; 6])> = vec![
         ("GET",    "/v1/health",                 Empty, OPEN),
@@ -128,6 +136,9 @@ fn authorization_matrix_covers_every_route_and_role() {
         ("GET",    "/v1/policy/shadow/diff",     Empty, READ),
         ("POST",   "/v1/replay",                 replay, admin(200)),
         ("DELETE", "/v1/policy/shadow",          Empty, admin(200)),
+        ("POST",   "/v1/nodes/{node}/drain",     drain(), OPERATOR),
+        ("POST",   "/v1/nodes/{node}/resume",    Empty, OPERATOR),
+        ("POST",   "/v1/nodes/no-such-node/drain", drain(), OPERATOR_MISSING),
         ("GET",    "/v1/no-such-route",          Empty, MISSING),
     ];
     let callers: [(&str, Option<&str>); 6] = [
@@ -141,7 +152,9 @@ fn authorization_matrix_covers_every_route_and_role() {
     let mut failures = Vec::new();
     for (method, template, body, expected) in &rows {
         for ((who, token), want) in callers.iter().zip(expected) {
-            let mut path = template.replace("{job}", &owned.to_string());
+            let mut path = template
+                .replace("{job}", &owned.to_string())
+                .replace("{node}", &node);
             if path.contains("{fresh}") {
                 let fresh = d.submit_as(&c.alice, &sleeper(d, "fresh"));
                 path = path.replace("{fresh}", &fresh.to_string());

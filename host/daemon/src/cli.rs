@@ -279,7 +279,8 @@ pub fn print_jobs(jobs: &Value) {
     }
 }
 
-/// Prints nodes with one line per GPU.
+/// Prints nodes: state (with the drain's reason, who and how long ago), GPU groups,
+/// and per GPU its holders, health and MIG devices.
 pub fn print_nodes(nodes: &Value) {
     for n in nodes.as_array().into_iter().flatten() {
         println!(
@@ -292,6 +293,18 @@ pub fn print_nodes(nodes: &Value) {
             cell(&n["memory_mib_allocated"]),
             cell(&n["memory_mib"])
         );
+        let d = &n["drain"];
+        if d.is_object() {
+            println!(
+                "  drained by {} {}: {}",
+                cell(&d["by"]),
+                ago(&d["since_ms"]),
+                cell(&d["reason"])
+            );
+        }
+        if let Some(groups) = n["labels"]["gantry.io/gpu-groups"].as_str() {
+            println!("  GPU groups (NVLink): {groups}");
+        }
         for g in n["gpus"].as_array().into_iter().flatten() {
             let holders: Vec<String> = g["jobs"]
                 .as_array()
@@ -299,8 +312,16 @@ pub fn print_nodes(nodes: &Value) {
                 .flatten()
                 .map(|h| format!("job {} ({} milli)", cell(&h[0]), cell(&h[1])))
                 .collect();
+            let health = match &g["health"] {
+                h if h.is_object() => format!(
+                    "  UNHEALTHY {}: {}",
+                    ago(&h["since_ms"]),
+                    cell(&h["reason"])
+                ),
+                _ => String::new(),
+            };
             println!(
-                "  GPU {:>2} {:<16} {:>4}/1000 milli  {}",
+                "  GPU {:>2} {:<16} {:>4}/1000 milli  {}{health}",
                 cell(&g["index"]),
                 cell(&g["model"]),
                 cell(&g["allocated_milli"]),
@@ -310,8 +331,49 @@ pub fn print_nodes(nodes: &Value) {
                     holders.join(", ")
                 }
             );
+            for m in g["mig_devices"].as_array().into_iter().flatten() {
+                println!(
+                    "       MIG {} {} MiB {}",
+                    cell(&m["profile"]),
+                    cell(&m["memory_mib"]),
+                    cell(&m["uuid"])
+                );
+            }
+        }
+        for note in n["notes"].as_array().into_iter().flatten() {
+            println!("  note: {}", cell(note));
         }
     }
+}
+
+/// `text` as one URL path segment (bytes outside `A-Za-z0-9-._~` percent-encoded).
+pub fn path_segment(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            b => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// "since 5m ago" for a time in ms since the Unix epoch.
+fn ago(ms: &Value) -> String {
+    let Some(then) = ms.as_u64() else {
+        return String::new();
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let s = now.saturating_sub(then) / 1000;
+    let text = match s {
+        0..120 => format!("{s}s"),
+        120..7200 => format!("{}m", s / 60),
+        7200..172_800 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86_400),
+    };
+    format!("since {text} ago")
 }
 
 /// Reads a whole file (for uploads and pipeline files).

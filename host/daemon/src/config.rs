@@ -74,6 +74,10 @@ pub struct NodeConfig {
     pub memory_mib: Option<u64>,
     /// Labels.
     pub labels: std::collections::BTreeMap<String, String>,
+    /// GPU indices that take no tasks (reason "marked unhealthy in config").
+    pub unhealthy_gpus: Vec<u32>,
+    /// Seconds between NVML health polls of the GPUs (default 30; 0: no polling).
+    pub health_poll_s: u64,
 }
 
 /// Per-call sandbox limits.
@@ -117,6 +121,8 @@ impl Default for NodeConfig {
             cpu_milli: None,
             memory_mib: None,
             labels: Default::default(),
+            unhealthy_gpus: Vec::new(),
+            health_poll_s: 30,
         }
     }
 }
@@ -192,6 +198,12 @@ impl Config {
         }
         if self.node.gpus > 64 {
             return Err(ConfigError::Invalid("node.gpus must be at most 64".into()));
+        }
+        if self.node.unhealthy_gpus.len() > 64 || self.node.health_poll_s > 86_400 {
+            return Err(ConfigError::Invalid(
+                "node.unhealthy_gpus may list at most 64 GPUs; node.health_poll_s must be 0..=86400"
+                    .into(),
+            ));
         }
         if self.record_snapshots > 10_000 {
             return Err(ConfigError::Invalid(

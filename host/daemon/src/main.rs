@@ -73,6 +73,19 @@ enum Command {
     },
     /// List nodes and who holds each GPU.
     Nodes,
+    /// Drain a node (operator): running jobs continue, nothing new starts there.
+    Drain {
+        /// Node name (as in `gantry nodes`).
+        node: String,
+        /// Why (shown with the node and in waiting jobs' reasons).
+        #[arg(long)]
+        reason: String,
+    },
+    /// Resume a drained node (operator).
+    Resume {
+        /// Node name.
+        node: String,
+    },
     /// Manage plugins.
     Plugin {
         #[command(subcommand)]
@@ -261,6 +274,18 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Nodes => {
             cli::print_nodes(&client.get("/v1/nodes")?);
+            Ok(())
+        }
+        Command::Drain { node, reason } => {
+            let body = serde_json::json!({ "reason": reason });
+            let path = format!("/v1/nodes/{}/drain", cli::path_segment(&node));
+            cli::print_nodes(&serde_json::json!([client.post(&path, &body)?]));
+            Ok(())
+        }
+        Command::Resume { node } => {
+            let path = format!("/v1/nodes/{}/resume", cli::path_segment(&node));
+            let view = client.post(&path, &serde_json::json!({}))?;
+            cli::print_nodes(&serde_json::json!([view]));
             Ok(())
         }
         Command::Plugin {

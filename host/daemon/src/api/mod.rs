@@ -8,14 +8,15 @@
 //! Every request passes the `auth` middleware first (see `auth.rs` for which paths
 //! stay open and for the roles each handler asks for).
 //!
-//! Not yet here: node drain/resume (operator) and token management over HTTP; tokens
-//! live in the config file (`gantry token create`).
+//! Not yet here: token management over HTTP; tokens live in the config file
+//! (`gantry token create`).
 
 mod auth;
 mod body;
 mod error;
 mod jobs;
 mod locate;
+mod nodes;
 mod openapi;
 mod openapi_schemas;
 mod policy;
@@ -45,6 +46,8 @@ pub fn router(scheduler: Scheduler, tokens: Tokens) -> Router {
         .route("/v1/jobs/{id}/decisions", get(jobs::decisions))
         .route("/metrics", get(jobs::metrics))
         .route("/v1/nodes", get(jobs::nodes))
+        .route("/v1/nodes/{name}/drain", post(nodes::drain))
+        .route("/v1/nodes/{name}/resume", post(nodes::resume))
         .route("/v1/faults", get(policy::faults))
         .route(
             "/v1/plugins",

@@ -27,6 +27,8 @@ enum In {
     JobQuery,
     /// `{id}` and `?task=`.
     Logs,
+    /// A node's `{name}`, with a JSON body of this schema when given.
+    Name(Option<&'static str>),
 }
 
 /// What a 2xx answer is.
@@ -70,6 +72,8 @@ const OPERATIONS: &[Operation] = &[
     ("get", "/v1/jobs/{id}/events", "A job's lifecycle events (owner or operator)", In::Id, 200, Out::Array, &[400, 401, 403, 404]),
     ("get", "/v1/jobs/{id}/decisions", "Recent decisions about a job (owner or operator)", In::Id, 200, Out::Array, &[400, 401, 403, 404]),
     ("get", "/v1/nodes", "Nodes with per-GPU allocation", In::Nothing, 200, Out::ListOf("Node"), &[401]),
+    ("post", "/v1/nodes/{name}/drain", "Drain a node (operator): running jobs continue, nothing new starts there; kept across restarts", In::Name(Some("DrainRequest")), 200, Out::Schema("Node"), &[400, 401, 403, 404, 413]),
+    ("post", "/v1/nodes/{name}/resume", "Resume a drained node (operator)", In::Name(None), 200, Out::Schema("Node"), &[400, 401, 403, 404]),
     ("get", "/v1/faults", "Recent plugin faults", In::Nothing, 200, Out::Array, &[401]),
     ("post", "/v1/plugins", "Upload a component (admin); validated before it is stored", In::Upload, 201, Out::Object, &[400, 401, 403, 413, 422]),
     ("get", "/v1/plugins", "Registered plugins", In::Nothing, 200, Out::Array, &[401]),
@@ -91,7 +95,7 @@ fn describe(code: u16) -> &'static str {
         400 => "Malformed or invalid request; `field` names what is wrong",
         401 => "No or unknown API token (`field`: `authorization`)",
         403 => "The token's role or accounts do not allow this",
-        404 => "No such job, or nothing set",
+        404 => "No such job or node, or nothing set",
         409 => "Conflicts with the current state (already ended, no previous version)",
         413 => "Body over the limit (`field`: `body`)",
         422 => {
@@ -114,6 +118,8 @@ fn parameters(input: In) -> Vec<Value> {
     let text = || json!({"type": "string"});
     match input {
         In::Id => vec![id_param()],
+        In::Name(_) => vec![json!({"name": "name", "in": "path", "required": true,
+                                   "schema": {"type": "string"}})],
         In::Logs => vec![
             id_param(),
             query_param("task", json!({"type": "integer", "minimum": 0})),
@@ -134,7 +140,7 @@ fn parameters(input: In) -> Vec<Value> {
 
 fn request_body(input: In) -> Option<Value> {
     match input {
-        In::Body(schema) => Some(json!({
+        In::Body(schema) | In::Name(Some(schema)) => Some(json!({
             "required": true,
             "description": format!("JSON, at most {MAX_JSON_BODY} bytes (1 MiB); nesting deeper than 128 levels is a 400"),
             "content": {"application/json": {"schema": schema_ref(schema)}},

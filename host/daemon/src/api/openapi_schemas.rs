@@ -41,6 +41,10 @@ pub fn components() -> Value {
             "PipelineSpec": pipeline_spec(),
             "ReplayRequest": replay_request(),
             "Node": node(),
+            "DrainRequest": {
+                "type": "object", "additionalProperties": false, "required": ["reason"],
+                "properties": {"reason": {"type": "string", "minLength": 1, "maxLength": crate::scheduler::nodes::MAX_REASON, "description": "why (shown with the node and in waiting jobs' reasons)"}},
+            },
         }
     })
 }
@@ -251,12 +255,17 @@ fn replay_request() -> Value {
 }
 
 fn node() -> Value {
+    let opt_string = || json!({"type": "string", "nullable": true});
     json!({
         "type": "object",
         "properties": {
             "name": {"type": "string"},
-            "state": {"type": "string"},
-            "gpu_source": {"type": "string"},
+            "state": {"type": "string", "enum": ["up", "draining", "drained"], "description": "draining: drained with jobs still running; drained: drained and empty"},
+            "drain": {"type": "object", "nullable": true, "properties": {
+                "reason": {"type": "string"}, "by": {"type": "string"}, "since_ms": {"type": "integer"},
+            }},
+            "gpu_source": {"type": "string", "enum": ["nvml", "config"]},
+            "labels": {"type": "object", "additionalProperties": {"type": "string"}},
             "cpu_milli": {"type": "integer"},
             "cpu_milli_allocated": {"type": "integer"},
             "memory_mib": {"type": "integer"},
@@ -268,10 +277,26 @@ fn node() -> Value {
                     "model": {"type": "string"},
                     "memory_mib": {"type": "integer"},
                     "healthy": {"type": "boolean"},
+                    "health": {"type": "object", "nullable": true, "description": "why the GPU takes no new tasks, and since when", "properties": {
+                        "reason": {"type": "string"}, "since_ms": {"type": "integer"},
+                    }},
+                    "uuid": opt_string(),
+                    "pci_bus_id": opt_string(),
+                    "nvlink_peers": {"type": "array", "items": {"type": "integer"}},
+                    "mig_enabled": {"type": "boolean"},
+                    "mig_devices": {"type": "array", "description": "listed, not scheduled separately", "items": {
+                        "type": "object",
+                        "properties": {
+                            "parent_index": {"type": "integer"}, "uuid": {"type": "string"},
+                            "profile": {"type": "string"}, "name": {"type": "string"},
+                            "memory_mib": {"type": "integer"},
+                        },
+                    }},
                     "allocated_milli": {"type": "integer", "minimum": 0, "maximum": 1000},
                     "jobs": {"type": "array"},
                 },
             }},
+            "notes": {"type": "array", "items": {"type": "string"}},
         },
     })
 }

@@ -1,5 +1,5 @@
 //! Job operations behind the API: submit (validate, "could it ever fit", submit-time
-//! admission, durable write), cancel, list, get, logs, and the node view.
+//! admission, durable write), cancel, list, get, logs (the node view is in `node_view.rs`).
 //!
 //! Owns: the rules of these operations. Does not own HTTP status codes (`api`).
 
@@ -80,43 +80,7 @@ pub struct JobFilter {
     pub limit: Option<usize>,
 }
 
-/// One GPU in the node view.
-#[derive(Debug, Clone, Serialize)]
-pub struct GpuView {
-    /// Index.
-    pub index: u32,
-    /// Model.
-    pub model: String,
-    /// Memory in MiB.
-    pub memory_mib: u64,
-    /// Healthy.
-    pub healthy: bool,
-    /// Allocated milli-GPU.
-    pub allocated_milli: u32,
-    /// (job id, milli) holding it.
-    pub jobs: Vec<(u64, u32)>,
-}
-
-/// A node with per-GPU allocation.
-#[derive(Debug, Clone, Serialize)]
-pub struct NodeView {
-    /// Name.
-    pub name: String,
-    /// "up".
-    pub state: String,
-    /// Where GPUs came from ("nvml" or "config").
-    pub gpu_source: String,
-    /// CPU in milli-cores.
-    pub cpu_milli: u32,
-    /// Allocated CPU.
-    pub cpu_milli_allocated: u32,
-    /// Memory in MiB.
-    pub memory_mib: u64,
-    /// Allocated memory.
-    pub memory_mib_allocated: u64,
-    /// GPUs.
-    pub gpus: Vec<GpuView>,
-}
+pub use super::node_view::{GpuView, NodeView};
 
 fn apply_patch(spec: &mut JobSpec, p: gantry_contract::JobPatch) {
     if let Some(q) = p.queue {
@@ -416,45 +380,5 @@ impl Scheduler {
     /// Recent events of a job.
     pub fn events(&self, id: u64) -> Result<Vec<crate::store::Event>, StoreError> {
         self.inner.store.events(Some(id), 200)
-    }
-
-    /// The node and who holds each GPU.
-    pub fn nodes(&self) -> Vec<NodeView> {
-        let st = lock(&self.inner.state);
-        let n = &self.inner.node;
-        let mut view = NodeView {
-            name: n.name.clone(),
-            state: "up".into(),
-            gpu_source: n.gpu_source.clone(),
-            cpu_milli: n.cpu_milli,
-            cpu_milli_allocated: 0,
-            memory_mib: n.memory_mib,
-            memory_mib_allocated: 0,
-            gpus: n
-                .gpus
-                .iter()
-                .map(|g| GpuView {
-                    index: g.index,
-                    model: g.model.clone(),
-                    memory_mib: g.memory_mib,
-                    healthy: g.healthy,
-                    allocated_milli: 0,
-                    jobs: Vec::new(),
-                })
-                .collect(),
-        };
-        for j in st.jobs.values().filter(|j| j.state == JobState::Running) {
-            for t in &j.tasks {
-                view.cpu_milli_allocated += t.cpu_milli;
-                view.memory_mib_allocated += t.memory_mib;
-                for s in &t.gpus {
-                    if let Some(g) = view.gpus.iter_mut().find(|g| g.index == s.index) {
-                        g.allocated_milli += s.milli;
-                        g.jobs.push((j.id, s.milli));
-                    }
-                }
-            }
-        }
-        vec![view]
     }
 }

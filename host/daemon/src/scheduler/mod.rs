@@ -13,6 +13,8 @@ mod holds;
 pub mod jobs;
 mod launch;
 mod lifecycle;
+pub mod node_view;
+pub mod nodes;
 pub mod policy_ops;
 pub mod shadow;
 pub mod snapshot;
@@ -90,6 +92,8 @@ pub(crate) struct PolicyState {
 pub(crate) struct Inner {
     pub(crate) config: Config,
     pub(crate) node: NodeInfo,
+    /// Drain and GPU health (`nodes.rs`).
+    pub(crate) node_control: Mutex<nodes::NodeControl>,
     pub(crate) store: Store,
     pub(crate) executor: Executor,
     pub(crate) state: Mutex<State>,
@@ -164,6 +168,7 @@ impl Scheduler {
         std::fs::create_dir_all(&config.data_dir)?;
         let store = Store::open(&config.data_dir)?;
         let node = crate::inventory::discover(&config.node);
+        let node_control = nodes::NodeControl::load(&store, &node)?;
         tracing::info!(
             node = %node.name, gpus = node.gpus.len(), source = %node.gpu_source,
             cpu_milli = node.cpu_milli, memory_mib = node.memory_mib, "local node"
@@ -177,6 +182,7 @@ impl Scheduler {
         let inner = Inner {
             config,
             node,
+            node_control: Mutex::new(node_control),
             store,
             executor,
             state: Mutex::new(State {
@@ -208,6 +214,7 @@ impl Scheduler {
     /// task ends, time limits and adoption of surviving tasks are handled here too.
     pub async fn run(self, mut events: mpsc::UnboundedReceiver<TaskEvent>) {
         self.adopt_survivors();
+        self.start_gpu_health_watch();
         let interval = Duration::from_millis(self.inner.config.cycle_interval_ms);
         loop {
             tokio::select! {
@@ -233,17 +240,19 @@ impl Scheduler {
     /// decision.
     pub fn cycle(&self) {
         let t0 = std::time::Instant::now();
-        let snap = {
+        let (snap, drain_note) = {
             let mut st = lock(&self.inner.state);
             st.cycle += 1;
             let held = self.apply_holds(&mut st.jobs);
-            Arc::new(snapshot::build(
+            let mut snap = snapshot::build(
                 st.jobs.values().filter(|j| !held.contains(&j.id)),
                 &self.inner.node,
                 st.cycle,
                 now_ms(),
                 self.usage_half_life_s(),
-            ))
+            );
+            let note = self.apply_node_control(&mut snap);
+            (Arc::new(snap), note)
         };
         let span = tracing::info_span!(
             "cycle",
@@ -260,7 +269,10 @@ impl Scheduler {
         let (outcome, live) = {
             let mut pol = lock(&self.inner.policy);
             let PolicyState { live, fallback, .. } = &mut *pol;
-            let outcome = gantry_engine::run_cycle(&snap, live, Some(fallback));
+            let mut outcome = gantry_engine::run_cycle(&snap, live, Some(fallback));
+            if let Some(note) = &drain_note {
+                nodes::annotate_pending(&mut outcome, note);
+            }
             if !outcome.faults.is_empty() {
                 pol.live_good = false;
             } else if !outcome.order.is_empty() {

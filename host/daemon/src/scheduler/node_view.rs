@@ -1,0 +1,152 @@
+//! The node as the API shows it (`GET /v1/nodes`, `gantry nodes`): state (`up`,
+//! `draining` while jobs still run on a drained node, `drained` once it is empty) with
+//! the drain's reason, who and when; per GPU its identity, topology, health with the
+//! reason and time, MIG devices, and who holds it.
+//!
+//! Owns: the view types and their assembly. Does not own the state they show
+//! (`nodes.rs`, `inventory`, the job table).
+
+use super::nodes::{DrainRecord, GpuFault};
+use super::{Scheduler, lock};
+use crate::inventory::{MigDevice, groups};
+use crate::model::JobState;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Said in the node view when a GPU has MIG devices.
+pub const MIG_NOTE: &str = "MIG devices are listed for information only: Gantry schedules whole GPUs and fractions of them, not MIG instances separately";
+
+/// One GPU in the node view.
+#[derive(Debug, Clone, Serialize)]
+pub struct GpuView {
+    /// Index.
+    pub index: u32,
+    /// Model.
+    pub model: String,
+    /// Memory in MiB.
+    pub memory_mib: u64,
+    /// Takes new tasks.
+    pub healthy: bool,
+    /// Why not, and since when (None when healthy).
+    pub health: Option<GpuFault>,
+    /// UUID when known.
+    pub uuid: Option<String>,
+    /// PCI bus id (NVML only).
+    pub pci_bus_id: Option<String>,
+    /// GPUs reached over NVLink, directly or through an NVSwitch.
+    pub nvlink_peers: Vec<u32>,
+    /// MIG mode is on.
+    pub mig_enabled: bool,
+    /// Its MIG devices (listed, not scheduled separately).
+    pub mig_devices: Vec<MigDevice>,
+    /// Allocated milli-GPU.
+    pub allocated_milli: u32,
+    /// (job id, milli) holding it.
+    pub jobs: Vec<(u64, u32)>,
+}
+
+/// A node with per-GPU allocation.
+#[derive(Debug, Clone, Serialize)]
+pub struct NodeView {
+    /// Name.
+    pub name: String,
+    /// "up", "draining" (drained, jobs still running) or "drained" (drained, empty).
+    pub state: String,
+    /// The drain's reason, who and when (None when up).
+    pub drain: Option<DrainRecord>,
+    /// Where GPUs came from ("nvml" or "config").
+    pub gpu_source: String,
+    /// Labels (with `gantry.io/gpu-groups` from NVLink when found).
+    pub labels: BTreeMap<String, String>,
+    /// CPU in milli-cores.
+    pub cpu_milli: u32,
+    /// Allocated CPU.
+    pub cpu_milli_allocated: u32,
+    /// Memory in MiB.
+    pub memory_mib: u64,
+    /// Allocated memory.
+    pub memory_mib_allocated: u64,
+    /// GPUs.
+    pub gpus: Vec<GpuView>,
+    /// Remarks for operators (e.g. that MIG devices are not scheduled separately).
+    pub notes: Vec<String>,
+}
+
+impl Scheduler {
+    /// The node and who holds each GPU.
+    pub fn nodes(&self) -> Vec<NodeView> {
+        vec![self.node_view()]
+    }
+
+    /// The local node's view.
+    pub(crate) fn node_view(&self) -> NodeView {
+        let n = &self.inner.node;
+        let mut view = NodeView {
+            name: n.name.clone(),
+            state: "up".into(),
+            drain: None,
+            gpu_source: n.gpu_source.clone(),
+            labels: n.labels.clone(),
+            cpu_milli: n.cpu_milli,
+            cpu_milli_allocated: 0,
+            memory_mib: n.memory_mib,
+            memory_mib_allocated: 0,
+            gpus: n
+                .gpus
+                .iter()
+                .map(|g| GpuView {
+                    index: g.index,
+                    model: g.model.clone(),
+                    memory_mib: g.memory_mib,
+                    healthy: g.healthy,
+                    health: None,
+                    uuid: g.uuid.clone(),
+                    pci_bus_id: g.pci_bus_id.clone(),
+                    nvlink_peers: groups::nvlink_peers(&n.gpus, g),
+                    mig_enabled: g.mig_enabled,
+                    mig_devices: g.mig_devices.clone(),
+                    allocated_milli: 0,
+                    jobs: Vec::new(),
+                })
+                .collect(),
+            notes: Vec::new(),
+        };
+        let mut running_here = 0usize;
+        {
+            let st = lock(&self.inner.state);
+            for j in st.jobs.values().filter(|j| j.state == JobState::Running) {
+                if j.tasks.iter().any(|t| t.node == n.name) {
+                    running_here += 1;
+                }
+                for t in &j.tasks {
+                    view.cpu_milli_allocated += t.cpu_milli;
+                    view.memory_mib_allocated += t.memory_mib;
+                    for s in &t.gpus {
+                        if let Some(g) = view.gpus.iter_mut().find(|g| g.index == s.index) {
+                            g.allocated_milli += s.milli;
+                            g.jobs.push((j.id, s.milli));
+                        }
+                    }
+                }
+            }
+        }
+        let ctl = lock(&self.inner.node_control).clone();
+        for g in &mut view.gpus {
+            g.health = ctl.gpu_faults.get(&g.index).cloned();
+            g.healthy = g.health.is_none();
+        }
+        if let Some(d) = ctl.drain {
+            view.state = if running_here > 0 {
+                "draining"
+            } else {
+                "drained"
+            }
+            .into();
+            view.drain = Some(d);
+        }
+        if view.gpus.iter().any(|g| !g.mig_devices.is_empty()) {
+            view.notes.push(MIG_NOTE.into());
+        }
+        view
+    }
+}

@@ -1,0 +1,386 @@
+//! Node control: drain and resume (an operator's "take nothing new here", like SLURM's
+//! `scontrol update state=drain`), GPU health found after start, and how both reach
+//! each cycle's snapshot.
+//!
+//! A drained node stays in the snapshot with state `Draining` (not left out): running
+//! jobs keep their allocations on it, so what is free and what eviction would free
+//! stay right, while the contract's `ClusterModel` (used by every placement plugin and
+//! by the host's plan validator) refuses any booking on a node that is not `Up`. An
+//! unhealthy GPU is `healthy: false` in the snapshot, which `ClusterModel` skips and
+//! the validator refuses. The drain outlives restarts (a store meta key per node);
+//! health is read again at every start (NVML or `[node] unhealthy_gpus`).
+//!
+//! Owns: the drain record, the GPU fault table, their application to snapshots and
+//! pending reasons. Does not own discovery (`inventory`), the health rules
+//! (`inventory::health`) or HTTP (`api::nodes`).
+
+use super::node_view::NodeView;
+use super::{Scheduler, lock, now_ms, snapshot::LOCAL_NODE};
+use crate::inventory::NodeInfo;
+use crate::store::{Store, StoreError};
+use gantry_contract::{self as c, Stage};
+use gantry_engine::{CycleOutcome, Snapshot};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Longest drain reason, in bytes.
+pub const MAX_REASON: usize = 256;
+
+/// Why and by whom a node was drained.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DrainRecord {
+    /// The operator's reason.
+    pub reason: String,
+    /// Who drained it (the token's user; "unauthenticated" when auth is off).
+    pub by: String,
+    /// When, ms since the Unix epoch.
+    pub since_ms: u64,
+}
+
+/// Why a GPU takes no new tasks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GpuFault {
+    /// The reason (health rule or configuration).
+    pub reason: String,
+    /// Since when, ms since the Unix epoch (the daemon's start for faults found then).
+    pub since_ms: u64,
+}
+
+/// The node's drain and its unhealthy GPUs.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct NodeControl {
+    pub(crate) drain: Option<DrainRecord>,
+    pub(crate) gpu_faults: BTreeMap<u32, GpuFault>,
+}
+
+/// Why a drain or resume was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeOpError {
+    /// No node of that name.
+    #[error("node {asked} does not exist (this daemon runs node {known})")]
+    NotFound {
+        /// The name asked for.
+        asked: String,
+        /// The node there is.
+        known: String,
+    },
+    /// The reason is missing, too long or not printable.
+    #[error("reason: {0}")]
+    Reason(String),
+    /// The store failed; nothing changed.
+    #[error("{0}")]
+    Store(#[from] StoreError),
+}
+
+fn drain_key(node: &str) -> String {
+    format!("node-drain/{node}")
+}
+
+/// The trimmed reason, or why it is refused.
+pub fn check_reason(reason: &str) -> Result<String, String> {
+    let reason = reason.trim();
+    if reason.is_empty() {
+        return Err("a drain needs a reason (e.g. \"replacing a fan\")".into());
+    }
+    if reason.len() > MAX_REASON {
+        return Err(format!(
+            "longer than {MAX_REASON} bytes ({} given)",
+            reason.len()
+        ));
+    }
+    if reason.chars().any(char::is_control) {
+        return Err("control characters are not allowed".into());
+    }
+    Ok(reason.to_string())
+}
+
+impl NodeControl {
+    /// The drain stored for `node`, and the GPUs found unhealthy at discovery.
+    pub(crate) fn load(store: &Store, node: &NodeInfo) -> Result<Self, StoreError> {
+        let drain = store
+            .meta::<Option<DrainRecord>>(&drain_key(&node.name))?
+            .flatten();
+        if let Some(d) = &drain {
+            tracing::warn!(node = %node.name, by = %d.by, "node is drained: {}", d.reason);
+        }
+        let since_ms = now_ms();
+        let gpu_faults = node
+            .gpus
+            .iter()
+            .filter(|g| !g.healthy)
+            .map(|g| {
+                let reason = g
+                    .unhealthy_reason
+                    .clone()
+                    .unwrap_or_else(|| "unhealthy".into());
+                (g.index, GpuFault { reason, since_ms })
+            })
+            .collect();
+        Ok(Self { drain, gpu_faults })
+    }
+
+    /// Applies the drain and the GPU faults to the snapshot's view of the node.
+    pub(crate) fn apply_to(&self, node: &mut c::Node) {
+        if self.drain.is_some() {
+            node.state = c::NodeState::Draining;
+        }
+        for g in &mut node.gpus {
+            if self.gpu_faults.contains_key(&g.index) {
+                g.healthy = false;
+            }
+        }
+    }
+}
+
+/// The note put before pending reasons while `node` is drained.
+fn drain_note(node: &str, d: &DrainRecord) -> String {
+    format!(
+        "node {node} is drained (by {}: {}); no new job starts there",
+        d.by, d.reason
+    )
+}
+
+/// Puts `note` before the reason of every job left pending after admission (which
+/// holds jobs for its own reasons, drain or not).
+pub fn annotate_pending(outcome: &mut CycleOutcome, note: &str) {
+    for (_, r) in &mut outcome.pending {
+        if r.stage != Stage::Admission && !r.message.starts_with(note) {
+            r.message = format!("{note}: {}", r.message);
+        }
+    }
+}
+
+impl Scheduler {
+    fn check_node(&self, name: &str) -> Result<(), NodeOpError> {
+        let known = &self.inner.node.name;
+        if name == known {
+            Ok(())
+        } else {
+            Err(NodeOpError::NotFound {
+                asked: name.chars().take(MAX_REASON).collect(),
+                known: known.clone(),
+            })
+        }
+    }
+
+    /// Drains `name`: running jobs continue, nothing new starts there. Draining a
+    /// drained node replaces its reason and keeps its start time.
+    pub fn drain(&self, name: &str, reason: &str, by: &str) -> Result<NodeView, NodeOpError> {
+        self.check_node(name)?;
+        let reason = check_reason(reason).map_err(NodeOpError::Reason)?;
+        let since_ms = lock(&self.inner.node_control)
+            .drain
+            .as_ref()
+            .map_or_else(now_ms, |d| d.since_ms);
+        let record = DrainRecord {
+            reason,
+            by: by.to_string(),
+            since_ms,
+        };
+        let store = &self.inner.store;
+        store.set_meta(&drain_key(name), &Some(&record))?;
+        store.flush()?;
+        let message = format!("node {name} drained by {by}: {}", record.reason);
+        tracing::warn!("{message}");
+        let _ = store.event(now_ms(), None, "node", message);
+        lock(&self.inner.node_control).drain = Some(record);
+        self.wake();
+        Ok(self.node_view())
+    }
+
+    /// Resumes `name`: new jobs may start there again (a node that is not drained is
+    /// left as it is).
+    pub fn resume(&self, name: &str, by: &str) -> Result<NodeView, NodeOpError> {
+        self.check_node(name)?;
+        let was = lock(&self.inner.node_control).drain.clone();
+        if let Some(d) = was {
+            let store = &self.inner.store;
+            store.set_meta(&drain_key(name), &None::<DrainRecord>)?;
+            store.flush()?;
+            let message = format!("node {name} resumed by {by} (was drained: {})", d.reason);
+            tracing::warn!("{message}");
+            let _ = store.event(now_ms(), None, "node", message);
+            lock(&self.inner.node_control).drain = None;
+            self.wake();
+        }
+        Ok(self.node_view())
+    }
+
+    /// Records that GPU `index` failed a health check: it gets no new tasks (running
+    /// ones continue; their programs see the failure themselves).
+    pub(crate) fn mark_gpu_unhealthy(&self, index: u32, reason: String) {
+        let fault = GpuFault {
+            reason,
+            since_ms: now_ms(),
+        };
+        let message = format!("GPU {index} is unhealthy: {}", fault.reason);
+        {
+            let mut ctl = lock(&self.inner.node_control);
+            if ctl.gpu_faults.contains_key(&index) {
+                return;
+            }
+            ctl.gpu_faults.insert(index, fault);
+        }
+        tracing::error!(gpu = index, "{message}; it gets no new tasks");
+        let _ = self
+            .inner
+            .store
+            .event(now_ms(), None, "gpu-health", message);
+        self.inner
+            .metrics
+            .add("gantry_gpu_health_failures_total", vec![], 1.0);
+        self.wake();
+    }
+
+    /// Starts polling GPU health through NVML every `node.health_poll_s` seconds (only
+    /// when the GPUs came from NVML and polling is on).
+    pub(crate) fn start_gpu_health_watch(&self) {
+        let node = &self.inner.node;
+        let secs = self.inner.config.node.health_poll_s;
+        if node.gpu_source != "nvml" {
+            tracing::info!("GPU health: GPUs come from configuration; nothing to poll");
+            return;
+        }
+        if secs == 0 {
+            tracing::info!("GPU health polling is off (node.health_poll_s = 0)");
+            return;
+        }
+        let gpus = node
+            .gpus
+            .iter()
+            .filter(|g| g.healthy)
+            .map(|g| (g.index, g.uuid.clone()))
+            .collect();
+        let me = self.clone();
+        let on_fault = move |index, reason| me.mark_gpu_unhealthy(index, reason);
+        if let Err(e) = crate::inventory::nvml::watch(gpus, Duration::from_secs(secs), on_fault) {
+            tracing::error!("cannot start the GPU health watcher: {e}");
+        }
+    }
+
+    /// Applies drain and GPU health to a cycle's snapshot; returns the note for
+    /// pending reasons while the node is drained.
+    pub(crate) fn apply_node_control(&self, snap: &mut Snapshot) -> Option<String> {
+        let ctl = lock(&self.inner.node_control);
+        for n in snap.nodes.iter_mut().filter(|n| n.id == LOCAL_NODE) {
+            ctl.apply_to(n);
+        }
+        ctl.drain
+            .as_ref()
+            .map(|d| drain_note(&self.inner.node.name, d))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use crate::inventory::GpuInfo;
+    use crate::scheduler::snapshot;
+    use gantry_engine::{Interner, PendingReason};
+
+    fn node() -> (c::Cycle, c::Node) {
+        let info = NodeInfo {
+            name: "n1".into(),
+            cpu_milli: 4000,
+            memory_mib: 4096,
+            gpus: (0..2)
+                .map(|i| GpuInfo::configured(i, "fake", 1024))
+                .collect(),
+            labels: Default::default(),
+            gpu_source: "config".into(),
+        };
+        let mut strings = Interner::new();
+        let n = snapshot::node_view(&info, &mut strings, &[]);
+        (c::Cycle::default(), n)
+    }
+
+    fn one_gpu() -> c::TaskGroup {
+        c::TaskGroup {
+            count: 1,
+            gpus: 1,
+            cpu_milli: 100,
+            memory_mib: 64,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_engine_places_nothing_on_a_drained_node() {
+        let (ctx, mut n) = node();
+        let fits = |n: &c::Node| {
+            c::ClusterModel::new(&ctx, std::slice::from_ref(n)).fit_task(&one_gpu(), LOCAL_NODE)
+        };
+        assert!(fits(&n).is_some());
+        let ctl = NodeControl {
+            drain: Some(DrainRecord {
+                reason: "fan".into(),
+                by: "olga".into(),
+                since_ms: 1,
+            }),
+            ..Default::default()
+        };
+        ctl.apply_to(&mut n);
+        assert_eq!(n.state, c::NodeState::Draining);
+        assert!(fits(&n).is_none());
+    }
+
+    #[test]
+    fn an_unhealthy_gpu_is_skipped_and_the_last_healthy_one_is_used() {
+        let (ctx, mut n) = node();
+        let mut ctl = NodeControl::default();
+        ctl.gpu_faults.insert(
+            0,
+            GpuFault {
+                reason: "2 uncorrected volatile ECC error(s)".into(),
+                since_ms: 1,
+            },
+        );
+        ctl.apply_to(&mut n);
+        let mut model = c::ClusterModel::new(&ctx, &[n]);
+        let alloc = model.fit_task(&one_gpu(), LOCAL_NODE).unwrap();
+        assert_eq!(alloc.gpus[0].index, 1);
+        model.take(&one_gpu(), &alloc).unwrap();
+        assert!(model.fit_task(&one_gpu(), LOCAL_NODE).is_none());
+    }
+
+    #[test]
+    fn reasons_are_checked_and_pending_reasons_name_the_drain() {
+        assert_eq!(check_reason("  fan  ").unwrap(), "fan");
+        assert!(check_reason(" ").unwrap_err().contains("needs a reason"));
+        assert!(
+            check_reason(&"x".repeat(MAX_REASON + 1))
+                .unwrap_err()
+                .contains("longer")
+        );
+        assert!(check_reason("a\nb").is_err());
+        let pending = |stage| PendingReason {
+            stage,
+            code: c::ReasonCode::InsufficientGpus,
+            message: "needs 1 GPUs".into(),
+            plugin: "first-fit".into(),
+            priority_note: None,
+        };
+        let mut outcome = CycleOutcome {
+            pending: vec![
+                (1, pending(Stage::Placement)),
+                (2, pending(Stage::Admission)),
+            ],
+            ..Default::default()
+        };
+        let d = DrainRecord {
+            reason: "fan".into(),
+            by: "olga".into(),
+            since_ms: 1,
+        };
+        let note = drain_note("n1", &d);
+        annotate_pending(&mut outcome, &note);
+        annotate_pending(&mut outcome, &note);
+        assert_eq!(
+            outcome.pending[0].1.message,
+            "node n1 is drained (by olga: fan); no new job starts there: needs 1 GPUs"
+        );
+        assert_eq!(outcome.pending[1].1.message, "needs 1 GPUs");
+    }
+}
