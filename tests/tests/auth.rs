@@ -124,6 +124,8 @@ fn authorization_matrix_covers_every_route_and_role() {
         ("DELETE", "/v1/jobs/{fresh}",           Empty, OWNER),
         ("DELETE", "/v1/jobs/999999",            Empty, MISSING),
         ("GET",    "/v1/nodes",                  Empty, READ),
+        ("GET",    "/v1/accounting",             Empty, READ),
+        ("GET",    "/v1/accounting?user=alice",  Empty, OWNER),
         ("GET",    "/v1/faults",                 Empty, READ),
         ("POST",   "/v1/plugins",                Wasm,  admin(201)),
         ("GET",    "/v1/plugins",                Empty, READ),

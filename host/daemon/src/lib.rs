@@ -6,6 +6,7 @@
 //! and `gantry-plugin-runtime` (wasm); neither knows about this crate.
 #![deny(missing_docs)]
 
+pub mod accounting_cli;
 pub mod api;
 pub mod auth;
 pub mod auth_cli;

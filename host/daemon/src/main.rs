@@ -73,6 +73,8 @@ enum Command {
     },
     /// List nodes and who holds each GPU.
     Nodes,
+    /// Usage records of ended tasks and GPU/CPU-hour totals per user and account (like sacct).
+    Accounting(gantry::accounting_cli::AccountingArgs),
     /// Drain a node (operator): running jobs continue, nothing new starts there.
     Drain {
         /// Node name (as in `gantry nodes`).
@@ -272,6 +274,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             );
             Ok(())
         }
+        Command::Accounting(a) => gantry::accounting_cli::run(&client, &a),
         Command::Nodes => {
             cli::print_nodes(&client.get("/v1/nodes")?);
             Ok(())

@@ -1,8 +1,13 @@
 //! Durable state in sled: jobs, the event log, plugin binaries by sha256, pipeline
-//! versions, and counters. A write that acknowledges a client is flushed first.
+//! versions, counters, and per-task accounting records (`store/accounting.rs`). A write
+//! that acknowledges a client is flushed first.
 //!
 //! Owns: keys, encoding (JSON values, big-endian u64 keys) and durability. Does not
 //! own what the records mean (the scheduler).
+
+mod accounting;
+
+pub use accounting::{AccountingFilter, AccountingRecord};
 
 use crate::model::JobRecord;
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
@@ -48,6 +53,8 @@ pub struct Store {
     plugins: sled::Tree,
     pipelines: sled::Tree,
     meta: sled::Tree,
+    accounting: sled::Tree,
+    accounting_runs: sled::Tree,
 }
 
 impl std::fmt::Debug for Store {
@@ -78,6 +85,8 @@ impl Store {
             plugins: db.open_tree("plugins")?,
             pipelines: db.open_tree("pipelines")?,
             meta: db.open_tree("meta")?,
+            accounting: db.open_tree("accounting")?,
+            accounting_runs: db.open_tree("accounting_runs")?,
             db,
         })
     }

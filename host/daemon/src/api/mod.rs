@@ -11,6 +11,7 @@
 //! Not yet here: token management over HTTP; tokens live in the config file
 //! (`gantry token create`).
 
+mod accounting;
 mod auth;
 mod body;
 mod error;
@@ -48,6 +49,7 @@ pub fn router(scheduler: Scheduler, tokens: Tokens) -> Router {
         .route("/v1/nodes", get(jobs::nodes))
         .route("/v1/nodes/{name}/drain", post(nodes::drain))
         .route("/v1/nodes/{name}/resume", post(nodes::resume))
+        .route("/v1/accounting", get(accounting::list))
         .route("/v1/faults", get(policy::faults))
         .route(
             "/v1/plugins",

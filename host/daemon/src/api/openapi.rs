@@ -27,6 +27,8 @@ enum In {
     JobQuery,
     /// `{id}` and `?task=`.
     Logs,
+    /// Query parameters of `GET /v1/accounting`.
+    AccountingQuery,
     /// A node's `{name}`, with a JSON body of this schema when given.
     Name(Option<&'static str>),
 }
@@ -74,6 +76,7 @@ const OPERATIONS: &[Operation] = &[
     ("get", "/v1/nodes", "Nodes with per-GPU allocation", In::Nothing, 200, Out::ListOf("Node"), &[401]),
     ("post", "/v1/nodes/{name}/drain", "Drain a node (operator): running jobs continue, nothing new starts there; kept across restarts", In::Name(Some("DrainRequest")), 200, Out::Schema("Node"), &[400, 401, 403, 404, 413]),
     ("post", "/v1/nodes/{name}/resume", "Resume a drained node (operator)", In::Name(None), 200, Out::Schema("Node"), &[400, 401, 403, 404]),
+    ("get", "/v1/accounting", "Per-task usage records and GPU/CPU-hour totals per user and account (a user sees their own)", In::AccountingQuery, 200, Out::Schema("AccountingReport"), &[400, 401, 403]),
     ("get", "/v1/faults", "Recent plugin faults", In::Nothing, 200, Out::Array, &[401]),
     ("post", "/v1/plugins", "Upload a component (admin); validated before it is stored", In::Upload, 201, Out::Object, &[400, 401, 403, 413, 422]),
     ("get", "/v1/plugins", "Registered plugins", In::Nothing, 200, Out::Array, &[401]),
@@ -134,6 +137,7 @@ fn parameters(input: In) -> Vec<Value> {
             query_param("queue", text()),
             query_param("limit", json!({"type": "integer", "minimum": 0})),
         ],
+        In::AccountingQuery => super::accounting::query_parameters(),
         In::Nothing | In::Body(_) | In::Upload => Vec::new(),
     }
 }

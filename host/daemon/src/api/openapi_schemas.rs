@@ -41,6 +41,7 @@ pub fn components() -> Value {
             "PipelineSpec": pipeline_spec(),
             "ReplayRequest": replay_request(),
             "Node": node(),
+            "AccountingReport": super::accounting::report_schema(),
             "DrainRequest": {
                 "type": "object", "additionalProperties": false, "required": ["reason"],
                 "properties": {"reason": {"type": "string", "minLength": 1, "maxLength": crate::scheduler::nodes::MAX_REASON, "description": "why (shown with the node and in waiting jobs' reasons)"}},

@@ -73,6 +73,7 @@ impl Scheduler {
                 job.tasks[i].exit = Some(TaskExit::Lost);
                 job.stopping.get_or_insert(StopCause::GangFailed);
             }
+            self.account_ended_while_down(job);
             for (i, t) in job.tasks.iter_mut().enumerate() {
                 if let (Some(pid), None) = (t.pid, t.exit) {
                     self.inner

@@ -99,11 +99,6 @@ fn apply_patch(spec: &mut JobSpec, p: gantry_contract::JobPatch) {
 }
 
 impl Scheduler {
-    /// Half-life of the decayed usage in snapshots, seconds (from the config).
-    pub(crate) fn usage_half_life_s(&self) -> f64 {
-        self.inner.config.usage_half_life_s as f64
-    }
-
     /// Validates, checks and durably stores a new job (or every member of an array); returns
     /// it (the first member) once acknowledged, with the ids of all members of an array.
     pub fn submit(&self, mut spec: JobSpec) -> Result<Submitted, SubmitError> {
@@ -120,7 +115,7 @@ impl Scheduler {
                 &self.inner.node,
                 st.cycle,
                 now_ms(),
-                self.usage_half_life_s(),
+                &self.ledger(),
             );
             let mut strings = Interner::new();
             for s in &snap.ctx.strings {

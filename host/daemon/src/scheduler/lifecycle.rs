@@ -33,6 +33,7 @@ impl Scheduler {
             },
             None => ev.usage,
         });
+        self.account_task_end(job, ev.task_index as usize, ev.usage);
         let failed = ev.exit != TaskExit::Exited(0);
         if failed && job.stopping.is_none() && job.tasks.iter().any(|t| t.exit.is_none()) {
             job.stopping = Some(StopCause::GangFailed);

@@ -6,6 +6,7 @@
 //! pipelines, recent plugin faults. Does not own HTTP (`api`), the policy logic
 //! (`gantry-engine` + plugins) or processes (`executor`).
 
+pub mod accounting;
 mod adopt;
 mod apply;
 pub mod decisions;
@@ -102,6 +103,8 @@ pub(crate) struct Inner {
     pub(crate) metrics: Arc<crate::metrics::Metrics>,
     pub(crate) decisions: Mutex<decisions::DecisionLog>,
     pub(crate) recorder: Mutex<shadow::Recorder>,
+    /// Decayed GPU usage of closed task runs (`accounting.rs`); locked after `state`.
+    pub(crate) ledger: Mutex<accounting::Ledger>,
 }
 
 /// A handle to the scheduler; cheap to clone.
@@ -179,6 +182,7 @@ impl Scheduler {
         let policy = policy_ops::load_policy(&config, &store, metrics.clone())?;
         let recorder = shadow::Recorder::new(config.record_snapshots);
         let jobs: BTreeMap<u64, JobRecord> = store.jobs()?.into_iter().map(|j| (j.id, j)).collect();
+        let ledger = accounting::Ledger::load(&store, config.usage_half_life_s as f64)?;
         let inner = Inner {
             config,
             node,
@@ -196,6 +200,7 @@ impl Scheduler {
             metrics,
             decisions: Mutex::new(decisions::DecisionLog::default()),
             recorder: Mutex::new(recorder),
+            ledger: Mutex::new(ledger),
         };
         Ok((
             Self {
@@ -249,7 +254,7 @@ impl Scheduler {
                 &self.inner.node,
                 st.cycle,
                 now_ms(),
-                self.usage_half_life_s(),
+                &self.ledger(),
             );
             let note = self.apply_node_control(&mut snap);
             (Arc::new(snap), note)

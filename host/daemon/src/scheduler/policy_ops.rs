@@ -260,7 +260,7 @@ impl Scheduler {
                 &self.inner.node,
                 st.cycle,
                 now_ms(),
-                self.usage_half_life_s(),
+                &self.ledger(),
             )
         };
         let dry = gantry_engine::run_cycle(&snap, &mut candidate, None);

@@ -5,6 +5,7 @@
 //!
 //! Owns: the daemon → contract mapping. Does not own scheduling decisions.
 
+use super::accounting::{Ledger, running_gpu_seconds};
 use crate::inventory::NodeInfo;
 use crate::model::{JobRecord, JobState, StopCause, TaskRecord};
 use gantry_contract as c;
@@ -153,27 +154,26 @@ pub fn node_view(node: &NodeInfo, strings: &mut Interner, running: &[&JobRecord]
     n
 }
 
-/// Decayed GPU-seconds per user and per account: each run counts its GPU share ×
-/// duration, halved for every `half_life_s` since it ended (running jobs count in full).
+/// Decayed GPU-seconds per user and per account: the closed task runs of the accounting
+/// ledger (each halved for every half-life since it ended) plus the still-running tasks of
+/// running jobs, counted in full from their start.
 fn usage<'a>(
     jobs: impl Iterator<Item = &'a JobRecord>,
     now_ms: u64,
-    half_life_s: f64,
+    ledger: &Ledger,
     strings: &mut Interner,
 ) -> (Vec<c::Usage>, Vec<c::Usage>) {
-    let decayed = jobs.filter_map(|j| {
-        let start = j.start_ms?;
-        let end = j.end_ms.unwrap_or(now_ms).max(start);
-        let milli = j.gpu_milli_held();
-        if milli == 0 {
-            return None;
+    let running = jobs
+        .filter(|j| j.state == JobState::Running)
+        .map(|j| (j, running_gpu_seconds(j, now_ms)))
+        .filter(|(_, gpu_s)| *gpu_s > 0.0);
+    let (mut users, mut accounts) = per_user_and_account(running);
+    let (closed_users, closed_accounts) = ledger.closed(now_ms);
+    for (table, closed) in [(&mut users, closed_users), (&mut accounts, closed_accounts)] {
+        for (who, gpu_s) in closed {
+            *table.entry(who).or_default() += gpu_s;
         }
-        let age_s = now_ms.saturating_sub(end) as f64 / 1000.0;
-        let gpu_s =
-            milli as f64 / 1000.0 * (end - start) as f64 / 1000.0 * (-age_s / half_life_s).exp2();
-        Some((j, gpu_s))
-    });
-    let (users, accounts) = per_user_and_account(decayed);
+    }
     let mut table = |m: BTreeMap<String, f64>| -> Vec<c::Usage> {
         m.into_iter()
             .map(|(who, gpu_seconds)| c::Usage {
@@ -261,13 +261,14 @@ fn queues<'a>(
         .collect()
 }
 
-/// The cycle's snapshot; decayed usage halves every `half_life_s`.
+/// The cycle's snapshot; decayed usage comes from `ledger` (closed task runs) and the
+/// running jobs among `jobs`.
 pub fn build<'a>(
     jobs: impl Iterator<Item = &'a JobRecord> + Clone,
     node: &NodeInfo,
     cycle_id: u64,
     now_ms: u64,
-    half_life_s: f64,
+    ledger: &Ledger,
 ) -> Snapshot {
     let models = Models::new(node, jobs.clone());
     let mut strings = Interner::new();
@@ -310,7 +311,7 @@ pub fn build<'a>(
         cpu_milli_total: u64::from(node_c.cpu_milli_total),
         memory_mib_total: node_c.memory_mib_total,
     };
-    let (user_usage, account_usage) = usage(jobs.clone(), now_ms, half_life_s, &mut strings);
+    let (user_usage, account_usage) = usage(jobs.clone(), now_ms, ledger, &mut strings);
     let (user_gpus, account_gpus) = gpus_in_use(jobs.clone(), &mut strings);
     let queues = queues(
         jobs.filter(|j| !j.state.is_terminal()),
