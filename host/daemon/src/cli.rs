@@ -7,7 +7,7 @@
 //! Owns: argument → request mapping and output formatting. Holds no state.
 
 use anyhow::{Context, bail};
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::io::Read;
 
 /// A client for one daemon.
@@ -131,96 +131,6 @@ pub fn parse_duration_s(text: &str) -> anyhow::Result<u64> {
         _ => bail!("`{text}`: unknown unit `{unit}` (use s, m, h or d)"),
     };
     Ok(n * mult)
-}
-
-/// Options of `gantry submit`.
-#[derive(Debug, Clone, Default, clap::Args)]
-pub struct SubmitArgs {
-    /// Job name.
-    #[arg(long, default_value = "")]
-    pub name: String,
-    /// Whole GPUs per task.
-    #[arg(long, default_value_t = 0)]
-    pub gpus: u32,
-    /// A fraction of one GPU per task, in milli-GPU (e.g. 500).
-    #[arg(long, default_value_t = 0)]
-    pub gpu_milli: u32,
-    /// Allowed GPU model (repeatable).
-    #[arg(long = "gpu-model")]
-    pub gpu_models: Vec<String>,
-    /// Tasks in the gang.
-    #[arg(long, default_value_t = 1)]
-    pub tasks: u32,
-    /// CPU per task in milli-cores.
-    #[arg(long, default_value_t = 1000)]
-    pub cpu_milli: u32,
-    /// Memory per task in MiB.
-    #[arg(long, default_value_t = 1024)]
-    pub mem_mib: u64,
-    /// Time limit (90s, 15m, 4h, 2d).
-    #[arg(long)]
-    pub time: Option<String>,
-    /// Queue.
-    #[arg(long, default_value = "default")]
-    pub queue: String,
-    /// Account (default: your token's first account; without tokens, your user).
-    #[arg(long, default_value = "")]
-    pub account: String,
-    /// Priority tier.
-    #[arg(long, default_value_t = 0)]
-    pub tier: i32,
-    /// Allow preemption.
-    #[arg(long)]
-    pub preemptible: bool,
-    /// Environment variable K=V (repeatable).
-    #[arg(long = "env")]
-    pub env: Vec<String>,
-    /// Run this script file instead of a command.
-    #[arg(long)]
-    pub script: Option<std::path::PathBuf>,
-    /// The command and its arguments (after `--`).
-    #[arg(last = true)]
-    pub command: Vec<String>,
-}
-
-/// Builds the JSON job spec of `gantry submit`.
-pub fn submit_body(a: &SubmitArgs) -> anyhow::Result<Value> {
-    let mut env = serde_json::Map::new();
-    for kv in &a.env {
-        let (k, v) = kv
-            .split_once('=')
-            .with_context(|| format!("--env `{kv}` is not K=V"))?;
-        env.insert(k.into(), Value::String(v.into()));
-    }
-    let script = match &a.script {
-        Some(p) => Some(
-            std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?,
-        ),
-        None => None,
-    };
-    if script.is_none() && a.command.is_empty() {
-        bail!(
-            "give a command after `--` (e.g. gantry submit --gpus 1 -- python train.py) or --script FILE"
-        );
-    }
-    let user = std::env::var("USER").unwrap_or_default();
-    Ok(json!({
-        "name": if a.name.is_empty() { a.command.first().cloned().unwrap_or_else(|| "script".into()) } else { a.name.clone() },
-        "argv": a.command,
-        "script": script,
-        "env": env,
-        "workdir": std::env::current_dir().ok().map(|d| d.to_string_lossy().into_owned()),
-        "tasks": [{
-            "count": a.tasks, "gpus": a.gpus, "gpu_milli": a.gpu_milli,
-            "cpu_milli": a.cpu_milli, "memory_mib": a.mem_mib, "gpu_models": a.gpu_models,
-        }],
-        "time_limit_s": a.time.as_deref().map(parse_duration_s).transpose()?.unwrap_or(0),
-        "user": user,
-        "account": a.account,
-        "queue": a.queue,
-        "tier": a.tier,
-        "preemptible": a.preemptible,
-    }))
 }
 
 fn cell(v: &Value) -> String {

@@ -4,8 +4,9 @@
 
 use clap::{Parser, Subcommand};
 use gantry::auth_cli::{self, TokenCreateArgs};
-use gantry::cli::{self, Client, SubmitArgs};
+use gantry::cli::{self, Client};
 use gantry::config::Config;
+use gantry::submit_cli::{self, SubmitArgs};
 use std::path::PathBuf;
 
 #[derive(Parser, Debug)]
@@ -50,8 +51,9 @@ enum Command {
         #[arg(long)]
         no_nvml: bool,
     },
-    /// Submit a job: gantry submit --gpus 2 --time 1h -- python train.py
-    Submit(SubmitArgs),
+    /// Submit a job: gantry submit --gpus 2 --time 1h -- python train.py, or a batch
+    /// script with #SBATCH directives: gantry submit job.sh
+    Submit(Box<SubmitArgs>),
     /// List jobs.
     Jobs {
         /// Only this state (pending, running, succeeded, failed, cancelled, timed_out, preempted).
@@ -237,16 +239,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 .build()?;
             rt.block_on(gantry::serve::serve(cfg))
         }
-        Command::Submit(a) => {
-            let mut body = cli::submit_body(&a)?;
-            if client.has_token() {
-                // The daemon takes the user from the token.
-                body["user"] = serde_json::Value::String(String::new());
-            }
-            let job = client.post("/v1/jobs", &body)?;
-            println!("submitted job {}", job["id"]);
-            Ok(())
-        }
+        Command::Submit(a) => submit_cli::run(&client, &a),
         Command::Jobs { state, user } => {
             let mut q = Vec::new();
             if let Some(s) = state {

@@ -1,0 +1,306 @@
+//! `gantry submit`: a command (`-- CMD ARGS`) or a batch script (`gantry submit job.sh`, or
+//! `--script job.sh`) becomes a `POST /v1/jobs` job spec. A script's `#SBATCH` directives
+//! are applied first (see `sbatch`), then every flag the user actually gave overrides the
+//! directives that set the same thing; directives that were not applied, and notes on how
+//! some were, are printed to stderr. An array prints one line per member job.
+//!
+//! Owns: the submit flags and their mapping onto `sbatch::Options`. Does not own the
+//! directive syntax (`sbatch`) or HTTP (`cli::Client`).
+
+use crate::cli::{Client, parse_duration_s};
+use crate::job_options::{ArraySpec, WarnSignal, parse_dependencies};
+use crate::sbatch::{self, CpuAmount, GpuAmount, Ignored, MemAmount, Options};
+use anyhow::{Context, bail};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// Options of `gantry submit`. Resource flags are per task unless they say otherwise.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct SubmitArgs {
+    /// A batch script to run: its `#SBATCH` directives apply, and flags override them.
+    #[arg(value_name = "SCRIPT")]
+    pub script_file: Option<PathBuf>,
+    /// Job name (default: the script's file name, or the command).
+    #[arg(long, visible_alias = "job-name")]
+    pub name: Option<String>,
+    /// Whole GPUs per task.
+    #[arg(long, visible_alias = "gpus-per-task", conflicts_with = "gpu_milli")]
+    pub gpus: Option<u32>,
+    /// A fraction of one GPU per task, in milli-GPU (e.g. 500).
+    #[arg(long)]
+    pub gpu_milli: Option<u32>,
+    /// Allowed GPU model (repeatable).
+    #[arg(long = "gpu-model")]
+    pub gpu_models: Vec<String>,
+    /// Tasks in the gang.
+    #[arg(long, visible_alias = "ntasks")]
+    pub tasks: Option<u32>,
+    /// Nodes (SLURM's --nodes; per-node amounts are divided over a node's tasks).
+    #[arg(long)]
+    pub nodes: Option<u32>,
+    /// Tasks per node (tasks = nodes × this, unless --tasks is given).
+    #[arg(long)]
+    pub ntasks_per_node: Option<u32>,
+    /// CPU per task in milli-cores.
+    #[arg(long, conflicts_with = "cpus_per_task")]
+    pub cpu_milli: Option<u32>,
+    /// Whole cores per task.
+    #[arg(long)]
+    pub cpus_per_task: Option<u32>,
+    /// Memory per task in MiB.
+    #[arg(long, conflicts_with = "mem")]
+    pub mem_mib: Option<u64>,
+    /// Memory per node, SLURM style (4096, 500M, 16G), divided over the node's tasks.
+    #[arg(long)]
+    pub mem: Option<String>,
+    /// Time limit (90s, 15m, 4h, 2d, or SLURM's HH:MM:SS, D-HH:MM, UNLIMITED).
+    #[arg(long)]
+    pub time: Option<String>,
+    /// Queue.
+    #[arg(long, visible_alias = "partition")]
+    pub queue: Option<String>,
+    /// Account (default: your token's first account; without tokens, your user).
+    #[arg(long)]
+    pub account: Option<String>,
+    /// Priority tier.
+    #[arg(long)]
+    pub tier: Option<i32>,
+    /// Allow preemption.
+    #[arg(long)]
+    pub preemptible: bool,
+    /// Submit one job per index: 0-199%8, 1,3,5-9, 0-15:4 (GANTRY_ARRAY_INDEX).
+    #[arg(long)]
+    pub array: Option<String>,
+    /// Start after other jobs: afterok:12:13,afterany:14,afternotok:15.
+    #[arg(long)]
+    pub dependency: Option<String>,
+    /// Signal sent before the time limit and on eviction: [B:]SIG[@SECONDS], e.g. USR1@90.
+    #[arg(long)]
+    pub signal: Option<String>,
+    /// Back to the queue when evicted.
+    #[arg(long, overrides_with = "no_requeue")]
+    pub requeue: bool,
+    /// End as preempted when evicted.
+    #[arg(long, overrides_with = "requeue")]
+    pub no_requeue: bool,
+    /// How many times it may be requeued.
+    #[arg(long)]
+    pub max_requeues: Option<u32>,
+    /// Job kind.
+    #[arg(long, value_parser = ["batch", "interactive", "service"])]
+    pub kind: Option<String>,
+    /// Environment variable K=V (repeatable).
+    #[arg(long = "env")]
+    pub env: Vec<String>,
+    /// Run this script file (like the SCRIPT argument).
+    #[arg(long, conflicts_with = "script_file")]
+    pub script: Option<PathBuf>,
+    /// Print the job spec that would be sent, and send nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// The command and its arguments (after `--`).
+    #[arg(last = true)]
+    pub command: Vec<String>,
+}
+
+/// A job spec ready to send, with what the script's directives did not apply.
+#[derive(Debug, Clone)]
+pub struct Submission {
+    /// The JSON body of `POST /v1/jobs`.
+    pub body: Value,
+    /// Directives that were read but not applied.
+    pub ignored: Vec<Ignored>,
+    /// How some options were applied.
+    pub notes: Vec<String>,
+}
+
+/// Parses `--time`: Gantry's `90s`/`15m`/`4h`/`2d` (a bare number is seconds), or a SLURM
+/// form with `:` or `-` (`00:05:00`, `1-12`), or `UNLIMITED`.
+pub fn parse_time_flag(text: &str) -> anyhow::Result<u64> {
+    let t = text.trim();
+    if t.contains([':', '-']) || t.eq_ignore_ascii_case("unlimited") {
+        return sbatch::values::parse_time(t).map_err(|e| anyhow::anyhow!("--time {e}"));
+    }
+    parse_duration_s(t)
+}
+
+impl SubmitArgs {
+    /// The options the flags set; `None` for every flag not given.
+    pub fn options(&self) -> anyhow::Result<Options> {
+        let gpus = match (self.gpus, self.gpu_milli) {
+            (Some(n), _) => Some(GpuAmount::PerTask(n)),
+            (None, Some(m)) => Some(GpuAmount::MilliPerTask(m)),
+            (None, None) => None,
+        };
+        let cpu = match (self.cpu_milli, self.cpus_per_task) {
+            (Some(m), _) => Some(CpuAmount::MilliPerTask(m)),
+            (None, Some(c)) => Some(CpuAmount::MilliPerTask(
+                c.checked_mul(1000)
+                    .context("--cpus-per-task is too large")?,
+            )),
+            (None, None) => None,
+        };
+        let memory = match (self.mem_mib, &self.mem) {
+            (Some(m), _) => Some(MemAmount::PerTask(m)),
+            (None, Some(text)) => Some(MemAmount::PerNode(
+                sbatch::values::parse_mem_mib(text).map_err(|e| anyhow::anyhow!("--mem {e}"))?,
+            )),
+            (None, None) => None,
+        };
+        let kind = self
+            .kind
+            .as_deref()
+            .map(|k| serde_json::from_value(Value::from(k)))
+            .transpose()
+            .context("--kind")?;
+        let flag = |name: &str, e: String| anyhow::anyhow!("--{name} {e}");
+        Ok(Options {
+            name: self.name.clone(),
+            queue: self.queue.clone(),
+            account: self.account.clone(),
+            workdir: None,
+            nodes: self.nodes,
+            ntasks: self.tasks,
+            ntasks_per_node: self.ntasks_per_node,
+            gpus,
+            gpu_models: (!self.gpu_models.is_empty()).then(|| self.gpu_models.clone()),
+            cpu,
+            memory,
+            time_limit_s: self.time.as_deref().map(parse_time_flag).transpose()?,
+            array: self
+                .array
+                .as_deref()
+                .map(ArraySpec::parse)
+                .transpose()
+                .map_err(|e| flag("array", e))?,
+            dependencies: self
+                .dependency
+                .as_deref()
+                .map(parse_dependencies)
+                .transpose()
+                .map_err(|e| flag("dependency", e))?,
+            requeue: match (self.requeue, self.no_requeue) {
+                (true, _) => Some(true),
+                (false, true) => Some(false),
+                _ => None,
+            },
+            signal: self
+                .signal
+                .as_deref()
+                .map(WarnSignal::parse)
+                .transpose()
+                .map_err(|e| flag("signal", e))?,
+            max_requeues: self.max_requeues,
+            tier: self.tier,
+            preemptible: self.preemptible.then_some(true),
+            kind,
+        })
+    }
+
+    /// The script file given, as the SCRIPT argument or `--script`.
+    fn script_path(&self) -> Option<&Path> {
+        self.script_file.as_deref().or(self.script.as_deref())
+    }
+}
+
+/// Builds the submission from the flags and, when given, the script's text; `script` is
+/// `(file name for messages, text)`.
+pub fn build(a: &SubmitArgs, script: Option<(&str, &str)>) -> anyhow::Result<Submission> {
+    if script.is_some() && !a.command.is_empty() {
+        bail!("give a script or a command after `--`, not both");
+    }
+    if script.is_none() && a.command.is_empty() {
+        bail!(
+            "give a command after `--` (e.g. gantry submit --gpus 1 -- python train.py) or a script (gantry submit job.sh)"
+        );
+    }
+    let parsed = match script {
+        Some((file, text)) => sbatch::parse(text).map_err(|e| anyhow::anyhow!(e.located(file)))?,
+        None => sbatch::Parsed::default(),
+    };
+    let options = parsed.options.overridden_by(a.options()?);
+    let shape = options.task_shape().map_err(anyhow::Error::msg)?;
+    let mut notes = parsed.notes;
+    notes.extend(options.notes(&shape));
+    let mut body = serde_json::Map::new();
+    let mut env = serde_json::Map::new();
+    for kv in &a.env {
+        let (k, v) = kv
+            .split_once('=')
+            .with_context(|| format!("--env `{kv}` is not K=V"))?;
+        env.insert(k.into(), Value::String(v.into()));
+    }
+    let default_name = match script {
+        Some((file, _)) => Path::new(file)
+            .file_name()
+            .map_or_else(|| "script".into(), |f| f.to_string_lossy().into_owned()),
+        None => a.command.first().cloned().unwrap_or_default(),
+    };
+    body.insert("name".into(), Value::String(default_name));
+    body.insert("argv".into(), Value::from(a.command.clone()));
+    body.insert("script".into(), Value::from(script.map(|(_, t)| t)));
+    body.insert("env".into(), Value::Object(env));
+    let cwd = std::env::current_dir().ok();
+    body.insert(
+        "workdir".into(),
+        Value::from(cwd.map(|d| d.to_string_lossy().into_owned())),
+    );
+    body.insert(
+        "user".into(),
+        Value::String(std::env::var("USER").unwrap_or_default()),
+    );
+    body.extend(options.spec_fields().map_err(anyhow::Error::msg)?);
+    Ok(Submission {
+        body: Value::Object(body),
+        ignored: parsed.ignored,
+        notes,
+    })
+}
+
+/// `gantry submit`: reads the script, prints what was not applied, sends the job and
+/// prints its id (every member's, for an array).
+pub fn run(client: &Client, a: &SubmitArgs) -> anyhow::Result<()> {
+    let text = match a.script_path() {
+        Some(p) => Some((
+            p.display().to_string(),
+            std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?,
+        )),
+        None => None,
+    };
+    let mut sub = build(a, text.as_ref().map(|(f, t)| (f.as_str(), t.as_str())))?;
+    for i in &sub.ignored {
+        eprintln!("gantry: {i}");
+    }
+    for n in &sub.notes {
+        eprintln!("gantry: note: {n}");
+    }
+    if a.dry_run {
+        crate::cli::print_json(&sub.body);
+        return Ok(());
+    }
+    if client.has_token() {
+        // The daemon takes the user from the token.
+        sub.body["user"] = Value::String(String::new());
+    }
+    let job = client.post("/v1/jobs", &sub.body)?;
+    let indices = &sub.body["array"]["indices"];
+    match job["array_job_ids"].as_array() {
+        Some(ids) => {
+            for (k, id) in ids.iter().enumerate() {
+                match indices
+                    .get(k)
+                    .filter(|_| indices.as_array().map(Vec::len) == Some(ids.len()))
+                {
+                    Some(index) => println!("submitted job {id} (array index {index})"),
+                    None => println!("submitted job {id}"),
+                }
+            }
+        }
+        None => println!("submitted job {}", job["id"]),
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[path = "submit_cli_tests.rs"]
+mod tests;
