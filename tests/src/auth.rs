@@ -156,11 +156,13 @@ pub struct Serve {
 }
 
 impl Serve {
-    /// Starts `gantry serve --listen <listen>` with `config` as its whole config file.
+    /// Starts `gantry serve --listen <listen>` with `config` as its whole config file (plus
+    /// the test `[execution]` defaults for the keys it does not set).
     pub fn start(listen: &str, config: &str) -> Self {
         let dir = tempfile::tempdir().expect("cannot create a temp dir");
         let path = |name: &str| dir.path().join(name);
-        fs::write(path("gantry.toml"), config).expect("cannot write the config");
+        fs::write(path("gantry.toml"), crate::with_execution_defaults(config))
+            .expect("cannot write the config");
         let child = Command::new(gantry_bin())
             .arg("serve")
             .arg("--config")

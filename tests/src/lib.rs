@@ -49,6 +49,40 @@ pub(crate) const POLL: Duration = Duration::from_millis(50);
 /// Fast cycles and a short kill grace, so tests stay quick.
 const CONFIG: &str = "cycle_interval_ms = 200\nkill_grace_s = 2\n\n[plugins]\ndeadline_ms = 100\n";
 
+/// The `[execution]` settings of test daemons, for every key a test does not set itself:
+/// tasks keep the daemon's user (tests run the daemon as root and submit jobs as made-up users
+/// whose tasks write into 0700 temp dirs) and get no cgroups (tests ask for tiny memory and
+/// CPU, and several daemons share the host). `tests/tests/isolation.rs` sets both.
+const EXECUTION_DEFAULTS: [(&str, &str); 2] = [("run_as_user", "false"), ("cgroups", "\"off\"")];
+
+/// `toml` with [`EXECUTION_DEFAULTS`]: added to its `[execution]` table for the keys that
+/// table does not set (TOML forbids defining a table twice), or as a new table at the end.
+pub fn with_execution_defaults(toml: &str) -> String {
+    let lines: Vec<&str> = toml.lines().collect();
+    let Some(header) = lines.iter().position(|l| l.trim() == "[execution]") else {
+        let table: String = EXECUTION_DEFAULTS
+            .iter()
+            .map(|(k, v)| format!("{k} = {v}\n"))
+            .collect();
+        return format!("{toml}\n\n[execution]\n{table}");
+    };
+    let body_end = lines[header + 1..]
+        .iter()
+        .position(|l| l.trim_start().starts_with('['))
+        .map_or(lines.len(), |p| header + 1 + p);
+    let sets = |key: &str| {
+        lines[header + 1..body_end]
+            .iter()
+            .any(|l| l.split_once('=').is_some_and(|(k, _)| k.trim() == key))
+    };
+    let mut out: Vec<String> = lines[..=header].iter().map(|l| (*l).to_owned()).collect();
+    for (k, v) in EXECUTION_DEFAULTS.iter().filter(|(k, _)| !sets(k)) {
+        out.push(format!("{k} = {v}"));
+    }
+    out.extend(lines[header + 1..].iter().map(|l| (*l).to_owned()));
+    out.join("\n") + "\n"
+}
+
 /// Records the shell's pid and the environment, then waits for the release file.
 const BLOCKING_SCRIPT: &str = r#"f="$OUTDIR/env-$GANTRY_JOB_ID-$RANK"
 { echo "TASK_SHELL_PID=$$"; env; } > "$f.tmp" && mv "$f.tmp" "$f"
@@ -100,7 +134,8 @@ impl Daemon {
     }
 
     /// Like [`Daemon::start`], with `extra_toml` appended to the test config (e.g.
-    /// `[[auth.tokens]]` entries).
+    /// `[[auth.tokens]]` entries); keys of an `[execution]` table in it replace the test
+    /// defaults (tasks as the daemon's user, no cgroups).
     pub fn start_with_config(gpus: u32, extra_toml: &str) -> Self {
         let dir = tempfile::Builder::new()
             .prefix("gantry-e2e-")
@@ -108,7 +143,7 @@ impl Daemon {
             .expect("cannot create a temp dir");
         fs::write(
             dir.path().join("gantry.toml"),
-            format!("{CONFIG}\n{extra_toml}\n"),
+            with_execution_defaults(&format!("{CONFIG}\n{extra_toml}")),
         )
         .expect("cannot write the config");
         fs::create_dir_all(dir.path().join("out")).expect("cannot create the out dir");

@@ -261,7 +261,7 @@ impl Gantry {
             .expect("temp dir");
         let config = format!(
             "cycle_interval_ms = 200\nkill_grace_s = 2\n\n[plugins]\ndeadline_ms = 1000\n\n\
-             [telemetry]\n{telemetry}\n"
+             [execution]\ncgroups = \"off\"\nrun_as_user = false\n\n[telemetry]\n{telemetry}\n"
         );
         fs::write(dir.path().join("gantry.toml"), config).expect("config");
         let out = dir.path().join("daemon.out");

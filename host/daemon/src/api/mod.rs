@@ -34,10 +34,13 @@ use axum::{Json, Router};
 /// All routes, behind the token check (`tokens` empty: no authentication). Every route
 /// here must be in `openapi::OPERATIONS` (a unit test reads this source to check).
 pub fn router(scheduler: Scheduler, tokens: Tokens) -> Router {
+    let isolation = scheduler.inner.executor.isolation();
     Router::new()
         .route(
             "/v1/health",
-            get(|| async { Json(serde_json::json!({"status": "ok"})) }),
+            get(move || async move {
+                Json(serde_json::json!({"status": "ok", "isolation": isolation}))
+            }),
         )
         .route("/v1/jobs", post(jobs::submit).get(jobs::list))
         .route("/v1/jobs/{id}", get(jobs::get_one).delete(jobs::cancel))

@@ -1,28 +1,53 @@
 //! Local execution of tasks as real processes (DESIGN.md §5): the daemon starts each task through a
 //! shim (`<daemon exe> task-shim ...`) that leads a new process group, appends the task's output to
-//! its log and records its end in an exit file; the executor reports that end as a [`TaskEvent`],
-//! re-attaches to shims after a daemon restart ([`Executor::adopt`]), and stops tasks by signalling
-//! the whole group (SIGTERM, grace, SIGKILL).
+//! its log and records its end in an exit file; the executor reports that end as a [`TaskEvent`]
+//! with what the task used, re-attaches to shims after a daemon restart ([`Executor::adopt`]), and
+//! stops tasks by signalling the whole group (SIGTERM, grace, SIGKILL). With cgroups, each task
+//! gets its own cgroup (limits and GPU device fencing) that its command joins before it execs and
+//! that is emptied and removed when the task ends; as root, a task can run as its job's user.
 //!
 //! Owns the public API, process launch, waiting and adoption. It does not own the shim's own run
-//! (`shim.rs`), raw libc calls (`signals.rs`) or the exit file format (`record.rs`); nor cgroups,
-//! GPU assignment or the task's environment, which the caller puts in [`TaskLaunch::env`].
+//! (`shim.rs`, `shim_args.rs`, `child.rs`), raw signal calls (`signals.rs`), the exit file format
+//! (`record.rs`), cgroups (`cgroup.rs`, `usage.rs`, `bpf.rs`, `devices.rs`), the isolation
+//! decision (`isolation.rs`), user look-up (`identity.rs`), nor what a task's end means
+//! (`ending.rs`); nor GPU assignment or the task's environment, which the caller puts in
+//! [`TaskLaunch`].
 
+mod bpf;
+mod cgroup;
+mod child;
+mod devices;
+mod ending;
+mod identity;
+mod isolation;
 mod record;
 mod shim;
+mod shim_args;
 mod signals;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_isolation;
+mod usage;
 
 use std::future::Future;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::mpsc::UnboundedSender;
 
+pub use bpf::BpfError;
+pub use cgroup::{CgroupError, CgroupVersion};
+pub use devices::DeviceId;
+pub use identity::{IdentityError, TaskIdentity};
+pub use isolation::{Isolation, IsolationError, IsolationSummary};
 pub use shim::{SHIM_SUBCOMMAND, run_shim};
+
+use cgroup::TaskCgroup;
+use shim_args::ShimArgs;
 
 /// How often [`Executor::adopt`] checks whether an adopted shim is still running.
 const ADOPT_POLL: Duration = Duration::from_millis(200);
@@ -47,6 +72,14 @@ pub struct TaskLaunch {
     pub log_path: PathBuf,
     /// File where the shim records the exit status as JSON (`{"exit": {"Exited": 0}}`).
     pub exit_path: PathBuf,
+    /// The node's GPUs (indices) the task was given; it is denied the others' device nodes.
+    pub gpus: Vec<u32>,
+    /// CPU, milli-cores (the cgroup's CPU quota).
+    pub cpu_milli: u32,
+    /// Memory, MiB (the cgroup's hard limit).
+    pub memory_mib: u64,
+    /// Who the command runs as (see [`Executor::identity`]); the daemon's user when `None`.
+    pub identity: Option<TaskIdentity>,
 }
 
 /// How a task ended.
@@ -125,20 +158,72 @@ pub enum ExecError {
     /// The shim started but its pid could not be obtained.
     #[error("the task shim started but has no pid")]
     NoPid,
+    /// The task's cgroup could not be set up.
+    #[error("cannot set up the task's cgroup: {0}")]
+    Cgroup(#[from] CgroupError),
 }
+
+/// Tasks whose end an executor is waiting for (job id, task index): their cgroups are theirs.
+type Watched = Arc<Mutex<std::collections::BTreeSet<(u64, u32)>>>;
 
 /// Starts tasks as process groups led by a shim, and reports their ends.
 #[derive(Debug, Clone)]
 pub struct Executor {
     shim_exe: PathBuf,
     events: UnboundedSender<TaskEvent>,
+    isolation: Arc<Isolation>,
+    watched: Watched,
 }
 
 impl Executor {
     /// `shim_exe`: path of the executable to run as the shim (the daemon passes
-    /// `std::env::current_exe()`); events are sent on `events`.
+    /// `std::env::current_exe()`); events are sent on `events`. No cgroups, no change of user.
     pub fn new(shim_exe: PathBuf, events: UnboundedSender<TaskEvent>) -> Self {
-        Self { shim_exe, events }
+        Self::with_isolation(shim_exe, events, Isolation::none())
+    }
+
+    /// Like [`Executor::new`], with the isolation decided at start ([`Isolation::setup`]).
+    pub fn with_isolation(
+        shim_exe: PathBuf,
+        events: UnboundedSender<TaskEvent>,
+        isolation: Isolation,
+    ) -> Self {
+        Self {
+            shim_exe,
+            events,
+            isolation: Arc::new(isolation),
+            watched: Arc::default(),
+        }
+    }
+
+    /// The isolation in effect.
+    pub fn isolation(&self) -> IsolationSummary {
+        self.isolation.summary()
+    }
+
+    /// Who a task of the job user `user` runs as: `None` (the daemon's user) unless the daemon
+    /// is root and `execution.run_as_user` is on; an error when the job may not run (root
+    /// without `allow_root`, no account and no fallback).
+    pub fn identity(&self, user: &str) -> Result<Option<TaskIdentity>, IdentityError> {
+        self.isolation.identity(user)
+    }
+
+    /// After a restart, once every surviving task was adopted: kills what is left in the task
+    /// cgroups this executor is not waiting for (tasks that ended or were lost while the daemon
+    /// was down) and removes those cgroups.
+    pub fn sweep_cgroups(&self) {
+        let Some(version) = self.isolation.cgroups() else {
+            return;
+        };
+        let watched = lock(&self.watched).clone();
+        for name in cgroup::task_cgroups(version, self.isolation.parent()) {
+            let key = ending::task_key(&name);
+            if key.is_some_and(|k| watched.contains(&k)) {
+                continue;
+            }
+            tracing::info!(cgroup = %name, "removing the cgroup of a task that no longer runs");
+            TaskCgroup::open(version, &name).destroy();
+        }
     }
 
     /// Starts `l` as `shim_exe task-shim --exit-file E --log L [--workdir D] -- argv...` in a new
@@ -151,31 +236,69 @@ impl Executor {
             return Err(ExecError::EmptyArgv);
         }
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| ExecError::NoRuntime)?;
-        let paths = shim::ShimPaths {
-            exit_file: utf8(&l.exit_path)?,
-            log: utf8(&l.log_path)?,
-            workdir: l.workdir.as_deref().map(utf8).transpose()?,
-        };
+        utf8(&l.exit_path)?;
+        utf8(&l.log_path)?;
+        l.workdir.as_deref().map(utf8).transpose()?;
         create_parent(&l.log_path)?;
         create_parent(&l.exit_path)?;
         record::remove_stale(&l.exit_path).map_err(|source| ExecError::Prepare {
             path: l.exit_path.clone(),
             source,
         })?;
-
+        let key = (l.job_id, l.task_index);
+        lock(&self.watched).insert(key);
+        let cgroup = match self.task_cgroup(l) {
+            Ok(cgroup) => cgroup,
+            Err(e) => {
+                lock(&self.watched).remove(&key);
+                return Err(e);
+            }
+        };
+        let args = ShimArgs {
+            exit_file: l.exit_path.clone(),
+            log: l.log_path.clone(),
+            workdir: l.workdir.clone(),
+            cgroup_procs: cgroup
+                .as_ref()
+                .map(TaskCgroup::procs_files)
+                .unwrap_or_default(),
+            ids: l.identity.as_ref().map(|i| child::Ids {
+                uid: i.uid,
+                gid: i.gid,
+                groups: i.groups.clone(),
+            }),
+            argv: l.argv.clone(),
+        };
         let mut cmd = tokio::process::Command::new(&self.shim_exe);
-        cmd.args(shim::shim_command_args(&paths, l))
+        cmd.args(shim_args::build(&args))
             .envs(l.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .process_group(0)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .kill_on_drop(false);
-        let child = cmd.spawn().map_err(|source| ExecError::Spawn {
-            exe: self.shim_exe.clone(),
-            source,
-        })?;
-        let pid = child.id().ok_or(ExecError::NoPid)?;
+        if let Some(who) = &l.identity {
+            cmd.env("HOME", &who.home)
+                .env("USER", &who.name)
+                .env("LOGNAME", &who.name);
+        }
+        let spawned = cmd
+            .spawn()
+            .map_err(|source| ExecError::Spawn {
+                exe: self.shim_exe.clone(),
+                source,
+            })
+            .and_then(|child| child.id().map(|pid| (child, pid)).ok_or(ExecError::NoPid));
+        let (child, pid) = match spawned {
+            Ok(started) => started,
+            Err(e) => {
+                if let Some(cg) = &cgroup {
+                    cg.destroy();
+                }
+                lock(&self.watched).remove(&key);
+                return Err(e);
+            }
+        };
         tracing::debug!(
             job_id = l.job_id,
             task_index = l.task_index,
@@ -183,22 +306,46 @@ impl Executor {
             "task started"
         );
 
-        let events = self.events.clone();
-        let (job_id, task_index, exit_path) = (l.job_id, l.task_index, l.exit_path.clone());
+        let end = self.ending(l.job_id, l.task_index, l.exit_path.clone());
         runtime.spawn(async move {
             let mut child = child;
             let status = child.wait().await;
-            let exit = match (record::read_or_warn(&exit_path), status) {
-                (Some(exit), _) => exit,
-                (None, Ok(status)) => record::exit_from_status(status),
-                (None, Err(e)) => {
-                    tracing::warn!(job_id, task_index, pid, error = %e, "cannot wait for task shim");
+            let fallback = match status {
+                Ok(status) => record::exit_from_status(status),
+                Err(e) => {
+                    tracing::warn!(job_id = end.job_id, task_index = end.task_index, pid, error = %e, "cannot wait for task shim");
                     TaskExit::Lost
                 }
             };
-            send(&events, job_id, task_index, exit);
+            end.conclude(fallback).await;
         });
         Ok(RunningTask { pid })
+    }
+
+    /// The cgroup of a task about to start, when tasks get cgroups.
+    fn task_cgroup(&self, l: &TaskLaunch) -> Result<Option<TaskCgroup>, ExecError> {
+        let Some(version) = self.isolation.cgroups() else {
+            return Ok(None);
+        };
+        let name = cgroup::task_name(self.isolation.parent(), l.job_id, l.task_index);
+        let limits = self.isolation.limits(l.memory_mib, l.cpu_milli, &l.gpus);
+        Ok(Some(TaskCgroup::create(version, &name, &limits)?))
+    }
+
+    fn ending(&self, job_id: u64, task_index: u32, exit_path: PathBuf) -> ending::Ending {
+        ending::Ending {
+            job_id,
+            task_index,
+            exit_path,
+            cgroup: self.isolation.cgroups().map(|v| {
+                (
+                    v,
+                    cgroup::task_name(self.isolation.parent(), job_id, task_index),
+                )
+            }),
+            events: self.events.clone(),
+            watched: self.watched.clone(),
+        }
     }
 
     /// Re-attaches to a shim started before a daemon restart: polls every 200 ms until `pid` is
@@ -206,13 +353,13 @@ impl Executor {
     /// `exit_path`, i.e. a reused pid), then sends the exit read from `exit_path`, or `Lost` if
     /// there is none. `exit_path` must be the same path that was given to [`Executor::launch`].
     pub fn adopt(&self, job_id: u64, task_index: u32, pid: u32, exit_path: PathBuf) {
-        let events = self.events.clone();
+        lock(&self.watched).insert((job_id, task_index));
+        let end = self.ending(job_id, task_index, exit_path);
         spawn_background("adopt", async move {
-            while signals::shim_alive(pid, &exit_path) {
+            while signals::shim_alive(pid, &end.exit_path) {
                 tokio::time::sleep(ADOPT_POLL).await;
             }
-            let exit = record::read_or_warn(&exit_path).unwrap_or(TaskExit::Lost);
-            send(&events, job_id, task_index, exit);
+            end.conclude(TaskExit::Lost).await;
         });
     }
 
@@ -235,6 +382,7 @@ impl Executor {
         (written_ms >= since_ms)
             .then(|| record::read_or_warn(exit_path))
             .flatten()
+            .map(|r| r.exit)
     }
 
     /// Sends SIGTERM to the process group `pid`, then SIGKILL to the group after `grace` if any
@@ -287,17 +435,9 @@ fn kill_group(pid: u32) {
     }
 }
 
-fn send(events: &UnboundedSender<TaskEvent>, job_id: u64, task_index: u32, exit: TaskExit) {
-    tracing::debug!(job_id, task_index, ?exit, "task ended");
-    let event = TaskEvent {
-        job_id,
-        task_index,
-        exit,
-        usage: TaskUsage::default(),
-    };
-    if events.send(event).is_err() {
-        tracing::warn!(job_id, task_index, "task event dropped: receiver is gone");
-    }
+/// Locks `m`, recovering the data of a poisoned lock (the sets it guards stay consistent).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn utf8(path: &Path) -> Result<&str, ExecError> {

@@ -1,5 +1,7 @@
-//! The exit record: the small JSON file (`{"exit": <TaskExit>}`) in which the shim writes how its
-//! command ended, written atomically (`<path>.tmp`, then rename) and read back by the executor.
+//! The exit record: the small JSON file (`{"exit": <TaskExit>, "usage": <TaskUsage>}`) in which
+//! the shim writes how its command ended and what it used, written atomically (`<path>.tmp`,
+//! then rename) and read back by the executor. Records written before `usage` existed (only
+//! `exit`) still read, with no usage.
 //!
 //! Owns the file format, the atomic write, the read and the removal of stale records. It does not
 //! decide what an absent record means (the executor falls back to the shim's status, or `Lost`).
@@ -12,13 +14,25 @@ use std::process::ExitStatus;
 
 use serde::{Deserialize, Serialize};
 
-use super::TaskExit;
+use super::{TaskExit, TaskUsage};
 
-/// What the exit file holds: `{"exit": {"Exited": 0}}` or `{"exit": {"Signaled": 15}}`.
+/// What the exit file holds: `{"exit": {"Exited": 0}, "usage": {...}}` or
+/// `{"exit": {"Signaled": 15}}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct ExitRecord {
     /// How the command ended.
     pub exit: TaskExit,
+    /// What the command's process tree used, as the shim measured it (`wait4`); absent in
+    /// records of older shims and when the command never started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<TaskUsage>,
+}
+
+impl ExitRecord {
+    /// A record of `exit` without usage.
+    pub fn exit_only(exit: TaskExit) -> Self {
+        Self { exit, usage: None }
+    }
 }
 
 /// Why an exit record could not be read.
@@ -47,12 +61,12 @@ pub(crate) fn tmp_path(path: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
-/// Writes the record for `exit` to `path` atomically, creating the parent directory if needed.
-pub(crate) fn write_atomic(path: &Path, exit: TaskExit) -> io::Result<()> {
+/// Writes `record` to `path` atomically, creating the parent directory if needed.
+pub(crate) fn write_atomic(path: &Path, record: &ExitRecord) -> io::Result<()> {
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         fs::create_dir_all(parent)?;
     }
-    let body = serde_json::to_vec(&ExitRecord { exit }).map_err(io::Error::other)?;
+    let body = serde_json::to_vec(record).map_err(io::Error::other)?;
     let tmp = tmp_path(path);
     let mut file = fs::File::create(&tmp)?;
     file.write_all(&body)?;
@@ -63,7 +77,7 @@ pub(crate) fn write_atomic(path: &Path, exit: TaskExit) -> io::Result<()> {
 }
 
 /// Reads the record at `path`: `Ok(None)` if there is none.
-pub(crate) fn read(path: &Path) -> Result<Option<TaskExit>, RecordError> {
+pub(crate) fn read(path: &Path) -> Result<Option<ExitRecord>, RecordError> {
     let bytes = match fs::read(path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -79,11 +93,11 @@ pub(crate) fn read(path: &Path) -> Result<Option<TaskExit>, RecordError> {
             path: path.to_path_buf(),
             source,
         })?;
-    Ok(Some(record.exit))
+    Ok(Some(record))
 }
 
 /// Reads the record at `path`, logging (not returning) a read or parse failure as `None`.
-pub(crate) fn read_or_warn(path: &Path) -> Option<TaskExit> {
+pub(crate) fn read_or_warn(path: &Path) -> Option<ExitRecord> {
     match read(path) {
         Ok(exit) => exit,
         Err(e) => {
@@ -124,14 +138,43 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("sub/exit.json");
         assert_eq!(read(&path).unwrap(), None);
-        write_atomic(&path, TaskExit::Signaled(15)).unwrap();
+        let record = ExitRecord::exit_only(TaskExit::Signaled(15));
+        write_atomic(&path, &record).unwrap();
         let text = fs::read_to_string(&path).unwrap();
         assert_eq!(text.trim(), r#"{"exit":{"Signaled":15}}"#);
-        assert_eq!(read(&path).unwrap(), Some(TaskExit::Signaled(15)));
+        assert_eq!(read(&path).unwrap(), Some(record));
         assert!(!tmp_path(&path).exists());
         remove_stale(&path).unwrap();
         assert_eq!(read(&path).unwrap(), None);
         remove_stale(&path).unwrap();
+    }
+
+    #[test]
+    fn usage_round_trips_and_old_records_still_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("exit.json");
+        let usage = TaskUsage {
+            cpu_ms: 1500,
+            memory_peak_mib: 12,
+            oom_killed: false,
+        };
+        let record = ExitRecord {
+            exit: TaskExit::Exited(0),
+            usage: Some(usage),
+        };
+        write_atomic(&path, &record).unwrap();
+        assert_eq!(read(&path).unwrap(), Some(record));
+        assert!(
+            fs::read_to_string(&path)
+                .unwrap()
+                .contains(r#""cpu_ms":1500"#)
+        );
+        fs::write(&path, r#"{"exit":{"Exited":3}}"#).unwrap();
+        assert_eq!(
+            read(&path).unwrap(),
+            Some(ExitRecord::exit_only(TaskExit::Exited(3))),
+            "a record of an older shim"
+        );
     }
 
     #[test]

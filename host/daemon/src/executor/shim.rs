@@ -1,18 +1,24 @@
 //! The `task-shim` side of the executor: the small supervisor process that sits between the daemon
-//! and a task's command. It runs the command with stdout and stderr appended to the task's log,
-//! waits for it, and records how it ended in the exit file, so the end of a task is known even if
-//! the daemon was restarted meanwhile. Plain `std::process`, no tokio.
+//! and a task's command. It runs the command with stdout and stderr appended to the task's log
+//! (opened by the shim, so as the daemon's user), inside the task's cgroups and as the task's
+//! user when the daemon asked for that (`child.rs`), waits for it with `wait4` to learn what its
+//! process tree used, and records how it ended in the exit file, so the end of a task is known
+//! even if the daemon was restarted meanwhile. Plain `std::process`, no tokio, one thread.
 //!
-//! Owns the shim's command line (built here for `launch`, parsed here by `run_shim`) and its run.
-//! It does not signal anything: `terminate` signals the whole process group, which reaches the
-//! command directly while the shim itself survives SIGTERM (see `signals::shield_shim`).
+//! Owns the shim's run. It does not own its command line (`shim_args.rs`), nor signal anything:
+//! `terminate` signals the whole process group, which reaches the command directly while the
+//! shim itself survives SIGTERM (see `signals::shield_shim`).
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::Path;
+use std::process::{Command, ExitStatus, Stdio};
 
-use super::{TaskExit, TaskLaunch, record, signals};
+use super::child::ChildSetup;
+use super::record::ExitRecord;
+use super::shim_args::{self, ShimArgs};
+use super::{TaskExit, TaskUsage, record, signals};
 
 /// The hidden subcommand under which the daemon binary acts as the shim.
 pub const SHIM_SUBCOMMAND: &str = "task-shim";
@@ -26,93 +32,13 @@ pub(crate) const USAGE_CODE: i32 = 2;
 /// Exit code of the shim when waiting for the command failed (recorded as `Lost`).
 const LOST_CODE: i32 = 255;
 
-/// The shim's parsed command line.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct ShimArgs {
-    pub exit_file: PathBuf,
-    pub log: PathBuf,
-    pub workdir: Option<PathBuf>,
-    pub argv: Vec<String>,
-}
-
-/// Why the shim's arguments could not be parsed.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub(crate) enum ShimArgError {
-    #[error("option {0} needs a value")]
-    MissingValue(String),
-    #[error("unknown option {0}")]
-    UnknownOption(String),
-    #[error("missing required option {0}")]
-    MissingOption(&'static str),
-    #[error("no command after --")]
-    NoCommand,
-}
-
-/// The paths of a launch that go on the shim's command line, which must be UTF-8 because the shim
-/// reads its arguments as `String`s.
-pub(crate) struct ShimPaths<'a> {
-    pub exit_file: &'a str,
-    pub log: &'a str,
-    pub workdir: Option<&'a str>,
-}
-
-/// The arguments given to the shim executable for `launch`, subcommand first:
-/// `task-shim --exit-file F --log L [--workdir D] -- argv...`.
-pub(crate) fn shim_command_args(paths: &ShimPaths<'_>, launch: &TaskLaunch) -> Vec<String> {
-    let mut args = vec![
-        SHIM_SUBCOMMAND.to_owned(),
-        "--exit-file".to_owned(),
-        paths.exit_file.to_owned(),
-        "--log".to_owned(),
-        paths.log.to_owned(),
-    ];
-    if let Some(dir) = paths.workdir {
-        args.push("--workdir".to_owned());
-        args.push(dir.to_owned());
-    }
-    args.push("--".to_owned());
-    args.extend(launch.argv.iter().cloned());
-    args
-}
-
-/// Parses the arguments that follow `task-shim`.
-pub(crate) fn parse_args(args: &[String]) -> Result<ShimArgs, ShimArgError> {
-    let mut exit_file = None;
-    let mut log = None;
-    let mut workdir = None;
-    let mut rest = args.iter();
-    while let Some(arg) = rest.next() {
-        let slot = match arg.as_str() {
-            "--" => break,
-            "--exit-file" => &mut exit_file,
-            "--log" => &mut log,
-            "--workdir" => &mut workdir,
-            other => return Err(ShimArgError::UnknownOption(other.to_owned())),
-        };
-        let value = rest
-            .next()
-            .ok_or_else(|| ShimArgError::MissingValue(arg.clone()))?;
-        *slot = Some(PathBuf::from(value));
-    }
-    let argv: Vec<String> = rest.cloned().collect();
-    if argv.is_empty() {
-        return Err(ShimArgError::NoCommand);
-    }
-    Ok(ShimArgs {
-        exit_file: exit_file.ok_or(ShimArgError::MissingOption("--exit-file"))?,
-        log: log.ok_or(ShimArgError::MissingOption("--log"))?,
-        workdir,
-        argv,
-    })
-}
-
 /// Entry point of the hidden `task-shim` subcommand, to be called by `main` when `argv[1]` is
 /// `task-shim`, before any runtime is started. `args` are the arguments after `task-shim`. Returns
 /// the process exit code: the command's code, 128 + signal if it was killed by a signal, 127 if it
 /// could not be started, 2 if the shim's own arguments are wrong.
 pub fn run_shim(args: &[String]) -> i32 {
     signals::shield_shim();
-    match parse_args(args) {
+    match shim_args::parse(args) {
         Ok(parsed) => execute(&parsed),
         Err(e) => {
             // stderr may be /dev/null or closed; a failed write must not panic the shim.
@@ -125,7 +51,7 @@ pub fn run_shim(args: &[String]) -> i32 {
 /// Runs the command of `args` to its end and records the result; returns the shim's exit code.
 /// Does not touch signal dispositions (so tests can call it in-process).
 pub(crate) fn execute(args: &ShimArgs) -> i32 {
-    let exit = match open_log(&args.log) {
+    let record = match open_log(&args.log) {
         Ok(log) => run_command(args, &log),
         Err(e) => {
             let _ = writeln!(
@@ -133,24 +59,32 @@ pub(crate) fn execute(args: &ShimArgs) -> i32 {
                 "gantry {SHIM_SUBCOMMAND}: cannot open log {}: {e}",
                 args.log.display()
             );
-            TaskExit::Exited(SPAWN_FAILED_CODE)
+            ExitRecord::exit_only(TaskExit::Exited(SPAWN_FAILED_CODE))
         }
     };
-    if let Err(e) = record::write_atomic(&args.exit_file, exit) {
+    if let Err(e) = record::write_atomic(&args.exit_file, &record) {
         let _ = writeln!(
             std::io::stderr(),
             "gantry {SHIM_SUBCOMMAND}: cannot write exit record {}: {e}",
             args.exit_file.display()
         );
     }
-    exit_code(exit)
+    exit_code(record.exit)
 }
 
-/// Starts the command with its output appended to `log`, and waits for it.
-fn run_command(args: &ShimArgs, log: &File) -> TaskExit {
-    let (program, rest) = match args.argv.split_first() {
-        Some(split) => split,
-        None => return TaskExit::Exited(SPAWN_FAILED_CODE),
+/// Starts the command with its output appended to `log` (in its cgroups, as its user), and
+/// waits for it.
+fn run_command(args: &ShimArgs, log: &File) -> ExitRecord {
+    let failed = ExitRecord::exit_only(TaskExit::Exited(SPAWN_FAILED_CODE));
+    let Some((program, rest)) = args.argv.split_first() else {
+        return failed;
+    };
+    let setup = match ChildSetup::new(&args.cgroup_procs, args.ids.as_ref()) {
+        Ok(setup) => setup,
+        Err(e) => {
+            log_line(log, &format!("cannot prepare `{program}`: {e}"));
+            return failed;
+        }
     };
     let started = log_stdio(log).and_then(|(out, err)| {
         let mut cmd = Command::new(program);
@@ -158,20 +92,31 @@ fn run_command(args: &ShimArgs, log: &File) -> TaskExit {
         if let Some(dir) = &args.workdir {
             cmd.current_dir(dir);
         }
+        if !setup.is_empty() {
+            let setup = setup.clone();
+            // SAFETY: `apply` makes only async-signal-safe calls on data prepared before the
+            // fork (see child.rs).
+            unsafe {
+                cmd.pre_exec(move || setup.apply());
+            }
+        }
         cmd.spawn()
     });
-    let mut child = match started {
+    let child = match started {
         Ok(child) => child,
         Err(e) => {
             log_line(log, &format!("cannot start `{program}`: {e}"));
-            return TaskExit::Exited(SPAWN_FAILED_CODE);
+            return failed;
         }
     };
-    match child.wait() {
-        Ok(status) => record::exit_from_status(status),
+    match signals::wait_with_usage(child.id()) {
+        Ok((status, usage)) => ExitRecord {
+            exit: record::exit_from_status(ExitStatus::from_raw(status)),
+            usage: Some(usage),
+        },
         Err(e) => {
             log_line(log, &format!("cannot wait for `{program}`: {e}"));
-            TaskExit::Lost
+            ExitRecord::exit_only(TaskExit::Lost)
         }
     }
 }
@@ -202,6 +147,19 @@ fn exit_code(exit: TaskExit) -> i32 {
     }
 }
 
+/// Usage from a `wait4` rusage: user + system CPU time, and the peak resident set (`ru_maxrss`
+/// is in KiB on Linux), rounded up to whole MiB. The OOM killer is not visible here.
+pub(crate) fn usage_from_rusage(ru: &libc::rusage) -> TaskUsage {
+    let ms = |t: libc::timeval| {
+        u64::try_from(t.tv_sec).unwrap_or(0) * 1000 + u64::try_from(t.tv_usec).unwrap_or(0) / 1000
+    };
+    TaskUsage {
+        cpu_ms: ms(ru.ru_utime) + ms(ru.ru_stime),
+        memory_peak_mib: u64::try_from(ru.ru_maxrss).unwrap_or(0).div_ceil(1024),
+        oom_killed: false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -215,73 +173,14 @@ mod tests {
             exit_file: dir.join("run/exit.json"),
             log: dir.join("logs/nested/task.log"),
             workdir: None,
+            cgroup_procs: vec![],
+            ids: None,
             argv: strings(argv),
         }
     }
 
-    #[test]
-    fn parse_full_and_minimal() {
-        let full = strings(&[
-            "--exit-file",
-            "/e",
-            "--log",
-            "/l",
-            "--workdir",
-            "/w",
-            "--",
-            "a",
-            "--",
-            "b",
-        ]);
-        let parsed = parse_args(&full).unwrap();
-        assert_eq!(parsed.exit_file, PathBuf::from("/e"));
-        assert_eq!(parsed.log, PathBuf::from("/l"));
-        assert_eq!(parsed.workdir, Some(PathBuf::from("/w")));
-        assert_eq!(parsed.argv, strings(&["a", "--", "b"]));
-        let minimal = parse_args(&strings(&["--log", "/l", "--exit-file", "/e", "--", "x"]));
-        assert_eq!(minimal.unwrap().workdir, None);
-    }
-
-    #[test]
-    fn parse_errors() {
-        let err = |a: &[&str]| parse_args(&strings(a)).unwrap_err();
-        assert_eq!(
-            err(&["--log", "/l", "--"]),
-            ShimArgError::NoCommand,
-            "empty command"
-        );
-        assert_eq!(
-            err(&["--log", "/l", "--", "x"]),
-            ShimArgError::MissingOption("--exit-file")
-        );
-        assert_eq!(
-            err(&["--bogus"]),
-            ShimArgError::UnknownOption("--bogus".into())
-        );
-        assert_eq!(err(&["--log"]), ShimArgError::MissingValue("--log".into()));
-    }
-
-    #[test]
-    fn built_args_parse_back() {
-        let launch = TaskLaunch {
-            job_id: 1,
-            task_index: 0,
-            argv: strings(&["sh", "-c", "echo hi"]),
-            env: vec![],
-            workdir: None,
-            log_path: PathBuf::from("/l"),
-            exit_path: PathBuf::from("/e"),
-        };
-        let paths = ShimPaths {
-            exit_file: "/e",
-            log: "/l",
-            workdir: Some("/w"),
-        };
-        let args = shim_command_args(&paths, &launch);
-        assert_eq!(args[0], SHIM_SUBCOMMAND);
-        let parsed = parse_args(&args[1..]).unwrap();
-        assert_eq!(parsed.argv, launch.argv);
-        assert_eq!(parsed.workdir, Some(PathBuf::from("/w")));
+    fn exit_of(path: &Path) -> Option<TaskExit> {
+        record::read(path).unwrap().map(|r| r.exit)
     }
 
     #[test]
@@ -295,7 +194,10 @@ mod tests {
         fs::write(&args.log, "earlier line\n").unwrap();
         assert_eq!(execute(&args), 3);
         let exit = fs::read_to_string(&args.exit_file).unwrap();
-        assert_eq!(exit.trim(), r#"{"exit":{"Exited":3}}"#);
+        assert!(
+            exit.starts_with(r#"{"exit":{"Exited":3},"usage":{"#),
+            "{exit}"
+        );
         let log = fs::read_to_string(&args.log).unwrap();
         assert!(log.starts_with("earlier line\n"), "log is appended: {log}");
         assert!(log.contains("hi\n") && log.contains("oops\n"), "log: {log}");
@@ -306,10 +208,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let args = shim_args(dir.path(), &["/bin/sh", "-c", "kill -KILL $$"]);
         assert_eq!(execute(&args), 128 + 9);
-        assert_eq!(
-            record::read(&args.exit_file).unwrap(),
-            Some(TaskExit::Signaled(9))
-        );
+        assert_eq!(exit_of(&args.exit_file), Some(TaskExit::Signaled(9)));
     }
 
     #[test]
@@ -317,10 +216,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let args = shim_args(dir.path(), &["gantry-no-such-command-xyz", "arg"]);
         assert_eq!(execute(&args), SPAWN_FAILED_CODE);
-        assert_eq!(
-            record::read(&args.exit_file).unwrap(),
-            Some(TaskExit::Exited(127))
-        );
+        assert_eq!(exit_of(&args.exit_file), Some(TaskExit::Exited(127)));
         let log = fs::read_to_string(&args.log).unwrap();
         assert!(
             log.contains("cannot start `gantry-no-such-command-xyz`"),
@@ -339,5 +235,58 @@ mod tests {
         let log = fs::read_to_string(&args.log).unwrap();
         let expected = fs::canonicalize(&work).unwrap();
         assert_eq!(log.trim(), expected.to_str().unwrap());
+    }
+
+    #[test]
+    fn records_cpu_time_and_peak_memory_of_the_tree() {
+        let dir = tempfile::tempdir().unwrap();
+        // A grandchild (python, reaped by sh) touches 64 MiB and burns CPU for ~300 ms.
+        let script = "python3 -c 'import time\nb=bytearray(64<<20)\nt=time.time()\n\
+                      while time.time()-t<0.3: pass'; true";
+        let args = shim_args(dir.path(), &["/bin/sh", "-c", script]);
+        assert_eq!(
+            execute(&args),
+            0,
+            "{}",
+            fs::read_to_string(&args.log).unwrap_or_default()
+        );
+        let usage = record::read(&args.exit_file)
+            .unwrap()
+            .unwrap()
+            .usage
+            .unwrap();
+        assert!(usage.memory_peak_mib >= 64, "{usage:?}");
+        assert!(usage.memory_peak_mib < 1024, "{usage:?}");
+        assert!(usage.cpu_ms >= 200, "{usage:?}");
+        assert!(!usage.oom_killed);
+    }
+
+    #[test]
+    fn runs_as_the_given_user_and_refuses_unjoinable_cgroups() {
+        // SAFETY: no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: switching users needs root");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let mut args = shim_args(dir.path(), &["sh", "-c", "id -u; id -g; id -G"]);
+        args.ids = Some(super::super::child::Ids {
+            uid: 65534,
+            gid: 65534,
+            groups: vec![65534, 4242],
+        });
+        assert_eq!(execute(&args), 0);
+        let log = fs::read_to_string(&args.log).unwrap();
+        assert_eq!(log, "65534\n65534\n65534 4242\n");
+
+        let mut args = shim_args(dir.path(), &["sh", "-c", "echo ran"]);
+        args.cgroup_procs = vec![dir.path().join("no-such-cgroup/cgroup.procs")];
+        assert_eq!(execute(&args), SPAWN_FAILED_CODE);
+        let log = fs::read_to_string(&args.log).unwrap();
+        assert!(
+            !log.contains("ran"),
+            "the command must not run outside its cgroup: {log}"
+        );
+        assert!(log.contains("cannot start `sh`"), "{log}");
     }
 }

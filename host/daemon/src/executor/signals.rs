@@ -2,8 +2,9 @@
 //! or group still exists (zombies count as gone), recognising a shim by its command line after a
 //! restart, and making the shim survive SIGTERM/SIGINT/SIGHUP without passing that on to its child.
 //!
-//! Owns every `unsafe` block of the executor. It does not decide when to signal (that is `mod.rs`)
-//! and knows nothing of tasks or exit records.
+//! Owns the executor's `unsafe` blocks for signals and waiting (the other raw calls live with
+//! their purpose: `child.rs`, `identity.rs`, `bpf.rs`). It does not decide when to signal (that is
+//! `mod.rs`) and knows nothing of tasks or exit records.
 
 use std::ffi::OsStr;
 use std::io;
@@ -33,6 +34,18 @@ pub(crate) fn signal_group(pgid: u32, sig: libc::c_int) -> io::Result<()> {
         Ok(())
     } else {
         Err(io::Error::last_os_error())
+    }
+}
+
+/// Sends SIGKILL to the single process `pid` (a leftover found in a task's cgroup). Pids 0
+/// and 1 and out-of-range pids are ignored.
+pub(crate) fn kill_process(pid: u64) {
+    let Some(raw) = u32::try_from(pid).ok().and_then(raw_pid) else {
+        return;
+    };
+    // SAFETY: kill(2) on one positive pid above 1 touches no memory of ours.
+    unsafe {
+        libc::kill(raw, libc::SIGKILL);
     }
 }
 
@@ -102,13 +115,45 @@ fn cmdline_has_arg(cmdline: &[u8], arg: &OsStr) -> bool {
     cmdline.split(|b| *b == 0).any(|a| a == arg.as_bytes())
 }
 
+/// Waits for the child `pid` with `wait4`: its raw wait status and what it and its reaped
+/// descendants used.
+pub(crate) fn wait_with_usage(pid: u32) -> io::Result<(i32, super::TaskUsage)> {
+    let raw = libc::pid_t::try_from(pid).map_err(|_| invalid_pid(pid))?;
+    loop {
+        let mut status: libc::c_int = 0;
+        // SAFETY: all-zero is a valid rusage.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: both out-pointers are valid for writes for the duration of the call.
+        let rc = unsafe { libc::wait4(raw, &mut status, 0, &mut usage) };
+        if rc == raw {
+            return Ok((status, super::shim::usage_from_rusage(&usage)));
+        }
+        let err = io::Error::last_os_error();
+        if rc < 0 && err.raw_os_error() == Some(libc::EINTR) {
+            continue;
+        }
+        return Err(err);
+    }
+}
+
 extern "C" fn shim_signal_noop(_sig: libc::c_int) {}
 
-/// Makes the shim outlive SIGTERM, SIGINT and SIGHUP so it can record its child's end; SIGKILL
+/// Makes the shim outlive the signals a job may be sent (TERM, INT, HUP, QUIT, USR1, USR2,
+/// ALRM) so it can record its child's end; SIGKILL
 /// still kills it. A caught signal (unlike an ignored one) is reset to its default by `execve`,
 /// so the command the shim starts still receives these signals normally.
 pub(crate) fn shield_shim() {
-    for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+    // Every signal a job may ask for (job_options::SIGNALS) reaches the whole group; the shim
+    // must outlive them to record the command's end.
+    for sig in [
+        libc::SIGTERM,
+        libc::SIGINT,
+        libc::SIGHUP,
+        libc::SIGQUIT,
+        libc::SIGUSR1,
+        libc::SIGUSR2,
+        libc::SIGALRM,
+    ] {
         let handler = shim_signal_noop as extern "C" fn(libc::c_int) as libc::sighandler_t;
         // SAFETY: the handler is an `extern "C"` function that does nothing, so it is
         // async-signal-safe; glibc and musl give signal() BSD semantics (persistent, SA_RESTART).

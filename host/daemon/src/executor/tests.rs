@@ -15,9 +15,9 @@ use super::*;
 
 /// Environment variable through which the wrapper script hands the shim's arguments to
 /// `shim_entry`, joined with `SEP` (the test harness would take them for filters).
-const SHIM_ARGS_ENV: &str = "GANTRY_EXECUTOR_TEST_SHIM_ARGS";
-const SEP: char = '\u{1f}';
-const WAIT: Duration = Duration::from_secs(10);
+pub(super) const SHIM_ARGS_ENV: &str = "GANTRY_EXECUTOR_TEST_SHIM_ARGS";
+pub(super) const SEP: char = '\u{1f}';
+pub(super) const WAIT: Duration = Duration::from_secs(10);
 
 /// Not a test: when the test binary is re-executed by the wrapper script, acts as the shim.
 #[test]
@@ -33,13 +33,13 @@ fn shim_entry() {
     std::process::exit(code);
 }
 
-fn write_script(path: &Path, body: &str) {
+pub(super) fn write_script(path: &Path, body: &str) {
     fs::write(path, body).unwrap();
     fs::set_permissions(path, fs::Permissions::from_mode(0o755)).unwrap();
 }
 
 /// A script that runs the real shim: this test binary, filtered to `shim_entry`.
-fn real_shim(dir: &Path) -> PathBuf {
+pub(super) fn real_shim(dir: &Path) -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     let module = module_path!().split_once("::").unwrap().1;
     let path = dir.join("real-shim");
@@ -54,7 +54,7 @@ fn real_shim(dir: &Path) -> PathBuf {
     path
 }
 
-fn spec(dir: &Path, argv: &[&str]) -> TaskLaunch {
+pub(super) fn spec(dir: &Path, argv: &[&str]) -> TaskLaunch {
     TaskLaunch {
         job_id: 7,
         task_index: 2,
@@ -63,6 +63,10 @@ fn spec(dir: &Path, argv: &[&str]) -> TaskLaunch {
         workdir: None,
         log_path: dir.join("logs/job-7/task-2.log"),
         exit_path: dir.join("state/job-7/task-2.exit.json"),
+        gpus: vec![],
+        cpu_milli: 1000,
+        memory_mib: 1024,
+        identity: None,
     }
 }
 
@@ -73,7 +77,7 @@ fn executor(shim: PathBuf) -> (Executor, UnboundedReceiver<TaskEvent>) {
 
 /// `launch`, retrying while the freshly written shim script is "text file busy" (another test
 /// thread may have forked while it was open for writing).
-fn launch(exec: &Executor, l: &TaskLaunch) -> RunningTask {
+pub(super) fn launch(exec: &Executor, l: &TaskLaunch) -> RunningTask {
     let deadline = Instant::now() + WAIT;
     loop {
         match exec.launch(l) {
@@ -88,7 +92,7 @@ fn launch(exec: &Executor, l: &TaskLaunch) -> RunningTask {
 }
 
 /// SIGKILLs a task's process group when a test ends, so that a failing test leaves no process.
-struct GroupGuard(u32);
+pub(super) struct GroupGuard(pub u32);
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
@@ -97,7 +101,7 @@ impl Drop for GroupGuard {
 }
 
 /// Kills and reaps a directly started process when a test ends.
-struct ChildGuard(std::process::Child);
+pub(super) struct ChildGuard(pub std::process::Child);
 
 impl Drop for ChildGuard {
     fn drop(&mut self) {
@@ -106,14 +110,14 @@ impl Drop for ChildGuard {
     }
 }
 
-async fn next_event(rx: &mut UnboundedReceiver<TaskEvent>) -> TaskEvent {
+pub(super) async fn next_event(rx: &mut UnboundedReceiver<TaskEvent>) -> TaskEvent {
     tokio::time::timeout(WAIT, rx.recv())
         .await
         .expect("no task event within the time limit")
         .expect("event channel closed")
 }
 
-async fn wait_until(mut done: impl FnMut() -> bool) -> bool {
+pub(super) async fn wait_until(mut done: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + WAIT;
     while Instant::now() < deadline {
         if done() {
@@ -124,11 +128,11 @@ async fn wait_until(mut done: impl FnMut() -> bool) -> bool {
     done()
 }
 
-fn read(path: &Path) -> String {
+pub(super) fn read(path: &Path) -> String {
     fs::read_to_string(path).unwrap_or_default()
 }
 
-async fn wait_for_log(l: &TaskLaunch, needle: &str) {
+pub(super) async fn wait_for_log(l: &TaskLaunch, needle: &str) {
     assert!(
         wait_until(|| read(&l.log_path).contains(needle)).await,
         "log never contained {needle:?}: {}",
@@ -147,7 +151,12 @@ async fn launch_records_exit_code() {
     let event = next_event(&mut rx).await;
     assert_eq!((event.job_id, event.task_index), (7, 2));
     assert_eq!(event.exit, TaskExit::Exited(3));
-    assert_eq!(read(&l.exit_path).trim(), r#"{"exit":{"Exited":3}}"#);
+    assert!(read(&l.exit_path).starts_with(r#"{"exit":{"Exited":3},"usage":"#));
+    assert!(
+        event.usage.memory_peak_mib > 0,
+        "the shim measured the tree: {:?}",
+        event.usage
+    );
 }
 
 #[tokio::test]
@@ -249,7 +258,7 @@ async fn terminate_stops_a_plain_command_with_sigterm() {
     exec.terminate(task.pid, Duration::from_secs(60));
     assert_eq!(next_event(&mut rx).await.exit, TaskExit::Signaled(15));
     // Only a shim that survived SIGTERM can have written this.
-    assert_eq!(read(&l.exit_path).trim(), r#"{"exit":{"Signaled":15}}"#);
+    assert!(read(&l.exit_path).starts_with(r#"{"exit":{"Signaled":15}"#));
 }
 
 #[tokio::test]
@@ -394,7 +403,7 @@ fn exit_since_ignores_a_record_older_than_the_start() {
     let path = dir.path().join("exit.json");
     let (exec, _rx) = executor(PathBuf::from("unused"));
     assert_eq!(exec.exit_since(&path, 0), None);
-    record::write_atomic(&path, TaskExit::Exited(3)).unwrap();
+    record::write_atomic(&path, &record::ExitRecord::exit_only(TaskExit::Exited(3))).unwrap();
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()

@@ -95,5 +95,6 @@ impl Scheduler {
         if changed {
             self.flush();
         }
+        self.inner.executor.sweep_cgroups();
     }
 }

@@ -1,37 +1,54 @@
-//! Launching a started job's tasks: its command (argv, or its script written to the job
-//! directory), one executor launch per task, and stopping the gang when one cannot start.
+//! Launching a started job's tasks: who they run as, their command (argv, or its script
+//! written to the job directory), their working directory, one executor launch per task with
+//! its GPUs, CPU and memory (the executor turns these into cgroup limits), and stopping the
+//! gang when one cannot start.
+//!
+//! A task that runs as the job's user (daemon as root, `execution.run_as_user`) and has no
+//! `workdir` of its own works in `<job dir>/work`, owned by that user; the job directory itself
+//! stays the daemon's, because the daemon writes the logs, exit records and script there as
+//! root and must not follow links a task could plant.
 //!
 //! Owns: building each [`TaskLaunch`]. Does not own the task's environment (`task_env`) or
 //! processes (`executor`).
 
 use super::Scheduler;
 use super::apply::host_reason;
-use crate::executor::{TaskExit, TaskLaunch};
+use crate::executor::{TaskExit, TaskIdentity, TaskLaunch};
 use crate::model::{JobRecord, StopCause};
 use gantry_contract::ReasonCode;
 use std::path::PathBuf;
 
 impl Scheduler {
     pub(crate) fn launch(&self, job: &mut JobRecord) {
+        let identity = match self.inner.executor.identity(&job.spec.user) {
+            Ok(identity) => identity,
+            Err(e) => return self.launch_failed(job, e.to_string()),
+        };
         let argv = match self.command(job) {
             Ok(a) => a,
             Err(e) => return self.launch_failed(job, format!("cannot write the job script: {e}")),
         };
+        let workdir = match self.workdir(job, identity.as_ref()) {
+            Ok(dir) => dir,
+            Err(e) => {
+                let message = format!("cannot prepare the job's working directory: {e}");
+                return self.launch_failed(job, message);
+            }
+        };
         for i in 0..job.tasks.len() {
+            let task = &job.tasks[i];
             let launch = TaskLaunch {
                 job_id: job.id,
                 task_index: i as u32,
                 argv: argv.clone(),
                 env: self.task_env(job, i),
-                workdir: Some(
-                    job.spec
-                        .workdir
-                        .clone()
-                        .map(PathBuf::from)
-                        .unwrap_or_else(|| self.job_dir(job.id)),
-                ),
+                workdir: Some(workdir.clone()),
                 log_path: self.log_path(job.id, i),
                 exit_path: self.exit_path(job.id, i),
+                gpus: task.gpus.iter().map(|g| g.index).collect(),
+                cpu_milli: task.cpu_milli,
+                memory_mib: task.memory_mib,
+                identity: identity.clone(),
             };
             match self.inner.executor.launch(&launch) {
                 Ok(t) => job.tasks[i].pid = Some(t.pid),
@@ -55,6 +72,26 @@ impl Scheduler {
         if job.tasks.iter().all(|t| t.exit.is_some()) {
             self.finish(job);
         }
+    }
+
+    /// The tasks' working directory: the job's own `workdir`; else the job directory, or, for
+    /// a task that runs as another user, `<job dir>/work` owned by that user.
+    fn workdir(
+        &self,
+        job: &JobRecord,
+        identity: Option<&TaskIdentity>,
+    ) -> std::io::Result<PathBuf> {
+        if let Some(dir) = &job.spec.workdir {
+            return Ok(PathBuf::from(dir));
+        }
+        let Some(who) = identity else {
+            return Ok(self.job_dir(job.id));
+        };
+        let work = self.job_dir(job.id).join("work");
+        std::fs::create_dir_all(&work)?;
+        // lchown: never follow a link planted by an earlier run of the job.
+        std::os::unix::fs::lchown(&work, Some(who.uid), Some(who.gid))?;
+        Ok(work)
     }
 
     /// argv for the job: its argv, or its script written to the job directory.

@@ -177,7 +177,9 @@ impl Scheduler {
             cpu_milli = node.cpu_milli, memory_mib = node.memory_mib, "local node"
         );
         let (tx, rx) = mpsc::unbounded_channel();
-        let executor = Executor::new(shim_exe, tx);
+        let node_gpus = node.gpus.iter().map(|g| g.index).collect();
+        let isolation = crate::executor::Isolation::setup(&config.execution, node_gpus)?;
+        let executor = Executor::with_isolation(shim_exe, tx, isolation);
         let metrics = Arc::new(crate::metrics::Metrics::default());
         let policy = policy_ops::load_policy(&config, &store, metrics.clone())?;
         let recorder = shadow::Recorder::new(config.record_snapshots);

@@ -1,0 +1,91 @@
+//! What the shim's child does between `fork` and `exec`: join the task's cgroups (so the
+//! command is limited from its first instruction, while the shim itself stays outside), then
+//! drop to the task's user (supplementary groups, group, user, in that order: each later call
+//! needs the privilege the earlier one still has). The child of a fork may only make
+//! async-signal-safe calls, so everything is prepared (C strings, group arrays) before the fork
+//! and the child only calls `open`, `write`, `close`, `setgroups`, `setgid` and `setuid`.
+//!
+//! Owns these raw calls. It does not decide which cgroups or which user (the daemon passes
+//! them on the shim's command line, `shim_args.rs`).
+
+use std::ffi::CString;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+
+/// The ids a task's command switches to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Ids {
+    pub uid: u32,
+    pub gid: u32,
+    pub groups: Vec<u32>,
+}
+
+/// Everything the child does before `exec`, prepared before the fork.
+#[derive(Debug, Clone)]
+pub(crate) struct ChildSetup {
+    procs: Vec<CString>,
+    ids: Option<(libc::uid_t, libc::gid_t, Vec<libc::gid_t>)>,
+}
+
+impl ChildSetup {
+    /// Prepares joining the cgroups whose `cgroup.procs` files are `procs`, and switching to
+    /// `ids` when given.
+    pub fn new(procs: &[PathBuf], ids: Option<&Ids>) -> io::Result<Self> {
+        let procs = procs
+            .iter()
+            .map(|p| CString::new(p.as_os_str().as_bytes()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        Ok(Self {
+            procs,
+            ids: ids.map(|i| (i.uid, i.gid, i.groups.clone())),
+        })
+    }
+
+    /// Whether there is anything to do.
+    pub fn is_empty(&self) -> bool {
+        self.procs.is_empty() && self.ids.is_none()
+    }
+
+    /// Runs in the child after `fork`, before `exec`: only async-signal-safe calls.
+    pub fn apply(&self) -> io::Result<()> {
+        for path in &self.procs {
+            join(path)?;
+        }
+        if let Some((uid, gid, groups)) = &self.ids {
+            // SAFETY: `groups` is a live array of `groups.len()` gids; the three calls only read
+            // their arguments. They are async-signal-safe system calls (the child is the only
+            // thread of its process, so glibc needs no cross-thread broadcast).
+            unsafe {
+                if libc::setgroups(groups.len(), groups.as_ptr()) != 0
+                    || libc::setgid(*gid) != 0
+                    || libc::setuid(*uid) != 0
+                {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Moves the calling process into the cgroup whose `cgroup.procs` is `path` ("0" means the
+/// writer itself, in v1 and v2 alike).
+fn join(path: &CString) -> io::Result<()> {
+    // SAFETY: `path` is NUL-terminated; open/write/close take plain values and a 1-byte buffer
+    // that lives for the call.
+    unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let written = libc::write(fd, b"0".as_ptr().cast(), 1);
+        let err = io::Error::last_os_error();
+        libc::close(fd);
+        if written != 1 {
+            return Err(err);
+        }
+    }
+    Ok(())
+}

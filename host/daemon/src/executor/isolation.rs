@@ -1,0 +1,173 @@
+//! The isolation the executor gives tasks, decided once at daemon start from `[execution]`:
+//! whether tasks get cgroups and which version (`cgroups = auto | required | off`, checked by
+//! creating the parent cgroup), the limits of each task's cgroup, which GPU device nodes it is
+//! denied, and who it runs as.
+//!
+//! Owns that decision and the one start-up log line about it. It does not create task cgroups
+//! (`cgroup.rs`) nor look users up (`identity.rs`).
+
+use crate::config_execution::{CgroupMode, ExecutionConfig};
+
+use super::cgroup::{self, CgroupVersion, Limits, V1_CONTROLLERS, V2_CONTROLLERS};
+use super::devices;
+use super::identity::{self, IdentityError, TaskIdentity};
+
+/// Why the daemon cannot start with the configured isolation.
+#[derive(Debug, thiserror::Error)]
+pub enum IsolationError {
+    /// `execution.cgroups = "required"` on a host where they cannot be used.
+    #[error("execution.cgroups = \"required\" but cgroups are unavailable: {0}")]
+    Required(String),
+}
+
+/// What isolation is in effect (for `GET /v1/health`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct IsolationSummary {
+    /// `v1`, `v2` or `off`.
+    pub cgroups: &'static str,
+    /// Why there are no cgroups, when there are none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cgroups_unavailable: Option<String>,
+    /// Whether tasks run as their job's user.
+    pub run_as_user: bool,
+}
+
+/// The executor's isolation settings.
+#[derive(Debug, Clone)]
+pub struct Isolation {
+    cgroups: Result<CgroupVersion, String>,
+    config: ExecutionConfig,
+    node_gpus: Vec<u32>,
+}
+
+impl Isolation {
+    /// No cgroups and no change of user: tasks are isolated by their environment only.
+    pub fn none() -> Self {
+        Self {
+            cgroups: Err("not configured".into()),
+            config: ExecutionConfig {
+                cgroups: CgroupMode::Off,
+                run_as_user: false,
+                ..ExecutionConfig::default()
+            },
+            node_gpus: Vec::new(),
+        }
+    }
+
+    /// Decides the isolation for a node whose GPUs are `node_gpus` (indices), logging one line
+    /// when cgroups are unavailable. Fails only when cgroups are required and unavailable.
+    pub fn setup(config: &ExecutionConfig, node_gpus: Vec<u32>) -> Result<Self, IsolationError> {
+        let cgroups = match config.cgroups {
+            CgroupMode::Off => Err("execution.cgroups = \"off\"".to_owned()),
+            CgroupMode::Auto | CgroupMode::Required => detect(&config.cgroup_parent),
+        };
+        match (&cgroups, config.cgroups) {
+            (Err(why), CgroupMode::Required) => return Err(IsolationError::Required(why.clone())),
+            (Err(why), _) => tracing::warn!(
+                "cgroups unavailable ({why}): tasks run with environment-only isolation"
+            ),
+            (Ok(version), _) => tracing::info!(
+                version = ?version,
+                parent = %config.cgroup_parent,
+                "cgroups in use: each task gets its own cgroup (memory, CPU, pids, GPU devices)"
+            ),
+        }
+        let me = Self {
+            cgroups,
+            config: config.clone(),
+            node_gpus,
+        };
+        tracing::info!(
+            run_as_user = me.summary().run_as_user,
+            "tasks run as {}",
+            if me.summary().run_as_user {
+                "their job's user"
+            } else {
+                "the daemon's user"
+            }
+        );
+        Ok(me)
+    }
+
+    /// The cgroup version tasks get, if any.
+    pub(crate) fn cgroups(&self) -> Option<CgroupVersion> {
+        self.cgroups.as_ref().ok().copied()
+    }
+
+    /// The parent cgroup of task cgroups.
+    pub(crate) fn parent(&self) -> &str {
+        &self.config.cgroup_parent
+    }
+
+    /// What is in effect.
+    pub fn summary(&self) -> IsolationSummary {
+        IsolationSummary {
+            cgroups: match self.cgroups {
+                Ok(CgroupVersion::V1) => "v1",
+                Ok(CgroupVersion::V2) => "v2",
+                Err(_) => "off",
+            },
+            cgroups_unavailable: self.cgroups.as_ref().err().cloned(),
+            run_as_user: identity::switching(&self.config),
+        }
+    }
+
+    /// The limits of a task's cgroup: its memory and CPU, the process limit, and the device
+    /// nodes of the node's GPUs it was not given.
+    pub(crate) fn limits(&self, memory_mib: u64, cpu_milli: u32, gpus: &[u32]) -> Limits {
+        Limits {
+            memory_mib,
+            cpu_milli,
+            pids_max: self.config.pids_max,
+            denied: devices::denied_devices(&self.config.gpu_device_pattern, &self.node_gpus, gpus),
+        }
+    }
+
+    /// Who a task of `user` runs as (`None`: the daemon's user).
+    pub(crate) fn identity(&self, user: &str) -> Result<Option<TaskIdentity>, IdentityError> {
+        identity::resolve(&self.config, user)
+    }
+}
+
+/// The cgroup version usable under `parent`, or why none is.
+fn detect(parent: &str) -> Result<CgroupVersion, String> {
+    let (version, wanted): (_, &[&str]) = if cgroups_rs::hierarchies::is_cgroup2_unified_mode() {
+        (CgroupVersion::V2, &V2_CONTROLLERS)
+    } else {
+        (CgroupVersion::V1, &V1_CONTROLLERS)
+    };
+    let available: Vec<String> = match version {
+        CgroupVersion::V2 => std::fs::read_to_string("/sys/fs/cgroup/cgroup.controllers")
+            .unwrap_or_default()
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect(),
+        CgroupVersion::V1 => {
+            use cgroups_rs::Hierarchy;
+            cgroups_rs::hierarchies::V1::new()
+                .subsystems()
+                .iter()
+                .map(cgroups_rs::Subsystem::controller_name)
+                .collect()
+        }
+    };
+    let missing: Vec<&str> = wanted
+        .iter()
+        .copied()
+        .filter(|c| !available.iter().any(|a| a == c))
+        .collect();
+    if !missing.is_empty() {
+        return Err(format!(
+            "cgroup {} controllers not available: {}",
+            if version == CgroupVersion::V2 {
+                "v2"
+            } else {
+                "v1"
+            },
+            missing.join(", ")
+        ));
+    }
+    cgroup::create_parent(version, parent)
+        .map_err(|e| format!("cannot create the parent cgroup {parent}: {e}"))?;
+    Ok(version)
+}

@@ -1,0 +1,264 @@
+//! The shim's command line, built by the daemon for `launch` and parsed back by the shim:
+//!
+//! ```text
+//! task-shim --exit-file F --log L [--workdir D] [--cgroup-procs P]...
+//!           [--uid U --gid G [--groups G1,G2,...]] -- argv...
+//! ```
+//!
+//! Owns the format. It does not run anything (`shim.rs`).
+
+use std::path::PathBuf;
+
+use super::SHIM_SUBCOMMAND;
+use super::child::Ids;
+
+/// The shim's parsed command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ShimArgs {
+    pub exit_file: PathBuf,
+    pub log: PathBuf,
+    pub workdir: Option<PathBuf>,
+    /// `cgroup.procs` files the command joins before it execs.
+    pub cgroup_procs: Vec<PathBuf>,
+    /// The user the command runs as; the shim's own when `None`.
+    pub ids: Option<Ids>,
+    pub argv: Vec<String>,
+}
+
+/// Why the shim's arguments could not be parsed.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub(crate) enum ShimArgError {
+    #[error("option {0} needs a value")]
+    MissingValue(String),
+    #[error("unknown option {0}")]
+    UnknownOption(String),
+    #[error("missing required option {0}")]
+    MissingOption(&'static str),
+    #[error("option {0} has a bad value {1:?}")]
+    BadValue(&'static str, String),
+    #[error("no command after --")]
+    NoCommand,
+}
+
+/// The arguments given to the shim executable, subcommand first. Paths must be UTF-8 (the
+/// shim reads its arguments as `String`s); the caller checks that.
+pub(crate) fn build(args: &ShimArgs) -> Vec<String> {
+    let path = |p: &PathBuf| p.to_string_lossy().into_owned();
+    let mut out = vec![
+        SHIM_SUBCOMMAND.to_owned(),
+        "--exit-file".to_owned(),
+        path(&args.exit_file),
+        "--log".to_owned(),
+        path(&args.log),
+    ];
+    if let Some(dir) = &args.workdir {
+        out.extend(["--workdir".to_owned(), path(dir)]);
+    }
+    for procs in &args.cgroup_procs {
+        out.extend(["--cgroup-procs".to_owned(), path(procs)]);
+    }
+    if let Some(ids) = &args.ids {
+        out.extend(["--uid".to_owned(), ids.uid.to_string()]);
+        out.extend(["--gid".to_owned(), ids.gid.to_string()]);
+        if !ids.groups.is_empty() {
+            let list: Vec<String> = ids.groups.iter().map(u32::to_string).collect();
+            out.extend(["--groups".to_owned(), list.join(",")]);
+        }
+    }
+    out.push("--".to_owned());
+    out.extend(args.argv.iter().cloned());
+    out
+}
+
+fn number(option: &'static str, value: &str) -> Result<u32, ShimArgError> {
+    value
+        .parse()
+        .map_err(|_| ShimArgError::BadValue(option, value.to_owned()))
+}
+
+/// Parses the arguments that follow `task-shim`.
+pub(crate) fn parse(args: &[String]) -> Result<ShimArgs, ShimArgError> {
+    let (mut exit_file, mut log, mut workdir) = (None, None, None);
+    let (mut uid, mut gid, mut groups) = (None, None, Vec::new());
+    let mut cgroup_procs = Vec::new();
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        if arg == "--" {
+            break;
+        }
+        if !matches!(
+            arg.as_str(),
+            "--exit-file"
+                | "--log"
+                | "--workdir"
+                | "--cgroup-procs"
+                | "--uid"
+                | "--gid"
+                | "--groups"
+        ) {
+            return Err(ShimArgError::UnknownOption(arg.clone()));
+        }
+        let value = rest
+            .next()
+            .ok_or_else(|| ShimArgError::MissingValue(arg.clone()))?;
+        match arg.as_str() {
+            "--exit-file" => exit_file = Some(PathBuf::from(value)),
+            "--log" => log = Some(PathBuf::from(value)),
+            "--workdir" => workdir = Some(PathBuf::from(value)),
+            "--cgroup-procs" => cgroup_procs.push(PathBuf::from(value)),
+            "--uid" => uid = Some(number("--uid", value)?),
+            "--gid" => gid = Some(number("--gid", value)?),
+            _ => {
+                groups = value
+                    .split(',')
+                    .filter(|g| !g.is_empty())
+                    .map(|g| number("--groups", g))
+                    .collect::<Result<_, _>>()?;
+            }
+        }
+    }
+    let argv: Vec<String> = rest.cloned().collect();
+    if argv.is_empty() {
+        return Err(ShimArgError::NoCommand);
+    }
+    let ids = match (uid, gid) {
+        (Some(uid), Some(gid)) => Some(Ids { uid, gid, groups }),
+        (None, None) if groups.is_empty() => None,
+        (Some(_), None) => return Err(ShimArgError::MissingOption("--gid")),
+        _ => return Err(ShimArgError::MissingOption("--uid")),
+    };
+    Ok(ShimArgs {
+        exit_file: exit_file.ok_or(ShimArgError::MissingOption("--exit-file"))?,
+        log: log.ok_or(ShimArgError::MissingOption("--log"))?,
+        workdir,
+        cgroup_procs,
+        ids,
+        argv,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(args: &[&str]) -> Vec<String> {
+        args.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn parse_full_and_minimal() {
+        let full = strings(&[
+            "--exit-file",
+            "/e",
+            "--log",
+            "/l",
+            "--workdir",
+            "/w",
+            "--cgroup-procs",
+            "/c1",
+            "--uid",
+            "1000",
+            "--gid",
+            "100",
+            "--groups",
+            "100,27",
+            "--cgroup-procs",
+            "/c2",
+            "--",
+            "a",
+            "--",
+            "b",
+        ]);
+        let parsed = parse(&full).unwrap();
+        assert_eq!(parsed.exit_file, PathBuf::from("/e"));
+        assert_eq!(parsed.log, PathBuf::from("/l"));
+        assert_eq!(parsed.workdir, Some(PathBuf::from("/w")));
+        assert_eq!(
+            parsed.cgroup_procs,
+            vec![PathBuf::from("/c1"), PathBuf::from("/c2")]
+        );
+        let ids = Ids {
+            uid: 1000,
+            gid: 100,
+            groups: vec![100, 27],
+        };
+        assert_eq!(parsed.ids, Some(ids));
+        assert_eq!(parsed.argv, strings(&["a", "--", "b"]));
+        let minimal = parse(&strings(&["--log", "/l", "--exit-file", "/e", "--", "x"])).unwrap();
+        assert_eq!((minimal.workdir, minimal.ids), (None, None));
+        assert!(minimal.cgroup_procs.is_empty());
+    }
+
+    #[test]
+    fn parse_errors() {
+        let err = |a: &[&str]| parse(&strings(a)).unwrap_err();
+        assert_eq!(err(&["--log", "/l", "--"]), ShimArgError::NoCommand);
+        assert_eq!(
+            err(&["--log", "/l", "--", "x"]),
+            ShimArgError::MissingOption("--exit-file")
+        );
+        assert_eq!(
+            err(&["--bogus"]),
+            ShimArgError::UnknownOption("--bogus".into())
+        );
+        assert_eq!(err(&["--log"]), ShimArgError::MissingValue("--log".into()));
+        let base = ["--log", "/l", "--exit-file", "/e"];
+        let with = |extra: &[&str]| {
+            let mut a = base.to_vec();
+            a.extend_from_slice(extra);
+            a.extend_from_slice(&["--", "x"]);
+            parse(&strings(&a)).unwrap_err()
+        };
+        assert_eq!(
+            with(&["--uid", "x1"]),
+            ShimArgError::BadValue("--uid", "x1".into())
+        );
+        assert_eq!(with(&["--uid", "1"]), ShimArgError::MissingOption("--gid"));
+        assert_eq!(with(&["--gid", "1"]), ShimArgError::MissingOption("--uid"));
+        assert_eq!(
+            with(&["--uid", "1", "--gid", "1", "--groups", "1,-2"]),
+            ShimArgError::BadValue("--groups", "-2".into())
+        );
+    }
+
+    #[test]
+    fn built_args_parse_back() {
+        let args = ShimArgs {
+            exit_file: PathBuf::from("/e"),
+            log: PathBuf::from("/l"),
+            workdir: Some(PathBuf::from("/w")),
+            cgroup_procs: vec![PathBuf::from("/sys/fs/cgroup/memory/g/cgroup.procs")],
+            ids: Some(Ids {
+                uid: 65534,
+                gid: 65534,
+                groups: vec![65534],
+            }),
+            argv: strings(&["sh", "-c", "echo hi"]),
+        };
+        let built = build(&args);
+        assert_eq!(built[0], SHIM_SUBCOMMAND);
+        assert_eq!(parse(&built[1..]).unwrap(), args);
+        let plain = ShimArgs {
+            workdir: None,
+            cgroup_procs: vec![],
+            ids: None,
+            ..args
+        };
+        let built = build(&plain);
+        assert_eq!(
+            built,
+            strings(&[
+                "task-shim",
+                "--exit-file",
+                "/e",
+                "--log",
+                "/l",
+                "--",
+                "sh",
+                "-c",
+                "echo hi"
+            ])
+        );
+        assert_eq!(parse(&built[1..]).unwrap(), plain);
+    }
+}
