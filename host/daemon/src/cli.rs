@@ -316,6 +316,27 @@ pub fn parse_pipeline_text(text: &str, is_toml: bool, name: &str) -> anyhow::Res
     serde_json::from_str(text).with_context(|| format!("{name} is not valid JSON"))
 }
 
+/// `service: <node>:<port> (healthy, 2 restarts)` for a service job, else `None`.
+pub fn service_line(job: &Value) -> Option<String> {
+    if job["spec"]["kind"] != "service" {
+        return None;
+    }
+    let node = job["tasks"][0]["node"].as_str().unwrap_or("-");
+    let state = if job["state"] != "running" {
+        cell(&job["state"])
+    } else if !job["restart_at_ms"].is_null() {
+        "restarting".into()
+    } else {
+        job["health"]["state"].as_str().unwrap_or("starting").into()
+    };
+    let restarts = job["restarts"].as_u64().unwrap_or(0);
+    let plural = if restarts == 1 { "" } else { "s" };
+    Some(format!(
+        "service: {node}:{} ({state}, {restarts} restart{plural})",
+        cell(&job["service_port"])
+    ))
+}
+
 /// Prints JSON prettily.
 pub fn print_json(v: &Value) {
     println!(

@@ -252,7 +252,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Job { id } => {
-            cli::print_json(&client.get(&format!("/v1/jobs/{id}"))?);
+            let job = client.get(&format!("/v1/jobs/{id}"))?;
+            cli::print_json(&job);
+            if let Some(line) = cli::service_line(&job) {
+                eprintln!("{line}"); // stderr: stdout stays JSON
+            }
             Ok(())
         }
         Command::Cancel { id } => {

@@ -476,6 +476,9 @@ pub struct JobRecord {
     /// The port a service listens on (on the node of its first task).
     #[serde(default)]
     pub service_port: Option<u16>,
+    /// A service's health checks and restart back-off (none for other jobs).
+    #[serde(default)]
+    pub health: Option<crate::scheduler::service::ServiceHealth>,
     /// Whether the time-limit warning signal was sent in the current run.
     #[serde(default)]
     pub warned: bool,
@@ -527,6 +530,7 @@ impl JobRecord {
             restarts: 0,
             restart_at_ms: None,
             service_port: None,
+            health: None,
             warned: false,
             rendezvous_port: None,
         }

@@ -191,6 +191,7 @@ fn job_record() -> Value {
             "restarts": {"type": "integer", "minimum": 0},
             "restart_at_ms": nullable_int,
             "service_port": nullable_int,
+            "health": {"type": "object", "nullable": true, "description": "a service's `{state: starting|healthy|unhealthy|unchecked, last_error, checked_ms, failures, last_exit, backoff_s}`"},
             "warned": {"type": "boolean"},
             "rendezvous_port": nullable_int,
             "array_job_ids": {"type": "array", "items": {"type": "integer"}, "description": "on submit of an array: every member's id"},

@@ -84,7 +84,8 @@ impl Scheduler {
             if job.stopping.is_some() {
                 self.stop_tasks(job, grace);
             }
-            if job.tasks.iter().all(|t| t.exit.is_some()) {
+            // A service whose tasks all ended waits out its back-off (service.rs).
+            if job.tasks.iter().all(|t| t.exit.is_some()) && !self.service_resumes(job) {
                 self.finish(job);
             }
             self.persist(job);

@@ -34,6 +34,14 @@ impl Scheduler {
             None => ev.usage,
         });
         self.account_task_end(job, ev.task_index as usize, ev.usage);
+        // A service is restarted, not finished, unless the daemon stopped it (service.rs).
+        if self.service_task_ended(job, ev.task_index as usize) {
+            let snapshot = job.clone();
+            drop(st);
+            self.persist(&snapshot);
+            self.flush();
+            return self.wake();
+        }
         let failed = ev.exit != TaskExit::Exited(0);
         if failed && job.stopping.is_none() && job.tasks.iter().any(|t| t.exit.is_none()) {
             job.stopping = Some(StopCause::GangFailed);

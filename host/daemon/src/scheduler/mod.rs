@@ -17,6 +17,7 @@ mod lifecycle;
 pub mod node_view;
 pub mod nodes;
 pub mod policy_ops;
+pub mod service;
 pub mod shadow;
 pub mod snapshot;
 mod task_env;
@@ -235,6 +236,7 @@ impl Scheduler {
                 }
             }
             self.enforce_time_limits();
+            self.restart_due_services();
             let me = self.clone();
             if let Err(e) = tokio::task::spawn_blocking(move || me.cycle()).await {
                 tracing::error!("scheduling cycle panicked: {e}");

@@ -1,0 +1,306 @@
+//! Long-running services (`kind: "service"`). A service runs until the daemon is asked to stop
+//! it (cancel, time limit, eviction). When its tasks end on their own it is not finished: the
+//! job stays `running`, keeps its allocation (the same GPUs), waits out a back-off and is
+//! relaunched. A health check (HTTP GET on the service's port, or a command) that fails
+//! `failures` times in a row stops the tasks, which restarts them the same way.
+//!
+//! Rules:
+//! - The back-off doubles from 1 s up to `service.max_backoff_s` (default 60) with each restart,
+//!   and is 1 s again after a run that lasted at least [`HEALTHY_RUN_MS`] (10 minutes).
+//! - A gang restarts whole: the first task that ends makes the daemon stop the others (SIGTERM,
+//!   SIGKILL after `kill_grace_s`); once all have ended, all are relaunched after the back-off.
+//! - The wait is durable (`restart_at_ms`): a daemon restarted meanwhile relaunches the service;
+//!   a stop asked for during the wait ends the job at once.
+//! - One health checker runs per run of a service (a run: the job's start and its restart
+//!   count); it gives up as soon as its run is no longer the job's current one (`checker`).
+//!
+//! Owns: the restart decision and timing, the health checkers and [`ServiceHealth`]. Does not
+//! own launching tasks (`launch`), finishing jobs (`lifecycle`), the settings (`job_options`) or
+//! the health checkers (`checker`) and probes (`probe`).
+
+mod checker;
+mod probe;
+
+use super::{Scheduler, lock, now_ms};
+use crate::executor::TaskExit;
+use crate::job_options::ServiceSpec;
+use crate::model::{JobRecord, JobState};
+use gantry_contract::JobKind;
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// A run that lasted at least this long resets the back-off to 1 s.
+pub const HEALTHY_RUN_MS: u64 = 10 * 60 * 1000;
+
+/// What the last health checks of a service said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HealthState {
+    /// (Re)started; no check has passed yet in this run.
+    Starting,
+    /// The last check passed.
+    Healthy,
+    /// The last check failed.
+    Unhealthy,
+    /// The service has no health check.
+    Unchecked,
+}
+
+impl HealthState {
+    /// Lower-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Starting => "starting",
+            Self::Healthy => "healthy",
+            Self::Unhealthy => "unhealthy",
+            Self::Unchecked => "unchecked",
+        }
+    }
+}
+
+/// Health and restart state of a service, shown in its job record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServiceHealth {
+    /// What the checks of the current run say.
+    pub state: HealthState,
+    /// The latest failed check's error (kept after the service recovers).
+    #[serde(default)]
+    pub last_error: Option<String>,
+    /// When the last check ran, ms since the Unix epoch.
+    #[serde(default)]
+    pub checked_ms: Option<u64>,
+    /// Failed checks in a row.
+    #[serde(default)]
+    pub failures: u32,
+    /// How the previous run ended.
+    #[serde(default)]
+    pub last_exit: Option<String>,
+    /// The back-off before the latest restart, seconds; the next one doubles it.
+    #[serde(default)]
+    pub backoff_s: u32,
+}
+
+impl ServiceHealth {
+    fn new(checked: bool) -> Self {
+        Self {
+            state: if checked {
+                HealthState::Starting
+            } else {
+                HealthState::Unchecked
+            },
+            last_error: None,
+            checked_ms: None,
+            failures: 0,
+            last_exit: None,
+            backoff_s: 0,
+        }
+    }
+}
+
+/// The back-off before the next restart, seconds: 1 s for the first restart and after a run
+/// of at least [`HEALTHY_RUN_MS`], else double the previous one, at most `max_s`.
+pub fn next_backoff_s(previous_s: u32, ran_ms: u64, max_s: u32) -> u32 {
+    let next = if previous_s == 0 || ran_ms >= HEALTHY_RUN_MS {
+        1
+    } else {
+        previous_s.saturating_mul(2)
+    };
+    next.min(max_s).max(1)
+}
+
+impl Scheduler {
+    /// `task_ended` hook, after the task's exit and usage were recorded: true when the job is
+    /// a service that the daemon did not ask to stop, which is then restarted, not finished.
+    pub(crate) fn service_task_ended(&self, job: &mut JobRecord, task: usize) -> bool {
+        if job.spec.kind != JobKind::Service || job.stopping.is_some() {
+            return false;
+        }
+        let ended = job.tasks.iter().filter(|t| t.exit.is_some()).count();
+        if ended == 1 {
+            let cause = end_cause(job, task);
+            health_mut(job).last_exit = Some(cause);
+            self.stop_tasks(job, Duration::from_secs(self.inner.config.kill_grace_s));
+        }
+        if ended == job.tasks.len() {
+            self.schedule_restart(job);
+        }
+        true
+    }
+
+    /// Adoption hook for a running job whose tasks all ended: true when it is a service that
+    /// waits out (or now starts) its back-off rather than finishing.
+    pub(crate) fn service_resumes(&self, job: &mut JobRecord) -> bool {
+        if job.spec.kind != JobKind::Service || job.stopping.is_some() {
+            return false;
+        }
+        if job.restart_at_ms.is_none() {
+            health_mut(job).last_exit = Some("its tasks ended while the daemon was down".into());
+            self.schedule_restart(job);
+        }
+        true
+    }
+
+    /// Run-loop step: relaunches services whose back-off is over, ends those whose stop was
+    /// asked for during the back-off, and starts or ends health checkers to match.
+    pub(crate) fn restart_due_services(&self) {
+        let now = now_ms();
+        let mut st = lock(&self.inner.state);
+        let mut changed = false;
+        let mut wanted = Vec::new();
+        for job in st.jobs.values_mut() {
+            if job.state != JobState::Running || job.spec.kind != JobKind::Service {
+                continue;
+            }
+            let all_ended = job.tasks.iter().all(|t| t.exit.is_some());
+            match job.restart_at_ms {
+                Some(_) if all_ended && job.stopping.is_some() => {
+                    job.restart_at_ms = None;
+                    self.finish(job);
+                    self.persist(job);
+                    changed = true;
+                }
+                Some(at) if all_ended && now >= at => {
+                    self.relaunch(job, now);
+                    changed = true;
+                }
+                _ => {}
+            }
+            if job.health.is_none() && job.state == JobState::Running {
+                health_mut(job);
+            }
+            if let Some(run) = self.check_run(job) {
+                wanted.push(run);
+            }
+        }
+        self.sync_checkers(&mut st.jobs, wanted);
+        drop(st);
+        if changed {
+            self.flush();
+        }
+    }
+
+    /// Sets the back-off of a service whose tasks all ended.
+    fn schedule_restart(&self, job: &mut JobRecord) {
+        let now = now_ms();
+        let run_start = job.tasks.iter().filter_map(|t| t.started_ms).min();
+        let ran_ms = now.saturating_sub(run_start.unwrap_or(now));
+        let max_s = job
+            .spec
+            .service
+            .as_ref()
+            .map_or(60, ServiceSpec::max_backoff_s);
+        let restart = job.restarts + 1;
+        let health = health_mut(job);
+        let backoff_s = next_backoff_s(health.backoff_s, ran_ms, max_s);
+        health.backoff_s = backoff_s;
+        let cause = health.last_exit.clone().unwrap_or_default();
+        job.restart_at_ms = Some(now + u64::from(backoff_s) * 1000);
+        // Wake the run loop when the back-off is over rather than at its next tick.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let me = self.clone();
+            runtime.spawn(async move {
+                tokio::time::sleep(Duration::from_secs(u64::from(backoff_s))).await;
+                me.wake();
+            });
+        }
+        self.event(
+            job.id,
+            "restarting",
+            format!("{cause}; restart {restart} in {backoff_s} s"),
+        );
+    }
+
+    /// Relaunches every task of a service on its allocation.
+    fn relaunch(&self, job: &mut JobRecord, now: u64) {
+        job.restart_at_ms = None;
+        job.restarts += 1;
+        for (i, t) in job.tasks.iter_mut().enumerate() {
+            t.exit = None;
+            t.pid = None;
+            t.started_ms = Some(now);
+            // Without the old exit record a crash before the launch is seen as "never
+            // launched" by adoption, not as this run's end.
+            let _ = std::fs::remove_file(self.exit_path(job.id, i));
+        }
+        let checked = job
+            .spec
+            .service
+            .as_ref()
+            .is_some_and(|s| s.health.is_some());
+        let restart = job.restarts;
+        let health = health_mut(job);
+        health.state = ServiceHealth::new(checked).state;
+        health.failures = 0;
+        let message = format!(
+            "restart {restart} after a {} s back-off ({})",
+            health.backoff_s,
+            health.last_exit.as_deref().unwrap_or("ended")
+        );
+        self.persist(job);
+        self.flush();
+        self.event(job.id, "restarted", message);
+        self.launch(job);
+        self.persist(job);
+    }
+}
+
+/// The service's health, created when missing.
+fn health_mut(job: &mut JobRecord) -> &mut ServiceHealth {
+    let checked = job
+        .spec
+        .service
+        .as_ref()
+        .is_some_and(|s| s.health.is_some());
+    job.health
+        .get_or_insert_with(|| ServiceHealth::new(checked))
+}
+
+/// How task `task` of a service ended, e.g. `task 0 exited with code 1 after 0.3 s`, naming the
+/// health check when it stopped the task.
+fn end_cause(job: &JobRecord, task: usize) -> String {
+    let Some(t) = job.tasks.get(task) else {
+        return format!("task {task} ended");
+    };
+    let how = match t.exit {
+        Some(TaskExit::Exited(code)) => format!("exited with code {code}"),
+        Some(TaskExit::Signaled(sig)) => format!("was killed by signal {sig}"),
+        Some(TaskExit::Lost) | None => "was lost".to_string(),
+    };
+    let ran_ms = now_ms().saturating_sub(t.started_ms.unwrap_or_else(now_ms));
+    let mut cause = format!("task {task} {how} after {:.1} s", ran_ms as f64 / 1000.0);
+    if t.usage.is_some_and(|u| u.oom_killed) {
+        cause.push_str(" (out of memory)");
+    }
+    let check_limit = job
+        .spec
+        .service
+        .as_ref()
+        .and_then(|s| s.health.as_ref())
+        .map(|h| h.failures);
+    if let (Some(limit), Some(h)) = (check_limit, &job.health)
+        && h.failures >= limit
+    {
+        let error = h.last_error.as_deref().unwrap_or("failed");
+        cause.push_str(&format!(", stopped by its health check ({error})"));
+    }
+    cause
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_the_limit_and_resets_after_a_long_run() {
+        let mut b = 0;
+        let mut seen = Vec::new();
+        for _ in 0..8 {
+            b = next_backoff_s(b, 500, 30);
+            seen.push(b);
+        }
+        assert_eq!(seen, [1, 2, 4, 8, 16, 30, 30, 30]);
+        assert_eq!(next_backoff_s(30, HEALTHY_RUN_MS, 30), 1);
+        assert_eq!(next_backoff_s(30, HEALTHY_RUN_MS - 1, 30), 30);
+        assert_eq!(next_backoff_s(1, 0, 1), 1);
+    }
+}

@@ -1,0 +1,304 @@
+//! One health-check probe of a service: an HTTP GET of `http://127.0.0.1:<port><path>` (a 2xx
+//! answer is healthy) or a command run in the job's working directory (exit 0 is healthy), each
+//! bounded by the check's interval.
+//!
+//! Owns: running one probe and saying why it failed. Does not own when probes run or what
+//! failures lead to (`service`).
+
+use crate::executor::Executor;
+use crate::job_options::HealthCheck;
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Most bytes of an answer read while looking for its status line.
+const MAX_HEAD: usize = 8 * 1024;
+/// Most characters of a failed command's stderr kept in the error.
+const MAX_STDERR: usize = 200;
+
+/// Where a service's probes go.
+pub(crate) struct ProbeTarget {
+    /// The service's port (for HTTP checks).
+    pub port: Option<u16>,
+    /// Working directory of a check command (the job's).
+    pub workdir: PathBuf,
+    /// Variables given to a check command on top of the daemon's.
+    pub env: Vec<(String, String)>,
+}
+
+/// Why a probe found the service unhealthy.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ProbeError {
+    /// An HTTP check of a service without a port.
+    #[error("the service has no port")]
+    NoPort,
+    /// The path cannot go on a request line.
+    #[error("http_path {0:?} contains spaces or control characters")]
+    BadPath(String),
+    /// Connecting, sending or reading failed.
+    #[error("GET {path} on port {port}: {source}")]
+    Http {
+        /// The checked path.
+        path: String,
+        /// The service's port.
+        port: u16,
+        /// What failed.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The answer has no HTTP status line.
+    #[error("GET {path} on port {port}: not an HTTP answer ({line:?})")]
+    NotHttp {
+        /// The checked path.
+        path: String,
+        /// The service's port.
+        port: u16,
+        /// The start of what came back.
+        line: String,
+    },
+    /// A status outside 200..=299.
+    #[error("GET {path} on port {port} answered {status}")]
+    Status {
+        /// The checked path.
+        path: String,
+        /// The service's port.
+        port: u16,
+        /// The HTTP status.
+        status: u16,
+    },
+    /// No answer, or the command still running, after the check's interval.
+    #[error("no answer within {0} s")]
+    Timeout(u32),
+    /// A command check with an empty command.
+    #[error("the check command is empty")]
+    EmptyCommand,
+    /// The command could not be started or waited for.
+    #[error("cannot run {program}: {source}")]
+    Spawn {
+        /// The command's program.
+        program: String,
+        /// What failed.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The command failed.
+    #[error("{program} {status}{stderr}")]
+    Failed {
+        /// The command's program.
+        program: String,
+        /// How it ended.
+        status: String,
+        /// `: <last stderr line>`, or empty.
+        stderr: String,
+    },
+}
+
+/// Runs `check` once against `target`; `executor` kills a command that outlives the interval.
+pub(crate) async fn probe(
+    check: &HealthCheck,
+    target: &ProbeTarget,
+    executor: &Executor,
+) -> Result<(), ProbeError> {
+    let limit = Duration::from_secs(u64::from(check.interval_s.max(1)));
+    match &check.http_path {
+        Some(path) => {
+            let port = target.port.ok_or(ProbeError::NoPort)?;
+            tokio::time::timeout(limit, http_get(port, path))
+                .await
+                .map_err(|_| ProbeError::Timeout(check.interval_s))?
+        }
+        None => run_command(&check.command, target, limit, executor)
+            .await
+            .map_err(|e| match e {
+                ProbeError::Timeout(_) => ProbeError::Timeout(check.interval_s),
+                e => e,
+            }),
+    }
+}
+
+/// `GET path` on 127.0.0.1:`port` as plain HTTP/1.1; healthy on a 2xx status.
+async fn http_get(port: u16, path: &str) -> Result<(), ProbeError> {
+    if path.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(ProbeError::BadPath(path.to_string()));
+    }
+    let io = |source| ProbeError::Http {
+        path: path.to_string(),
+        port,
+        source,
+    };
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).await.map_err(io)?;
+    let request = format!(
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUser-Agent: gantry-health-check\r\n\
+         Accept: */*\r\nConnection: close\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).await.map_err(io)?;
+    let mut head = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !head.contains(&b'\n') && head.len() < MAX_HEAD {
+        let n = stream.read(&mut buf).await.map_err(io)?;
+        if n == 0 {
+            break;
+        }
+        head.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8_lossy(&head);
+    let line = text.lines().next().unwrap_or("").trim();
+    let status = status_code(line).ok_or_else(|| ProbeError::NotHttp {
+        path: path.to_string(),
+        port,
+        line: line.chars().take(80).collect(),
+    })?;
+    if (200..300).contains(&status) {
+        Ok(())
+    } else {
+        Err(ProbeError::Status {
+            path: path.to_string(),
+            port,
+            status,
+        })
+    }
+}
+
+/// The status of an HTTP status line (`HTTP/1.1 200 OK`).
+fn status_code(line: &str) -> Option<u16> {
+    let mut parts = line.split_whitespace();
+    if !parts.next()?.starts_with("HTTP/") {
+        return None;
+    }
+    parts.next()?.parse().ok()
+}
+
+/// Runs `argv` in its own process group; healthy on exit 0. Killed (the whole group) after
+/// `limit`.
+async fn run_command(
+    argv: &[String],
+    target: &ProbeTarget,
+    limit: Duration,
+    executor: &Executor,
+) -> Result<(), ProbeError> {
+    let (program, args) = argv.split_first().ok_or(ProbeError::EmptyCommand)?;
+    let spawn_error = |source| ProbeError::Spawn {
+        program: program.clone(),
+        source,
+    };
+    let child = tokio::process::Command::new(program)
+        .args(args)
+        .envs(target.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .current_dir(&target.workdir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(spawn_error)?;
+    let pid = child.id();
+    match tokio::time::timeout(limit, child.wait_with_output()).await {
+        Ok(Ok(out)) if out.status.success() => Ok(()),
+        Ok(Ok(out)) => {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let last = stderr.lines().rev().find(|l| !l.trim().is_empty());
+            Err(ProbeError::Failed {
+                program: program.clone(),
+                status: describe(out.status),
+                stderr: last.map_or_else(String::new, |l| {
+                    format!(
+                        ": {}",
+                        l.trim().chars().take(MAX_STDERR).collect::<String>()
+                    )
+                }),
+            })
+        }
+        Ok(Err(e)) => Err(spawn_error(e)),
+        Err(_) => {
+            if let Some(pid) = pid {
+                executor.kill_now(pid);
+            }
+            Err(ProbeError::Timeout(0))
+        }
+    }
+}
+
+/// `exited with code 1`, `was killed by signal 9`.
+fn describe(status: ExitStatus) -> String {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exited with code {code}"),
+        (None, Some(sig)) => format!("was killed by signal {sig}"),
+        (None, None) => "ended".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use tokio::net::TcpListener;
+
+    /// A one-connection HTTP server answering `answer`; returns its port.
+    async fn serve_once(answer: &'static str) -> u16 {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut buf = [0u8; 1024];
+            let n = s.read(&mut buf).await.unwrap();
+            assert!(buf[..n].starts_with(b"GET /healthz HTTP/1.1\r\n"));
+            s.write_all(answer.as_bytes()).await.unwrap();
+        });
+        port
+    }
+
+    #[tokio::test]
+    async fn http_probe_wants_a_2xx_answer() {
+        let ok = serve_once("HTTP/1.0 204 No Content\r\n\r\n").await;
+        http_get(ok, "/healthz").await.unwrap();
+        let bad = serve_once("HTTP/1.1 500 Internal Server Error\r\n\r\n").await;
+        let e = http_get(bad, "/healthz").await.unwrap_err();
+        assert!(e.to_string().ends_with("answered 500"), "{e}");
+        let junk = serve_once("SSH-2.0-OpenSSH\r\n").await;
+        let e = http_get(junk, "/healthz").await.unwrap_err();
+        assert!(matches!(e, ProbeError::NotHttp { .. }), "{e}");
+        assert!(matches!(
+            http_get(ok, "/a b").await,
+            Err(ProbeError::BadPath(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn command_probe_wants_exit_0_within_the_limit() {
+        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let executor = Executor::new(PathBuf::from("/nonexistent"), tx);
+        let target = ProbeTarget {
+            port: None,
+            workdir: std::env::temp_dir(),
+            env: vec![("WHY".into(), "broken".into())],
+        };
+        let argv = |s: &str| vec!["/bin/sh".to_string(), "-c".into(), s.into()];
+        let limit = Duration::from_secs(5);
+        run_command(&argv("exit 0"), &target, limit, &executor)
+            .await
+            .unwrap();
+        let e = run_command(&argv("echo $WHY >&2; exit 3"), &target, limit, &executor)
+            .await
+            .unwrap_err();
+        assert_eq!(e.to_string(), "/bin/sh exited with code 3: broken");
+        let t0 = std::time::Instant::now();
+        let short = Duration::from_millis(300);
+        let e = run_command(&argv("sleep 30"), &target, short, &executor)
+            .await
+            .unwrap_err();
+        assert!(matches!(e, ProbeError::Timeout(_)), "{e}");
+        assert!(t0.elapsed() < Duration::from_secs(5));
+    }
+
+    #[test]
+    fn status_lines_parse() {
+        assert_eq!(status_code("HTTP/1.1 200 OK"), Some(200));
+        assert_eq!(status_code("HTTP/1.0 503"), Some(503));
+        assert_eq!(status_code("hello 200"), None);
+        assert_eq!(status_code(""), None);
+    }
+}
