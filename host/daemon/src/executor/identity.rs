@@ -120,10 +120,10 @@ pub(crate) fn lookup(name: &str) -> Result<Option<TaskIdentity>, IdentityError> 
         if result.is_null() {
             return Ok(None);
         }
-        // SAFETY: on success pw_dir is a NUL-terminated string inside `buf` (or null).
         let home = if pwd.pw_dir.is_null() {
             "/".to_owned()
         } else {
+            // SAFETY: on success pw_dir is a NUL-terminated string inside `buf`.
             unsafe { CStr::from_ptr(pwd.pw_dir) }
                 .to_string_lossy()
                 .into_owned()

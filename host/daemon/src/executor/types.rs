@@ -1,0 +1,119 @@
+//! The executor's public types: what starts a task ([`TaskLaunch`]), how it ended
+//! ([`TaskExit`]), what it used ([`TaskUsage`]), the event that reports both ([`TaskEvent`]),
+//! a started task ([`RunningTask`]) and why a start failed ([`ExecError`]).
+//!
+//! Owns these definitions only; the behaviour is in `mod.rs` and its siblings.
+
+use std::io;
+use std::path::PathBuf;
+
+use super::cgroup::CgroupError;
+use super::identity::TaskIdentity;
+
+/// Everything needed to start one task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskLaunch {
+    /// The job the task belongs to.
+    pub job_id: u64,
+    /// The task's index within its job (its gang rank).
+    pub task_index: u32,
+    /// The command; `argv[0]` is resolved via `PATH` (the task's `PATH` if `env` sets one).
+    pub argv: Vec<String>,
+    /// Variables added on top of the daemon's environment (`CUDA_VISIBLE_DEVICES` etc.).
+    pub env: Vec<(String, String)>,
+    /// The command's working directory; the daemon's if `None`.
+    pub workdir: Option<PathBuf>,
+    /// File that stdout and stderr are both appended to; parent directories are created.
+    pub log_path: PathBuf,
+    /// File where the shim records the exit status as JSON (`{"exit": {"Exited": 0}}`).
+    pub exit_path: PathBuf,
+    /// The node's GPUs (indices) the task was given; it is denied the others' device nodes.
+    pub gpus: Vec<u32>,
+    /// CPU, milli-cores (the cgroup's CPU quota).
+    pub cpu_milli: u32,
+    /// Memory, MiB (the cgroup's hard limit).
+    pub memory_mib: u64,
+    /// Who the command runs as (see [`super::Executor::identity`]); the daemon's user when `None`.
+    pub identity: Option<TaskIdentity>,
+}
+
+/// How a task ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum TaskExit {
+    /// The command exited with this code.
+    Exited(i32),
+    /// The command (or the shim, if it had to be killed) was killed by this signal.
+    Signaled(i32),
+    /// The process vanished with no exit record.
+    Lost,
+}
+
+/// What a task's processes used, measured when it ended (from its cgroup when it had one,
+/// else from the kernel's accounting of the command's process tree).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct TaskUsage {
+    /// CPU time (user + system), milliseconds.
+    pub cpu_ms: u64,
+    /// Peak resident memory, MiB.
+    pub memory_peak_mib: u64,
+    /// The kernel's out-of-memory killer ended a process of the task.
+    pub oom_killed: bool,
+}
+
+/// The end of one task, sent on the executor's event channel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskEvent {
+    /// The job the task belongs to.
+    pub job_id: u64,
+    /// The task's index within its job.
+    pub task_index: u32,
+    /// How it ended.
+    pub exit: TaskExit,
+    /// What it used.
+    pub usage: TaskUsage,
+}
+
+/// A task that was started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunningTask {
+    /// The shim's pid, which is also the id of the task's process group.
+    pub pid: u32,
+}
+
+/// Why a task could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    /// The launch has no command.
+    #[error("task has an empty argv")]
+    EmptyArgv,
+    /// A path that goes on the shim's command line is not valid UTF-8.
+    #[error("path is not valid UTF-8: {}", .0.display())]
+    NonUtf8Path(PathBuf),
+    /// `launch` was called outside a tokio runtime.
+    #[error("launch must be called from within a tokio runtime")]
+    NoRuntime,
+    /// A directory for the log or exit file could not be created, or a stale record removed.
+    #[error("cannot prepare {}: {source}", path.display())]
+    Prepare {
+        /// The path concerned.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+    /// The shim process could not be started.
+    #[error("cannot start the task shim {}: {source}", exe.display())]
+    Spawn {
+        /// The shim executable.
+        exe: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+    /// The shim started but its pid could not be obtained.
+    #[error("the task shim started but has no pid")]
+    NoPid,
+    /// The task's cgroup could not be set up.
+    #[error("cannot set up the task's cgroup: {0}")]
+    Cgroup(#[from] CgroupError),
+}
