@@ -106,6 +106,19 @@ impl Client {
         self.finish(self.req(self.agent.put(self.url(path))).send_json(body))
     }
 
+    /// GET a streaming answer (e.g. `/attach`); the reader yields the body as it arrives.
+    pub fn stream(&self, path: &str) -> anyhow::Result<Box<dyn Read + Send>> {
+        let resp = self
+            .req(self.agent.get(self.url(path)))
+            .call()
+            .with_context(|| format!("cannot reach the gantry daemon at {}", self.base))?;
+        if !resp.status().is_success() {
+            self.finish(Ok(resp))?;
+            bail!("unexpected answer");
+        }
+        Ok(Box::new(resp.into_body().into_reader()))
+    }
+
     /// POST raw bytes.
     pub fn post_bytes(&self, path: &str, bytes: &[u8]) -> anyhow::Result<Value> {
         self.finish(

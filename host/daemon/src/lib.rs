@@ -21,6 +21,7 @@ pub mod job_options;
 pub mod metrics;
 pub mod model;
 pub mod policy;
+pub mod run_cli;
 pub mod sbatch;
 pub mod scheduler;
 pub mod serve;

@@ -54,6 +54,9 @@ enum Command {
     /// Submit a job: gantry submit --gpus 2 --time 1h -- python train.py, or a batch
     /// script with #SBATCH directives: gantry submit job.sh
     Submit(Box<SubmitArgs>),
+    /// Run an interactive job: wait for it to start, stream its output, forward Ctrl-C,
+    /// exit with its exit code: gantry run --gpus 1 --time 1h -- python
+    Run(gantry::run_cli::RunArgs),
     /// List jobs.
     Jobs {
         /// Only this state (pending, running, succeeded, failed, cancelled, timed_out, preempted).
@@ -240,6 +243,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             rt.block_on(gantry::serve::serve(cfg))
         }
         Command::Submit(a) => submit_cli::run(&client, &a),
+        Command::Run(a) => {
+            let code = gantry::run_cli::run(std::sync::Arc::new(client), &a)?;
+            std::process::exit(code);
+        }
         Command::Jobs { state, user } => {
             let mut q = Vec::new();
             if let Some(s) = state {

@@ -22,7 +22,7 @@ use serde::Deserialize;
 /// The `{id}` of a job route: a 400 naming `id` for anything but an integer (a path that
 /// is not UTF-8 included, which axum's `Path` would answer in plain text).
 #[derive(Debug, Clone, Copy)]
-pub(super) struct JobId(u64);
+pub(super) struct JobId(pub(super) u64);
 
 impl<S: Send + Sync> FromRequestParts<S> for JobId {
     type Rejection = ApiError;
@@ -44,7 +44,12 @@ impl<S: Send + Sync> FromRequestParts<S> for JobId {
 }
 
 /// Job `id`, if `caller` may `what` it (its owner, an operator or an admin).
-fn owned_job(s: &Scheduler, caller: &Caller, id: u64, what: &str) -> Result<JobRecord, ApiError> {
+pub(super) fn owned_job(
+    s: &Scheduler,
+    caller: &Caller,
+    id: u64,
+    what: &str,
+) -> Result<JobRecord, ApiError> {
     let job = s
         .job(id)
         .ok_or_else(|| ApiError::not_found(format!("job {id} does not exist")))?;
@@ -52,7 +57,7 @@ fn owned_job(s: &Scheduler, caller: &Caller, id: u64, what: &str) -> Result<JobR
     Ok(job)
 }
 
-fn query<T>(q: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
+pub(super) fn query<T>(q: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
     q.map(|Query(v)| v)
         .map_err(|e| ApiError::field("invalid-query", "query", e.body_text()))
 }
@@ -104,6 +109,8 @@ pub(super) async fn cancel(
     State(s): State<Scheduler>,
     caller: Caller,
     JobId(id): JobId,
+    // Read (and ignore) a body, so a client that sends one keeps a usable connection.
+    _body: axum::body::Bytes,
 ) -> Result<impl IntoResponse, ApiError> {
     owned_job(&s, &caller, id, "cancelling a job")?;
     s.cancel(id).map(Json).map_err(|e| match e {

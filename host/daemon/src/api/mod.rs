@@ -12,6 +12,7 @@
 //! (`gantry token create`).
 
 mod accounting;
+mod attach;
 mod auth;
 mod body;
 mod error;
@@ -46,6 +47,8 @@ pub fn router(scheduler: Scheduler, tokens: Tokens) -> Router {
         .route("/v1/jobs/{id}", get(jobs::get_one).delete(jobs::cancel))
         .route("/v1/jobs/{id}/cancel", post(jobs::cancel))
         .route("/v1/jobs/{id}/logs", get(jobs::logs))
+        .route("/v1/jobs/{id}/attach", get(attach::attach))
+        .route("/v1/jobs/{id}/signal", post(attach::signal))
         .route("/v1/jobs/{id}/events", get(jobs::events))
         .route("/v1/jobs/{id}/decisions", get(jobs::decisions))
         .route("/metrics", get(jobs::metrics))

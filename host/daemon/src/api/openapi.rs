@@ -29,6 +29,8 @@ enum In {
     Logs,
     /// Query parameters of `GET /v1/accounting`.
     AccountingQuery,
+    /// `{id}` and a JSON body of this schema.
+    IdBody(&'static str),
     /// A node's `{name}`, with a JSON body of this schema when given.
     Name(Option<&'static str>),
 }
@@ -46,6 +48,8 @@ enum Out {
     Array,
     /// Plain text.
     Text,
+    /// A stream of JSON lines.
+    Ndjson,
 }
 
 /// One route and method: (method, path, summary, input, success status, output, 4xx).
@@ -71,6 +75,8 @@ const OPERATIONS: &[Operation] = &[
     ("delete", "/v1/jobs/{id}", "Cancel a job (owner or operator)", In::Id, 200, Out::Schema("JobRecord"), &[400, 401, 403, 404, 409]),
     ("post", "/v1/jobs/{id}/cancel", "Cancel a job (owner or operator)", In::Id, 200, Out::Schema("JobRecord"), &[400, 401, 403, 404, 409]),
     ("get", "/v1/jobs/{id}/logs", "A task's log text (owner or operator)", In::Logs, 200, Out::Text, &[400, 401, 403, 404]),
+    ("get", "/v1/jobs/{id}/attach", "Follow a job live as JSON lines: state, output, heartbeats, exit (owner or operator); an interactive job is cancelled when its client goes away", In::Logs, 200, Out::Ndjson, &[400, 401, 403, 404]),
+    ("post", "/v1/jobs/{id}/signal", "Send a signal to a running job's tasks (owner or operator)", In::IdBody("SignalRequest"), 200, Out::Object, &[400, 401, 403, 404, 409, 413]),
     ("get", "/v1/jobs/{id}/events", "A job's lifecycle events (owner or operator)", In::Id, 200, Out::Array, &[400, 401, 403, 404]),
     ("get", "/v1/jobs/{id}/decisions", "Recent decisions about a job (owner or operator)", In::Id, 200, Out::Array, &[400, 401, 403, 404]),
     ("get", "/v1/nodes", "Nodes with per-GPU allocation", In::Nothing, 200, Out::ListOf("Node"), &[401]),
@@ -120,7 +126,7 @@ fn query_param(name: &str, schema: Value) -> Value {
 fn parameters(input: In) -> Vec<Value> {
     let text = || json!({"type": "string"});
     match input {
-        In::Id => vec![id_param()],
+        In::Id | In::IdBody(_) => vec![id_param()],
         In::Name(_) => vec![json!({"name": "name", "in": "path", "required": true,
                                    "schema": {"type": "string"}})],
         In::Logs => vec![
@@ -144,7 +150,7 @@ fn parameters(input: In) -> Vec<Value> {
 
 fn request_body(input: In) -> Option<Value> {
     match input {
-        In::Body(schema) | In::Name(Some(schema)) => Some(json!({
+        In::Body(schema) | In::IdBody(schema) | In::Name(Some(schema)) => Some(json!({
             "required": true,
             "description": format!("JSON, at most {MAX_JSON_BODY} bytes (1 MiB); nesting deeper than 128 levels is a 400"),
             "content": {"application/json": {"schema": schema_ref(schema)}},
@@ -168,6 +174,7 @@ fn success(out: Out) -> Value {
         Out::Object => ("application/json", json!({"type": "object"})),
         Out::Array => ("application/json", json!({"type": "array"})),
         Out::Text => ("text/plain", json!({"type": "string"})),
+        Out::Ndjson => ("application/x-ndjson", json!({"type": "string"})),
     };
     json!({ media: { "schema": schema } })
 }

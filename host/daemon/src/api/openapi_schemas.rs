@@ -46,6 +46,10 @@ pub fn components() -> Value {
                 "type": "object", "additionalProperties": false, "required": ["reason"],
                 "properties": {"reason": {"type": "string", "minLength": 1, "maxLength": crate::scheduler::nodes::MAX_REASON, "description": "why (shown with the node and in waiting jobs' reasons)"}},
             },
+            "SignalRequest": {
+                "type": "object", "additionalProperties": false, "required": ["signal"],
+                "properties": {"signal": {"type": "string", "description": "INT, TERM, USR1, USR2, HUP, QUIT, CONT, URG, WINCH or ALRM"}},
+            },
         }
     })
 }

@@ -245,6 +245,7 @@ impl Scheduler {
             JobState::Pending => {
                 job.state = JobState::Cancelled;
                 job.end_ms = Some(now_ms());
+                job.end_reason = Some("cancelled".into());
                 job.reason = Some(host_reason(
                     ReasonCode::Other,
                     "cancelled while pending".into(),

@@ -19,6 +19,7 @@ pub mod nodes;
 pub mod policy_ops;
 pub mod service;
 pub mod shadow;
+pub mod signal_ops;
 pub mod snapshot;
 mod task_env;
 

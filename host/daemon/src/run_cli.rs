@@ -1,0 +1,189 @@
+//! `gantry run [--gpus N] [--time 4h] -- CMD`: an interactive job, like `srun` or a Ray task
+//! at a terminal. It submits the job as `interactive`, waits until it starts (showing why it
+//! waits), streams its output to this terminal, forwards the first Ctrl-C to the job as
+//! SIGINT (a second one cancels it), and exits with the job's exit code. When this client goes
+//! away, the daemon cancels the job.
+//!
+//! Owns: the client side of `/v1/jobs/{id}/attach` and `/signal`. Does not own the stream's
+//! format (`api::attach`).
+
+use crate::cli::{Client, parse_duration_s};
+use anyhow::{Context, bail};
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Write};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::Duration;
+
+/// Ctrl-Cs received so far.
+static INTERRUPTS: AtomicU32 = AtomicU32::new(0);
+
+extern "C" fn on_sigint(_: libc::c_int) {
+    INTERRUPTS.fetch_add(1, Ordering::SeqCst);
+}
+
+/// Options of `gantry run`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunArgs {
+    /// Whole GPUs per task.
+    #[arg(long, default_value_t = 0)]
+    pub gpus: u32,
+    /// A fraction of one GPU per task, in milli-GPU (e.g. 500).
+    #[arg(long, default_value_t = 0)]
+    pub gpu_milli: u32,
+    /// Tasks (ranks) of the job.
+    #[arg(long, default_value_t = 1)]
+    pub tasks: u32,
+    /// CPU per task in milli-cores.
+    #[arg(long, default_value_t = 1000)]
+    pub cpu_milli: u32,
+    /// Memory per task in MiB.
+    #[arg(long, default_value_t = 1024)]
+    pub mem_mib: u64,
+    /// Time limit (90s, 15m, 4h); the queue may cap interactive jobs.
+    #[arg(long)]
+    pub time: Option<String>,
+    /// Queue.
+    #[arg(long, default_value = "default")]
+    pub queue: String,
+    /// Account.
+    #[arg(long, default_value = "")]
+    pub account: String,
+    /// Job name (default: the command).
+    #[arg(long, default_value = "")]
+    pub name: String,
+    /// Environment variable K=V (repeatable).
+    #[arg(long = "env")]
+    pub env: Vec<String>,
+    /// The command and its arguments (after `--`).
+    #[arg(last = true, required = true)]
+    pub command: Vec<String>,
+}
+
+/// The job spec of `gantry run`.
+pub fn run_body(a: &RunArgs, with_token: bool) -> anyhow::Result<Value> {
+    let mut env = serde_json::Map::new();
+    for kv in &a.env {
+        let (k, v) = kv
+            .split_once('=')
+            .with_context(|| format!("--env `{kv}` is not K=V"))?;
+        env.insert(k.into(), Value::String(v.into()));
+    }
+    let user = if with_token {
+        String::new()
+    } else {
+        std::env::var("USER").unwrap_or_default()
+    };
+    Ok(json!({
+        "name": if a.name.is_empty() { a.command.first().cloned().unwrap_or_default() } else { a.name.clone() },
+        "kind": "interactive",
+        "argv": a.command,
+        "env": env,
+        "workdir": std::env::current_dir().ok().map(|d| d.to_string_lossy().into_owned()),
+        "tasks": [{"count": a.tasks, "gpus": a.gpus, "gpu_milli": a.gpu_milli,
+                   "cpu_milli": a.cpu_milli, "memory_mib": a.mem_mib}],
+        "time_limit_s": a.time.as_deref().map(parse_duration_s).transpose()?.unwrap_or(0),
+        "user": user,
+        "account": a.account,
+        "queue": a.queue,
+    }))
+}
+
+/// Runs `gantry run`; returns the process exit code.
+pub fn run(client: Arc<Client>, a: &RunArgs) -> anyhow::Result<i32> {
+    let job = client.post("/v1/jobs", &run_body(a, client.has_token())?)?;
+    let id = job["id"]
+        .as_u64()
+        .context("the daemon's answer has no job id")?;
+    eprintln!("gantry: job {id} submitted");
+    // SAFETY: the handler only increments an atomic, which is async-signal-safe.
+    unsafe {
+        libc::signal(
+            libc::SIGINT,
+            on_sigint as extern "C" fn(libc::c_int) as libc::sighandler_t,
+        );
+    }
+    let done = Arc::new(AtomicBool::new(false));
+    let forwarder = {
+        let (client, done) = (client.clone(), done.clone());
+        std::thread::spawn(move || forward_interrupts(&client, id, &done))
+    };
+    let result = follow(&client, id);
+    done.store(true, Ordering::SeqCst);
+    let _ = forwarder.join();
+    result
+}
+
+/// Sends the job SIGINT on the first Ctrl-C (or cancels it while it waits), cancels it on
+/// the second.
+fn forward_interrupts(client: &Client, id: u64, done: &AtomicBool) {
+    let mut handled = 0;
+    while !done.load(Ordering::SeqCst) {
+        let seen = INTERRUPTS.load(Ordering::SeqCst);
+        if seen > handled {
+            handled = seen;
+            let signalled = handled == 1
+                && client
+                    .post(&format!("/v1/jobs/{id}/signal"), &json!({"signal": "INT"}))
+                    .is_ok();
+            if signalled {
+                eprintln!("\ngantry: sent SIGINT to job {id} (Ctrl-C again cancels it)");
+            } else {
+                eprintln!("\ngantry: cancelling job {id}");
+                if let Err(e) = client.post(&format!("/v1/jobs/{id}/cancel"), &json!({})) {
+                    eprintln!("gantry: {e:#}");
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Streams the job until its last frame; returns its exit code.
+fn follow(client: &Client, id: u64) -> anyhow::Result<i32> {
+    let reader = BufReader::new(client.stream(&format!("/v1/jobs/{id}/attach"))?);
+    let mut stdout = std::io::stdout();
+    let mut last_reason = String::new();
+    for line in reader.lines() {
+        let line = line.context("the stream from the daemon broke")?;
+        let frame: Value = serde_json::from_str(&line)
+            .with_context(|| format!("unexpected line from the daemon: {line}"))?;
+        if let Some(out) = frame["out"].as_str() {
+            stdout.write_all(out.as_bytes())?;
+            stdout.flush()?;
+            continue;
+        }
+        match frame["state"].as_str() {
+            Some("pending") => {
+                let reason = frame["reason"].as_str().unwrap_or("waiting").to_string();
+                if reason != last_reason {
+                    eprintln!("gantry: job {id} waits: {reason}");
+                    last_reason = reason;
+                }
+            }
+            Some("running") => {
+                let node = frame["node"].as_str().unwrap_or("?");
+                eprintln!("gantry: job {id} running on {node}");
+            }
+            Some(state) => {
+                let code = frame["exit_code"].as_i64().unwrap_or(1);
+                if state != "succeeded" {
+                    let why = frame["reason"].as_str().unwrap_or(state);
+                    eprintln!("gantry: job {id} {state}: {why}");
+                }
+                return Ok(exit_status(state, code));
+            }
+            None => {}
+        }
+    }
+    bail!("the daemon closed the stream before job {id} ended")
+}
+
+/// The client's exit code: the job's (shell style, 0..=255), 1 if it ended without one.
+fn exit_status(state: &str, code: i64) -> i32 {
+    match (state, code) {
+        ("succeeded", _) => 0,
+        (_, c) if (1..=255).contains(&c) => c as i32,
+        _ => 1,
+    }
+}

@@ -1,0 +1,55 @@
+//! Signalling a running job on a user's request (`scancel --signal`, and the Ctrl-C that
+//! `gantry run` forwards), and what an attached client needs to follow a job.
+//!
+//! Owns: these operations. Does not own HTTP (`api::attach`) or processes (`executor`).
+
+use super::{Scheduler, lock};
+use crate::model::JobState;
+use std::path::PathBuf;
+
+/// Why a signal was not sent.
+#[derive(Debug, thiserror::Error)]
+pub enum SignalError {
+    /// No such job.
+    #[error("job {0} does not exist")]
+    NotFound(u64),
+    /// The job is not running.
+    #[error("job {0} is {1}, not running")]
+    NotRunning(u64, &'static str),
+}
+
+impl Scheduler {
+    /// Sends `signal` to every running task of job `id` (their whole process groups);
+    /// returns how many tasks were signalled.
+    pub fn signal_job(&self, id: u64, signal: i32) -> Result<usize, SignalError> {
+        let st = lock(&self.inner.state);
+        let job = st.jobs.get(&id).ok_or(SignalError::NotFound(id))?;
+        if job.state != JobState::Running {
+            return Err(SignalError::NotRunning(id, job.state.as_str()));
+        }
+        let mut sent = 0;
+        for pid in job
+            .tasks
+            .iter()
+            .filter(|t| t.exit.is_none())
+            .filter_map(|t| t.pid)
+        {
+            match self.inner.executor.signal(pid, signal) {
+                Ok(()) => sent += 1,
+                Err(e) => tracing::debug!(job = id, pid, error = %e, "signal failed"),
+            }
+        }
+        drop(st);
+        self.event(
+            id,
+            "signal",
+            format!("signal {signal} sent to {sent} task(s) on request"),
+        );
+        Ok(sent)
+    }
+
+    /// The log file of task `task` of job `id` (it may not exist yet).
+    pub fn task_log_path(&self, id: u64, task: usize) -> PathBuf {
+        self.log_path(id, task)
+    }
+}
