@@ -10,7 +10,7 @@
 //! EPERM ("Operation not permitted").
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use gantry_e2e::{Daemon, WAIT, gpu_set, with_execution_defaults};
+use gantry_e2e::{Daemon, Serve, WAIT, gpu_set, with_execution_defaults};
 use serde_json::{Value, json};
 use std::ffi::CString;
 use std::fs;
@@ -274,4 +274,34 @@ fn execution_defaults_merge_into_a_tests_own_table() {
         "[execution]\nrun_as_user = false\ncgroups = \"required\"\n[auth]\nx = 1\n"
     );
     assert_eq!(own.matches("[execution]").count(), 1);
+}
+
+#[test]
+fn without_usable_cgroups_auto_says_so_and_required_refuses_to_start() {
+    let Some(_s) = Setup::new() else { return };
+    // A parent below a file cannot be created: cgroups are unusable under it.
+    let unusable = "[execution]\ncgroup_parent = \"cgroup.procs/gantry\"\nrun_as_user = false\n";
+    let mut auto = Serve::start("127.0.0.1:0", &format!("{unusable}cgroups = \"auto\"\n"));
+    assert_eq!(auto.wait_listening_or_exit(), None, "{}", auto.stderr());
+    let log = auto.stdout() + &auto.stderr();
+    assert!(
+        log.contains("cgroups unavailable (cannot create the parent cgroup cgroup.procs/gantry")
+            && log.contains("tasks run with environment-only isolation"),
+        "{log}"
+    );
+    let mut required = Serve::start(
+        "127.0.0.1:0",
+        &format!("{unusable}cgroups = \"required\"\n"),
+    );
+    let status = required
+        .wait_listening_or_exit()
+        .expect("it must not start");
+    assert!(!status.success());
+    assert!(
+        required
+            .stderr()
+            .contains("execution.cgroups = \"required\" but cgroups are unavailable"),
+        "{}",
+        required.stderr()
+    );
 }

@@ -63,6 +63,9 @@ impl Isolation {
         };
         match (&cgroups, config.cgroups) {
             (Err(why), CgroupMode::Required) => return Err(IsolationError::Required(why.clone())),
+            (Err(why), CgroupMode::Off) => tracing::info!(
+                "cgroups unavailable ({why}): tasks run with environment-only isolation"
+            ),
             (Err(why), _) => tracing::warn!(
                 "cgroups unavailable ({why}): tasks run with environment-only isolation"
             ),
