@@ -1,0 +1,225 @@
+//! What the daemon keeps about a job once it is accepted: its state, the tasks of its current
+//! (or last) run, why it waits or ended, and its place in an array.
+//!
+//! Owns: the stored record types. Does not own the submission and its validation
+//! (`model`), or the transitions (`scheduler`).
+
+use super::JobSpec;
+use crate::executor::{TaskExit, TaskUsage};
+use gantry_contract::ReasonCode;
+use serde::{Deserialize, Serialize};
+
+/// Where a job is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobState {
+    /// Waiting to start.
+    Pending,
+    /// Tasks are running.
+    Running,
+    /// All tasks exited 0.
+    Succeeded,
+    /// A task failed, or its process was lost.
+    Failed,
+    /// Cancelled by a user.
+    Cancelled,
+    /// Killed at its time limit.
+    TimedOut,
+    /// Evicted and not requeued.
+    Preempted,
+}
+
+impl JobState {
+    /// Whether the job has ended.
+    pub fn is_terminal(self) -> bool {
+        !matches!(self, Self::Pending | Self::Running)
+    }
+
+    /// Lower-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Running => "running",
+            Self::Succeeded => "succeeded",
+            Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
+            Self::TimedOut => "timed_out",
+            Self::Preempted => "preempted",
+        }
+    }
+}
+
+/// Why a running job is being stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopCause {
+    /// A user cancelled it.
+    Cancel,
+    /// It reached its time limit.
+    TimeLimit,
+    /// A preemption policy evicted it for another job.
+    Evicted {
+        /// The job it makes room for.
+        for_job: u64,
+    },
+    /// Another task of the gang failed.
+    GangFailed,
+    /// A task of the gang could not be started; the rest are being stopped.
+    LaunchFailed,
+}
+
+/// The current reason a job waits (or why it ended).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReasonView {
+    /// The stage that gave it ("admission", "placement", "host"...).
+    pub stage: String,
+    /// Machine-readable code.
+    pub code: ReasonCode,
+    /// Human message.
+    pub message: String,
+    /// The plugin that gave it.
+    pub plugin: String,
+    /// The cycle that gave it.
+    pub cycle: u64,
+    /// What the priority stage said about the job, if anything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority_note: Option<String>,
+}
+
+/// A GPU share on a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GpuShareView {
+    /// Device index.
+    pub index: u32,
+    /// Share in milli-GPU.
+    pub milli: u32,
+}
+
+/// One task of a started job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskRecord {
+    /// Node name.
+    pub node: String,
+    /// GPUs held.
+    pub gpus: Vec<GpuShareView>,
+    /// CPU in milli-cores.
+    pub cpu_milli: u32,
+    /// Memory in MiB.
+    pub memory_mib: u64,
+    /// Process group id of the task's shim, once launched.
+    pub pid: Option<u32>,
+    /// How it ended.
+    pub exit: Option<TaskExit>,
+    /// When its current (or last) process started, ms since the Unix epoch.
+    #[serde(default)]
+    pub started_ms: Option<u64>,
+    /// CPU time and memory peak of its ended processes (summed over service restarts).
+    #[serde(default)]
+    pub usage: Option<TaskUsage>,
+}
+
+/// Everything the daemon keeps about a job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobRecord {
+    /// Job id.
+    pub id: u64,
+    /// What was submitted (after admission patches).
+    pub spec: JobSpec,
+    /// State.
+    pub state: JobState,
+    /// Submit time, ms since the Unix epoch.
+    pub submit_ms: u64,
+    /// Start time of the current or last run.
+    pub start_ms: Option<u64>,
+    /// End time.
+    pub end_ms: Option<u64>,
+    /// Tasks of the current or last run.
+    pub tasks: Vec<TaskRecord>,
+    /// Exit code of the job (the first failing task's, or 0).
+    pub exit_code: Option<i32>,
+    /// Why it waits, or why it ended.
+    pub reason: Option<ReasonView>,
+    /// Effective tier at the last cycle.
+    pub tier: i32,
+    /// Effective score at the last cycle.
+    pub score: f64,
+    /// Set while a stop is under way.
+    pub stopping: Option<StopCause>,
+    /// Times it went back to the queue after an eviction.
+    pub requeues: u32,
+    /// Its place in an array, if it was submitted as one.
+    #[serde(default)]
+    pub array: Option<ArrayMember>,
+    /// Machine-readable cause of its end: `exit-code`, `out-of-memory`, `cancelled`,
+    /// `time-limit`, `preempted`, `launch-failed`, `dependency-never-satisfied`...
+    #[serde(default)]
+    pub end_reason: Option<String>,
+    /// Restarts of a service (or of its tasks) so far.
+    #[serde(default)]
+    pub restarts: u32,
+    /// When a service waiting out its back-off restarts, ms since the Unix epoch.
+    #[serde(default)]
+    pub restart_at_ms: Option<u64>,
+    /// The port a service listens on (on the node of its first task).
+    #[serde(default)]
+    pub service_port: Option<u16>,
+    /// A service's health checks and restart back-off (none for other jobs).
+    #[serde(default)]
+    pub health: Option<crate::scheduler::service::ServiceHealth>,
+    /// Whether the time-limit warning signal was sent in the current run.
+    #[serde(default)]
+    pub warned: bool,
+    /// `MASTER_PORT` of the current run, chosen free when it started.
+    #[serde(default)]
+    pub rendezvous_port: Option<u16>,
+}
+
+/// A job's place in an array.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArrayMember {
+    /// Id of the array: the id of its first member.
+    pub array_id: u64,
+    /// This member's index (`GANTRY_ARRAY_INDEX`).
+    pub index: u32,
+    /// At most this many members run at once.
+    pub max_running: Option<u32>,
+}
+
+impl JobRecord {
+    /// GPU share its current (or last) run holds, in milli-GPU.
+    pub fn gpu_milli_held(&self) -> u64 {
+        self.tasks
+            .iter()
+            .flat_map(|t| &t.gpus)
+            .map(|g| u64::from(g.milli))
+            .sum()
+    }
+
+    /// A freshly accepted job.
+    pub fn new(id: u64, spec: JobSpec, submit_ms: u64) -> Self {
+        let tier = spec.tier;
+        Self {
+            id,
+            spec,
+            state: JobState::Pending,
+            submit_ms,
+            start_ms: None,
+            end_ms: None,
+            tasks: Vec::new(),
+            exit_code: None,
+            reason: None,
+            tier,
+            score: 0.0,
+            stopping: None,
+            requeues: 0,
+            array: None,
+            end_reason: None,
+            restarts: 0,
+            restart_at_ms: None,
+            service_port: None,
+            health: None,
+            warned: false,
+            rendezvous_port: None,
+        }
+    }
+}
