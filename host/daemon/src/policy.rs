@@ -102,6 +102,10 @@ pub struct PipelineVersion {
     pub action: String,
     /// For rollbacks: the version restored.
     pub restores: Option<u64>,
+    /// Who made the change (the token's user; "unauthenticated" on an open daemon; absent
+    /// for the built-in default and versions recorded before this field existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
 }
 
 /// A pipeline that cannot be built, naming the field.

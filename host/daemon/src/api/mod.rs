@@ -6,7 +6,8 @@
 //! `GET /v1/openapi.json`, behind the token check like every route but health and
 //! metrics). Does not own any state.
 //! Every request passes the `auth` middleware first (see `auth.rs` for which paths
-//! stay open and for the roles each handler asks for).
+//! stay open and for the roles each handler asks for), except the web dashboard's
+//! static files under `/ui` (`ui.rs`), which hold no data.
 //!
 //! Not yet here: token management over HTTP; tokens live in the config file
 //! (`gantry token create`).
@@ -17,11 +18,13 @@ mod auth;
 mod body;
 mod error;
 mod jobs;
+mod live;
 mod locate;
 mod nodes;
 mod openapi;
 mod openapi_schemas;
 mod policy;
+mod ui;
 
 pub use body::{MAX_JSON_BODY, parse_json};
 pub use error::ApiError;
@@ -51,6 +54,10 @@ pub fn router(scheduler: Scheduler, tokens: Tokens) -> Router {
         .route("/v1/jobs/{id}/signal", post(attach::signal))
         .route("/v1/jobs/{id}/events", get(jobs::events))
         .route("/v1/jobs/{id}/decisions", get(jobs::decisions))
+        .route("/v1/jobs/{id}/trace", get(live::trace))
+        .route("/v1/whoami", get(live::whoami))
+        .route("/v1/stream", get(live::stream))
+        .route("/v1/fairshare", get(live::fairshare))
         .route("/metrics", get(jobs::metrics))
         .route("/v1/nodes", get(jobs::nodes))
         .route("/v1/nodes/{name}/drain", post(nodes::drain))
@@ -83,6 +90,8 @@ pub fn router(scheduler: Scheduler, tokens: Tokens) -> Router {
             tokens,
             auth::authenticate,
         ))
+        // The dashboard's files, outside the token check (they hold no data).
+        .merge(ui::routes())
         .with_state(scheduler)
 }
 

@@ -50,6 +50,8 @@ enum Out {
     Text,
     /// A stream of JSON lines.
     Ndjson,
+    /// A `text/event-stream`.
+    EventStream,
 }
 
 /// One route and method: (method, path, summary, input, success status, output, 4xx).
@@ -79,6 +81,10 @@ const OPERATIONS: &[Operation] = &[
     ("post", "/v1/jobs/{id}/signal", "Send a signal to a running job's tasks (owner or operator)", In::IdBody("SignalRequest"), 200, Out::Object, &[400, 401, 403, 404, 409, 413]),
     ("get", "/v1/jobs/{id}/events", "A job's lifecycle events (owner or operator)", In::Id, 200, Out::Array, &[400, 401, 403, 404]),
     ("get", "/v1/jobs/{id}/decisions", "Recent decisions about a job (owner or operator)", In::Id, 200, Out::Array, &[400, 401, 403, 404]),
+    ("get", "/v1/jobs/{id}/trace", "The job's OpenTelemetry trace id (owner or operator; null when not exporting)", In::Id, 200, Out::Object, &[400, 401, 403, 404]),
+    ("get", "/v1/fairshare", "Decayed GPU-seconds per user and account behind fair-share priority (a user sees their own)", In::Nothing, 200, Out::Object, &[401]),
+    ("get", "/v1/whoami", "The caller's user, token name, accounts and role (an open daemon: role admin, no user)", In::Nothing, 200, Out::Object, &[401]),
+    ("get", "/v1/stream", "Server-sent events: `changed` with the parts (jobs, nodes, policy, faults) that changed, at once and then on each change", In::Nothing, 200, Out::EventStream, &[401]),
     ("get", "/v1/nodes", "Nodes with per-GPU allocation", In::Nothing, 200, Out::ListOf("Node"), &[401]),
     ("post", "/v1/nodes/{name}/drain", "Drain a node (operator): running jobs continue, nothing new starts there; kept across restarts", In::Name(Some("DrainRequest")), 200, Out::Schema("Node"), &[400, 401, 403, 404, 413]),
     ("post", "/v1/nodes/{name}/resume", "Resume a drained node (operator)", In::Name(None), 200, Out::Schema("Node"), &[400, 401, 403, 404]),
@@ -175,6 +181,7 @@ fn success(out: Out) -> Value {
         Out::Array => ("application/json", json!({"type": "array"})),
         Out::Text => ("text/plain", json!({"type": "string"})),
         Out::Ndjson => ("application/x-ndjson", json!({"type": "string"})),
+        Out::EventStream => ("text/event-stream", json!({"type": "string"})),
     };
     json!({ media: { "schema": schema } })
 }

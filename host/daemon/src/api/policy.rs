@@ -77,7 +77,8 @@ pub(super) async fn set(
 ) -> Result<impl IntoResponse, ApiError> {
     caller.require(Role::Admin, "changing the pipeline")?;
     let spec: PipelineSpec = parse_json(&body)?;
-    blocking(move || s.set_policy(spec))
+    let by = super::live::caller_user(&caller);
+    blocking(move || s.set_policy(spec, &by))
         .await?
         .map(Json)
         .map_err(op_error)
@@ -88,7 +89,8 @@ pub(super) async fn rollback(
     caller: Caller,
 ) -> Result<impl IntoResponse, ApiError> {
     caller.require(Role::Admin, "rolling back the pipeline")?;
-    blocking(move || s.rollback_policy())
+    let by = super::live::caller_user(&caller);
+    blocking(move || s.rollback_policy(&by))
         .await?
         .map(Json)
         .map_err(op_error)

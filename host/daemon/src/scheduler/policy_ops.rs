@@ -129,6 +129,7 @@ pub(crate) fn load_policy(
                 activated_ms: now_ms(),
                 action: "default".into(),
                 restores: None,
+                by: None,
             };
             store.put_pipeline(version, &v)?;
             store.set_meta(ACTIVE_KEY, &version)?;
@@ -226,13 +227,14 @@ impl Scheduler {
         lock(&self.inner.state).faults.iter().cloned().collect()
     }
 
-    /// Builds `spec`, dry-runs it on the current snapshot, and makes it live.
-    pub fn set_policy(&self, spec: PipelineSpec) -> Result<SwapResult, PolicyOpError> {
-        self.swap(spec, "set", None)
+    /// Builds `spec`, dry-runs it on the current snapshot, and makes it live; `by` (who
+    /// asked) goes into the history.
+    pub fn set_policy(&self, spec: PipelineSpec, by: &str) -> Result<SwapResult, PolicyOpError> {
+        self.swap(spec, "set", None, by)
     }
 
-    /// Makes the pipeline active before the current one live again.
-    pub fn rollback_policy(&self) -> Result<SwapResult, PolicyOpError> {
+    /// Makes the pipeline active before the current one live again (`by`: who asked).
+    pub fn rollback_policy(&self, by: &str) -> Result<SwapResult, PolicyOpError> {
         let previous = {
             let pol = lock(&self.inner.policy);
             let n = pol.history.len();
@@ -241,7 +243,7 @@ impl Scheduler {
             }
             pol.history[n - 2].clone()
         };
-        self.swap(previous.spec, "rollback", Some(previous.version))
+        self.swap(previous.spec, "rollback", Some(previous.version), by)
     }
 
     fn swap(
@@ -249,6 +251,7 @@ impl Scheduler {
         spec: PipelineSpec,
         action: &str,
         restores: Option<u64>,
+        by: &str,
     ) -> Result<SwapResult, PolicyOpError> {
         let t0 = Instant::now();
         let registry = lock(&self.inner.policy).registry.clone();
@@ -277,6 +280,7 @@ impl Scheduler {
             activated_ms: now_ms(),
             action: action.into(),
             restores,
+            by: Some(by.to_string()),
         };
         self.inner.store.put_pipeline(version, &active)?;
         self.inner.store.set_meta(ACTIVE_KEY, &version)?;

@@ -15,9 +15,9 @@ use opentelemetry::trace::{Link, Span as _, SpanContext, SpanKind, TraceContextE
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::trace::{SdkTracer, Span};
 use std::collections::BTreeMap;
-use std::sync::RwLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::sync::{Mutex, RwLock};
 use std::time::{Duration, SystemTime};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
@@ -62,6 +62,16 @@ enum Msg {
 /// Cheap check for the no-exporter path.
 static ENABLED: AtomicBool = AtomicBool::new(false);
 static SENDER: RwLock<Option<SyncSender<Msg>>> = RwLock::new(None);
+
+/// Trace id of each job's newest root, kept after the root ends (at most [`MAX_OPEN`],
+/// the lowest job ids dropped first), so the API can name it.
+static TRACE_IDS: Mutex<BTreeMap<u64, String>> = Mutex::new(BTreeMap::new());
+
+/// The trace id of job `job_id`'s newest root span, if this process made one.
+pub(crate) fn trace_id(job_id: u64) -> Option<String> {
+    let ids = TRACE_IDS.lock().unwrap_or_else(|e| e.into_inner());
+    ids.get(&job_id).cloned()
+}
 
 fn sender() -> Option<SyncSender<Msg>> {
     SENDER.read().unwrap_or_else(|e| e.into_inner()).clone()
@@ -180,6 +190,12 @@ fn step(tracer: &SdkTracer, open: &mut BTreeMap<u64, Root>, s: Step) {
             // A root: not a child of the cycle it starts in.
             .start_with_context(tracer, &Context::new());
         let context = span.span_context().clone();
+        let mut ids = TRACE_IDS.lock().unwrap_or_else(|e| e.into_inner());
+        ids.insert(s.job_id, context.trace_id().to_string());
+        if ids.len() > MAX_OPEN {
+            ids.pop_first();
+        }
+        drop(ids);
         open.insert(s.job_id, Root { span, context });
     }
     let Some(root) = open.get(&s.job_id) else {

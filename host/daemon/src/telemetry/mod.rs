@@ -221,6 +221,18 @@ pub fn job_event(job_id: u64, step: &str, cycle: u64, detail: &str) {
     }
 }
 
+/// The trace id (32 hex digits) of job `job_id`'s newest root span `job {id}` made by
+/// this process, for the API (`GET /v1/jobs/{id}/trace`); `None` when not exporting, or
+/// before the job's first step reached the trace keeper.
+pub fn job_trace_id(job_id: u64) -> Option<String> {
+    jobs::trace_id(job_id)
+}
+
+/// Whether job traces are being made (an OTLP endpoint is configured).
+pub fn job_traces_enabled() -> bool {
+    jobs::enabled()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -292,6 +304,11 @@ mod tests {
             assert_eq!(step.parent_span_id, root.span_context.span_id());
         }
         assert_ne!(root.span_context.trace_id(), cycle_trace.trace_id());
+        // The API names the job's trace (kept after its root ended).
+        assert_eq!(
+            job_trace_id(7),
+            Some(root.span_context.trace_id().to_string())
+        );
         let started = job[1];
         assert_eq!(started.links.links.len(), 1);
         assert_eq!(started.links.links[0].span_context, cycle_trace);
