@@ -36,7 +36,7 @@ pub use process::process_exists;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::fs::{self, File};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::time::{Duration, Instant};
 
@@ -137,6 +137,28 @@ impl Daemon {
     /// `[[auth.tokens]]` entries); keys of an `[execution]` table in it replace the test
     /// defaults (tasks as the daemon's user, no cgroups).
     pub fn start_with_config(gpus: u32, extra_toml: &str) -> Self {
+        Self::start_inner(gpus, extra_toml, None)
+    }
+
+    /// Like [`Daemon::start_with_config`], serving HTTPS with `[tls]` `cert` and `key`
+    /// (PEM files); the harness's own requests trust `cert` (a self-signed certificate)
+    /// and nothing else. [`Daemon::url`] is then an `https://` URL.
+    pub fn start_tls(gpus: u32, extra_toml: &str, cert: &Path, key: &Path) -> Self {
+        let tls = format!(
+            "{extra_toml}\n[tls]\ncert = {:?}\nkey = {:?}\n",
+            cert.display().to_string(),
+            key.display().to_string()
+        );
+        let pem = fs::read(cert).expect("cannot read the test certificate");
+        let trusted = ureq::tls::Certificate::from_pem(&pem).expect("not a PEM certificate");
+        Self::start_inner(gpus, &tls, Some(trusted))
+    }
+
+    fn start_inner(
+        gpus: u32,
+        extra_toml: &str,
+        trusted: Option<ureq::tls::Certificate<'static>>,
+    ) -> Self {
         let dir = tempfile::Builder::new()
             .prefix("gantry-e2e-")
             .tempdir()
@@ -148,10 +170,15 @@ impl Daemon {
         .expect("cannot write the config");
         fs::create_dir_all(dir.path().join("out")).expect("cannot create the out dir");
         let (child, base) = process::spawn(dir.path(), gpus, 0);
+        let mut tls = ureq::tls::TlsConfig::builder();
+        if let Some(cert) = trusted {
+            tls = tls.root_certs(ureq::tls::RootCerts::new_with_certs(&[cert]));
+        }
         let config = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .proxy(None)
             .timeout_global(Some(Duration::from_secs(60)))
+            .tls_config(tls.build())
             .build();
         Self {
             child,

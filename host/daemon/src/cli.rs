@@ -2,7 +2,8 @@
 //! (`--server`, or `GANTRY_SERVER`, default `http://127.0.0.1:8420`), printing a table
 //! or the JSON answer. Errors from the API are shown with their code and field.
 //! With a token (see `auth_cli::read_token`) every request carries
-//! `Authorization: Bearer <token>`.
+//! `Authorization: Bearer <token>`. `https://` servers are verified against the public
+//! roots, or only against `--ca-cert` (`GANTRY_CA_CERT`) when given (see `tls`).
 //!
 //! Owns: argument → request mapping and output formatting. Holds no state.
 
@@ -19,10 +20,36 @@ pub struct Client {
 }
 
 impl Client {
-    /// A client for `server` (e.g. `http://127.0.0.1:8420`).
+    /// A client for `server` (e.g. `http://127.0.0.1:8420`); an `https://` server must
+    /// have a certificate from a public CA.
     pub fn new(server: &str) -> Self {
+        Self::with_tls(server, None)
+    }
+
+    /// A client for `server` that trusts, for `https://`, only the certificates in the PEM
+    /// file `ca_cert` (a private CA or the daemon's self-signed certificate) when given.
+    pub fn with_ca_cert(
+        server: &str,
+        ca_cert: Option<&std::path::Path>,
+    ) -> Result<Self, crate::tls::TlsError> {
+        let roots = crate::tls::trust_roots(ca_cert)?.map(|certs| {
+            let certs: Vec<_> = certs
+                .iter()
+                .map(|c| ureq::tls::Certificate::from_der(c.as_ref()).to_owned())
+                .collect();
+            ureq::tls::RootCerts::new_with_certs(&certs)
+        });
+        Ok(Self::with_tls(server, roots))
+    }
+
+    fn with_tls(server: &str, roots: Option<ureq::tls::RootCerts>) -> Self {
+        let mut tls = ureq::tls::TlsConfig::builder().provider(ureq::tls::TlsProvider::Rustls);
+        if let Some(roots) = roots {
+            tls = tls.root_certs(roots);
+        }
         let config = ureq::Agent::config_builder()
             .http_status_as_error(false)
+            .tls_config(tls.build())
             .build();
         Self {
             base: server.trim_end_matches('/').to_string(),
@@ -57,8 +84,7 @@ impl Client {
         &self,
         resp: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
     ) -> anyhow::Result<Value> {
-        let mut resp =
-            resp.with_context(|| format!("cannot reach the gantry daemon at {}", self.base))?;
+        let mut resp = resp.map_err(|e| self.unreachable(e))?;
         let status = resp.status();
         let text = resp.body_mut().read_to_string().unwrap_or_default();
         let body: Value = serde_json::from_str(&text).unwrap_or(Value::String(text));
@@ -76,6 +102,28 @@ impl Client {
             e["code"].as_str().unwrap_or("error"),
             e["message"].as_str().unwrap_or(&body.to_string())
         )
+    }
+
+    /// Why a request got no answer; TLS failures say so plainly.
+    fn unreachable(&self, e: ureq::Error) -> anyhow::Error {
+        let base = &self.base;
+        match tls_failure(&e) {
+            Some(rustls::Error::InvalidCertificate(why)) => anyhow::anyhow!(
+                "cannot verify the daemon's certificate: {} (server {base}; to trust a private CA or a self-signed certificate, pass --ca-cert FILE or set GANTRY_CA_CERT)",
+                certificate_problem(why)
+            ),
+            Some(other) => anyhow::anyhow!(
+                "TLS handshake with the gantry daemon at {base} failed: {other} (is it serving HTTPS?)"
+            ),
+            None if matches!(e, ureq::Error::Protocol(_)) && base.starts_with("http://") => {
+                anyhow::Error::new(e).context(format!(
+                    "the gantry daemon at {base} did not answer in HTTP (if it serves HTTPS, use https://)"
+                ))
+            }
+            None => {
+                anyhow::Error::new(e).context(format!("cannot reach the gantry daemon at {base}"))
+            }
+        }
     }
 
     /// GET a path.
@@ -111,7 +159,7 @@ impl Client {
         let resp = self
             .req(self.agent.get(self.url(path)))
             .call()
-            .with_context(|| format!("cannot reach the gantry daemon at {}", self.base))?;
+            .map_err(|e| self.unreachable(e))?;
         if !resp.status().is_success() {
             self.finish(Ok(resp))?;
             bail!("unexpected answer");
@@ -126,6 +174,29 @@ impl Client {
                 .header("content-type", "application/wasm")
                 .send(bytes),
         )
+    }
+}
+
+/// The rustls error behind a failed request, if TLS is what failed.
+fn tls_failure(e: &ureq::Error) -> Option<&rustls::Error> {
+    match e {
+        ureq::Error::Rustls(r) => Some(r),
+        ureq::Error::Io(io) => io.get_ref()?.downcast_ref::<rustls::Error>(),
+        _ => None,
+    }
+}
+
+/// Why a certificate was refused, in words for the common cases.
+fn certificate_problem(why: &rustls::CertificateError) -> String {
+    let text = why.to_string();
+    match why {
+        rustls::CertificateError::UnknownIssuer => {
+            "it is not signed by a CA this client trusts (unknown issuer)".into()
+        }
+        _ if text.contains("CaUsedAsEndEntity") => {
+            "it is a CA certificate (basicConstraints CA:TRUE) used as the server's own; make the self-signed certificate with CA:FALSE, or sign a server certificate with that CA".into()
+        }
+        _ => text,
     }
 }
 

@@ -38,6 +38,8 @@ pub struct Config {
     pub auth: crate::auth::AuthConfig,
     /// Isolation and job-kind rules (`[execution]`).
     pub execution: crate::config_execution::ExecutionConfig,
+    /// HTTPS for the API (`[tls]`: `cert` and `key` PEM files, both or neither).
+    pub tls: crate::tls::TlsSettings,
 }
 
 /// OpenTelemetry (OTLP) export of traces.
@@ -106,6 +108,7 @@ impl Default for Config {
             record_snapshots: 100,
             auth: crate::auth::AuthConfig::default(),
             execution: Default::default(),
+            tls: Default::default(),
         }
     }
 }
@@ -162,6 +165,9 @@ pub enum ConfigError {
     /// An `[[auth.tokens]]` entry is malformed.
     #[error("config: {0}")]
     Auth(#[from] crate::auth::AuthError),
+    /// The `[tls]` files are missing, unreadable or hold no certificate or key.
+    #[error("config: {0}")]
+    Tls(#[from] crate::tls::TlsError),
 }
 
 impl Config {
@@ -230,6 +236,7 @@ impl Config {
         }
         self.execution.check().map_err(ConfigError::Invalid)?;
         crate::auth::Tokens::new(&self.auth)?;
+        crate::tls::ServerTls::load(&self.tls)?;
         Ok(())
     }
 }

@@ -29,3 +29,4 @@ pub mod simulate;
 pub mod store;
 pub mod submit_cli;
 pub mod telemetry;
+pub mod tls;

@@ -27,6 +27,10 @@ struct Cli {
     /// File holding the API token (default: `GANTRY_TOKEN`, then ~/.config/gantry/token).
     #[arg(long, global = true)]
     token_file: Option<PathBuf>,
+    /// PEM file of the CA (or self-signed) certificate to trust for an https:// server,
+    /// in place of the public roots.
+    #[arg(long, global = true, env = "GANTRY_CA_CERT")]
+    ca_cert: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -213,7 +217,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     } else {
         None
     };
-    let client = Client::new(&cli.server).with_token(token);
+    let ca_cert = cli.ca_cert.as_deref().filter(|_| is_client(&cli.command));
+    let client = Client::with_ca_cert(&cli.server, ca_cert)?.with_token(token);
     match cli.command {
         Command::Serve {
             config,

@@ -2,10 +2,14 @@
 //! Running tasks are left running on shutdown: they are re-attached at the next start.
 //! Without `[[auth.tokens]]` it serves only on loopback (unless
 //! `auth.allow_unauthenticated`), and it says at start which mode it is in.
+//! With `[tls]` it serves HTTPS only (see `tls`); without it, on a non-loopback address,
+//! it warns that requests and tokens travel in clear text.
 
 use crate::auth::{Mode, Tokens, startup_mode};
 use crate::config::Config;
 use crate::scheduler::Scheduler;
+use crate::tls::ServerTls;
+use crate::tls::listener::TlsListener;
 use anyhow::Context;
 
 /// Runs the daemon.
@@ -15,6 +19,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     let listen = config.listen.clone();
     let data_dir = config.data_dir.clone();
     let tokens = Tokens::new(&config.auth)?;
+    let tls = ServerTls::load(&config.tls)?;
     let listener = tokio::net::TcpListener::bind(&listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
@@ -23,13 +28,25 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     let (scheduler, events) =
         tokio::task::spawn_blocking(move || Scheduler::open(config, shim)).await??;
     announce(mode, addr);
+    announce_tls(tls.as_ref(), addr);
     tracing::info!(%addr, data_dir = %data_dir.display(), "gantry is serving");
-    println!("gantry listening on http://{addr}");
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    println!("gantry listening on {scheme}://{addr}");
     tokio::spawn(scheduler.clone().run(events));
     let app = crate::api::router(scheduler, tokens);
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown())
-        .await?;
+    match tls {
+        Some(tls) => {
+            let listener = TlsListener::new(listener, &tls)?;
+            axum::serve(listener, app)
+                .with_graceful_shutdown(shutdown())
+                .await?;
+        }
+        None => {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(shutdown())
+                .await?;
+        }
+    }
     tracing::info!(
         "gantry stopped; running tasks keep running and are re-attached at the next start"
     );
@@ -57,6 +74,24 @@ fn announce(mode: Mode, addr: std::net::SocketAddr) {
             eprintln!("WARNING: {text}");
             println!("gantry auth: off on a non-loopback address (allowed explicitly)");
         }
+    }
+}
+
+/// Says which certificate is served, or warns when a non-loopback address is plain HTTP.
+fn announce_tls(tls: Option<&ServerTls>, addr: std::net::SocketAddr) {
+    match tls {
+        Some(tls) => {
+            tracing::info!(certificate = tls.summary(), "TLS is on (HTTPS only)");
+            println!("gantry tls: on, certificate {}", tls.summary());
+        }
+        None if !addr.ip().is_loopback() => {
+            let text = format!(
+                "TLS IS OFF on {addr}, which is not loopback: requests and API tokens travel in clear text (set [tls] cert and key)"
+            );
+            tracing::warn!("{text}");
+            eprintln!("WARNING: {text}");
+        }
+        None => tracing::info!("TLS is off (plain HTTP on loopback)"),
     }
 }
 
