@@ -21,6 +21,23 @@ impl Drop for Daemon {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        remove_cgroups(&cgroup_parent());
+    }
+}
+
+/// Removes the (empty) task cgroups left under `parent` in every hierarchy, then `parent`.
+fn remove_cgroups(parent: &str) {
+    let Ok(hierarchies) = std::fs::read_dir("/sys/fs/cgroup") else {
+        return;
+    };
+    for h in hierarchies.flatten() {
+        let dir = h.path().join(parent);
+        for task in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            if task.path().is_dir() {
+                let _ = std::fs::remove_dir(task.path());
+            }
+        }
+        let _ = std::fs::remove_dir(&dir);
     }
 }
 
