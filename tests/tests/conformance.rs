@@ -115,12 +115,18 @@ fn python_and_javascript_plugins_conform_and_meet_their_scenarios() {
     };
     let interns = scenarios("python-interns");
     let deadline = scenarios("js-deadline");
+    // Interpreted plugins get a 1 s deadline here: this checks conformance, not speed (the
+    // `languages` benchmark measures that), and a loaded 2-core CI machine can push a 5,000-job
+    // Python call past the default 100 ms.
+    let slow = ["--deadline-ms", "1000"];
     let runs: [(&str, Vec<&str>); 4] = [
-        ("python-template", vec![]),
-        ("js-template", vec![]),
+        ("python-template", slow.to_vec()),
+        ("js-template", slow.to_vec()),
         (
             "python-interns",
             vec![
+                "--deadline-ms",
+                "1000",
                 "--config",
                 r#"{"interns": ["bob"]}"#,
                 "--scenarios",
@@ -139,7 +145,7 @@ fn python_and_javascript_plugins_conform_and_meet_their_scenarios() {
             text.contains("imports: 0 WASI interfaces"),
             "built with --stub-wasi:\n{text}"
         );
-        if !extra.is_empty() {
+        if extra.contains(&"--scenarios") {
             assert!(
                 text.contains("as expected"),
                 "{name}: the author's scenarios must run:\n{text}"

@@ -104,19 +104,12 @@ impl Scheduler {
     pub fn submit(&self, mut spec: JobSpec) -> Result<Submitted, SubmitError> {
         spec.validate().map_err(SubmitError::Field)?;
         self.check_dependencies(&spec)?;
-        self.limit_interactive(&mut spec);
         let probe = JobRecord::new(0, spec.clone(), now_ms());
         let (ctx, nodes, job) = {
             let st = lock(&self.inner.state);
             let all = st.jobs.values().chain(std::iter::once(&probe));
             let models = snapshot::Models::new(&self.inner.node, all.clone());
-            let snap = snapshot::build(
-                all,
-                &self.inner.node,
-                st.cycle,
-                now_ms(),
-                &self.ledger(),
-            );
+            let snap = snapshot::build(all, &self.inner.node, st.cycle, now_ms(), &self.ledger());
             let mut strings = Interner::new();
             for s in &snap.ctx.strings {
                 strings.intern(s);
@@ -147,6 +140,8 @@ impl Scheduler {
             }
             SubmitDecision::Accept(_) => {}
         }
+        // After admission, so a policy's own time rules are the ones users see first.
+        self.limit_interactive(&mut spec)?;
         let records = self.new_records(spec, probe.submit_ms)?;
         for record in &records {
             self.inner.store.put_job(record)?;
@@ -224,17 +219,29 @@ impl Scheduler {
         Ok(())
     }
 
-    /// An interactive job gets at most its queue's interactive time limit (and that limit
-    /// when it asks for none): an unlimited notebook is a GPU lost to the cluster.
-    fn limit_interactive(&self, spec: &mut JobSpec) {
+    /// An interactive job may run at most its queue's interactive time limit, and gets that
+    /// limit when it asks for none: an unlimited notebook is a GPU lost to the cluster.
+    fn limit_interactive(&self, spec: &mut JobSpec) -> Result<(), SubmitError> {
         if spec.kind != gantry_contract::JobKind::Interactive {
-            return;
+            return Ok(());
         }
-        if let Some(max) = self.inner.config.execution.interactive_limit_s(&spec.queue)
-            && (spec.time_limit_s == 0 || spec.time_limit_s > max)
-        {
+        let Some(max) = self.inner.config.execution.interactive_limit_s(&spec.queue) else {
+            return Ok(());
+        };
+        if spec.time_limit_s > max {
+            return Err(SubmitError::Field(field_error(
+                "time_limit_s",
+                format!(
+                    "interactive jobs in queue {} may run at most {max} s \
+                     (execution.interactive_max_time_s); asked {} s",
+                    spec.queue, spec.time_limit_s
+                ),
+            )));
+        }
+        if spec.time_limit_s == 0 {
             spec.time_limit_s = max;
         }
+        Ok(())
     }
 
     /// Cancels a pending job at once, or stops a running one (SIGTERM, grace, SIGKILL).
