@@ -68,6 +68,12 @@ fn dashboard_shows_the_cluster_queue_and_policy_and_respects_roles() {
     let ada = make("ada", "infra", "admin");
     let d = Daemon::start_with_config(4, &std::fs::read_to_string(&file).unwrap());
 
+    // A finished job, so the usage view has GPU-hours to chart.
+    let done = d.submit_as(&alice, &d.shell_job("finished", 1, 1, "sleep 1"));
+    d.wait_for("the finished job", WAIT, || {
+        let (_, j) = d.get_as(&ada, &format!("/v1/jobs/{done}"));
+        (j["state"] == "succeeded").then_some(())
+    });
     // A job holding 2 of the 4 GPUs, and one that cannot start beside it.
     let running = d.submit_as(
         &alice,

@@ -104,6 +104,8 @@ try {
   // Usage.
   await visit(page, "#/usage");
   await page.getByTestId("fairshare").locator("svg").first().waitFor();
+  await page.getByTestId("usage-accounts").locator("svg").first().waitFor();
+  await page.getByTestId("usage-users").locator("svg").first().waitFor();
   await page.screenshot({ path: join(shotDir, "usage.png"), fullPage: true });
 
   // A small window still works (the queue, 640×480).

@@ -7,6 +7,9 @@ import { api } from "./api.js";
 import { h, fill, card, problem } from "./dom.js";
 import { stackedBars, hBars } from "./chart.js";
 
+/** GPU-hours for people: two decimals, or two significant digits when smaller. */
+const gpuHours = (x) => (x === 0 || x >= 0.01 ? x.toFixed(2) : x.toPrecision(2));
+
 const HOUR = 3600e3, DAY = 24 * HOUR;
 
 /** Buckets of GPU-hours per `key` (user or account) over the records' time span. */
@@ -56,7 +59,7 @@ export function usageView() {
       const [acc, fs] = await Promise.allSettled([api("/v1/accounting?limit=100000"), api("/v1/fairshare")]);
       if (acc.status === "fulfilled") {
         const rep = acc.value;
-        fill(note, `${rep.total.records} task runs, ${rep.total.gpu_hours.toFixed(2)} GPU-hours in all`,
+        fill(note, `${rep.total.records} task runs, ${gpuHours(rep.total.gpu_hours)} GPU-hours in all`,
           rep.truncated ? " (chart over the newest 100,000 runs)" : "", ". Running tasks count once they end.");
         for (const [el2, key] of [[byAccount, "account"], [byUser, "user"]]) {
           const { buckets, series } = overTime(rep.records, key);
@@ -67,8 +70,8 @@ export function usageView() {
         const f = fs.value;
         const half = f.half_life_s / 86400;
         const rows = (list) => list.slice(0, 30).map((r) => ({
-          label: r.name, value: r.gpu_seconds, note: `${(r.gpu_seconds / 3600).toFixed(2)} GPU-h · ${(r.share * 100).toFixed(1)}%` }));
-        fill(fair, h("p", { class: "mute" }, `Half-life ${half >= 1 ? `${half.toFixed(1)} days` : `${f.half_life_s} s`}; cluster total ${(f.total_gpu_seconds / 3600).toFixed(2)} decayed GPU-h.`),
+          label: r.name, value: r.gpu_seconds, note: `${gpuHours(r.gpu_seconds / 3600)} GPU-h · ${(r.share * 100).toFixed(1)}%` }));
+        fill(fair, h("p", { class: "mute" }, `Half-life ${half >= 1 ? `${half.toFixed(1)} days` : `${f.half_life_s} s`}; cluster total ${gpuHours(f.total_gpu_seconds / 3600)} decayed GPU-h.`),
           h("div", { class: "grid2" },
             h("div", {}, h("h3", {}, "Accounts"), f.accounts.length ? hBars(rows(f.accounts)) : h("p", { class: "mute" }, "none")),
             h("div", {}, h("h3", {}, "Users"), f.users.length ? hBars(rows(f.users)) : h("p", { class: "mute" }, "none"))));
