@@ -323,3 +323,54 @@ while true; do sleep 0.1; done"#;
     assert!(log.contains("checkpointed"), "{log}");
     assert!(log.contains("resumed from step-42"), "{log}");
 }
+
+#[test]
+fn a_launch_that_fails_is_requeued_up_to_its_limit_then_fails_with_the_reason() {
+    // Tasks run as the job's user, and a user without a local account has no fallback: every
+    // launch fails before any process starts.
+    let d = Daemon::start_with_config(
+        1,
+        "[execution]\nrun_as_user = true\nfallback_user = \"\"\ncgroups = \"off\"\n",
+    );
+    let mut spec = d.shell_job("no-account", 1, 0, "true");
+    spec["user"] = json!("gantry-no-such-user-xyz");
+    spec["max_requeues"] = json!(2);
+    let id = d.submit(&spec);
+    let job = d.wait_state(id, "failed");
+    assert_eq!(job["end_reason"], "launch-failed", "{job}");
+    assert_eq!(job["requeues"], 2, "requeued twice, then failed: {job}");
+    let message = job["reason"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("gantry-no-such-user-xyz") && message.contains("limit 2"),
+        "the reason names the cause and the limit: {job}"
+    );
+}
+
+#[test]
+fn an_evicted_job_past_its_requeue_limit_ends_preempted() {
+    let d = Daemon::start(1);
+    let pipeline = json!({
+        "priority": [{"plugin": "fifo"}],
+        "placement": {"plugin": "first-fit"},
+        "preemption": {"plugin": "priority-preempt", "config": {"grace_s": 1}},
+    });
+    let (status, body) = d.put("/v1/policy", &pipeline);
+    assert_eq!(status, 200, "{body}");
+    let mut low = d.blocking_job("low", 1, 1);
+    low["preemptible"] = json!(true);
+    low["max_requeues"] = json!(0);
+    let low = d.submit(&low);
+    d.wait_state(low, "running");
+    let mut high = d.shell_job("high", 1, 1, "true");
+    high["tier"] = json!(5);
+    let high = d.submit(&high);
+    let job = d.wait_state(low, "preempted");
+    assert_eq!(job["end_reason"], "preempted", "{job}");
+    assert!(
+        job["reason"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("not requeued") && m.contains("limit 0")),
+        "{job}"
+    );
+    d.wait_state(high, "succeeded");
+}

@@ -131,7 +131,10 @@ impl Scheduler {
             0,
             &format!("{}: {reason}", state.as_str()),
         );
-        if state != JobState::Failed || job.reason.is_none() || end_reason == "out-of-memory" {
+        // A failed task keeps the reason that explains it (e.g. which task failed first);
+        // every other end gets its own.
+        let keep = matches!(end_reason, "exit-code" | "lost") && job.reason.is_some();
+        if !keep {
             job.reason = Some(host_reason(ReasonCode::Other, reason.clone()));
         }
         self.event(job.id, state.as_str(), reason);
