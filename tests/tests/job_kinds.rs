@@ -306,12 +306,17 @@ fn a_preempted_job_gets_its_signal_checkpoints_and_resumes_after_requeue() {
 if [ -e "$ck" ]; then echo "resumed from $(cat "$ck")"; exit 0; fi
 trap 'echo step-42 > "$ck"; echo checkpointed; exit 0' USR1
 echo first-run
+touch "$OUTDIR/ready-$GANTRY_JOB_ID"
 while true; do sleep 0.1; done"#;
     let mut low = d.shell_job("low", 1, 2, script);
     low["preemptible"] = json!(true);
     low["signal"] = json!({"signal": "USR1"});
     let low = d.submit(&low);
-    d.wait_state(low, "running");
+    // Evict only once its trap is set: a signal before that would end it unrecorded.
+    let ready = d.out_dir().join(format!("ready-{low}"));
+    d.wait_for("the job to set its trap", WAIT, || {
+        ready.exists().then_some(())
+    });
     let mut high = d.shell_job("high", 1, 2, "sleep 0.5");
     high["tier"] = json!(10);
     let high = d.submit(&high);
