@@ -69,6 +69,25 @@ pub fn create_token(args: &[&str]) -> CreatedToken {
     }
 }
 
+/// Creates a token for `user` (named after the user) with `accounts` (comma-separated) and
+/// `role`, appending its hashed entry to the config file `config`; returns the token.
+pub fn token_into(config: &std::path::Path, user: &str, accounts: &str, role: &str) -> String {
+    let config = config.to_str().expect("config path is UTF-8");
+    create_token(&[
+        "--user",
+        user,
+        "--accounts",
+        accounts,
+        "--role",
+        role,
+        "--name",
+        user,
+        "--config",
+        config,
+    ])
+    .token
+}
+
 impl Daemon {
     /// The daemon's base URL (`http://127.0.0.1:<port>`), for running the CLI against it.
     pub fn url(&self) -> &str {

@@ -16,7 +16,7 @@ mod auth;
 mod binary;
 mod process;
 
-pub use auth::{CreatedToken, Serve, create_token};
+pub use auth::{CreatedToken, Serve, create_token, token_into};
 pub use binary::{gantry_bin, workspace};
 
 /// A Python or JavaScript component built by `scripts/build-plugin-examples`.

@@ -6,7 +6,7 @@
 //! was running across the first one.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use gantry_e2e::{Daemon, WAIT, create_token, gantry_bin};
+use gantry_e2e::{Daemon, WAIT, gantry_bin, token_into};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -60,11 +60,7 @@ fn by_name(report: &Value, key: &str) -> BTreeMap<String, Value> {
 fn totals_match_the_job_records_users_see_their_own_and_the_cli_prints_them() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("tokens.toml");
-    let make = |user: &str, accounts: &str, role: &str| {
-        let args = ["--user", user, "--accounts", accounts, "--role", role];
-        let more = ["--name", user, "--config", file.to_str().unwrap()];
-        create_token(&[&args[..], &more[..]].concat()).token
-    };
+    let make = |user: &str, accounts: &str, role: &str| token_into(&file, user, accounts, role);
     let (alice, bob, olga) = (
         make("alice", "ml,vision", "user"),
         make("bob", "cv", "user"),

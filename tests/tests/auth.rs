@@ -5,7 +5,7 @@
 //! accounts; a printed token working for the CLI; and the loopback-only rule.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use gantry_e2e::{Daemon, Serve, WAIT, create_token, gantry_bin, id_of};
+use gantry_e2e::{Daemon, Serve, WAIT, create_token, gantry_bin, id_of, token_into};
 use serde_json::{Value, json};
 use std::process::Command;
 
@@ -21,22 +21,7 @@ struct Cluster {
 fn cluster() -> Cluster {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("tokens.toml");
-    let file_arg = file.to_str().unwrap();
-    let make = |user: &str, accounts: &str, role: &str| {
-        create_token(&[
-            "--user",
-            user,
-            "--accounts",
-            accounts,
-            "--role",
-            role,
-            "--name",
-            user,
-            "--config",
-            file_arg,
-        ])
-        .token
-    };
+    let make = |user: &str, accounts: &str, role: &str| token_into(&file, user, accounts, role);
     let (alice, bob) = (
         make("alice", "ml,vision", "user"),
         make("bob", "cv", "user"),

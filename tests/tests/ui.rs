@@ -9,7 +9,7 @@
 //! are missing on this machine; `.ci/run` installs them, so CI runs it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use gantry_e2e::{Daemon, WAIT, create_token};
+use gantry_e2e::{Daemon, WAIT, create_token, token_into};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -49,21 +49,7 @@ fn dashboard_shows_the_cluster_queue_and_policy_and_respects_roles() {
     }
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("tokens.toml");
-    let make = |user: &str, accounts: &str, role: &str| {
-        create_token(&[
-            "--user",
-            user,
-            "--accounts",
-            accounts,
-            "--role",
-            role,
-            "--name",
-            user,
-            "--config",
-            file.to_str().unwrap(),
-        ])
-        .token
-    };
+    let make = |user: &str, accounts: &str, role: &str| token_into(&file, user, accounts, role);
     let alice = make("alice", "ml", "user");
     let ada = make("ada", "infra", "admin");
     let d = Daemon::start_with_config(4, &std::fs::read_to_string(&file).unwrap());

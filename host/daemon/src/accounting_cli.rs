@@ -37,18 +37,6 @@ pub struct AccountingArgs {
     pub json: bool,
 }
 
-/// `text` percent-encoded for a query value.
-fn encode(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
-                (b as char).to_string()
-            }
-            b => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
 /// A `--since`/`--until` value as the API takes it: durations become now minus them.
 fn time_arg(text: &str, now_ms: u64) -> anyhow::Result<String> {
     let t = text.trim();
@@ -67,13 +55,13 @@ pub fn query_path(a: &AccountingArgs, now_ms: u64) -> anyhow::Result<String> {
     let mut q = Vec::new();
     for (key, value) in [("user", &a.user), ("account", &a.account)] {
         if let Some(v) = value {
-            q.push(format!("{key}={}", encode(v)));
+            q.push(format!("{key}={}", crate::cli::percent_encode(v)));
         }
     }
     for (key, value) in [("since", &a.since), ("until", &a.until)] {
         if let Some(v) = value {
             let t = time_arg(v, now_ms).with_context(|| format!("--{key}"))?;
-            q.push(format!("{key}={}", encode(&t)));
+            q.push(format!("{key}={}", crate::cli::percent_encode(&t)));
         }
     }
     if let Some(j) = a.job {

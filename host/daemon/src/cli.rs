@@ -200,6 +200,18 @@ fn certificate_problem(why: &rustls::CertificateError) -> String {
     }
 }
 
+/// `--env K=V` options as the job spec's `env` object.
+pub fn env_vars(pairs: &[String]) -> anyhow::Result<serde_json::Map<String, Value>> {
+    let mut env = serde_json::Map::new();
+    for kv in pairs {
+        let (k, v) = kv
+            .split_once('=')
+            .with_context(|| format!("--env `{kv}` is not K=V"))?;
+        env.insert(k.into(), Value::String(v.into()));
+    }
+    Ok(env)
+}
+
 /// Parses "90", "90s", "15m", "4h", "2d" into seconds.
 pub fn parse_duration_s(text: &str) -> anyhow::Result<u64> {
     let t = text.trim();
@@ -340,8 +352,9 @@ pub fn print_nodes(nodes: &Value) {
     }
 }
 
-/// `text` as one URL path segment (bytes outside `A-Za-z0-9-._~` percent-encoded).
-pub fn path_segment(text: &str) -> String {
+/// `text` percent-encoded for one URL path segment or query value (bytes outside
+/// `A-Za-z0-9-._~` become `%XX`).
+pub fn percent_encode(text: &str) -> String {
     text.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {

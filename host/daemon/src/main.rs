@@ -290,12 +290,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Drain { node, reason } => {
             let body = serde_json::json!({ "reason": reason });
-            let path = format!("/v1/nodes/{}/drain", cli::path_segment(&node));
+            let path = format!("/v1/nodes/{}/drain", cli::percent_encode(&node));
             cli::print_nodes(&serde_json::json!([client.post(&path, &body)?]));
             Ok(())
         }
         Command::Resume { node } => {
-            let path = format!("/v1/nodes/{}/resume", cli::path_segment(&node));
+            let path = format!("/v1/nodes/{}/resume", cli::percent_encode(&node));
             let view = client.post(&path, &serde_json::json!({}))?;
             cli::print_nodes(&serde_json::json!([view]));
             Ok(())

@@ -62,13 +62,7 @@ pub struct RunArgs {
 
 /// The job spec of `gantry run`.
 pub fn run_body(a: &RunArgs, with_token: bool) -> anyhow::Result<Value> {
-    let mut env = serde_json::Map::new();
-    for kv in &a.env {
-        let (k, v) = kv
-            .split_once('=')
-            .with_context(|| format!("--env `{kv}` is not K=V"))?;
-        env.insert(k.into(), Value::String(v.into()));
-    }
+    let env = crate::cli::env_vars(&a.env)?;
     let user = if with_token {
         String::new()
     } else {

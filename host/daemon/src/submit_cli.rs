@@ -223,13 +223,7 @@ pub fn build(a: &SubmitArgs, script: Option<(&str, &str)>) -> anyhow::Result<Sub
     let mut notes = parsed.notes;
     notes.extend(options.notes(&shape));
     let mut body = serde_json::Map::new();
-    let mut env = serde_json::Map::new();
-    for kv in &a.env {
-        let (k, v) = kv
-            .split_once('=')
-            .with_context(|| format!("--env `{kv}` is not K=V"))?;
-        env.insert(k.into(), Value::String(v.into()));
-    }
+    let env = crate::cli::env_vars(&a.env)?;
     let default_name = match script {
         Some((file, _)) => Path::new(file)
             .file_name()
