@@ -299,6 +299,17 @@ pub fn print_nodes(nodes: &Value) {
             cell(&n["memory_mib_allocated"]),
             cell(&n["memory_mib"])
         );
+        if n["agent"].as_str().is_some_and(|a| a != "local") {
+            println!(
+                "  agent {} (address {}), last heartbeat {}",
+                cell(&n["agent"]),
+                cell(&n["addr"]),
+                ago(&n["last_heartbeat_ms"])
+            );
+        }
+        if let Some(reason) = n["down_reason"].as_str() {
+            println!("  DOWN {}: {reason}", ago(&n["down_since_ms"]));
+        }
         let d = &n["drain"];
         if d.is_object() {
             println!(

@@ -40,6 +40,8 @@ pub struct Config {
     pub execution: crate::config_execution::ExecutionConfig,
     /// HTTPS for the API (`[tls]`: `cert` and `key` PEM files, both or neither).
     pub tls: crate::tls::TlsSettings,
+    /// Agents and the controller (`[cluster]`: token, local node, heartbeats).
+    pub cluster: crate::cluster::ClusterConfig,
 }
 
 /// OpenTelemetry (OTLP) export of traces.
@@ -109,6 +111,7 @@ impl Default for Config {
             auth: crate::auth::AuthConfig::default(),
             execution: Default::default(),
             tls: Default::default(),
+            cluster: Default::default(),
         }
     }
 }
@@ -235,6 +238,7 @@ impl Config {
             ));
         }
         self.execution.check().map_err(ConfigError::Invalid)?;
+        self.cluster.check().map_err(ConfigError::Invalid)?;
         crate::auth::Tokens::new(&self.auth)?;
         crate::tls::ServerTls::load(&self.tls)?;
         Ok(())

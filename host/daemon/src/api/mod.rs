@@ -16,6 +16,7 @@ mod accounting;
 mod attach;
 mod auth;
 mod body;
+mod cluster;
 mod error;
 mod jobs;
 mod live;
@@ -92,6 +93,8 @@ pub fn router(scheduler: Scheduler, tokens: Tokens) -> Router {
         ))
         // The dashboard's files, outside the token check (they hold no data).
         .merge(ui::routes())
+        // Agents' heartbeats, with the cluster token instead (`cluster.rs`).
+        .merge(cluster::routes())
         .with_state(scheduler)
 }
 

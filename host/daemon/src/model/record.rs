@@ -50,7 +50,7 @@ impl JobState {
 }
 
 /// Why a running job is being stopped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StopCause {
     /// A user cancelled it.
@@ -66,6 +66,11 @@ pub enum StopCause {
     GangFailed,
     /// A task of the gang could not be started; the rest are being stopped.
     LaunchFailed,
+    /// A node the job ran on stopped answering; the rest of the gang is being stopped.
+    NodeDown {
+        /// The node.
+        node: String,
+    },
 }
 
 /// The current reason a job waits (or why it ended).

@@ -205,8 +205,13 @@ fn snapshots_take_closed_usage_from_the_ledger_and_add_running_tasks() {
         labels: Default::default(),
         gpu_source: "config".into(),
     };
-    let snap =
-        super::super::snapshot::build([&running, &finished].into_iter(), &node, 1, 2 * h, &ledger);
+    let snap = super::super::snapshot::build(
+        [&running, &finished].into_iter(),
+        &[(0, &node)],
+        1,
+        2 * h,
+        &ledger,
+    );
     let usage_of = |table: &[gantry_contract::Usage], who: &str| {
         table
             .iter()

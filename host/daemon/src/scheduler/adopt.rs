@@ -20,10 +20,20 @@ impl Scheduler {
     /// since the start. A job none of whose tasks was launched goes back to the queue (it
     /// never ran, so it cannot run twice); in a gang that was partly launched, the tasks that
     /// were not are lost and the gang is stopped.
+    ///
+    /// Tasks on agents' nodes are left as they are: their agents' heartbeats say what runs
+    /// and what ended, and a launch that never arrived is sent again (`remote.rs`); a node
+    /// whose agent does not come back is marked down, which ends its tasks.
     pub(crate) fn adopt_survivors(&self) {
         let mut st = lock(&self.inner.state);
         let grace = Duration::from_secs(self.inner.config.kill_grace_s);
         let mut changed = false;
+        let agents: Vec<String> = lock(&self.inner.members)
+            .all()
+            .filter(|(_, m)| m.agent().is_some())
+            .map(|(_, m)| m.info.name.clone())
+            .collect();
+        let remote = |t: &crate::model::TaskRecord| agents.contains(&t.node);
         for job in st
             .jobs
             .values_mut()
@@ -31,8 +41,9 @@ impl Scheduler {
         {
             let since = job.start_ms.unwrap_or(0);
             let mut unlaunched = Vec::new();
+            let local_count = job.tasks.iter().filter(|t| !remote(t)).count();
             for (i, t) in job.tasks.iter_mut().enumerate() {
-                if t.pid.is_none() && t.exit.is_none() {
+                if t.pid.is_none() && t.exit.is_none() && !remote(t) {
                     let exit_path = self.exit_path(job.id, i);
                     t.pid = self.inner.executor.find_running(&exit_path);
                     if t.pid.is_none() {
@@ -55,7 +66,10 @@ impl Scheduler {
                     }
                 }
             }
-            if !unlaunched.is_empty() && unlaunched.len() == job.tasks.len() {
+            if !unlaunched.is_empty()
+                && unlaunched.len() == job.tasks.len()
+                && local_count == job.tasks.len()
+            {
                 job.state = JobState::Pending;
                 job.start_ms = None;
                 job.tasks.clear();
@@ -75,6 +89,9 @@ impl Scheduler {
             }
             self.account_ended_while_down(job);
             for (i, t) in job.tasks.iter_mut().enumerate() {
+                if remote(t) {
+                    continue;
+                }
                 if let (Some(pid), None) = (t.pid, t.exit) {
                     self.inner
                         .executor

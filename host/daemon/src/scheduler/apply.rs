@@ -158,6 +158,20 @@ impl Scheduler {
         job.score = start.score;
         job.warned = false;
         job.restart_at_ms = None;
+        let names: Vec<String> = {
+            let members = lock(&self.inner.members);
+            start
+                .tasks
+                .iter()
+                .map(|a| {
+                    members
+                        .get(a.node)
+                        .map_or_else(String::new, |m| m.info.name.clone())
+                })
+                .collect()
+        };
+        // The rendezvous port is free on this host; a gang whose rank 0 runs on an agent
+        // gets one free on that node before launch (`remote_launch.rs`).
         job.rendezvous_port = super::task_env::free_port();
         if job.spec.kind == gantry_contract::JobKind::Service {
             job.service_port = match job.spec.service.as_ref().map_or(0, |s| s.port) {
@@ -168,8 +182,9 @@ impl Scheduler {
         job.tasks = start
             .tasks
             .iter()
-            .map(|a| TaskRecord {
-                node: self.inner.node.name.clone(),
+            .zip(names)
+            .map(|(a, node)| TaskRecord {
+                node,
                 gpus: a
                     .gpus
                     .iter()
@@ -186,13 +201,18 @@ impl Scheduler {
                 usage: None,
             })
             .collect();
-        let gpus: Vec<String> = job.tasks.iter().map(|t| gpu_list(&t.gpus)).collect();
+        let placed: Vec<String> = job
+            .tasks
+            .iter()
+            .map(|t| format!("{}:[{}]", t.node, gpu_list(&t.gpus)))
+            .collect();
         self.event(
             job.id,
             "started",
             format!(
-                "by {} on {} (GPUs per task: {:?})",
-                start.placed_by, self.inner.node.name, gpus
+                "by {} on {} (node:[GPUs] per task)",
+                start.placed_by,
+                placed.join(" ")
             ),
         );
     }
@@ -204,9 +224,15 @@ impl Scheduler {
 
     /// Like [`Scheduler::stop_tasks`], with `first` instead of SIGTERM.
     pub(crate) fn stop_tasks_with(&self, job: &JobRecord, first: i32, grace: Duration) {
-        for t in job.tasks.iter().filter(|t| t.exit.is_none()) {
-            if let Some(pid) = t.pid {
-                self.inner.executor.terminate_with(pid, first, grace);
+        for (i, t) in job
+            .tasks
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.exit.is_none())
+        {
+            let key = Self::task_key(job, i);
+            if let Err(e) = self.signal_task(&t.node, key, t.pid, first, Some(grace)) {
+                tracing::debug!(job = job.id, task = i, error = %e, "stop failed");
             }
         }
     }

@@ -98,6 +98,9 @@ fn apply_patch(spec: &mut JobSpec, p: gantry_contract::JobPatch) {
     spec.labels.extend(p.labels);
 }
 
+/// Most bytes of a remote task's log read at once.
+const REMOTE_LOG_LIMIT: u64 = 4 << 20;
+
 impl Scheduler {
     /// Validates, checks and durably stores a new job (or every member of an array); returns
     /// it (the first member) once acknowledged, with the ids of all members of an array.
@@ -108,8 +111,11 @@ impl Scheduler {
         let (ctx, nodes, job) = {
             let st = lock(&self.inner.state);
             let all = st.jobs.values().chain(std::iter::once(&probe));
-            let models = snapshot::Models::new(&self.inner.node, all.clone());
-            let snap = snapshot::build(all, &self.inner.node, st.cycle, now_ms(), &self.ledger());
+            let members = lock(&self.inner.members);
+            // Every node the cluster knows counts for "could it ever fit", up or not.
+            let nodes: Vec<_> = members.all().map(|(id, m)| (id, &m.info)).collect();
+            let models = snapshot::Models::new(&nodes, all.clone());
+            let snap = snapshot::build(all, &nodes, st.cycle, now_ms(), &self.ledger());
             let mut strings = Interner::new();
             for s in &snap.ctx.strings {
                 strings.intern(s);
@@ -312,7 +318,15 @@ impl Scheduler {
 
     /// The log of one task, if the job exists (empty before it starts).
     pub fn logs(&self, id: u64, task: usize) -> Option<String> {
-        self.job(id)?;
+        let job = self.job(id)?;
+        // A task on an agent's node: its log is read from the agent (the last run's).
+        if let Some(agent) = job.tasks.get(task).and_then(|t| self.agent_of(&t.node)) {
+            let key = Self::task_key(&job, task);
+            return Some(match agent.log(key, 0, REMOTE_LOG_LIMIT) {
+                Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+                Err(e) => format!("[gantry: cannot read this task's log from its node: {e}]\n"),
+            });
+        }
         Some(std::fs::read_to_string(self.log_path(id, task)).unwrap_or_default())
     }
 
@@ -328,12 +342,18 @@ impl Scheduler {
         for j in st.jobs.values().filter(|j| !j.state.is_terminal()) {
             *jobs.entry((j.state, j.spec.queue.clone())).or_default() += 1.0;
         }
-        let node = &self.inner.node;
-        let mut alloc: BTreeMap<String, f64> = BTreeMap::new();
-        let mut total: BTreeMap<String, f64> = BTreeMap::new();
-        for g in &node.gpus {
-            *total.entry(g.model.clone()).or_default() += 1.0;
-            alloc.entry(g.model.clone()).or_default();
+        let nodes: Vec<crate::inventory::NodeInfo> = lock(&self.inner.members)
+            .all()
+            .map(|(_, m)| m.info.clone())
+            .collect();
+        let mut alloc: BTreeMap<(String, String), f64> = BTreeMap::new();
+        let mut total: BTreeMap<(String, String), f64> = BTreeMap::new();
+        for node in &nodes {
+            for g in &node.gpus {
+                let key = (node.name.clone(), g.model.clone());
+                *total.entry(key.clone()).or_default() += 1.0;
+                alloc.entry(key).or_default();
+            }
         }
         for t in st
             .jobs
@@ -341,16 +361,21 @@ impl Scheduler {
             .filter(|j| j.state == JobState::Running)
             .flat_map(|j| &j.tasks)
         {
+            let Some(node) = nodes.iter().find(|n| n.name == t.node) else {
+                continue;
+            };
             for share in &t.gpus {
                 if let Some(g) = node.gpus.iter().find(|g| g.index == share.index) {
-                    *alloc.entry(g.model.clone()).or_default() += f64::from(share.milli) / 1000.0;
+                    *alloc
+                        .entry((node.name.clone(), g.model.clone()))
+                        .or_default() += f64::from(share.milli) / 1000.0;
                 }
             }
         }
         drop(st);
-        let per_model = |m: BTreeMap<String, f64>| -> Vec<(crate::metrics::Labels, f64)> {
+        let per_model = |m: BTreeMap<(String, String), f64>| -> Vec<(crate::metrics::Labels, f64)> {
             m.into_iter()
-                .map(|(model, v)| (vec![("node", node.name.clone()), ("model", model)], v))
+                .map(|((node, model), v)| (vec![("node", node), ("model", model)], v))
                 .collect()
         };
         self.inner.metrics.set_counter(

@@ -8,8 +8,10 @@
 //! stays the daemon's, because the daemon writes the logs, exit records and script there as
 //! root and must not follow links a task could plant.
 //!
-//! Owns: building each [`TaskLaunch`]. Does not own the task's environment (`task_env`) or
-//! processes (`executor`).
+//! Tasks placed on an agent's node are handed to `remote_launch.rs`; the rest start here.
+//!
+//! Owns: building each [`TaskLaunch`]. Does not own the task's environment (`task_env`),
+//! processes (`executor`) or agents (`remote_launch`).
 
 use super::Scheduler;
 use super::apply::host_reason;
@@ -20,6 +22,21 @@ use std::path::PathBuf;
 
 impl Scheduler {
     pub(crate) fn launch(&self, job: &mut JobRecord) {
+        let (remote, local): (Vec<usize>, Vec<usize>) =
+            (0..job.tasks.len()).partition(|&i| self.agent_of(&job.tasks[i].node).is_some());
+        if !remote.is_empty() {
+            self.rendezvous_on_rank0_node(job);
+        }
+        if !local.is_empty() {
+            self.launch_local(job, &local);
+        }
+        if !remote.is_empty() && job.stopping.is_none() {
+            self.launch_remote(job, &remote);
+        }
+    }
+
+    /// Starts tasks `indices` of `job` with the local executor.
+    fn launch_local(&self, job: &mut JobRecord, indices: &[usize]) {
         let identity = match self.inner.executor.identity(&job.spec.user) {
             Ok(identity) => identity,
             Err(e) => return self.launch_failed(job, e.to_string()),
@@ -35,7 +52,7 @@ impl Scheduler {
                 return self.launch_failed(job, message);
             }
         };
-        for i in 0..job.tasks.len() {
+        for &i in indices {
             let task = &job.tasks[i];
             let launch = TaskLaunch {
                 job_id: job.id,
@@ -62,9 +79,17 @@ impl Scheduler {
     pub(crate) fn launch_failed(&self, job: &mut JobRecord, message: String) {
         tracing::error!(job = job.id, "{message}");
         job.stopping = Some(StopCause::LaunchFailed);
-        for t in &mut job.tasks {
+        let kill = Some(std::time::Duration::ZERO);
+        for i in 0..job.tasks.len() {
+            let key = Self::task_key(job, i);
+            let t = &mut job.tasks[i];
+            if t.exit.is_some() {
+                continue;
+            }
             match t.pid {
-                Some(pid) => self.inner.executor.kill_now(pid),
+                Some(pid) => {
+                    let _ = self.signal_task(&t.node, key, Some(pid), libc::SIGKILL, kill);
+                }
                 None => t.exit = Some(TaskExit::Lost),
             }
         }

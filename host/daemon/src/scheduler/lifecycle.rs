@@ -23,6 +23,10 @@ impl Scheduler {
         let Some(task) = job.tasks.get_mut(ev.task_index as usize) else {
             return;
         };
+        if task.exit.is_some() {
+            // Already ended (declared lost with its node, or reported twice): applied once.
+            return;
+        }
         task.exit = Some(ev.exit);
         task.usage = Some(match task.usage {
             // A restarted service task sums its runs.
@@ -90,6 +94,13 @@ impl Scheduler {
                     "preempted",
                     self.not_requeued(job, why),
                 )
+            }
+            (Some(StopCause::NodeDown { node }), _) => {
+                let why = format!("node {node} went down while the job ran");
+                if job.spec.requeue && self.requeue(job, ReasonCode::Other, &why) {
+                    return;
+                }
+                (JobState::Failed, "node-down", self.not_requeued(job, why))
             }
             (Some(StopCause::LaunchFailed), _) => {
                 let why = job
@@ -192,14 +203,15 @@ impl Scheduler {
                     .is_some_and(|s| now >= s + job.spec.time_limit_s * 1000);
             if let Some((pid_signal, before_ms)) = warn_due(job, now) {
                 job.warned = true;
-                for pid in job
+                for (i, t) in job
                     .tasks
                     .iter()
-                    .filter(|t| t.exit.is_none())
-                    .filter_map(|t| t.pid)
+                    .enumerate()
+                    .filter(|(_, t)| t.exit.is_none())
                 {
-                    if let Err(e) = self.inner.executor.signal(pid, pid_signal) {
-                        tracing::debug!(job = job.id, pid, error = %e, "warning signal failed");
+                    let key = Self::task_key(job, i);
+                    if let Err(e) = self.signal_task(&t.node, key, t.pid, pid_signal, None) {
+                        tracing::debug!(job = job.id, task = i, error = %e, "warning signal failed");
                     }
                 }
                 let snapshot = job.clone();

@@ -14,9 +14,12 @@ mod holds;
 pub mod jobs;
 mod launch;
 mod lifecycle;
+pub(crate) mod members;
 pub mod node_view;
 pub mod nodes;
 pub mod policy_ops;
+mod remote;
+mod remote_launch;
 pub mod service;
 pub mod shadow;
 pub mod signal_ops;
@@ -40,6 +43,7 @@ pub use jobs as jobs_api;
 pub use jobs::{JobFilter, NodeView};
 pub use policy_ops as policy_api;
 pub use policy_ops::PolicyView;
+pub use remote::HeartbeatError;
 
 /// Faults kept for the API.
 const RECENT_FAULTS: usize = 200;
@@ -94,9 +98,17 @@ pub(crate) struct PolicyState {
 
 pub(crate) struct Inner {
     pub(crate) config: Config,
+    /// The controller's own node (its executor's GPUs), whether or not it runs tasks.
     pub(crate) node: NodeInfo,
-    /// Drain and GPU health (`nodes.rs`).
-    pub(crate) node_control: Mutex<nodes::NodeControl>,
+    /// Every node: the local one (first, when it runs tasks) and the agents; with each its
+    /// drain and GPU health (`members.rs`, `nodes.rs`). Locked after `state`.
+    pub(crate) members: Mutex<members::Members>,
+    /// The cluster token agents must present (empty: no agent may join).
+    pub(crate) cluster_token: String,
+    /// Remote task runs whose launch request is in flight (`remote_launch.rs`).
+    pub(crate) launching: Mutex<std::collections::BTreeSet<crate::cluster::proto::TaskKey>>,
+    /// Started remote tasks their agent did not report, with how many heartbeats in a row.
+    pub(crate) missing: Mutex<BTreeMap<crate::cluster::proto::TaskKey, u32>>,
     pub(crate) store: Store,
     pub(crate) executor: Executor,
     pub(crate) state: Mutex<State>,
@@ -173,7 +185,20 @@ impl Scheduler {
         std::fs::create_dir_all(&config.data_dir)?;
         let store = Store::open(&config.data_dir)?;
         let node = crate::inventory::discover(&config.node);
-        let node_control = nodes::NodeControl::load(&store, &node)?;
+        let cluster_token = config.cluster.effective_token();
+        let local = match config.cluster.local_node {
+            true => Some(members::Member {
+                control: nodes::NodeControl::load(&store, &node)?,
+                info: node.clone(),
+                addr: config.cluster.advertise_addr.clone(),
+                link: members::Link::Local,
+                liveness: members::Liveness::Up,
+                last_heartbeat_ms: 0,
+                load: Default::default(),
+            }),
+            false => None,
+        };
+        let members = members::Members::load(&store, local, &cluster_token, now_ms())?;
         tracing::info!(
             node = %node.name, gpus = node.gpus.len(), source = %node.gpu_source,
             cpu_milli = node.cpu_milli, memory_mib = node.memory_mib, "local node"
@@ -190,7 +215,10 @@ impl Scheduler {
         let inner = Inner {
             config,
             node,
-            node_control: Mutex::new(node_control),
+            members: Mutex::new(members),
+            cluster_token,
+            launching: Mutex::default(),
+            missing: Mutex::default(),
             store,
             executor,
             state: Mutex::new(State {
@@ -224,6 +252,7 @@ impl Scheduler {
     pub async fn run(self, mut events: mpsc::UnboundedReceiver<TaskEvent>) {
         self.adopt_survivors();
         self.start_gpu_health_watch();
+        self.start_node_watch();
         let interval = Duration::from_millis(self.inner.config.cycle_interval_ms);
         loop {
             tokio::select! {
@@ -254,14 +283,15 @@ impl Scheduler {
             let mut st = lock(&self.inner.state);
             st.cycle += 1;
             let held = self.apply_holds(&mut st.jobs);
+            let members = lock(&self.inner.members);
             let mut snap = snapshot::build(
                 st.jobs.values().filter(|j| !held.contains(&j.id)),
-                &self.inner.node,
+                &members.schedulable(),
                 st.cycle,
                 now_ms(),
                 &self.ledger(),
             );
-            let note = self.apply_node_control(&mut snap);
+            let note = nodes::apply_node_control(&members, &mut snap);
             (Arc::new(snap), note)
         };
         let span = tracing::info_span!(

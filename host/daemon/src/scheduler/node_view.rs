@@ -1,13 +1,17 @@
-//! The node as the API shows it (`GET /v1/nodes`, `gantry nodes`): state (`up`,
-//! `draining` while jobs still run on a drained node, `drained` once it is empty) with
-//! the drain's reason, who and when; per GPU its identity, topology, health with the
-//! reason and time, MIG devices, and who holds it.
+//! The nodes as the API shows them (`GET /v1/nodes`, `gantry nodes`): state (`up`,
+//! `down` with the reason, `awaiting` its agent after a controller restart, `draining`
+//! while jobs still run on a drained node, `drained` once it is empty) with the drain's
+//! reason, who and when; how it is reached (local or the agent's URL), its last heartbeat
+//! and load; per GPU its identity, topology, health with the reason and time, MIG devices,
+//! and who holds it.
 //!
 //! Owns: the view types and their assembly. Does not own the state they show
 //! (`nodes.rs`, `inventory`, the job table).
 
+use super::members::{Link, Liveness, Member};
 use super::nodes::{DrainRecord, GpuFault};
 use super::{Scheduler, lock};
+use crate::cluster::proto::NodeLoad;
 use crate::inventory::{MigDevice, groups};
 use crate::model::JobState;
 use serde::Serialize;
@@ -50,8 +54,21 @@ pub struct GpuView {
 pub struct NodeView {
     /// Name.
     pub name: String,
-    /// "up", "draining" (drained, jobs still running) or "drained" (drained, empty).
+    /// "up", "down", "awaiting" (its agent, after a controller restart), "draining"
+    /// (drained, jobs still running) or "drained" (drained, empty).
     pub state: String,
+    /// Why it is down (None unless down).
+    pub down_reason: Option<String>,
+    /// Since when it is down, ms since the Unix epoch.
+    pub down_since_ms: Option<u64>,
+    /// "local" (the controller's own executor) or the agent's URL.
+    pub agent: String,
+    /// Its address for other nodes' tasks.
+    pub addr: String,
+    /// Its agent's last heartbeat, ms since the Unix epoch (None: local, or none yet).
+    pub last_heartbeat_ms: Option<u64>,
+    /// Load at the last heartbeat (agents only).
+    pub load: Option<NodeLoad>,
     /// The drain's reason, who and when (None when up).
     pub drain: Option<DrainRecord>,
     /// Where GPUs came from ("nvml" or "config").
@@ -73,17 +90,38 @@ pub struct NodeView {
 }
 
 impl Scheduler {
-    /// The node and who holds each GPU.
+    /// Every node and who holds each GPU.
     pub fn nodes(&self) -> Vec<NodeView> {
-        vec![self.node_view()]
+        let members: Vec<Member> = lock(&self.inner.members)
+            .all()
+            .map(|(_, m)| m.clone())
+            .collect();
+        members.iter().map(|m| self.view_of(m)).collect()
     }
 
-    /// The local node's view.
-    pub(crate) fn node_view(&self) -> NodeView {
-        let n = &self.inner.node;
+    /// The view of node `name`, if there is one.
+    pub(crate) fn node_view(&self, name: &str) -> Option<NodeView> {
+        let member = lock(&self.inner.members)
+            .by_name(name)
+            .map(|(_, m)| m.clone())?;
+        Some(self.view_of(&member))
+    }
+
+    fn view_of(&self, m: &Member) -> NodeView {
+        let n = &m.info;
+        let (agent, load) = match &m.link {
+            Link::Local => ("local".to_string(), None),
+            Link::Agent(client) => (client.url().to_string(), Some(m.load)),
+        };
         let mut view = NodeView {
             name: n.name.clone(),
             state: "up".into(),
+            down_reason: None,
+            down_since_ms: None,
+            agent,
+            addr: m.addr.clone(),
+            last_heartbeat_ms: (m.last_heartbeat_ms > 0).then_some(m.last_heartbeat_ms),
+            load,
             drain: None,
             gpu_source: n.gpu_source.clone(),
             labels: n.labels.clone(),
@@ -118,7 +156,7 @@ impl Scheduler {
                 if j.tasks.iter().any(|t| t.node == n.name) {
                     running_here += 1;
                 }
-                for t in &j.tasks {
+                for t in j.tasks.iter().filter(|t| t.node == n.name) {
                     view.cpu_milli_allocated += t.cpu_milli;
                     view.memory_mib_allocated += t.memory_mib;
                     for s in &t.gpus {
@@ -130,12 +168,12 @@ impl Scheduler {
                 }
             }
         }
-        let ctl = lock(&self.inner.node_control).clone();
+        let ctl = &m.control;
         for g in &mut view.gpus {
             g.health = ctl.gpu_faults.get(&g.index).cloned();
             g.healthy = g.health.is_none();
         }
-        if let Some(d) = ctl.drain {
+        if let Some(d) = ctl.drain.clone() {
             view.state = if running_here > 0 {
                 "draining"
             } else {
@@ -143,6 +181,15 @@ impl Scheduler {
             }
             .into();
             view.drain = Some(d);
+        }
+        match &m.liveness {
+            Liveness::Up => {}
+            Liveness::Awaiting { .. } => view.state = "awaiting".into(),
+            Liveness::Down { since_ms, reason } => {
+                view.state = "down".into();
+                view.down_reason = Some(reason.clone());
+                view.down_since_ms = Some(*since_ms);
+            }
         }
         if view.gpus.iter().any(|g| !g.mig_devices.is_empty()) {
             view.notes.push(MIG_NOTE.into());

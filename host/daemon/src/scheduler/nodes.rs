@@ -14,8 +14,9 @@
 //! pending reasons. Does not own discovery (`inventory`), the health rules
 //! (`inventory::health`) or HTTP (`api::nodes`).
 
+use super::members::Members;
 use super::node_view::NodeView;
-use super::{Scheduler, lock, now_ms, snapshot::LOCAL_NODE};
+use super::{Scheduler, lock, now_ms};
 use crate::inventory::NodeInfo;
 use crate::store::{Store, StoreError};
 use gantry_contract::{self as c, Stage};
@@ -58,11 +59,11 @@ pub(crate) struct NodeControl {
 #[derive(Debug, thiserror::Error)]
 pub enum NodeOpError {
     /// No node of that name.
-    #[error("node {asked} does not exist (this daemon runs node {known})")]
+    #[error("node {asked} does not exist (nodes: {known})")]
     NotFound {
         /// The name asked for.
         asked: String,
-        /// The node there is.
+        /// The nodes there are.
         known: String,
     },
     /// The reason is missing, too long or not printable.
@@ -153,15 +154,14 @@ pub fn annotate_pending(outcome: &mut CycleOutcome, note: &str) {
 
 impl Scheduler {
     fn check_node(&self, name: &str) -> Result<(), NodeOpError> {
-        let known = &self.inner.node.name;
-        if name == known {
-            Ok(())
-        } else {
-            Err(NodeOpError::NotFound {
-                asked: name.chars().take(MAX_REASON).collect(),
-                known: known.clone(),
-            })
+        let members = lock(&self.inner.members);
+        if members.by_name(name).is_some() {
+            return Ok(());
         }
+        Err(NodeOpError::NotFound {
+            asked: name.chars().take(MAX_REASON).collect(),
+            known: members.names().join(", "),
+        })
     }
 
     /// Drains `name`: running jobs continue, nothing new starts there. Draining a
@@ -169,10 +169,10 @@ impl Scheduler {
     pub fn drain(&self, name: &str, reason: &str, by: &str) -> Result<NodeView, NodeOpError> {
         self.check_node(name)?;
         let reason = check_reason(reason).map_err(NodeOpError::Reason)?;
-        let since_ms = lock(&self.inner.node_control)
-            .drain
-            .as_ref()
-            .map_or_else(now_ms, |d| d.since_ms);
+        let since_ms = self
+            .with_control(name, |c| c.drain.as_ref().map(|d| d.since_ms))
+            .flatten()
+            .unwrap_or_else(now_ms);
         let record = DrainRecord {
             reason,
             by: by.to_string(),
@@ -184,16 +184,16 @@ impl Scheduler {
         let message = format!("node {name} drained by {by}: {}", record.reason);
         tracing::warn!("{message}");
         let _ = store.event(now_ms(), None, "node", message);
-        lock(&self.inner.node_control).drain = Some(record);
+        self.with_control(name, |c| c.drain = Some(record));
         self.wake();
-        Ok(self.node_view())
+        self.node_view(name).ok_or_else(|| self.not_found(name))
     }
 
     /// Resumes `name`: new jobs may start there again (a node that is not drained is
     /// left as it is).
     pub fn resume(&self, name: &str, by: &str) -> Result<NodeView, NodeOpError> {
         self.check_node(name)?;
-        let was = lock(&self.inner.node_control).drain.clone();
+        let was = self.with_control(name, |c| c.drain.clone()).flatten();
         if let Some(d) = was {
             let store = &self.inner.store;
             store.set_meta(&drain_key(name), &None::<DrainRecord>)?;
@@ -201,28 +201,57 @@ impl Scheduler {
             let message = format!("node {name} resumed by {by} (was drained: {})", d.reason);
             tracing::warn!("{message}");
             let _ = store.event(now_ms(), None, "node", message);
-            lock(&self.inner.node_control).drain = None;
+            self.with_control(name, |c| c.drain = None);
             self.wake();
         }
-        Ok(self.node_view())
+        self.node_view(name).ok_or_else(|| self.not_found(name))
     }
 
-    /// Records that GPU `index` failed a health check: it gets no new tasks (running
-    /// ones continue; their programs see the failure themselves).
+    fn not_found(&self, name: &str) -> NodeOpError {
+        NodeOpError::NotFound {
+            asked: name.chars().take(MAX_REASON).collect(),
+            known: lock(&self.inner.members).names().join(", "),
+        }
+    }
+
+    /// Runs `f` on the drain and health of node `name`, if there is such a node.
+    pub(crate) fn with_control<R>(
+        &self,
+        name: &str,
+        f: impl FnOnce(&mut NodeControl) -> R,
+    ) -> Option<R> {
+        lock(&self.inner.members)
+            .by_name_mut(name)
+            .map(|m| f(&mut m.control))
+    }
+
+    /// Records that GPU `index` of the local node failed a health check: it gets no new
+    /// tasks (running ones continue; their programs see the failure themselves).
     pub(crate) fn mark_gpu_unhealthy(&self, index: u32, reason: String) {
+        let node = self.inner.node.name.clone();
+        if self.record_gpu_fault(&node, index, reason) {
+            self.wake();
+        }
+    }
+
+    /// Records a GPU fault of node `node`; false when it was already known.
+    pub(crate) fn record_gpu_fault(&self, node: &str, index: u32, reason: String) -> bool {
         let fault = GpuFault {
             reason,
             since_ms: now_ms(),
         };
-        let message = format!("GPU {index} is unhealthy: {}", fault.reason);
-        {
-            let mut ctl = lock(&self.inner.node_control);
+        let message = format!("GPU {index} of node {node} is unhealthy: {}", fault.reason);
+        let added = self.with_control(node, |ctl| {
             if ctl.gpu_faults.contains_key(&index) {
-                return;
+                return false;
             }
             ctl.gpu_faults.insert(index, fault);
+            true
+        });
+        if added != Some(true) {
+            return false;
         }
-        tracing::error!(gpu = index, "{message}; it gets no new tasks");
+        tracing::error!(node, gpu = index, "{message}; it gets no new tasks");
         let _ = self
             .inner
             .store
@@ -230,7 +259,7 @@ impl Scheduler {
         self.inner
             .metrics
             .add("gantry_gpu_health_failures_total", vec![], 1.0);
-        self.wake();
+        true
     }
 
     /// Starts polling GPU health through NVML every `node.health_poll_s` seconds (only
@@ -258,18 +287,21 @@ impl Scheduler {
             tracing::error!("cannot start the GPU health watcher: {e}");
         }
     }
+}
 
-    /// Applies drain and GPU health to a cycle's snapshot; returns the note for
-    /// pending reasons while the node is drained.
-    pub(crate) fn apply_node_control(&self, snap: &mut Snapshot) -> Option<String> {
-        let ctl = lock(&self.inner.node_control);
-        for n in snap.nodes.iter_mut().filter(|n| n.id == LOCAL_NODE) {
-            ctl.apply_to(n);
+/// Applies each node's drain and GPU health to a cycle's snapshot; returns the note for
+/// pending reasons while nodes are drained.
+pub(crate) fn apply_node_control(members: &Members, snap: &mut Snapshot) -> Option<String> {
+    let mut notes = Vec::new();
+    for n in &mut snap.nodes {
+        if let Some(m) = members.get(n.id) {
+            m.control.apply_to(n);
+            if let Some(d) = &m.control.drain {
+                notes.push(drain_note(&m.info.name, d));
+            }
         }
-        ctl.drain
-            .as_ref()
-            .map(|d| drain_note(&self.inner.node.name, d))
     }
+    (!notes.is_empty()).then(|| notes.join("; "))
 }
 
 #[cfg(test)]
@@ -277,7 +309,7 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
     use crate::inventory::GpuInfo;
-    use crate::scheduler::snapshot;
+    use crate::scheduler::snapshot::{self, LOCAL_NODE};
     use gantry_engine::{Interner, PendingReason};
 
     fn node() -> (c::Cycle, c::Node) {
@@ -292,7 +324,7 @@ mod tests {
             gpu_source: "config".into(),
         };
         let mut strings = Interner::new();
-        let n = snapshot::node_view(&info, &mut strings, &[]);
+        let n = snapshot::node_view(LOCAL_NODE, &info, &mut strings, &[]);
         (c::Cycle::default(), n)
     }
 

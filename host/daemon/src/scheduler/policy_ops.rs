@@ -258,9 +258,10 @@ impl Scheduler {
         let (mut candidate, resolved) = registry.build(&spec, Some(&self.inner.store))?;
         let snap = {
             let st = lock(&self.inner.state);
+            let members = lock(&self.inner.members);
             snapshot::build(
                 st.jobs.values(),
-                &self.inner.node,
+                &members.schedulable(),
                 st.cycle,
                 now_ms(),
                 &self.ledger(),

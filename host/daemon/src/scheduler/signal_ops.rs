@@ -28,15 +28,19 @@ impl Scheduler {
             return Err(SignalError::NotRunning(id, job.state.as_str()));
         }
         let mut sent = 0;
-        for pid in job
+        for (i, t) in job
             .tasks
             .iter()
-            .filter(|t| t.exit.is_none())
-            .filter_map(|t| t.pid)
+            .enumerate()
+            .filter(|(_, t)| t.exit.is_none())
         {
-            match self.inner.executor.signal(pid, signal) {
+            if t.pid.is_none() && self.agent_of(&t.node).is_none() {
+                continue;
+            }
+            let key = Self::task_key(job, i);
+            match self.signal_task(&t.node, key, t.pid, signal, None) {
                 Ok(()) => sent += 1,
-                Err(e) => tracing::debug!(job = id, pid, error = %e, "signal failed"),
+                Err(e) => tracing::debug!(job = id, task = i, error = %e, "signal failed"),
             }
         }
         drop(st);

@@ -1,7 +1,9 @@
-//! Builds the engine's [`Snapshot`] from the daemon's jobs and inventory: interns
+//! Builds the engine's [`Snapshot`] from the daemon's jobs and the nodes that are up: interns
 //! names and labels, turns GPU model names into mask bits, and computes what is free
-//! on the node from the allocations of running jobs (so there is no separate
-//! accounting to drift).
+//! on each node from the allocations of running jobs (so there is no separate
+//! accounting to drift). A node is given by its number and inventory; a running task on a
+//! node that is not given (down) keeps an allocation on [`ABSENT_NODE`], which no
+//! booking can use.
 //!
 //! Owns: the daemon → contract mapping. Does not own scheduling decisions.
 
@@ -12,8 +14,14 @@ use gantry_contract as c;
 use gantry_engine::{EvictionInProgress, Interner, Snapshot};
 use std::collections::BTreeMap;
 
-/// The local node's number in snapshots.
+/// The local node's number in snapshots (it is always the first node when it runs tasks).
 pub const LOCAL_NODE: c::NodeId = 0;
+
+/// The number given to allocations on nodes that are not in the snapshot.
+pub const ABSENT_NODE: c::NodeId = c::NodeId::MAX;
+
+/// Nodes of a snapshot: number and inventory.
+pub type NodeList<'a> = [(c::NodeId, &'a NodeInfo)];
 
 /// Mask bit for models no GPU has once the table is full (never matches a GPU).
 const UNKNOWN_MODEL_BIT: usize = 63;
@@ -25,14 +33,14 @@ pub struct Models {
 
 impl Models {
     /// Cluster models first (low bits), then any model a job asks for.
-    pub fn new<'a>(node: &NodeInfo, jobs: impl Iterator<Item = &'a JobRecord>) -> Self {
+    pub fn new<'a>(nodes: &NodeList<'_>, jobs: impl Iterator<Item = &'a JobRecord>) -> Self {
         let mut names: Vec<String> = Vec::new();
         let mut add = |m: &str| {
             if !names.iter().any(|n| n == m) && names.len() < UNKNOWN_MODEL_BIT {
                 names.push(m.to_string());
             }
         };
-        for g in &node.gpus {
+        for g in nodes.iter().flat_map(|(_, n)| &n.gpus) {
             add(&g.model);
         }
         for j in jobs {
@@ -96,9 +104,12 @@ pub fn contract_job(j: &JobRecord, models: &Models, strings: &mut Interner) -> c
     }
 }
 
-fn allocation(t: &TaskRecord) -> c::TaskAllocation {
+fn allocation(t: &TaskRecord, nodes: &NodeList<'_>) -> c::TaskAllocation {
     c::TaskAllocation {
-        node: LOCAL_NODE,
+        node: nodes
+            .iter()
+            .find(|(_, n)| n.name == t.node)
+            .map_or(ABSENT_NODE, |(id, _)| *id),
         gpus: t
             .gpus
             .iter()
@@ -112,10 +123,15 @@ fn allocation(t: &TaskRecord) -> c::TaskAllocation {
     }
 }
 
-/// The node with everything free (for submit-time "could it ever fit").
-pub fn node_view(node: &NodeInfo, strings: &mut Interner, running: &[&JobRecord]) -> c::Node {
+/// Node `id` with what `running` jobs leave free on it (everything, with no jobs).
+pub fn node_view(
+    id: c::NodeId,
+    node: &NodeInfo,
+    strings: &mut Interner,
+    running: &[&JobRecord],
+) -> c::Node {
     let mut n = c::Node {
-        id: LOCAL_NODE,
+        id,
         name: strings.intern(&node.name),
         state: c::NodeState::Up,
         labels: node
@@ -142,7 +158,11 @@ pub fn node_view(node: &NodeInfo, strings: &mut Interner, running: &[&JobRecord]
             })
             .collect(),
     };
-    for t in running.iter().flat_map(|j| &j.tasks) {
+    for t in running
+        .iter()
+        .flat_map(|j| &j.tasks)
+        .filter(|t| t.node == node.name)
+    {
         n.cpu_milli_free = n.cpu_milli_free.saturating_sub(t.cpu_milli);
         n.memory_mib_free = n.memory_mib_free.saturating_sub(t.memory_mib);
         for share in &t.gpus {
@@ -222,15 +242,16 @@ fn per_user_and_account<'a, T: Default + std::ops::AddAssign + Copy>(
 /// (quotas come with the quota plugin).
 fn queues<'a>(
     jobs: impl Iterator<Item = &'a JobRecord>,
-    node: &NodeInfo,
+    nodes: &NodeList<'_>,
     models: &Models,
     strings: &mut Interner,
 ) -> Vec<c::QueueStatus> {
     let mut q: BTreeMap<String, c::QueueStatus> = BTreeMap::new();
-    let model_of = |index: u32| {
-        node.gpus
+    let model_of = |node: &str, index: u32| {
+        nodes
             .iter()
-            .find(|g| g.index == index)
+            .find(|(_, n)| n.name == node)
+            .and_then(|(_, n)| n.gpus.iter().find(|g| g.index == index))
             .and_then(|g| models.names.iter().position(|m| *m == g.model))
     };
     for j in jobs {
@@ -243,8 +264,12 @@ fn queues<'a>(
         match j.state {
             JobState::Running => {
                 e.gpu_milli_used += j.gpu_milli_held();
-                for share in j.tasks.iter().flat_map(|t| &t.gpus) {
-                    if let Some(m) = model_of(share.index) {
+                for (t, share) in j
+                    .tasks
+                    .iter()
+                    .flat_map(|t| t.gpus.iter().map(move |g| (t, g)))
+                {
+                    if let Some(m) = model_of(&t.node, share.index) {
                         e.gpu_milli_used_by_model[m] += u64::from(share.milli);
                     }
                 }
@@ -265,19 +290,22 @@ fn queues<'a>(
 /// running jobs among `jobs`.
 pub fn build<'a>(
     jobs: impl Iterator<Item = &'a JobRecord> + Clone,
-    node: &NodeInfo,
+    nodes: &NodeList<'_>,
     cycle_id: u64,
     now_ms: u64,
     ledger: &Ledger,
 ) -> Snapshot {
-    let models = Models::new(node, jobs.clone());
+    let models = Models::new(nodes, jobs.clone());
     let mut strings = Interner::new();
     let gpu_models: Vec<c::Symbol> = models.names.iter().map(|m| strings.intern(m)).collect();
     let running_records: Vec<&JobRecord> = jobs
         .clone()
         .filter(|j| j.state == JobState::Running)
         .collect();
-    let node_c = node_view(node, &mut strings, &running_records);
+    let nodes_c: Vec<c::Node> = nodes
+        .iter()
+        .map(|(id, n)| node_view(*id, n, &mut strings, &running_records))
+        .collect();
     let pending: Vec<c::Job> = jobs
         .clone()
         .filter(|j| j.state == JobState::Pending)
@@ -289,7 +317,7 @@ pub fn build<'a>(
             let start_ms = j.start_ms.unwrap_or(now_ms);
             c::RunningJob {
                 job: contract_job(j, &models, &mut strings),
-                tasks: j.tasks.iter().map(allocation).collect(),
+                tasks: j.tasks.iter().map(|t| allocation(t, nodes)).collect(),
                 start_ms,
                 expected_end_ms: (j.spec.time_limit_s > 0)
                     .then(|| start_ms + j.spec.time_limit_s * 1000),
@@ -305,17 +333,24 @@ pub fn build<'a>(
         })
         .collect();
     let totals = c::ClusterTotals {
-        nodes: 1,
-        gpu_milli_total: node_c.gpus.len() as u64 * u64::from(c::MILLI_PER_GPU),
-        gpu_milli_free: node_c.gpus.iter().map(|g| u64::from(g.free_milli)).sum(),
-        cpu_milli_total: u64::from(node_c.cpu_milli_total),
-        memory_mib_total: node_c.memory_mib_total,
+        nodes: nodes_c.len() as u32,
+        gpu_milli_total: nodes_c
+            .iter()
+            .map(|n| n.gpus.len() as u64 * u64::from(c::MILLI_PER_GPU))
+            .sum(),
+        gpu_milli_free: nodes_c
+            .iter()
+            .flat_map(|n| &n.gpus)
+            .map(|g| u64::from(g.free_milli))
+            .sum(),
+        cpu_milli_total: nodes_c.iter().map(|n| u64::from(n.cpu_milli_total)).sum(),
+        memory_mib_total: nodes_c.iter().map(|n| n.memory_mib_total).sum(),
     };
     let (user_usage, account_usage) = usage(jobs.clone(), now_ms, ledger, &mut strings);
     let (user_gpus, account_gpus) = gpus_in_use(jobs.clone(), &mut strings);
     let queues = queues(
         jobs.filter(|j| !j.state.is_terminal()),
-        node,
+        nodes,
         &models,
         &mut strings,
     );
@@ -335,7 +370,7 @@ pub fn build<'a>(
     let mut snap = Snapshot {
         ctx,
         pending,
-        nodes: vec![node_c],
+        nodes: nodes_c,
         running,
         evicting,
     };

@@ -4,7 +4,7 @@
 //!
 //! Owns: variable names and values. Does not own launching (`launch`).
 
-use super::Scheduler;
+use super::{Scheduler, lock};
 use crate::model::{GpuShareView, JobRecord};
 
 /// Base of the rendezvous port given to gangs (`MASTER_PORT`).
@@ -21,7 +21,21 @@ impl Scheduler {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         let gpu_milli: u32 = t.gpus.iter().map(|g| g.milli).sum();
-        let gang = Gang::of(job, task);
+        let (master_addr, devices) = {
+            let members = lock(&self.inner.members);
+            let addr_of = |node: &str| members.by_name(node).map(|(_, m)| m.addr.clone());
+            let master_addr = job
+                .tasks
+                .first()
+                .and_then(|t0| addr_of(&t0.node))
+                .unwrap_or_else(|| "127.0.0.1".into());
+            let devices = members
+                .by_name(&t.node)
+                .map(|(_, m)| m.info.gpus.clone())
+                .unwrap_or_default();
+            (master_addr, devices)
+        };
+        let gang = Gang::of(job, task, master_addr);
         let master_port = job
             .rendezvous_port
             .map_or_else(|| MASTER_PORT_BASE + job.id % 10_000, u64::from);
@@ -62,13 +76,14 @@ impl Scheduler {
                 ("GANTRY_SERVICE_PORT".into(), port.to_string()),
             ]);
         }
-        env.extend(fraction_env(&t.gpus, &self.inner.node.gpus));
+        env.extend(fraction_env(&t.gpus, &devices));
         env
     }
 }
 
 /// Where one task sits in its gang: nodes in order of first appearance among the tasks (rank
-/// 0's node first), the task's node rank, its rank and the task count on its node.
+/// 0's node first), the task's node rank, its rank and the task count on its node, and rank
+/// 0's node address (`MASTER_ADDR`).
 struct Gang {
     nodelist: Vec<String>,
     node_rank: usize,
@@ -78,7 +93,7 @@ struct Gang {
 }
 
 impl Gang {
-    fn of(job: &JobRecord, task: usize) -> Self {
+    fn of(job: &JobRecord, task: usize, master_addr: String) -> Self {
         let mut nodelist: Vec<String> = Vec::new();
         for t in &job.tasks {
             if !nodelist.contains(&t.node) {
@@ -89,8 +104,6 @@ impl Gang {
         let node_rank = nodelist.iter().position(|n| n == node).unwrap_or(0);
         let local_rank = job.tasks[..task].iter().filter(|t| &t.node == node).count();
         let local_world_size = job.tasks.iter().filter(|t| &t.node == node).count();
-        // One node today: rank 0 is on this node. With agents, rank 0's node address.
-        let master_addr = "127.0.0.1".to_string();
         Self {
             nodelist,
             node_rank,

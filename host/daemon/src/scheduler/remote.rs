@@ -1,0 +1,400 @@
+//! The controller's side of agents: signals and stops routed to the node a task runs on,
+//! heartbeats (registration, inventory, GPU health, load, reported tasks and ends), the
+//! reconciliation of what an agent runs with what the controller wants, and nodes that
+//! fall silent.
+//!
+//! Rules: an end is applied once, and only to the run its key names; a running task the
+//! controller does not want (its job ended or was requeued, e.g. while the node was down) is
+//! stopped; a wanted task the agent does not know and whose launch is not in flight is
+//! launched again with the same key (after a controller restart mid-launch; the agent's
+//! idempotence makes this safe), or, once it had started, declared lost after three
+//! heartbeats without it. A node not heard from for `cluster.node_down_after_ms` is down:
+//! its tasks are lost, the rest of their gangs stopped, and the jobs requeued or failed per
+//! their requeue setting; its GPUs leave the snapshot until it reports again.
+//!
+//! Owns: these reactions. Does not own the node table (`members.rs`), the wire types
+//! (`cluster::proto`), HTTP (`api::cluster`) or launching (`remote_launch.rs`).
+
+use super::members::{Link, Liveness, Member};
+use super::{Scheduler, lock, now_ms};
+use crate::cluster::agent_client::AgentClient;
+use crate::cluster::proto::{EndReport, Heartbeat, HeartbeatReply, SignalRequest, TaskKey};
+use crate::executor::{TaskEvent, TaskExit};
+use crate::model::{JobState, StopCause};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+/// How often silent nodes are looked for.
+const WATCH_EVERY: Duration = Duration::from_millis(200);
+
+/// Heartbeats without a started task before it is declared lost.
+const MISSING_LIMIT: u32 = 3;
+
+/// Why a heartbeat was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum HeartbeatError {
+    /// The name is the controller's own node.
+    #[error("node name {0} is the controller's own node; give the agent another --name")]
+    NameTaken(String),
+    /// The name is empty or not printable.
+    #[error("node name must be 1-64 printable characters without spaces")]
+    BadName,
+    /// The store failed.
+    #[error("{0}")]
+    Store(#[from] crate::store::StoreError),
+}
+
+impl Scheduler {
+    /// Sends `signal` to task `i` of a job on node `node` (local or agent); with `grace`,
+    /// SIGKILL follows after it if the task is still alive.
+    pub(crate) fn signal_task(
+        &self,
+        node: &str,
+        key: TaskKey,
+        pid: Option<u32>,
+        signal: i32,
+        grace: Option<Duration>,
+    ) -> std::io::Result<()> {
+        if self.agent_of(node).is_some() {
+            self.signal_remote(node, key, signal, grace);
+            return Ok(());
+        }
+        let Some(pid) = pid else {
+            return Ok(());
+        };
+        match grace {
+            Some(grace) if signal == libc::SIGKILL && grace.is_zero() => {
+                self.inner.executor.kill_now(pid);
+                Ok(())
+            }
+            Some(grace) => {
+                self.inner.executor.terminate_with(pid, signal, grace);
+                Ok(())
+            }
+            None => self.inner.executor.signal(pid, signal),
+        }
+    }
+
+    /// Sends a signal to a task on an agent in the background (three tries).
+    pub(crate) fn signal_remote(
+        &self,
+        node: &str,
+        key: TaskKey,
+        signal: i32,
+        grace: Option<Duration>,
+    ) {
+        let Some(agent) = self.agent_of(node) else {
+            return;
+        };
+        let request = SignalRequest {
+            key,
+            signal,
+            grace_ms: grace.map(|g| g.as_millis() as u64),
+        };
+        tokio::task::spawn_blocking(move || send_signal(&agent, &request));
+    }
+
+    /// An end reported by node `node`: applied when it is the current run of a running task.
+    pub(crate) fn remote_task_ended(&self, node: &str, end: EndReport) {
+        let current = {
+            let st = lock(&self.inner.state);
+            st.jobs.get(&end.key.job).is_some_and(|j| {
+                j.state == JobState::Running
+                    && j.tasks.get(end.key.task as usize).is_some_and(|t| {
+                        t.node == node && t.exit.is_none() && t.started_ms == Some(end.key.run)
+                    })
+            })
+        };
+        if current {
+            self.task_ended(TaskEvent {
+                job_id: end.key.job,
+                task_index: end.key.task,
+                exit: end.exit,
+                usage: end.usage,
+            });
+        }
+    }
+
+    /// A heartbeat from an agent: registers or refreshes its node, applies its ends, and
+    /// answers with what was recorded and what to stop.
+    pub fn heartbeat(&self, hb: Heartbeat) -> Result<HeartbeatReply, HeartbeatError> {
+        let name = hb.node.name.clone();
+        if name.is_empty()
+            || name.len() > 64
+            || name.chars().any(|c| c.is_control() || c.is_whitespace())
+        {
+            return Err(HeartbeatError::BadName);
+        }
+        self.register(&hb)?;
+        for (index, reason) in &hb.gpu_faults {
+            if self.record_gpu_fault(&name, *index, reason.clone()) {
+                self.wake();
+            }
+        }
+        for end in &hb.ended {
+            self.remote_task_ended(&name, *end);
+        }
+        let acknowledged = hb.ended.iter().map(|e| e.key).collect();
+        let stop = self.reconcile(&name, &hb);
+        Ok(HeartbeatReply {
+            acknowledged,
+            stop,
+            heartbeat_interval_ms: self.inner.config.cluster.heartbeat_interval_ms,
+        })
+    }
+
+    /// Adds the node or refreshes it; a node that was down or awaited is up again.
+    fn register(&self, hb: &Heartbeat) -> Result<(), HeartbeatError> {
+        let name = &hb.node.name;
+        let now = now_ms();
+        let mut members = lock(&self.inner.members);
+        let (changed, back) = match members.by_name_mut(name) {
+            Some(m) if matches!(m.link, Link::Local) => {
+                return Err(HeartbeatError::NameTaken(name.clone()));
+            }
+            Some(m) => {
+                let url_changed = m.agent().is_none_or(|a| a.url() != hb.agent_url);
+                let changed = url_changed || m.info != hb.node || m.addr != hb.addr;
+                if url_changed {
+                    m.link =
+                        Link::Agent(AgentClient::new(&hb.agent_url, &self.inner.cluster_token));
+                }
+                m.info = hb.node.clone();
+                m.addr = hb.addr.clone();
+                m.last_heartbeat_ms = now;
+                m.load = hb.load;
+                let back = std::mem::replace(&mut m.liveness, Liveness::Up);
+                (changed, (back != Liveness::Up).then_some(back))
+            }
+            None => {
+                let control = super::nodes::NodeControl::load(&self.inner.store, &hb.node)?;
+                members.push(Member {
+                    info: hb.node.clone(),
+                    addr: hb.addr.clone(),
+                    link: Link::Agent(AgentClient::new(&hb.agent_url, &self.inner.cluster_token)),
+                    liveness: Liveness::Up,
+                    last_heartbeat_ms: now,
+                    load: hb.load,
+                    control,
+                });
+                let message = format!(
+                    "node {name} joined: {} GPUs, agent {}",
+                    hb.node.gpus.len(),
+                    hb.agent_url
+                );
+                tracing::info!("{message}");
+                let _ = self.inner.store.event(now, None, "node", message);
+                (true, None)
+            }
+        };
+        if changed {
+            members.save(&self.inner.store)?;
+        }
+        drop(members);
+        let woke = changed || back.is_some();
+        if let Some(was) = back {
+            let message = match was {
+                Liveness::Down { reason, .. } => {
+                    format!("node {name} is back (was down: {reason})")
+                }
+                _ => format!("node {name} reported after the controller's restart"),
+            };
+            tracing::warn!("{message}");
+            let _ = self.inner.store.event(now, None, "node", message);
+        }
+        if woke {
+            self.wake();
+        }
+        Ok(())
+    }
+
+    /// Compares what the agent runs with what the controller wants there; returns the keys
+    /// to stop, re-sends launches the agent never got, and declares lost what it lost.
+    fn reconcile(&self, node: &str, hb: &Heartbeat) -> Vec<TaskKey> {
+        let reported: BTreeMap<TaskKey, u32> = hb.running.iter().map(|r| (r.key, r.pid)).collect();
+        let ended: BTreeSet<TaskKey> = hb.ended.iter().map(|e| e.key).collect();
+        let launching = lock(&self.inner.launching).clone();
+        let mut stop = Vec::new();
+        let mut relaunch: Vec<(u64, usize)> = Vec::new();
+        let mut lost: Vec<TaskKey> = Vec::new();
+        let mut st = lock(&self.inner.state);
+        let mut wanted = BTreeSet::new();
+        let mut changed = Vec::new();
+        for job in st
+            .jobs
+            .values_mut()
+            .filter(|j| j.state == JobState::Running)
+        {
+            for i in 0..job.tasks.len() {
+                if job.tasks[i].node != node || job.tasks[i].exit.is_some() {
+                    continue;
+                }
+                let key = Self::task_key(job, i);
+                wanted.insert(key);
+                if let Some(pid) = reported.get(&key) {
+                    lock(&self.inner.missing).remove(&key);
+                    if job.tasks[i].pid.is_none() {
+                        job.tasks[i].pid = Some(*pid);
+                        changed.push(job.id);
+                    }
+                } else if ended.contains(&key) || launching.contains(&key) {
+                } else if job.tasks[i].pid.is_none() {
+                    if job.stopping.is_none() {
+                        relaunch.push((job.id, i));
+                    }
+                } else {
+                    let mut missing = lock(&self.inner.missing);
+                    let n = missing.entry(key).or_insert(0);
+                    *n += 1;
+                    if *n >= MISSING_LIMIT {
+                        missing.remove(&key);
+                        lost.push(key);
+                    }
+                }
+            }
+        }
+        for r in &hb.running {
+            if !wanted.contains(&r.key) {
+                tracing::info!(node, task = %r.key, "stopping a task the controller does not want");
+                stop.push(r.key);
+            }
+        }
+        let snapshots: Vec<_> = changed
+            .iter()
+            .filter_map(|id| st.jobs.get(id).cloned())
+            .collect();
+        let resend: Vec<_> = relaunch
+            .iter()
+            .filter_map(|(id, i)| st.jobs.get(id).map(|j| (j.clone(), *i)))
+            .collect();
+        drop(st);
+        for job in &snapshots {
+            self.persist(job);
+        }
+        for (job, i) in resend {
+            tracing::info!(node, task = %Self::task_key(&job, i), "the agent does not know this task; sending its launch again");
+            self.launch_remote(&job, &[i]);
+        }
+        for key in lost {
+            tracing::warn!(node, task = %key, "the agent no longer reports this task; it is lost");
+            self.remote_task_ended(
+                node,
+                EndReport {
+                    key,
+                    exit: TaskExit::Lost,
+                    usage: Default::default(),
+                },
+            );
+        }
+        stop
+    }
+
+    /// Watches for agents that stopped sending heartbeats.
+    pub(crate) fn start_node_watch(&self) {
+        let me = self.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(WATCH_EVERY).await;
+                me.mark_silent_nodes_down();
+            }
+        });
+    }
+
+    fn mark_silent_nodes_down(&self) {
+        let now = now_ms();
+        let limit = self.inner.config.cluster.node_down_after_ms;
+        let mut down = Vec::new();
+        for (_, m) in lock(&self.inner.members).all_mut() {
+            let reason = match (&m.link, &m.liveness) {
+                (Link::Agent(_), Liveness::Up)
+                    if now.saturating_sub(m.last_heartbeat_ms) > limit =>
+                {
+                    format!(
+                        "no heartbeat for {} ms (limit {limit} ms)",
+                        now - m.last_heartbeat_ms
+                    )
+                }
+                (Link::Agent(_), Liveness::Awaiting { since_ms })
+                    if now.saturating_sub(*since_ms) > limit =>
+                {
+                    format!(
+                        "its agent has not reported since the controller started ({limit} ms ago)"
+                    )
+                }
+                _ => continue,
+            };
+            m.liveness = Liveness::Down {
+                since_ms: now,
+                reason: reason.clone(),
+            };
+            down.push((m.info.name.clone(), reason));
+        }
+        for (node, reason) in down {
+            self.node_down(&node, &reason);
+        }
+    }
+
+    /// Node `node` is down: its tasks are lost; the rest of their gangs are stopped; the
+    /// jobs end (requeued or failed) once every task ended.
+    fn node_down(&self, node: &str, reason: &str) {
+        let message = format!("node {node} is down: {reason}");
+        tracing::error!("{message}");
+        let _ = self.inner.store.event(now_ms(), None, "node", message);
+        let grace = Duration::from_secs(self.inner.config.kill_grace_s);
+        let mut st = lock(&self.inner.state);
+        let mut touched = Vec::new();
+        for job in st
+            .jobs
+            .values_mut()
+            .filter(|j| j.state == JobState::Running)
+        {
+            if !job.tasks.iter().any(|t| t.node == node && t.exit.is_none()) {
+                continue;
+            }
+            for t in job
+                .tasks
+                .iter_mut()
+                .filter(|t| t.node == node && t.exit.is_none())
+            {
+                t.exit = Some(TaskExit::Lost);
+            }
+            if job.stopping.is_none() || job.stopping == Some(StopCause::GangFailed) {
+                job.stopping = Some(StopCause::NodeDown {
+                    node: node.to_string(),
+                });
+            }
+            self.event(
+                job.id,
+                "node-down",
+                format!("node {node} is down: {reason}"),
+            );
+            self.stop_tasks(job, grace);
+            if job.tasks.iter().all(|t| t.exit.is_some()) {
+                self.finish(job);
+            }
+            touched.push(job.clone());
+        }
+        drop(st);
+        for job in &touched {
+            self.persist(job);
+        }
+        self.flush();
+        self.wake();
+    }
+}
+
+/// Sends one signal request, trying three times while the agent is unreachable.
+fn send_signal(agent: &AgentClient, request: &SignalRequest) {
+    for attempt in 0..3u32 {
+        match agent.signal(request) {
+            Ok(()) => return,
+            Err(e) if e.is_transient() && attempt < 2 => {
+                std::thread::sleep(Duration::from_millis(200 << attempt));
+            }
+            Err(e) => {
+                tracing::warn!(task = %request.key, signal = request.signal, "signal not delivered: {e}");
+                return;
+            }
+        }
+    }
+}

@@ -1,0 +1,163 @@
+//! Launching tasks on agents: each remote task of a started job becomes one idempotent
+//! launch request (its [`TaskKey`] names the run), sent off the scheduling thread and retried
+//! while the agent is unreachable; the answers record the tasks' pids. A gang whose rank 0
+//! runs on an agent first gets its `MASTER_PORT` from that agent (a port free there).
+//!
+//! All or nothing: if one task of a gang cannot be launched (the agent refuses, or stays
+//! unreachable past the node's down time), the job takes the launch-failed path, which stops
+//! the tasks already started and requeues the job (or fails it) with the reason.
+//!
+//! Owns: building and sending launch requests, and applying their answers. Does not own the
+//! local executor path (`launch.rs`), the environment (`task_env.rs`) or what heartbeats
+//! report (`remote.rs`).
+
+use super::{Scheduler, lock};
+use crate::cluster::agent_client::{AgentCallError, AgentClient};
+use crate::cluster::proto::{LaunchReply, LaunchRequest, PROTOCOL_VERSION, TaskKey};
+use crate::model::{JobRecord, JobState};
+use std::time::{Duration, Instant};
+
+/// First wait between launch retries; doubled up to [`RETRY_MAX`].
+const RETRY_FIRST: Duration = Duration::from_millis(100);
+const RETRY_MAX: Duration = Duration::from_secs(1);
+
+impl Scheduler {
+    /// The agent that runs node `node`'s tasks (`None`: the local executor, or no such node).
+    pub(crate) fn agent_of(&self, node: &str) -> Option<AgentClient> {
+        lock(&self.inner.members)
+            .by_name(node)
+            .and_then(|(_, m)| m.agent().cloned())
+    }
+
+    /// The key of the current run of task `i`.
+    pub(crate) fn task_key(job: &JobRecord, i: usize) -> TaskKey {
+        TaskKey {
+            job: job.id,
+            task: i as u32,
+            run: job.tasks.get(i).and_then(|t| t.started_ms).unwrap_or(0),
+        }
+    }
+
+    /// For a gang whose rank 0 runs on an agent: asks that agent for a free port, the gang's
+    /// `MASTER_PORT`. Blocking (one short call); on failure the controller's pick stays.
+    pub(crate) fn rendezvous_on_rank0_node(&self, job: &mut JobRecord) {
+        if job.tasks.len() < 2 {
+            return;
+        }
+        let Some(agent) = job.tasks.first().and_then(|t| self.agent_of(&t.node)) else {
+            return;
+        };
+        match agent.free_port() {
+            Ok(port) => job.rendezvous_port = Some(port),
+            Err(e) => tracing::warn!(job = job.id, "no free port from rank 0's agent: {e}"),
+        }
+    }
+
+    /// Sends the launches of tasks `indices` of `job` (all on agents) in the background.
+    pub(crate) fn launch_remote(&self, job: &JobRecord, indices: &[usize]) {
+        let mut requests = Vec::new();
+        for &i in indices {
+            let t = &job.tasks[i];
+            let Some(agent) = self.agent_of(&t.node) else {
+                continue;
+            };
+            let request = LaunchRequest {
+                protocol: PROTOCOL_VERSION,
+                key: Self::task_key(job, i),
+                argv: job.spec.argv.clone(),
+                script: job.spec.script.clone(),
+                env: self.task_env(job, i),
+                workdir: job.spec.workdir.clone(),
+                gpus: t.gpus.iter().map(|g| g.index).collect(),
+                cpu_milli: t.cpu_milli,
+                memory_mib: t.memory_mib,
+                user: job.spec.user.clone(),
+            };
+            lock(&self.inner.launching).insert(request.key);
+            requests.push((agent, request));
+        }
+        let deadline = Duration::from_millis(self.inner.config.cluster.node_down_after_ms);
+        for (agent, request) in requests {
+            let me = self.clone();
+            tokio::task::spawn_blocking(move || {
+                let answer = send_launch(&agent, &request, deadline);
+                lock(&me.inner.launching).remove(&request.key);
+                me.launch_answered(request.key, answer);
+            });
+        }
+    }
+
+    /// Applies a launch answer: records the pid, or fails the gang's launch.
+    fn launch_answered(&self, key: TaskKey, answer: Result<LaunchReply, AgentCallError>) {
+        let mut st = lock(&self.inner.state);
+        let Some(job) = st.jobs.get_mut(&key.job) else {
+            return;
+        };
+        let current = job.state == JobState::Running
+            && Self::task_key(job, key.task as usize) == key
+            && job.tasks[key.task as usize].exit.is_none();
+        let node = job.tasks.get(key.task as usize).map(|t| t.node.clone());
+        if !current {
+            // Requeued, ended or stopped meanwhile: a task that did start is not wanted.
+            if let (Ok(reply), Some(node)) = (&answer, node) {
+                tracing::info!(task = %key, pid = reply.pid, "launched after its run ended; stopping it");
+                drop(st);
+                self.signal_remote(&node, key, libc::SIGKILL, Some(Duration::ZERO));
+            }
+            return;
+        }
+        match answer {
+            Ok(reply) => {
+                job.tasks[key.task as usize].pid = Some(reply.pid);
+                if reply.replayed {
+                    tracing::info!(task = %key, pid = reply.pid, "the agent already had this launch");
+                }
+                let stopping = job.stopping.is_some();
+                let snapshot = job.clone();
+                drop(st);
+                self.persist(&snapshot);
+                self.flush();
+                if stopping {
+                    // A stop was asked while the launch was in flight: send it now.
+                    let grace = Duration::from_secs(self.inner.config.kill_grace_s);
+                    if let Some(node) = node {
+                        self.signal_remote(&node, key, libc::SIGTERM, Some(grace));
+                    }
+                }
+                if let Some(ended) = reply.ended {
+                    self.remote_task_ended(&snapshot.tasks[key.task as usize].node, ended);
+                }
+            }
+            Err(e) => {
+                let message = format!("task {} failed to launch: {e}", key.task);
+                self.launch_failed(job, message);
+                let snapshot = job.clone();
+                drop(st);
+                self.persist(&snapshot);
+                self.flush();
+                self.wake();
+            }
+        }
+    }
+}
+
+/// Sends one launch, retrying transient failures until `deadline` has passed.
+fn send_launch(
+    agent: &AgentClient,
+    request: &LaunchRequest,
+    deadline: Duration,
+) -> Result<LaunchReply, AgentCallError> {
+    let t0 = Instant::now();
+    let mut wait = RETRY_FIRST;
+    loop {
+        match agent.launch(request) {
+            Ok(reply) => return Ok(reply),
+            Err(e) if e.is_transient() && t0.elapsed() + wait < deadline => {
+                tracing::warn!(task = %request.key, "launch will be retried: {e}");
+                std::thread::sleep(wait);
+                wait = (wait * 2).min(RETRY_MAX);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
