@@ -12,6 +12,7 @@
 //! started: tests leak no processes.
 #![deny(missing_docs)]
 
+pub mod agents;
 mod auth;
 mod binary;
 mod process;
