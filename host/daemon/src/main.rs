@@ -55,6 +55,9 @@ enum Command {
         #[arg(long)]
         no_nvml: bool,
     },
+    /// Run a node agent of multi-node mode: it joins the controller at --controller and
+    /// runs the tasks the controller places on this node.
+    Agent(gantry::agent::AgentArgs),
     /// Submit a job: gantry submit --gpus 2 --time 1h -- python train.py, or a batch
     /// script with #SBATCH directives: gantry submit job.sh
     Submit(Box<SubmitArgs>),
@@ -202,6 +205,7 @@ fn is_client(command: &Command) -> bool {
     !matches!(
         command,
         Command::Serve { .. }
+            | Command::Agent(_)
             | Command::Simulate { .. }
             | Command::Token { .. }
             | Command::TaskShim
@@ -247,6 +251,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 .build()?;
             rt.block_on(gantry::serve::serve(cfg))
         }
+        Command::Agent(a) => gantry::agent::main(a, cli.ca_cert),
         Command::Submit(a) => submit_cli::run(&client, &a),
         Command::Run(a) => {
             let code = gantry::run_cli::run(std::sync::Arc::new(client), &a)?;

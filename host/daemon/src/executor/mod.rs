@@ -279,6 +279,12 @@ impl Executor {
             .map(|r| r.exit)
     }
 
+    /// The exit recorded at `exit_path` and what the task used as its shim measured it (zero
+    /// when the record has none); `None` when there is no readable record.
+    pub fn recorded_exit(&self, exit_path: &Path) -> Option<(TaskExit, TaskUsage)> {
+        record::read_or_warn(exit_path).map(|r| (r.exit, r.usage.unwrap_or_default()))
+    }
+
     /// Sends SIGTERM to the process group `pid`, then SIGKILL to the group after `grace` if any
     /// member is still alive (checked from a background task, which stops early once the group
     /// is gone). Pids 0 and 1 are refused.

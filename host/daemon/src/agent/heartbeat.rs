@@ -1,0 +1,207 @@
+//! The agent's reports to the controller: a [`Heartbeat`] (node inventory, GPU faults, load,
+//! running tasks, unacknowledged ends) on start and then every interval the controller sets,
+//! and what its reply asks (forget acknowledged ends, stop unwanted tasks).
+//!
+//! A controller that cannot be reached is retried forever (warned once per outage); one that
+//! refuses the agent (401/403: wrong token; 409: another protocol or a node name already
+//! taken) ends the agent with the controller's reason.
+//!
+//! Owns: the HTTP client of the controller, the loop and the node's load. Does not own the
+//! task table (`tasks`) or the protocol (`cluster::proto`).
+
+use super::tasks::{TaskTable, lock};
+use crate::cluster::proto::{
+    HEARTBEAT_PATH, Heartbeat, HeartbeatReply, NodeLoad, PROTOCOL_VERSION, ProtoError,
+};
+use crate::inventory::NodeInfo;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Interval until the controller names one, ms.
+pub(crate) const FIRST_INTERVAL_MS: u64 = 1000;
+
+/// Deadline of one heartbeat call.
+const CALL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Why a heartbeat failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum BeatError {
+    /// The controller refused this agent: no point in trying again.
+    #[error("{0}")]
+    Refused(String),
+    /// Not delivered or not understood this time (unreachable, 5xx, bad answer).
+    #[error("{0}")]
+    Transient(String),
+}
+
+/// A blocking HTTP client of the controller's heartbeat route.
+#[derive(Debug, Clone)]
+pub(crate) struct Controller {
+    url: String,
+    token: String,
+    http: ureq::Agent,
+}
+
+impl Controller {
+    /// A client of the controller at `url` (http:// or https://, trusting only `ca_cert` for
+    /// https:// when given), sending `token`.
+    pub(crate) fn new(url: &str, token: &str, ca_cert: Option<PathBuf>) -> anyhow::Result<Self> {
+        let url = url.trim_end_matches('/');
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            anyhow::bail!("--controller must be an http:// or https:// URL, not {url:?}");
+        }
+        let mut tls = ureq::tls::TlsConfig::builder().provider(ureq::tls::TlsProvider::Rustls);
+        if let Some(certs) = crate::tls::trust_roots(ca_cert.as_deref())? {
+            let certs: Vec<_> = certs
+                .iter()
+                .map(|c| ureq::tls::Certificate::from_der(c.as_ref()).to_owned())
+                .collect();
+            tls = tls.root_certs(ureq::tls::RootCerts::new_with_certs(&certs));
+        }
+        let config = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(CALL_TIMEOUT))
+            .tls_config(tls.build())
+            .build();
+        Ok(Self {
+            url: url.to_string(),
+            token: token.to_string(),
+            http: ureq::Agent::new_with_config(config),
+        })
+    }
+
+    /// Sends one heartbeat (blocking).
+    pub(crate) fn send(&self, heartbeat: &Heartbeat) -> Result<HeartbeatReply, BeatError> {
+        let transient = |e: ureq::Error| {
+            BeatError::Transient(format!("controller {} unreachable: {e}", self.url))
+        };
+        let mut response = self
+            .http
+            .post(format!("{}{HEARTBEAT_PATH}", self.url))
+            .header("Authorization", &format!("Bearer {}", self.token))
+            .send_json(heartbeat)
+            .map_err(transient)?;
+        let status = response.status().as_u16();
+        let body = response.body_mut().read_to_vec().map_err(transient)?;
+        let reason = || {
+            serde_json::from_slice::<ProtoError>(&body).map_or_else(
+                |_| String::from_utf8_lossy(&body).chars().take(300).collect(),
+                |e| match e.field {
+                    Some(field) => format!("{} (field {field})", e.error),
+                    None => e.error,
+                },
+            )
+        };
+        match status {
+            200..=299 => serde_json::from_slice(&body).map_err(|e| {
+                BeatError::Transient(format!("controller answered a heartbeat with {e}"))
+            }),
+            401 | 403 => Err(BeatError::Refused(format!(
+                "the controller refused this agent's cluster token ({status}): {}",
+                reason()
+            ))),
+            409 => Err(BeatError::Refused(format!(
+                "the controller refused this agent (409): {}",
+                reason()
+            ))),
+            _ => Err(BeatError::Transient(format!(
+                "controller answered a heartbeat with {status}: {}",
+                reason()
+            ))),
+        }
+    }
+}
+
+/// Everything a heartbeat reports, and where.
+#[derive(Debug)]
+pub(crate) struct Beats {
+    pub controller: Controller,
+    pub node: NodeInfo,
+    pub agent_url: String,
+    pub addr: String,
+    pub faults: Arc<Mutex<BTreeMap<u32, String>>>,
+    pub table: Arc<TaskTable>,
+}
+
+impl Beats {
+    /// The heartbeat to send now.
+    pub(crate) fn heartbeat(&self) -> Heartbeat {
+        let (running, ended) = self.table.report();
+        Heartbeat {
+            protocol: PROTOCOL_VERSION,
+            node: self.node.clone(),
+            agent_url: self.agent_url.clone(),
+            addr: self.addr.clone(),
+            gpu_faults: lock(&self.faults).clone(),
+            load: load(),
+            running,
+            ended,
+        }
+    }
+
+    /// Sends heartbeats until the controller refuses the agent (the only way it returns).
+    pub(crate) async fn run(self) -> anyhow::Result<()> {
+        let mut interval = Duration::from_millis(FIRST_INTERVAL_MS);
+        let mut failing = false;
+        let mut registered = false;
+        loop {
+            let heartbeat = self.heartbeat();
+            let controller = self.controller.clone();
+            let sent = tokio::task::spawn_blocking(move || controller.send(&heartbeat))
+                .await
+                .unwrap_or_else(|e| Err(BeatError::Transient(format!("heartbeat failed: {e}"))));
+            match sent {
+                Ok(reply) => {
+                    if failing {
+                        tracing::info!(controller = %self.controller.url, "controller reachable again");
+                    } else if !registered {
+                        tracing::info!(controller = %self.controller.url, "registered with the controller");
+                    }
+                    failing = false;
+                    registered = true;
+                    self.table.acknowledge(&reply.acknowledged);
+                    self.table.stop(&reply.stop);
+                    if reply.heartbeat_interval_ms > 0 {
+                        interval =
+                            Duration::from_millis(reply.heartbeat_interval_ms.clamp(50, 60_000));
+                    }
+                }
+                Err(BeatError::Refused(reason)) => {
+                    tracing::error!("{reason}");
+                    anyhow::bail!(reason);
+                }
+                Err(BeatError::Transient(reason)) => {
+                    if !failing {
+                        tracing::warn!("{reason}; retrying every {} ms", interval.as_millis());
+                    }
+                    failing = true;
+                }
+            }
+            tokio::time::sleep(interval).await;
+        }
+    }
+}
+
+/// The node's load now (zeros where `/proc` cannot say).
+pub(crate) fn load() -> NodeLoad {
+    let loadavg = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    NodeLoad {
+        load_1m: parse_loadavg(&loadavg).unwrap_or(0.0),
+        memory_available_mib: parse_mem_available_mib(&meminfo).unwrap_or(0),
+    }
+}
+
+/// The one-minute load average from `/proc/loadavg`.
+pub(crate) fn parse_loadavg(text: &str) -> Option<f64> {
+    text.split_whitespace().next()?.parse().ok()
+}
+
+/// `MemAvailable` from `/proc/meminfo`, in MiB.
+pub(crate) fn parse_mem_available_mib(text: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024)
+}

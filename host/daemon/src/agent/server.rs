@@ -1,0 +1,187 @@
+//! The agent's HTTP routes for the controller (axum): launch, signal, a free port and log
+//! reads, every one behind the cluster token (401 with a JSON [`ProtoError`] otherwise).
+//! Refusals are JSON [`ProtoError`]s naming the field concerned; 4xx means "do not retry".
+//!
+//! Owns: routes, the token check, request parsing and status mapping. Does not own the task
+//! table (`tasks`, `launch`).
+
+use super::tasks::{TaskError, TaskTable};
+use crate::cluster::proto::{
+    FREE_PORT_PATH, FreePort, LAUNCH_PATH, LaunchRequest, PROTOCOL_VERSION, ProtoError,
+    SIGNAL_PATH, SignalRequest, TaskKey, token_matches,
+};
+use axum::body::Bytes;
+use axum::extract::{Path, Query, Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use http::StatusCode;
+use serde::Deserialize;
+use std::io::{Read, Seek, SeekFrom};
+use std::sync::Arc;
+
+/// Route of log reads.
+pub(crate) const LOG_PATH: &str = "/agent/v1/tasks/{job}/{task}/{run}/log";
+
+/// Most bytes one log read returns.
+pub(crate) const MAX_LOG_READ: u64 = 4 << 20;
+
+/// The routes over `table`, requiring `token`.
+pub(crate) fn router(table: Arc<TaskTable>, token: &str) -> Router {
+    let token: Arc<str> = Arc::from(token);
+    Router::new()
+        .route(LAUNCH_PATH, post(launch))
+        .route(SIGNAL_PATH, post(signal))
+        .route(FREE_PORT_PATH, get(free_port))
+        .route(LOG_PATH, get(log))
+        .fallback(|| async { refuse(StatusCode::NOT_FOUND, "no such route".into(), None) })
+        .with_state(table)
+        .layer(axum::middleware::from_fn_with_state(token, require_token))
+}
+
+async fn require_token(State(token): State<Arc<str>>, request: Request, next: Next) -> Response {
+    let given = request
+        .headers()
+        .get(http::header::AUTHORIZATION)
+        .and_then(|h| h.to_str().ok());
+    if token_matches(given, &token) {
+        next.run(request).await
+    } else {
+        let message = "missing or wrong cluster token (Authorization: Bearer <[cluster] token>)";
+        refuse(StatusCode::UNAUTHORIZED, message.into(), None)
+    }
+}
+
+fn refuse(status: StatusCode, error: String, field: Option<&str>) -> Response {
+    let body = ProtoError {
+        error,
+        field: field.map(str::to_string),
+    };
+    (status, Json(body)).into_response()
+}
+
+fn task_error(e: &TaskError) -> Response {
+    let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    if status.is_server_error() {
+        tracing::warn!("{e}");
+    }
+    refuse(status, e.to_string(), e.field())
+}
+
+/// Parses a request body; a body with another `protocol` is refused as such (409) before
+/// its fields are read, so a newer controller learns why.
+fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, TaskError> {
+    let value: serde_json::Value =
+        serde_json::from_slice(body).map_err(|e| TaskError::Malformed(e.to_string()))?;
+    if let Some(given) = value.get("protocol").and_then(serde_json::Value::as_u64)
+        && given != u64::from(PROTOCOL_VERSION)
+    {
+        let given = u32::try_from(given).unwrap_or(u32::MAX);
+        return Err(TaskError::Protocol { given });
+    }
+    serde_json::from_value(value).map_err(|e| TaskError::Malformed(e.to_string()))
+}
+
+async fn launch(State(table): State<Arc<TaskTable>>, body: Bytes) -> Response {
+    let request: LaunchRequest = match parse(&body) {
+        Ok(r) => r,
+        Err(e) => return task_error(&e),
+    };
+    match tokio::task::spawn_blocking(move || table.launch(&request)).await {
+        Ok(Ok(reply)) => Json(reply).into_response(),
+        Ok(Err(e)) => task_error(&e),
+        Err(e) => refuse(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("launch failed: {e}"),
+            None,
+        ),
+    }
+}
+
+async fn signal(State(table): State<Arc<TaskTable>>, body: Bytes) -> Response {
+    let request: SignalRequest = match parse(&body) {
+        Ok(r) => r,
+        Err(e) => return task_error(&e),
+    };
+    match table.signal(&request) {
+        Ok(()) => Json(serde_json::json!({})).into_response(),
+        Err(e) => task_error(&e),
+    }
+}
+
+async fn free_port() -> Response {
+    match std::net::TcpListener::bind("0.0.0.0:0").and_then(|l| l.local_addr()) {
+        Ok(addr) => Json(FreePort { port: addr.port() }).into_response(),
+        Err(e) => refuse(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("cannot find a free port: {e}"),
+            None,
+        ),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct LogQuery {
+    #[serde(default)]
+    offset: u64,
+    #[serde(default)]
+    limit: Option<u64>,
+}
+
+async fn log(
+    State(table): State<Arc<TaskTable>>,
+    path: Result<Path<(u64, u32, u64)>, axum::extract::rejection::PathRejection>,
+    query: Result<Query<LogQuery>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let Path((job, task, run)) = match path {
+        Ok(p) => p,
+        Err(e) => return refuse(StatusCode::BAD_REQUEST, e.body_text(), Some("key")),
+    };
+    let Query(query) = match query {
+        Ok(q) => q,
+        Err(e) => return refuse(StatusCode::BAD_REQUEST, e.body_text(), Some("offset")),
+    };
+    let key = TaskKey { job, task, run };
+    let dir = table.dir(key);
+    let limit = query.limit.unwrap_or(MAX_LOG_READ).min(MAX_LOG_READ);
+    let read = tokio::task::spawn_blocking(move || {
+        if !dir.is_dir() {
+            return Err(TaskError::Unknown(key));
+        }
+        read_log(&TaskTable::log_path(&dir), query.offset, limit).map_err(|source| {
+            TaskError::Prepare {
+                key,
+                what: "cannot read its log".into(),
+                source,
+            }
+        })
+    })
+    .await;
+    match read {
+        Ok(Ok(bytes)) => (
+            [(http::header::CONTENT_TYPE, "application/octet-stream")],
+            bytes,
+        )
+            .into_response(),
+        Ok(Err(e)) => task_error(&e),
+        Err(e) => refuse(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("log read failed: {e}"),
+            None,
+        ),
+    }
+}
+
+/// Up to `limit` bytes of the log from `offset` (nothing when there is no log yet).
+fn read_log(path: &std::path::Path, offset: u64, limit: u64) -> std::io::Result<Vec<u8>> {
+    let mut file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    file.seek(SeekFrom::Start(offset))?;
+    let mut bytes = Vec::new();
+    file.take(limit).read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
