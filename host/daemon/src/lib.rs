@@ -7,10 +7,12 @@
 #![deny(missing_docs)]
 
 pub mod accounting_cli;
+pub mod agent;
 pub mod api;
 pub mod auth;
 pub mod auth_cli;
 pub mod cli;
+pub mod cluster;
 pub mod config;
 pub mod config_execution;
 pub mod conformance;

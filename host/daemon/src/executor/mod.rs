@@ -165,6 +165,9 @@ impl Executor {
         };
         let mut cmd = tokio::process::Command::new(&self.shim_exe);
         cmd.args(shim_args::build(&args))
+            // The daemon's and agent's secrets never reach a task.
+            .env_remove(crate::cluster::config::TOKEN_ENV)
+            .env_remove("GANTRY_TOKEN")
             .envs(l.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .process_group(0)
             .stdin(Stdio::null())
