@@ -123,6 +123,8 @@ pub(crate) struct Beats {
     pub addr: String,
     pub faults: Arc<Mutex<BTreeMap<u32, String>>>,
     pub table: Arc<TaskTable>,
+    /// Signalled when a task ends: the next heartbeat goes at once.
+    pub ended: Arc<tokio::sync::Notify>,
 }
 
 impl Beats {
@@ -179,7 +181,10 @@ impl Beats {
                     failing = true;
                 }
             }
-            tokio::time::sleep(interval).await;
+            tokio::select! {
+                () = tokio::time::sleep(interval) => {}
+                () = self.ended.notified(), if !failing => {}
+            }
         }
     }
 }

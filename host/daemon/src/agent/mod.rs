@@ -169,9 +169,14 @@ pub async fn run(options: AgentOptions) -> anyhow::Result<()> {
     tracing::info!(%agent_url, controller = %options.controller, "agent serving");
 
     let events_table = table.clone();
+    // An end is reported at once (an early heartbeat), not at the next interval: the
+    // controller frees the task's GPUs only when it hears of it.
+    let ended = Arc::new(tokio::sync::Notify::new());
+    let ended_signal = ended.clone();
     tokio::spawn(async move {
         while let Some(event) = events.recv().await {
             events_table.task_ended(&event);
+            ended_signal.notify_one();
         }
     });
     let faults = Arc::new(Mutex::new(BTreeMap::new()));
@@ -183,6 +188,7 @@ pub async fn run(options: AgentOptions) -> anyhow::Result<()> {
         addr,
         faults,
         table: table.clone(),
+        ended,
     };
     let app = server::router(table, &token);
     let serving = axum::serve(listener, app).with_graceful_shutdown(shutdown());

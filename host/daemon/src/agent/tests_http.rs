@@ -191,6 +191,7 @@ fn beats(url: &str, token: &str, table: Arc<TaskTable>) -> Beats {
         addr: "127.0.0.1".into(),
         faults: Arc::default(),
         table,
+        ended: Arc::default(),
     }
 }
 
