@@ -443,7 +443,7 @@ fn heartbeat(name: &str, protocol: u32) -> Value {
 #[test]
 fn an_agent_with_a_wrong_token_is_refused() {
     let d = controller();
-    let _good = Agent::start(&d, d.url(), "node-a", 4, TOKEN);
+    let good = Agent::start(&d, d.url(), "node-a", 4, TOKEN);
     let mut bad = Agent::spawn(d.url(), "intruder", 4, "not-the-cluster-token-0123456789");
     let status = bad.wait_exit(WAIT);
     assert!(!status.success(), "{status}\n{}", bad.log_tail());
@@ -451,6 +451,16 @@ fn an_agent_with_a_wrong_token_is_refused() {
     assert!(err.contains("token") && err.contains("401"), "{err}");
     assert!(node(&d, "intruder").is_none(), "a refused agent is listed");
     assert!(node(&d, "node-a").is_some());
+
+    // A second agent under a name whose agent is alive is refused (409), and the node keeps
+    // its agent.
+    let mut twin = Agent::spawn(d.url(), "node-a", 4, TOKEN);
+    let status = twin.wait_exit(WAIT);
+    assert!(!status.success(), "{status}\n{}", twin.log_tail());
+    let err = twin.stderr();
+    assert!(err.contains("in use") && err.contains("node-a"), "{err}");
+    let listed = node(&d, "node-a").expect("node-a");
+    assert_eq!(listed["agent"], good.url(), "{listed}");
 
     // The route itself: 401 with a JSON body without or with a wrong token; 409 naming the
     // protocol for another protocol version with the right one.

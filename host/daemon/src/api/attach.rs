@@ -129,6 +129,8 @@ fn state_frame(job: &JobRecord) -> Value {
 /// interactive).
 async fn follow(s: Scheduler, id: u64, task: usize, tx: mpsc::Sender<Bytes>) {
     let mut offset = 0u64;
+    // The run whose agent-held log is followed (a requeued run starts a new log there).
+    let mut remote_run = None;
     let mut pending_utf8: Vec<u8> = Vec::new();
     let mut last_state = Value::Null;
     let mut silent = Duration::ZERO;
@@ -138,8 +140,15 @@ async fn follow(s: Scheduler, id: u64, task: usize, tx: mpsc::Sender<Bytes>) {
         let mut frames = Vec::new();
         // Output first, so the last frame comes after everything the job wrote.
         if job.state != JobState::Pending {
-            let path = s.task_log_path(id, task);
-            let bytes = read_from(&path, &mut offset).await;
+            let bytes = match s.remote_log(&job, task) {
+                Some((agent, key)) => {
+                    if remote_run.replace(key) != Some(key) {
+                        offset = 0;
+                    }
+                    read_remote(agent, key, &mut offset).await
+                }
+                None => read_from(&s.task_log_path(id, task), &mut offset).await,
+            };
             pending_utf8.extend(bytes);
             let text = take_valid_utf8(&mut pending_utf8, job.state.is_terminal());
             for piece in text.as_bytes().chunks(CHUNK) {
@@ -200,6 +209,24 @@ async fn read_from(path: &std::path::Path, offset: &mut u64) -> Vec<u8> {
         *offset += buf.len() as u64;
     }
     buf
+}
+
+/// Reads what was appended to a task's log on its agent since `offset` (at most 1 MiB at a
+/// time); nothing when the agent cannot be reached now (the next poll tries again).
+async fn read_remote(
+    agent: crate::cluster::agent_client::AgentClient,
+    key: crate::cluster::proto::TaskKey,
+    offset: &mut u64,
+) -> Vec<u8> {
+    let from = *offset;
+    let read = tokio::task::spawn_blocking(move || agent.log(key, from, 1 << 20)).await;
+    match read {
+        Ok(Ok(bytes)) => {
+            *offset += bytes.len() as u64;
+            bytes
+        }
+        _ => Vec::new(),
+    }
 }
 
 /// The longest valid UTF-8 prefix of `buf` (all of it, lossily, when `flush`), leaving an

@@ -69,7 +69,7 @@ async fn heartbeat(State(s): State<Scheduler>, headers: HeaderMap, body: Bytes) 
     };
     match tokio::task::spawn_blocking(move || s.heartbeat(hb)).await {
         Ok(Ok(reply)) => Json(reply).into_response(),
-        Ok(Err(e @ HeartbeatError::NameTaken(_))) => {
+        Ok(Err(e @ (HeartbeatError::NameTaken(_) | HeartbeatError::NameInUse { .. }))) => {
             refuse(StatusCode::CONFLICT, e.to_string(), Some("node.name"))
         }
         Ok(Err(e @ HeartbeatError::BadName)) => {

@@ -320,14 +320,27 @@ impl Scheduler {
     pub fn logs(&self, id: u64, task: usize) -> Option<String> {
         let job = self.job(id)?;
         // A task on an agent's node: its log is read from the agent (the last run's).
-        if let Some(agent) = job.tasks.get(task).and_then(|t| self.agent_of(&t.node)) {
-            let key = Self::task_key(&job, task);
+        if let Some((agent, key)) = self.remote_log(&job, task) {
             return Some(match agent.log(key, 0, REMOTE_LOG_LIMIT) {
                 Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
                 Err(e) => format!("[gantry: cannot read this task's log from its node: {e}]\n"),
             });
         }
         Some(std::fs::read_to_string(self.log_path(id, task)).unwrap_or_default())
+    }
+
+    /// Where the log of task `task` of `job` is, when it ran on an agent's node: that agent
+    /// and the run (`None`: the controller's own file, [`Scheduler::task_log_path`]).
+    pub fn remote_log(
+        &self,
+        job: &JobRecord,
+        task: usize,
+    ) -> Option<(
+        crate::cluster::agent_client::AgentClient,
+        crate::cluster::proto::TaskKey,
+    )> {
+        let agent = self.agent_of(&job.tasks.get(task)?.node)?;
+        Some((agent, Self::task_key(job, task)))
     }
 
     /// Recent decisions about a job, oldest first.

@@ -25,7 +25,7 @@ impl Scheduler {
         let (remote, local): (Vec<usize>, Vec<usize>) =
             (0..job.tasks.len()).partition(|&i| self.agent_of(&job.tasks[i].node).is_some());
         if !remote.is_empty() {
-            self.rendezvous_on_rank0_node(job);
+            self.ports_on_rank0_node(job);
         }
         if !local.is_empty() {
             self.launch_local(job, &local);

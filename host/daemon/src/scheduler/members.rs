@@ -62,12 +62,16 @@ pub(crate) struct Member {
     pub(crate) last_heartbeat_ms: u64,
     pub(crate) load: NodeLoad,
     pub(crate) control: NodeControl,
+    /// Tasks its agent still runs that the controller does not want (being stopped): their
+    /// GPUs are busy in fact, so the node takes nothing new until they are gone.
+    pub(crate) unwanted: usize,
 }
 
 impl Member {
-    /// Whether the engine may see the node (up; a drain is applied on top).
+    /// Whether the engine may see the node (up, with no unwanted tasks still running on it; a
+    /// drain is applied on top).
     pub(crate) fn schedulable(&self) -> bool {
-        self.liveness == Liveness::Up
+        self.liveness == Liveness::Up && self.unwanted == 0
     }
 
     pub(crate) fn agent(&self) -> Option<&AgentClient> {
@@ -118,6 +122,7 @@ impl Members {
                 last_heartbeat_ms: 0,
                 load: NodeLoad::default(),
                 control,
+                unwanted: 0,
                 info: a.info,
             });
         }

@@ -195,6 +195,7 @@ impl Scheduler {
                 liveness: members::Liveness::Up,
                 last_heartbeat_ms: 0,
                 load: Default::default(),
+                unwanted: 0,
             }),
             false => None,
         };

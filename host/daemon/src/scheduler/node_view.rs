@@ -191,6 +191,12 @@ impl Scheduler {
                 view.down_since_ms = Some(*since_ms);
             }
         }
+        if m.unwanted > 0 {
+            view.notes.push(format!(
+                "stopping {} task(s) the controller no longer wants; no new task starts here until they are gone",
+                m.unwanted
+            ));
+        }
         if view.gpus.iter().any(|g| !g.mig_devices.is_empty()) {
             view.notes.push(MIG_NOTE.into());
         }

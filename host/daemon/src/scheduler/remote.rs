@@ -36,6 +36,20 @@ pub enum HeartbeatError {
     /// The name is the controller's own node.
     #[error("node name {0} is the controller's own node; give the agent another --name")]
     NameTaken(String),
+    /// Another agent, alive, already runs under this name.
+    #[error(
+        "node name {name} is in use by the agent at {url}, heard from {ago_ms} ms ago; give this agent another --name (or stop that one: its node is free to take after {down_after_ms} ms of silence)"
+    )]
+    NameInUse {
+        /// The name.
+        name: String,
+        /// The agent that has it.
+        url: String,
+        /// Since its last heartbeat.
+        ago_ms: u64,
+        /// `cluster.node_down_after_ms`.
+        down_after_ms: u64,
+    },
     /// The name is empty or not printable.
     #[error("node name must be 1-64 printable characters without spaces")]
     BadName,
@@ -154,6 +168,16 @@ impl Scheduler {
             }
             Some(m) => {
                 let url_changed = m.agent().is_none_or(|a| a.url() != hb.agent_url);
+                let ago_ms = now.saturating_sub(m.last_heartbeat_ms);
+                let down_after_ms = self.inner.config.cluster.node_down_after_ms;
+                if url_changed && m.liveness == Liveness::Up && ago_ms <= down_after_ms {
+                    return Err(HeartbeatError::NameInUse {
+                        name: name.clone(),
+                        url: m.agent().map_or_else(String::new, |a| a.url().to_string()),
+                        ago_ms,
+                        down_after_ms,
+                    });
+                }
                 let changed = url_changed || m.info != hb.node || m.addr != hb.addr;
                 if url_changed {
                     m.link =
@@ -176,6 +200,7 @@ impl Scheduler {
                     last_heartbeat_ms: now,
                     load: hb.load,
                     control,
+                    unwanted: 0,
                 });
                 let message = format!(
                     "node {name} joined: {} GPUs, agent {}",
@@ -259,6 +284,7 @@ impl Scheduler {
                 stop.push(r.key);
             }
         }
+        self.set_unwanted(node, stop.len());
         let snapshots: Vec<_> = changed
             .iter()
             .filter_map(|id| st.jobs.get(id).cloned())
@@ -287,6 +313,24 @@ impl Scheduler {
             );
         }
         stop
+    }
+
+    /// Records how many unwanted tasks node `node` still runs; the node is fenced off (takes
+    /// nothing new) while there are any, and a cycle runs when that changes.
+    fn set_unwanted(&self, node: &str, count: usize) {
+        let changed = lock(&self.inner.members)
+            .by_name_mut(node)
+            .is_some_and(|m| std::mem::replace(&mut m.unwanted, count) != count);
+        if changed {
+            if count > 0 {
+                tracing::warn!(
+                    node,
+                    count,
+                    "the node runs tasks the controller does not want; it takes nothing new until they are stopped"
+                );
+            }
+            self.wake();
+        }
     }
 
     /// Watches for agents that stopped sending heartbeats.

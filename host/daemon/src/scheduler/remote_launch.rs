@@ -38,18 +38,28 @@ impl Scheduler {
         }
     }
 
-    /// For a gang whose rank 0 runs on an agent: asks that agent for a free port, the gang's
-    /// `MASTER_PORT`. Blocking (one short call); on failure the controller's pick stays.
-    pub(crate) fn rendezvous_on_rank0_node(&self, job: &mut JobRecord) {
-        if job.tasks.len() < 2 {
-            return;
-        }
+    /// When rank 0 runs on an agent: asks that agent for ports free on its node, a gang's
+    /// `MASTER_PORT` and, at a service's first start, its `PORT` (a restart keeps its port).
+    /// Blocking (short calls); on failure the controller's pick stays.
+    pub(crate) fn ports_on_rank0_node(&self, job: &mut JobRecord) {
         let Some(agent) = job.tasks.first().and_then(|t| self.agent_of(&t.node)) else {
             return;
         };
-        match agent.free_port() {
-            Ok(port) => job.rendezvous_port = Some(port),
-            Err(e) => tracing::warn!(job = job.id, "no free port from rank 0's agent: {e}"),
+        let auto_service_port = job.spec.kind == gantry_contract::JobKind::Service
+            && job.spec.service.as_ref().is_none_or(|s| s.port == 0)
+            && job.restarts == 0;
+        let wanted = [
+            (job.tasks.len() >= 2, &mut job.rendezvous_port),
+            (auto_service_port, &mut job.service_port),
+        ];
+        for (want, port) in wanted {
+            if !want {
+                continue;
+            }
+            match agent.free_port() {
+                Ok(p) => *port = Some(p),
+                Err(e) => tracing::warn!(job = job.id, "no free port from rank 0's agent: {e}"),
+            }
         }
     }
 

@@ -44,6 +44,24 @@ impl Scheduler {
     pub(super) fn check_run(&self, job: &JobRecord) -> Option<CheckRun> {
         let key = current_run(job)?;
         let check = job.spec.service.as_ref()?.health.clone()?;
+        // The service runs where rank 0 runs: on an agent's node, HTTP checks go to that
+        // node's address; a check command would run on the controller, the wrong machine,
+        // so it is not run there (README "Multi-node").
+        let rank0 = job
+            .tasks
+            .first()
+            .map(|t| t.node.clone())
+            .unwrap_or_default();
+        let remote = self.agent_of(&rank0).is_some();
+        if remote && check.http_path.is_none() {
+            return None;
+        }
+        let host = match remote {
+            true => lock(&self.inner.members)
+                .by_name(&rank0)
+                .map_or_else(|| "127.0.0.1".to_string(), |(_, m)| m.addr.clone()),
+            false => "127.0.0.1".to_string(),
+        };
         let workdir = job
             .spec
             .workdir
@@ -59,6 +77,7 @@ impl Scheduler {
             key,
             check,
             target: ProbeTarget {
+                host,
                 port: job.service_port,
                 workdir,
                 env,

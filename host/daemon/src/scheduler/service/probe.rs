@@ -21,6 +21,8 @@ const MAX_STDERR: usize = 200;
 
 /// Where a service's probes go.
 pub(crate) struct ProbeTarget {
+    /// The address of the service's node (rank 0's; 127.0.0.1 on the controller's own node).
+    pub host: String,
     /// The service's port (for HTTP checks).
     pub port: Option<u16>,
     /// Working directory of a check command (the job's).
@@ -106,7 +108,7 @@ pub(crate) async fn probe(
     match &check.http_path {
         Some(path) => {
             let port = target.port.ok_or(ProbeError::NoPort)?;
-            tokio::time::timeout(limit, http_get(port, path))
+            tokio::time::timeout(limit, http_get(&target.host, port, path))
                 .await
                 .map_err(|_| ProbeError::Timeout(check.interval_s))?
         }
@@ -119,8 +121,8 @@ pub(crate) async fn probe(
     }
 }
 
-/// `GET path` on 127.0.0.1:`port` as plain HTTP/1.1; healthy on a 2xx status.
-async fn http_get(port: u16, path: &str) -> Result<(), ProbeError> {
+/// `GET path` on `host`:`port` as plain HTTP/1.1; healthy on a 2xx status.
+async fn http_get(host: &str, port: u16, path: &str) -> Result<(), ProbeError> {
     if path.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return Err(ProbeError::BadPath(path.to_string()));
     }
@@ -129,9 +131,9 @@ async fn http_get(port: u16, path: &str) -> Result<(), ProbeError> {
         port,
         source,
     };
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).await.map_err(io)?;
+    let mut stream = TcpStream::connect((host, port)).await.map_err(io)?;
     let request = format!(
-        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUser-Agent: gantry-health-check\r\n\
+        "GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUser-Agent: gantry-health-check\r\n\
          Accept: */*\r\nConnection: close\r\n\r\n"
     );
     stream.write_all(request.as_bytes()).await.map_err(io)?;
@@ -254,15 +256,15 @@ mod tests {
     #[tokio::test]
     async fn http_probe_wants_a_2xx_answer() {
         let ok = serve_once("HTTP/1.0 204 No Content\r\n\r\n").await;
-        http_get(ok, "/healthz").await.unwrap();
+        http_get("127.0.0.1", ok, "/healthz").await.unwrap();
         let bad = serve_once("HTTP/1.1 500 Internal Server Error\r\n\r\n").await;
-        let e = http_get(bad, "/healthz").await.unwrap_err();
+        let e = http_get("127.0.0.1", bad, "/healthz").await.unwrap_err();
         assert!(e.to_string().ends_with("answered 500"), "{e}");
         let junk = serve_once("SSH-2.0-OpenSSH\r\n").await;
-        let e = http_get(junk, "/healthz").await.unwrap_err();
+        let e = http_get("127.0.0.1", junk, "/healthz").await.unwrap_err();
         assert!(matches!(e, ProbeError::NotHttp { .. }), "{e}");
         assert!(matches!(
-            http_get(ok, "/a b").await,
+            http_get("127.0.0.1", ok, "/a b").await,
             Err(ProbeError::BadPath(_))
         ));
     }
@@ -272,6 +274,7 @@ mod tests {
         let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
         let executor = Executor::new(PathBuf::from("/nonexistent"), tx);
         let target = ProbeTarget {
+            host: "127.0.0.1".into(),
             port: None,
             workdir: std::env::temp_dir(),
             env: vec![("WHY".into(), "broken".into())],
