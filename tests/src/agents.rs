@@ -413,3 +413,27 @@ fn forward(client: TcpStream, target: &str) {
     let _ = upstream_r.shutdown(Shutdown::Both);
     let _ = up.join();
 }
+
+/// Rank 0 listens on MASTER_ADDR:MASTER_PORT, rank 1 connects and they exchange a
+/// message: the rendezvous shape torchrun uses, standard library only.
+pub const RENDEZVOUS: &str = r#"
+import os, socket, time
+rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+node = os.environ["GANTRY_NODE"]
+if rank == 0:
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((addr, port)); s.listen(world); s.settimeout(30)
+    c, _ = s.accept(); peer = c.recv(128).decode(); c.sendall(f"welcome from {node}".encode()); c.close()
+    print("rank0 on", node, "heard:", peer, flush=True)
+else:
+    deadline = time.time() + 30
+    while True:
+        try:
+            c = socket.create_connection((addr, port), timeout=5); break
+        except OSError:
+            if time.time() > deadline: raise
+            time.sleep(0.1)
+    c.sendall(f"rank {rank} of {world} on {node}".encode()); reply = c.recv(128).decode()
+    print("rank1 on", node, "heard:", reply, flush=True)
+"#;

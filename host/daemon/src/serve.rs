@@ -95,7 +95,8 @@ fn announce_tls(tls: Option<&ServerTls>, addr: std::net::SocketAddr) {
     }
 }
 
-async fn shutdown() {
+/// Resolves on SIGINT or SIGTERM (also the agent's).
+pub(crate) async fn shutdown() {
     let term = async {
         match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
             Ok(mut s) => {

@@ -11,8 +11,8 @@
 
 use super::tasks::{Entry, TaskError, TaskTable, lock};
 use crate::cluster::proto::{EndReport, LaunchReply, LaunchRequest, PROTOCOL_VERSION, TaskKey};
-use crate::executor::{TaskExit, TaskIdentity, TaskLaunch, TaskUsage};
-use std::path::{Path, PathBuf};
+use crate::executor::{TaskExit, TaskIdentity, TaskLaunch, TaskUsage, task_files};
+use std::path::Path;
 
 /// File in a run's directory holding its shim's pid.
 const PID_FILE: &str = "pid";
@@ -93,8 +93,9 @@ impl TaskTable {
             let what = what.to_string();
             move |source| TaskError::Prepare { key, what, source }
         };
-        let argv = command(request, dir).map_err(prepare("cannot write the job script"))?;
-        let workdir = workdir(request, dir, identity.as_ref())
+        let argv = task_files::command(dir, &request.argv, request.script.as_deref())
+            .map_err(prepare("cannot write the job script"))?;
+        let workdir = task_files::workdir(request.workdir.as_deref(), dir, identity.as_ref())
             .map_err(prepare("cannot prepare the working directory"))?;
         let launch = TaskLaunch {
             job_id: key.job,
@@ -145,42 +146,4 @@ fn replay(key: TaskKey, entry: &Entry) -> LaunchReply {
             .end
             .map(|(exit, usage)| EndReport { key, exit, usage }),
     }
-}
-
-/// argv of the run: the request's, or its script written to the run directory (run directly
-/// when it starts with `#!`, else with `/bin/sh`).
-fn command(request: &LaunchRequest, dir: &Path) -> std::io::Result<Vec<String>> {
-    let Some(script) = &request.script else {
-        return Ok(request.argv.clone());
-    };
-    let path = dir.join("script");
-    std::fs::write(&path, script)?;
-    let path = path.to_string_lossy().into_owned();
-    Ok(if script.starts_with("#!") {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
-        vec![path]
-    } else {
-        vec!["/bin/sh".into(), path]
-    })
-}
-
-/// The run's working directory: the request's; else the run directory, or, for a task that
-/// runs as another user, `<run dir>/work` owned by that user.
-fn workdir(
-    request: &LaunchRequest,
-    dir: &Path,
-    identity: Option<&TaskIdentity>,
-) -> std::io::Result<PathBuf> {
-    if let Some(w) = &request.workdir {
-        return Ok(PathBuf::from(w));
-    }
-    let Some(who) = identity else {
-        return Ok(dir.to_path_buf());
-    };
-    let work = dir.join("work");
-    std::fs::create_dir_all(&work)?;
-    // lchown: never follow a link.
-    std::os::unix::fs::lchown(&work, Some(who.uid), Some(who.gid))?;
-    Ok(work)
 }

@@ -191,7 +191,7 @@ pub async fn run(options: AgentOptions) -> anyhow::Result<()> {
         ended,
     };
     let app = server::router(table, &token);
-    let serving = axum::serve(listener, app).with_graceful_shutdown(shutdown());
+    let serving = axum::serve(listener, app).with_graceful_shutdown(crate::serve::shutdown());
     tokio::select! {
         served = serving.into_future() => {
             served?;
@@ -229,36 +229,8 @@ fn start_gpu_health_watch(
     secs: u64,
     faults: Arc<Mutex<BTreeMap<u32, String>>>,
 ) {
-    if node.gpu_source != "nvml" || secs == 0 {
-        tracing::info!("GPU health: not polled (GPUs from configuration, or health_poll_s = 0)");
-        return;
-    }
-    let gpus = node
-        .gpus
-        .iter()
-        .filter(|g| g.healthy)
-        .map(|g| (g.index, g.uuid.clone()))
-        .collect();
-    let on_fault = move |index: u32, reason: String| {
+    crate::inventory::nvml::watch_node(node, secs, move |index: u32, reason: String| {
         tracing::warn!(gpu = index, %reason, "GPU found unhealthy");
         tasks::lock(&faults).insert(index, reason);
-    };
-    if let Err(e) = crate::inventory::nvml::watch(gpus, Duration::from_secs(secs), on_fault) {
-        tracing::error!("cannot start the GPU health watcher: {e}");
-    }
-}
-
-async fn shutdown() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        () = term => {}
-    }
+    });
 }

@@ -24,6 +24,7 @@ mod record;
 mod shim;
 mod shim_args;
 mod signals;
+pub mod task_files;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

@@ -168,6 +168,32 @@ fn read_health(dev: &Device, critical_xids: Vec<u64>) -> HealthReading {
 /// so a renumbering cannot make it read another GPU).
 pub type Watched = (u32, Option<String>);
 
+/// Polls the health of `node`'s GPUs (those healthy at discovery) every `secs` seconds with
+/// [`watch`], when they came from NVML and `secs > 0`; otherwise says why nothing is polled.
+pub fn watch_node(
+    node: &super::NodeInfo,
+    secs: u64,
+    on_fault: impl Fn(u32, String) + Send + 'static,
+) {
+    if node.gpu_source != "nvml" {
+        tracing::info!("GPU health: GPUs come from configuration; nothing to poll");
+        return;
+    }
+    if secs == 0 {
+        tracing::info!("GPU health polling is off (node.health_poll_s = 0)");
+        return;
+    }
+    let gpus = node
+        .gpus
+        .iter()
+        .filter(|g| g.healthy)
+        .map(|g| (g.index, g.uuid.clone()))
+        .collect();
+    if let Err(e) = watch(gpus, Duration::from_secs(secs), on_fault) {
+        tracing::error!("cannot start the GPU health watcher: {e}");
+    }
+}
+
 /// Starts the health watcher thread: every `interval` it reads every GPU of `gpus` not
 /// yet found unhealthy and calls `on_fault(index, reason)` once per GPU that fails.
 pub fn watch(

@@ -224,17 +224,7 @@ impl Scheduler {
 
     /// Like [`Scheduler::stop_tasks`], with `first` instead of SIGTERM.
     pub(crate) fn stop_tasks_with(&self, job: &JobRecord, first: i32, grace: Duration) {
-        for (i, t) in job
-            .tasks
-            .iter()
-            .enumerate()
-            .filter(|(_, t)| t.exit.is_none())
-        {
-            let key = Self::task_key(job, i);
-            if let Err(e) = self.signal_task(&t.node, key, t.pid, first, Some(grace)) {
-                tracing::debug!(job = job.id, task = i, error = %e, "stop failed");
-            }
-        }
+        self.signal_running_tasks(job, first, Some(grace));
     }
 }
 

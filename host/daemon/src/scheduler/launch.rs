@@ -15,10 +15,9 @@
 
 use super::Scheduler;
 use super::apply::host_reason;
-use crate::executor::{TaskExit, TaskIdentity, TaskLaunch};
+use crate::executor::{TaskExit, TaskLaunch, task_files};
 use crate::model::{JobRecord, StopCause};
 use gantry_contract::ReasonCode;
-use std::path::PathBuf;
 
 impl Scheduler {
     pub(crate) fn launch(&self, job: &mut JobRecord) {
@@ -41,17 +40,19 @@ impl Scheduler {
             Ok(identity) => identity,
             Err(e) => return self.launch_failed(job, e.to_string()),
         };
-        let argv = match self.command(job) {
+        let dir = self.job_dir(job.id);
+        let argv = match task_files::command(&dir, &job.spec.argv, job.spec.script.as_deref()) {
             Ok(a) => a,
             Err(e) => return self.launch_failed(job, format!("cannot write the job script: {e}")),
         };
-        let workdir = match self.workdir(job, identity.as_ref()) {
-            Ok(dir) => dir,
-            Err(e) => {
-                let message = format!("cannot prepare the job's working directory: {e}");
-                return self.launch_failed(job, message);
-            }
-        };
+        let workdir =
+            match task_files::workdir(job.spec.workdir.as_deref(), &dir, identity.as_ref()) {
+                Ok(dir) => dir,
+                Err(e) => {
+                    let message = format!("cannot prepare the job's working directory: {e}");
+                    return self.launch_failed(job, message);
+                }
+            };
         for &i in indices {
             let task = &job.tasks[i];
             let launch = TaskLaunch {
@@ -97,44 +98,5 @@ impl Scheduler {
         if job.tasks.iter().all(|t| t.exit.is_some()) {
             self.finish(job);
         }
-    }
-
-    /// The tasks' working directory: the job's own `workdir`; else the job directory, or, for
-    /// a task that runs as another user, `<job dir>/work` owned by that user.
-    fn workdir(
-        &self,
-        job: &JobRecord,
-        identity: Option<&TaskIdentity>,
-    ) -> std::io::Result<PathBuf> {
-        if let Some(dir) = &job.spec.workdir {
-            return Ok(PathBuf::from(dir));
-        }
-        let Some(who) = identity else {
-            return Ok(self.job_dir(job.id));
-        };
-        let work = self.job_dir(job.id).join("work");
-        std::fs::create_dir_all(&work)?;
-        // lchown: never follow a link planted by an earlier run of the job.
-        std::os::unix::fs::lchown(&work, Some(who.uid), Some(who.gid))?;
-        Ok(work)
-    }
-
-    /// argv for the job: its argv, or its script written to the job directory.
-    fn command(&self, job: &JobRecord) -> std::io::Result<Vec<String>> {
-        let dir = self.job_dir(job.id);
-        std::fs::create_dir_all(&dir)?;
-        let Some(script) = &job.spec.script else {
-            return Ok(job.spec.argv.clone());
-        };
-        let path = dir.join("script");
-        std::fs::write(&path, script)?;
-        let path = path.to_string_lossy().into_owned();
-        Ok(if script.starts_with("#!") {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
-            vec![path]
-        } else {
-            vec!["/bin/sh".into(), path]
-        })
     }
 }

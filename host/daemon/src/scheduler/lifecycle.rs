@@ -203,17 +203,7 @@ impl Scheduler {
                     .is_some_and(|s| now >= s + job.spec.time_limit_s * 1000);
             if let Some((pid_signal, before_ms)) = warn_due(job, now) {
                 job.warned = true;
-                for (i, t) in job
-                    .tasks
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, t)| t.exit.is_none())
-                {
-                    let key = Self::task_key(job, i);
-                    if let Err(e) = self.signal_task(&t.node, key, t.pid, pid_signal, None) {
-                        tracing::debug!(job = job.id, task = i, error = %e, "warning signal failed");
-                    }
-                }
+                self.signal_running_tasks(job, pid_signal, None);
                 let snapshot = job.clone();
                 self.persist(&snapshot);
                 self.event(

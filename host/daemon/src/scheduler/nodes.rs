@@ -23,7 +23,6 @@ use gantry_contract::{self as c, Stage};
 use gantry_engine::{CycleOutcome, Snapshot};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 /// Longest drain reason, in bytes.
 pub const MAX_REASON: usize = 256;
@@ -265,27 +264,12 @@ impl Scheduler {
     /// Starts polling GPU health through NVML every `node.health_poll_s` seconds (only
     /// when the GPUs came from NVML and polling is on).
     pub(crate) fn start_gpu_health_watch(&self) {
-        let node = &self.inner.node;
-        let secs = self.inner.config.node.health_poll_s;
-        if node.gpu_source != "nvml" {
-            tracing::info!("GPU health: GPUs come from configuration; nothing to poll");
-            return;
-        }
-        if secs == 0 {
-            tracing::info!("GPU health polling is off (node.health_poll_s = 0)");
-            return;
-        }
-        let gpus = node
-            .gpus
-            .iter()
-            .filter(|g| g.healthy)
-            .map(|g| (g.index, g.uuid.clone()))
-            .collect();
         let me = self.clone();
-        let on_fault = move |index, reason| me.mark_gpu_unhealthy(index, reason);
-        if let Err(e) = crate::inventory::nvml::watch(gpus, Duration::from_secs(secs), on_fault) {
-            tracing::error!("cannot start the GPU health watcher: {e}");
-        }
+        crate::inventory::nvml::watch_node(
+            &self.inner.node,
+            self.inner.config.node.health_poll_s,
+            move |index, reason| me.mark_gpu_unhealthy(index, reason),
+        );
     }
 }
 

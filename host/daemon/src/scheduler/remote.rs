@@ -89,6 +89,36 @@ impl Scheduler {
         }
     }
 
+    /// Sends `signal` (with `grace`: a stop) to every task of `job` that has not ended, on
+    /// whichever node it runs; returns how many were signalled (a local task not yet launched
+    /// is not).
+    pub(crate) fn signal_running_tasks(
+        &self,
+        job: &crate::model::JobRecord,
+        signal: i32,
+        grace: Option<Duration>,
+    ) -> usize {
+        let mut sent = 0;
+        for (i, t) in job
+            .tasks
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.exit.is_none())
+        {
+            if t.pid.is_none() && self.agent_of(&t.node).is_none() {
+                continue;
+            }
+            let key = Self::task_key(job, i);
+            match self.signal_task(&t.node, key, t.pid, signal, grace) {
+                Ok(()) => sent += 1,
+                Err(e) => {
+                    tracing::debug!(job = job.id, task = i, signal, error = %e, "signal failed")
+                }
+            }
+        }
+        sent
+    }
+
     /// Sends a signal to a task on an agent in the background (three tries).
     pub(crate) fn signal_remote(
         &self,

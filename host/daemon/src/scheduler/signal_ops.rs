@@ -27,22 +27,7 @@ impl Scheduler {
         if job.state != JobState::Running {
             return Err(SignalError::NotRunning(id, job.state.as_str()));
         }
-        let mut sent = 0;
-        for (i, t) in job
-            .tasks
-            .iter()
-            .enumerate()
-            .filter(|(_, t)| t.exit.is_none())
-        {
-            if t.pid.is_none() && self.agent_of(&t.node).is_none() {
-                continue;
-            }
-            let key = Self::task_key(job, i);
-            match self.signal_task(&t.node, key, t.pid, signal, None) {
-                Ok(()) => sent += 1,
-                Err(e) => tracing::debug!(job = id, task = i, error = %e, "signal failed"),
-            }
-        }
+        let sent = self.signal_running_tasks(job, signal, None);
         drop(st);
         self.event(
             id,
