@@ -9,7 +9,8 @@
 //! the controller knows which nodes to wait for and where their jobs' tasks run.
 //!
 //! Owns: the table and its persistence. Does not own what heartbeats and silences mean for
-//! jobs (`remote.rs`), drain and health rules (`nodes.rs`) or the views (`node_view.rs`).
+//! jobs (`remote.rs`, `reconcile.rs`, `node_down.rs`), drain and health rules (`nodes.rs`) or
+//! the views (`node_view.rs`).
 
 use super::nodes::NodeControl;
 use crate::cluster::agent_client::AgentClient;

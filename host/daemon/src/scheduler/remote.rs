@@ -1,34 +1,20 @@
-//! The controller's side of agents: signals and stops routed to the node a task runs on,
-//! heartbeats (registration, inventory, GPU health, load, reported tasks and ends), the
-//! reconciliation of what an agent runs with what the controller wants, and nodes that
-//! fall silent.
+//! The controller's side of agents: signals and stops routed to the node a task runs on, and
+//! heartbeats (registration, inventory, GPU health, load, reported ends).
 //!
-//! Rules: an end is applied once, and only to the run its key names; a running task the
-//! controller does not want (its job ended or was requeued, e.g. while the node was down) is
-//! stopped; a wanted task the agent does not know and whose launch is not in flight is
-//! launched again with the same key (after a controller restart mid-launch; the agent's
-//! idempotence makes this safe), or, once it had started, declared lost after three
-//! heartbeats without it. A node not heard from for `cluster.node_down_after_ms` is down:
-//! its tasks are lost, the rest of their gangs stopped, and the jobs requeued or failed per
-//! their requeue setting; its GPUs leave the snapshot until it reports again.
+//! Rules: an end is applied once, and only to the run its key names; a node name belongs to
+//! one live agent (another is refused until the first falls silent).
 //!
-//! Owns: these reactions. Does not own the node table (`members.rs`), the wire types
-//! (`cluster::proto`), HTTP (`api::cluster`) or launching (`remote_launch.rs`).
+//! Owns: these reactions. Does not own the node table (`members.rs`), comparing what an
+//! agent runs with what is wanted (`reconcile.rs`), silent nodes (`node_down.rs`), the wire
+//! types (`cluster::proto`), HTTP (`api::cluster`) or launching (`remote_launch.rs`).
 
 use super::members::{Link, Liveness, Member};
 use super::{Scheduler, lock, now_ms};
 use crate::cluster::agent_client::AgentClient;
 use crate::cluster::proto::{EndReport, Heartbeat, HeartbeatReply, SignalRequest, TaskKey};
-use crate::executor::{TaskEvent, TaskExit};
-use crate::model::{JobState, StopCause};
-use std::collections::{BTreeMap, BTreeSet};
+use crate::executor::TaskEvent;
+use crate::model::JobState;
 use std::time::Duration;
-
-/// How often silent nodes are looked for.
-const WATCH_EVERY: Duration = Duration::from_millis(200);
-
-/// Heartbeats without a started task before it is declared lost.
-const MISSING_LIMIT: u32 = 3;
 
 /// Why a heartbeat was refused.
 #[derive(Debug, thiserror::Error)]
@@ -261,199 +247,6 @@ impl Scheduler {
             self.wake();
         }
         Ok(())
-    }
-
-    /// Compares what the agent runs with what the controller wants there; returns the keys
-    /// to stop, re-sends launches the agent never got, and declares lost what it lost.
-    fn reconcile(&self, node: &str, hb: &Heartbeat) -> Vec<TaskKey> {
-        let reported: BTreeMap<TaskKey, u32> = hb.running.iter().map(|r| (r.key, r.pid)).collect();
-        let ended: BTreeSet<TaskKey> = hb.ended.iter().map(|e| e.key).collect();
-        let launching = lock(&self.inner.launching).clone();
-        let mut stop = Vec::new();
-        let mut relaunch: Vec<(u64, usize)> = Vec::new();
-        let mut lost: Vec<TaskKey> = Vec::new();
-        let mut st = lock(&self.inner.state);
-        let mut wanted = BTreeSet::new();
-        let mut changed = Vec::new();
-        for job in st
-            .jobs
-            .values_mut()
-            .filter(|j| j.state == JobState::Running)
-        {
-            for i in 0..job.tasks.len() {
-                if job.tasks[i].node != node || job.tasks[i].exit.is_some() {
-                    continue;
-                }
-                let key = Self::task_key(job, i);
-                wanted.insert(key);
-                if let Some(pid) = reported.get(&key) {
-                    lock(&self.inner.missing).remove(&key);
-                    if job.tasks[i].pid.is_none() {
-                        job.tasks[i].pid = Some(*pid);
-                        changed.push(job.id);
-                    }
-                } else if ended.contains(&key) || launching.contains(&key) {
-                } else if job.tasks[i].pid.is_none() {
-                    if job.stopping.is_none() {
-                        relaunch.push((job.id, i));
-                    }
-                } else {
-                    let mut missing = lock(&self.inner.missing);
-                    let n = missing.entry(key).or_insert(0);
-                    *n += 1;
-                    if *n >= MISSING_LIMIT {
-                        missing.remove(&key);
-                        lost.push(key);
-                    }
-                }
-            }
-        }
-        for r in &hb.running {
-            if !wanted.contains(&r.key) {
-                tracing::info!(node, task = %r.key, "stopping a task the controller does not want");
-                stop.push(r.key);
-            }
-        }
-        self.set_unwanted(node, stop.len());
-        let snapshots: Vec<_> = changed
-            .iter()
-            .filter_map(|id| st.jobs.get(id).cloned())
-            .collect();
-        let resend: Vec<_> = relaunch
-            .iter()
-            .filter_map(|(id, i)| st.jobs.get(id).map(|j| (j.clone(), *i)))
-            .collect();
-        drop(st);
-        for job in &snapshots {
-            self.persist(job);
-        }
-        for (job, i) in resend {
-            tracing::info!(node, task = %Self::task_key(&job, i), "the agent does not know this task; sending its launch again");
-            self.launch_remote(&job, &[i]);
-        }
-        for key in lost {
-            tracing::warn!(node, task = %key, "the agent no longer reports this task; it is lost");
-            self.remote_task_ended(
-                node,
-                EndReport {
-                    key,
-                    exit: TaskExit::Lost,
-                    usage: Default::default(),
-                },
-            );
-        }
-        stop
-    }
-
-    /// Records how many unwanted tasks node `node` still runs; the node is fenced off (takes
-    /// nothing new) while there are any, and a cycle runs when that changes.
-    fn set_unwanted(&self, node: &str, count: usize) {
-        let changed = lock(&self.inner.members)
-            .by_name_mut(node)
-            .is_some_and(|m| std::mem::replace(&mut m.unwanted, count) != count);
-        if changed {
-            if count > 0 {
-                tracing::warn!(
-                    node,
-                    count,
-                    "the node runs tasks the controller does not want; it takes nothing new until they are stopped"
-                );
-            }
-            self.wake();
-        }
-    }
-
-    /// Watches for agents that stopped sending heartbeats.
-    pub(crate) fn start_node_watch(&self) {
-        let me = self.clone();
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(WATCH_EVERY).await;
-                me.mark_silent_nodes_down();
-            }
-        });
-    }
-
-    fn mark_silent_nodes_down(&self) {
-        let now = now_ms();
-        let limit = self.inner.config.cluster.node_down_after_ms;
-        let mut down = Vec::new();
-        for (_, m) in lock(&self.inner.members).all_mut() {
-            let reason = match (&m.link, &m.liveness) {
-                (Link::Agent(_), Liveness::Up)
-                    if now.saturating_sub(m.last_heartbeat_ms) > limit =>
-                {
-                    format!(
-                        "no heartbeat for {} ms (limit {limit} ms)",
-                        now - m.last_heartbeat_ms
-                    )
-                }
-                (Link::Agent(_), Liveness::Awaiting { since_ms })
-                    if now.saturating_sub(*since_ms) > limit =>
-                {
-                    format!(
-                        "its agent has not reported since the controller started ({limit} ms ago)"
-                    )
-                }
-                _ => continue,
-            };
-            m.liveness = Liveness::Down {
-                since_ms: now,
-                reason: reason.clone(),
-            };
-            down.push((m.info.name.clone(), reason));
-        }
-        for (node, reason) in down {
-            self.node_down(&node, &reason);
-        }
-    }
-
-    /// Node `node` is down: its tasks are lost; the rest of their gangs are stopped; the
-    /// jobs end (requeued or failed) once every task ended.
-    fn node_down(&self, node: &str, reason: &str) {
-        let message = format!("node {node} is down: {reason}");
-        tracing::error!("{message}");
-        let _ = self.inner.store.event(now_ms(), None, "node", message);
-        let grace = Duration::from_secs(self.inner.config.kill_grace_s);
-        let mut st = lock(&self.inner.state);
-        let mut touched = Vec::new();
-        for job in st
-            .jobs
-            .values_mut()
-            .filter(|j| j.state == JobState::Running)
-        {
-            if !job.tasks.iter().any(|t| t.node == node && t.exit.is_none()) {
-                continue;
-            }
-            for t in job
-                .tasks
-                .iter_mut()
-                .filter(|t| t.node == node && t.exit.is_none())
-            {
-                t.exit = Some(TaskExit::Lost);
-            }
-            if job.stopping.is_none() || job.stopping == Some(StopCause::GangFailed) {
-                job.stopping = Some(StopCause::NodeDown {
-                    node: node.to_string(),
-                });
-            }
-            self.event(
-                job.id,
-                "node-down",
-                format!("node {node} is down: {reason}"),
-            );
-            self.stop_tasks(job, grace);
-            if job.tasks.iter().all(|t| t.exit.is_some()) {
-                self.finish(job);
-            }
-            touched.push(job.clone());
-        }
-        drop(st);
-        for job in &touched {
-            self.persist(job);
-        }
-        self.flush();
-        self.wake();
     }
 }
 

@@ -1,0 +1,121 @@
+//! Comparing what an agent reports with what the controller wants on its node, at every
+//! heartbeat: a running task the controller does not want (its job ended or was requeued,
+//! e.g. while the node was down) is stopped, and the node takes nothing new while any runs
+//! (its GPUs are busy in fact); a wanted task the agent does not know and whose launch is not
+//! in flight is launched again with the same key (after a controller restart mid-launch; the
+//! agent's idempotence makes this safe), or, once it had started, declared lost after three
+//! heartbeats without it.
+//!
+//! Owns: these rules. Does not own heartbeats themselves (`remote.rs`) or launching
+//! (`remote_launch.rs`).
+
+use super::{Scheduler, lock};
+use crate::cluster::proto::{EndReport, Heartbeat, TaskKey};
+use crate::executor::TaskExit;
+use crate::model::JobState;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Heartbeats without a started task before it is declared lost.
+const MISSING_LIMIT: u32 = 3;
+
+impl Scheduler {
+    /// Compares what the agent runs with what the controller wants there; returns the keys
+    /// to stop, re-sends launches the agent never got, and declares lost what it lost.
+    pub(super) fn reconcile(&self, node: &str, hb: &Heartbeat) -> Vec<TaskKey> {
+        let reported: BTreeMap<TaskKey, u32> = hb.running.iter().map(|r| (r.key, r.pid)).collect();
+        let ended: BTreeSet<TaskKey> = hb.ended.iter().map(|e| e.key).collect();
+        let launching = lock(&self.inner.launching).clone();
+        let mut stop = Vec::new();
+        let mut relaunch: Vec<(u64, usize)> = Vec::new();
+        let mut lost: Vec<TaskKey> = Vec::new();
+        let mut st = lock(&self.inner.state);
+        let mut wanted = BTreeSet::new();
+        let mut changed = Vec::new();
+        for job in st
+            .jobs
+            .values_mut()
+            .filter(|j| j.state == JobState::Running)
+        {
+            for i in 0..job.tasks.len() {
+                if job.tasks[i].node != node || job.tasks[i].exit.is_some() {
+                    continue;
+                }
+                let key = Self::task_key(job, i);
+                wanted.insert(key);
+                if let Some(pid) = reported.get(&key) {
+                    lock(&self.inner.missing).remove(&key);
+                    if job.tasks[i].pid.is_none() {
+                        job.tasks[i].pid = Some(*pid);
+                        changed.push(job.id);
+                    }
+                } else if ended.contains(&key) || launching.contains(&key) {
+                } else if job.tasks[i].pid.is_none() {
+                    if job.stopping.is_none() {
+                        relaunch.push((job.id, i));
+                    }
+                } else {
+                    let mut missing = lock(&self.inner.missing);
+                    let n = missing.entry(key).or_insert(0);
+                    *n += 1;
+                    if *n >= MISSING_LIMIT {
+                        missing.remove(&key);
+                        lost.push(key);
+                    }
+                }
+            }
+        }
+        for r in &hb.running {
+            if !wanted.contains(&r.key) {
+                tracing::info!(node, task = %r.key, "stopping a task the controller does not want");
+                stop.push(r.key);
+            }
+        }
+        self.set_unwanted(node, stop.len());
+        let snapshots: Vec<_> = changed
+            .iter()
+            .filter_map(|id| st.jobs.get(id).cloned())
+            .collect();
+        let resend: Vec<_> = relaunch
+            .iter()
+            .filter_map(|(id, i)| st.jobs.get(id).map(|j| (j.clone(), *i)))
+            .collect();
+        drop(st);
+        for job in &snapshots {
+            self.persist(job);
+        }
+        for (job, i) in resend {
+            tracing::info!(node, task = %Self::task_key(&job, i), "the agent does not know this task; sending its launch again");
+            self.launch_remote(&job, &[i]);
+        }
+        for key in lost {
+            tracing::warn!(node, task = %key, "the agent no longer reports this task; it is lost");
+            self.remote_task_ended(
+                node,
+                EndReport {
+                    key,
+                    exit: TaskExit::Lost,
+                    usage: Default::default(),
+                },
+            );
+        }
+        stop
+    }
+
+    /// Records how many unwanted tasks node `node` still runs; the node is fenced off (takes
+    /// nothing new) while there are any, and a cycle runs when that changes.
+    fn set_unwanted(&self, node: &str, count: usize) {
+        let changed = lock(&self.inner.members)
+            .by_name_mut(node)
+            .is_some_and(|m| std::mem::replace(&mut m.unwanted, count) != count);
+        if changed {
+            if count > 0 {
+                tracing::warn!(
+                    node,
+                    count,
+                    "the node runs tasks the controller does not want; it takes nothing new until they are stopped"
+                );
+            }
+            self.wake();
+        }
+    }
+}
