@@ -53,15 +53,53 @@ impl Agent {
     /// Starts the agent process and waits until it prints its address or exits (then
     /// [`Agent::url`] panics; see [`Agent::wait_exit`]); does not wait for its node.
     pub fn spawn(controller: &str, name: &str, gpus: u32, token: &str) -> Self {
+        Self::spawn_with(controller, name, gpus, token, "", None)
+    }
+
+    /// Like [`Agent::start`], serving HTTPS with the PEM `cert` and `key` and trusting only
+    /// `cert` for an `https://` controller (`--ca-cert`): one self-signed certificate for
+    /// 127.0.0.1 serves both sides in tests.
+    pub fn start_tls(
+        d: &Daemon,
+        controller: &str,
+        name: &str,
+        gpus: u32,
+        token: &str,
+        cert: &Path,
+        key: &Path,
+    ) -> Self {
+        let tls = format!(
+            "[tls]\ncert = {:?}\nkey = {:?}\n",
+            cert.display().to_string(),
+            key.display().to_string()
+        );
+        let agent = Self::spawn_with(controller, name, gpus, token, &tls, Some(cert));
+        agent.wait_up(d);
+        agent
+    }
+
+    /// [`Agent::spawn`] with `extra_toml` appended to the agent's config, trusting only
+    /// `ca_cert` (copied into its directory as `ca.pem`) for an `https://` controller.
+    fn spawn_with(
+        controller: &str,
+        name: &str,
+        gpus: u32,
+        token: &str,
+        extra_toml: &str,
+        ca_cert: Option<&Path>,
+    ) -> Self {
         let dir = tempfile::Builder::new()
             .prefix("gantry-e2e-agent-")
             .tempdir()
             .expect("cannot create a temp dir");
         fs::write(
             dir.path().join("agent.toml"),
-            with_execution_defaults(AGENT_CONFIG),
+            with_execution_defaults(&format!("{AGENT_CONFIG}{extra_toml}")),
         )
         .expect("cannot write the agent config");
+        if let Some(ca) = ca_cert {
+            fs::copy(ca, dir.path().join("ca.pem")).expect("cannot copy the CA certificate");
+        }
         let child = Self::launch(dir.path(), controller, name, gpus, token, 0);
         let http = ureq::Agent::new_with_config(
             ureq::Agent::config_builder()
@@ -97,8 +135,14 @@ impl Agent {
             File::create(dir.join(format!("agent-{generation}.{ext}")))
                 .expect("cannot create the agent's output file")
         };
-        Command::new(gantry_bin())
-            .arg("agent")
+        let mut cmd = Command::new(gantry_bin());
+        let ca = dir.join("ca.pem");
+        if ca.exists() {
+            cmd.env("GANTRY_CA_CERT", ca);
+        } else {
+            cmd.env_remove("GANTRY_CA_CERT");
+        }
+        cmd.arg("agent")
             .args(["--controller", controller, "--listen", "127.0.0.1:0"])
             .args(["--name", name, "--gpus", &gpus.to_string(), "--no-nvml"])
             .arg("--config")

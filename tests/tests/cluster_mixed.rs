@@ -159,3 +159,37 @@ fn a_service_on_a_drained_agent_is_checked_there_and_the_drain_holds_new_jobs() 
     assert_eq!(status, 200, "{view}");
     d.wait_state(waiting, "succeeded");
 }
+
+#[test]
+fn controller_and_agent_speak_https_both_ways() {
+    let dir = tempfile::tempdir().unwrap();
+    let names = vec!["localhost".to_string(), "127.0.0.1".to_string()];
+    let made = rcgen::generate_simple_self_signed(names).unwrap();
+    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    std::fs::write(&cert, made.cert.pem()).unwrap();
+    std::fs::write(&key, made.signing_key.serialize_pem()).unwrap();
+    // One self-signed certificate for 127.0.0.1: the controller serves it and trusts it for
+    // its agents (`cluster.ca_cert`); the agent serves it and trusts it for the controller.
+    let d = Daemon::start_tls(
+        0,
+        &format!(
+            "[cluster]\ntoken = \"{TOKEN}\"\nlocal_node = false\nheartbeat_interval_ms = 200\nnode_down_after_ms = 1500\nca_cert = {:?}\n",
+            cert.display().to_string()
+        ),
+        &cert,
+        &key,
+    );
+    assert!(d.url().starts_with("https://"), "{}", d.url());
+    let a = Agent::start_tls(&d, d.url(), "node-a", 2, TOKEN, &cert, &key);
+    assert!(a.url().starts_with("https://"), "{}", a.url());
+    let listed = node(&d, "node-a").expect("node-a listed");
+    assert_eq!(listed["agent"], a.url(), "{listed}");
+    let id = d.submit(&json!({
+        "name": "over-tls",
+        "argv": ["sh", "-c", "echo ran on $GANTRY_NODE"],
+        "tasks": tasks(1, 1),
+    }));
+    d.wait_state(id, "succeeded");
+    let (_, log) = d.get_text(&format!("/v1/jobs/{id}/logs"));
+    assert!(log.contains("ran on node-a"), "{log}");
+}

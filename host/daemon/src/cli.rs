@@ -23,7 +23,12 @@ impl Client {
     /// A client for `server` (e.g. `http://127.0.0.1:8420`); an `https://` server must
     /// have a certificate from a public CA.
     pub fn new(server: &str) -> Self {
-        Self::with_tls(server, None)
+        Self::with_tls(
+            server,
+            ureq::tls::TlsConfig::builder()
+                .provider(ureq::tls::TlsProvider::Rustls)
+                .build(),
+        )
     }
 
     /// A client for `server` that trusts, for `https://`, only the certificates in the PEM
@@ -32,24 +37,16 @@ impl Client {
         server: &str,
         ca_cert: Option<&std::path::Path>,
     ) -> Result<Self, crate::tls::TlsError> {
-        let roots = crate::tls::trust_roots(ca_cert)?.map(|certs| {
-            let certs: Vec<_> = certs
-                .iter()
-                .map(|c| ureq::tls::Certificate::from_der(c.as_ref()).to_owned())
-                .collect();
-            ureq::tls::RootCerts::new_with_certs(&certs)
-        });
-        Ok(Self::with_tls(server, roots))
+        Ok(Self::with_tls(
+            server,
+            crate::tls::ureq_tls("--ca-cert", ca_cert)?,
+        ))
     }
 
-    fn with_tls(server: &str, roots: Option<ureq::tls::RootCerts>) -> Self {
-        let mut tls = ureq::tls::TlsConfig::builder().provider(ureq::tls::TlsProvider::Rustls);
-        if let Some(roots) = roots {
-            tls = tls.root_certs(roots);
-        }
+    fn with_tls(server: &str, tls: ureq::tls::TlsConfig) -> Self {
         let config = ureq::Agent::config_builder()
             .http_status_as_error(false)
-            .tls_config(tls.build())
+            .tls_config(tls)
             .build();
         Self {
             base: server.trim_end_matches('/').to_string(),

@@ -52,18 +52,11 @@ impl Controller {
         if !(url.starts_with("http://") || url.starts_with("https://")) {
             anyhow::bail!("--controller must be an http:// or https:// URL, not {url:?}");
         }
-        let mut tls = ureq::tls::TlsConfig::builder().provider(ureq::tls::TlsProvider::Rustls);
-        if let Some(certs) = crate::tls::trust_roots(ca_cert.as_deref())? {
-            let certs: Vec<_> = certs
-                .iter()
-                .map(|c| ureq::tls::Certificate::from_der(c.as_ref()).to_owned())
-                .collect();
-            tls = tls.root_certs(ureq::tls::RootCerts::new_with_certs(&certs));
-        }
+        let tls = crate::tls::ureq_tls("--ca-cert", ca_cert.as_deref())?;
         let config = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .timeout_global(Some(CALL_TIMEOUT))
-            .tls_config(tls.build())
+            .tls_config(tls)
             .build();
         Ok(Self {
             url: url.to_string(),

@@ -23,7 +23,6 @@ use crate::config::Config;
 use crate::executor::{Executor, Isolation};
 use anyhow::{Context, bail};
 use std::collections::BTreeMap;
-use std::future::IntoFuture;
 use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -163,8 +162,13 @@ pub async fn run(options: AgentOptions) -> anyhow::Result<()> {
         .with_context(|| format!("cannot listen on {}", options.listen))?;
     let local = listener.local_addr()?;
     let addr = advertised(options.advertise.as_deref(), local)?;
-    let agent_url = format!("http://{}:{}", url_host(&addr), local.port());
-    println!("gantry agent {} listening on http://{local}", node.name);
+    let tls = crate::tls::ServerTls::load(&config.tls)?;
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let agent_url = format!("{scheme}://{}:{}", url_host(&addr), local.port());
+    if let Some(tls) = &tls {
+        tracing::info!("TLS: {}", tls.summary());
+    }
+    println!("gantry agent {} listening on {scheme}://{local}", node.name);
     std::io::stdout().flush()?;
     tracing::info!(%agent_url, controller = %options.controller, "agent serving");
 
@@ -191,9 +195,21 @@ pub async fn run(options: AgentOptions) -> anyhow::Result<()> {
         ended,
     };
     let app = server::router(table, &token);
-    let serving = axum::serve(listener, app).with_graceful_shutdown(crate::serve::shutdown());
+    let serving = async move {
+        match tls {
+            Some(tls) => {
+                let listener = crate::tls::listener::TlsListener::new(listener, &tls)?;
+                let serve = axum::serve(listener, app);
+                serve.with_graceful_shutdown(crate::serve::shutdown()).await
+            }
+            None => {
+                let serve = axum::serve(listener, app);
+                serve.with_graceful_shutdown(crate::serve::shutdown()).await
+            }
+        }
+    };
     tokio::select! {
-        served = serving.into_future() => {
+        served = serving => {
             served?;
             tracing::info!("gantry agent stopped; running tasks keep running and are re-attached at the next start");
             Ok(())

@@ -64,11 +64,13 @@ pub struct AgentClient {
 }
 
 impl AgentClient {
-    /// A client for `url` (e.g. `http://127.0.0.1:8421`) that sends `token`.
-    pub fn new(url: &str, token: &str) -> Self {
+    /// A client for `url` (e.g. `http://127.0.0.1:8421`, or `https://` checked with `tls`,
+    /// see [`crate::tls::ureq_tls`]) that sends `token`.
+    pub fn new(url: &str, token: &str, tls: &ureq::tls::TlsConfig) -> Self {
         let config = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .timeout_global(Some(CALL_TIMEOUT))
+            .tls_config(tls.clone())
             .build();
         Self {
             url: url.trim_end_matches('/').to_string(),

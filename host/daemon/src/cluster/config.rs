@@ -30,6 +30,9 @@ pub struct ClusterConfig {
     pub heartbeat_interval_ms: u64,
     /// A node whose agent has not been heard from for this long is down, ms.
     pub node_down_after_ms: u64,
+    /// PEM file of the CA (or self-signed) certificates that `https://` agents are checked
+    /// against, in place of the public roots.
+    pub ca_cert: Option<std::path::PathBuf>,
 }
 
 impl Default for ClusterConfig {
@@ -40,6 +43,7 @@ impl Default for ClusterConfig {
             advertise_addr: "127.0.0.1".into(),
             heartbeat_interval_ms: 1000,
             node_down_after_ms: 10_000,
+            ca_cert: None,
         }
     }
 }

@@ -103,7 +103,7 @@ impl Members {
     pub(crate) fn load(
         store: &Store,
         local: Option<Member>,
-        token: &str,
+        client: impl Fn(&str) -> AgentClient,
         now_ms: u64,
     ) -> Result<Self, StoreError> {
         let mut list: Vec<Member> = local.into_iter().collect();
@@ -118,7 +118,7 @@ impl Members {
             tracing::info!(node = %a.info.name, url = %a.agent_url, "waiting for the agent of a known node");
             list.push(Member {
                 addr: a.addr,
-                link: Link::Agent(AgentClient::new(&a.agent_url, token)),
+                link: Link::Agent(client(&a.agent_url)),
                 liveness: Liveness::Awaiting { since_ms: now_ms },
                 last_heartbeat_ms: 0,
                 load: NodeLoad::default(),

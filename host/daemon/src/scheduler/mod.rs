@@ -107,6 +107,8 @@ pub(crate) struct Inner {
     pub(crate) members: Mutex<members::Members>,
     /// The cluster token agents must present (empty: no agent may join).
     pub(crate) cluster_token: String,
+    /// How `https://` agents are checked (`[cluster] ca_cert`, else the public roots).
+    pub(crate) agent_tls: ureq::tls::TlsConfig,
     /// Remote task runs whose launch request is in flight (`remote_launch.rs`).
     pub(crate) launching: Mutex<std::collections::BTreeSet<crate::cluster::proto::TaskKey>>,
     /// Started remote tasks their agent did not report, with how many heartbeats in a row.
@@ -201,7 +203,11 @@ impl Scheduler {
             }),
             false => None,
         };
-        let members = members::Members::load(&store, local, &cluster_token, now_ms())?;
+        let agent_tls = crate::tls::ureq_tls("cluster.ca_cert", config.cluster.ca_cert.as_deref())?;
+        let client = |url: &str| {
+            crate::cluster::agent_client::AgentClient::new(url, &cluster_token, &agent_tls)
+        };
+        let members = members::Members::load(&store, local, client, now_ms())?;
         tracing::info!(
             node = %node.name, gpus = node.gpus.len(), source = %node.gpu_source,
             cpu_milli = node.cpu_milli, memory_mib = node.memory_mib, "local node"
@@ -220,6 +226,7 @@ impl Scheduler {
             node,
             members: Mutex::new(members),
             cluster_token,
+            agent_tls,
             launching: Mutex::default(),
             missing: Mutex::default(),
             store,

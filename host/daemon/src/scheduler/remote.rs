@@ -124,6 +124,11 @@ impl Scheduler {
         tokio::task::spawn_blocking(move || send_signal(&agent, &request));
     }
 
+    /// A client for the agent at `url`, with the cluster token and `[cluster] ca_cert`.
+    pub(crate) fn agent_client(&self, url: &str) -> AgentClient {
+        AgentClient::new(url, &self.inner.cluster_token, &self.inner.agent_tls)
+    }
+
     /// An end reported by node `node`: applied when it is the current run of a running task.
     pub(crate) fn remote_task_ended(&self, node: &str, end: EndReport) {
         let current = {
@@ -196,8 +201,7 @@ impl Scheduler {
                 }
                 let changed = url_changed || m.info != hb.node || m.addr != hb.addr;
                 if url_changed {
-                    m.link =
-                        Link::Agent(AgentClient::new(&hb.agent_url, &self.inner.cluster_token));
+                    m.link = Link::Agent(self.agent_client(&hb.agent_url));
                 }
                 m.info = hb.node.clone();
                 m.addr = hb.addr.clone();
@@ -211,7 +215,7 @@ impl Scheduler {
                 members.push(Member {
                     info: hb.node.clone(),
                     addr: hb.addr.clone(),
-                    link: Link::Agent(AgentClient::new(&hb.agent_url, &self.inner.cluster_token)),
+                    link: Link::Agent(self.agent_client(&hb.agent_url)),
                     liveness: Liveness::Up,
                     last_heartbeat_ms: now,
                     load: hb.load,

@@ -212,18 +212,44 @@ fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
 /// the file, each checked to be usable as a trust anchor. `None` means "the built-in
 /// public roots" and returns `Ok(None)`.
 pub fn trust_roots(ca: Option<&Path>) -> Result<Option<Vec<CertificateDer<'static>>>, TlsError> {
+    trust_roots_of("--ca-cert", ca)
+}
+
+/// Like [`trust_roots`], with errors naming `setting` (e.g. `cluster.ca_cert`).
+pub fn trust_roots_of(
+    setting: &'static str,
+    ca: Option<&Path>,
+) -> Result<Option<Vec<CertificateDer<'static>>>, TlsError> {
     let Some(path) = ca else {
         return Ok(None);
     };
-    let certs = read_certificates("--ca-cert", path)?;
+    let certs = read_certificates(setting, path)?;
     let mut store = RootCertStore::empty();
     for cert in &certs {
         store.add(cert.clone()).map_err(|e| TlsError::Rejected {
-            setting: "--ca-cert",
+            setting,
             message: format!("{}: {e}", path.display()),
         })?;
     }
     Ok(Some(certs))
+}
+
+/// The TLS settings of a ureq client (rustls) that trusts only the certificates in `ca`
+/// (errors name `setting`), or the public roots when `ca` is `None`: the CLI's, the agent's
+/// for its controller, and the controller's for its agents.
+pub fn ureq_tls(
+    setting: &'static str,
+    ca: Option<&Path>,
+) -> Result<ureq::tls::TlsConfig, TlsError> {
+    let mut tls = ureq::tls::TlsConfig::builder().provider(ureq::tls::TlsProvider::Rustls);
+    if let Some(certs) = trust_roots_of(setting, ca)? {
+        let certs: Vec<_> = certs
+            .iter()
+            .map(|c| ureq::tls::Certificate::from_der(c.as_ref()).to_owned())
+            .collect();
+        tls = tls.root_certs(ureq::tls::RootCerts::new_with_certs(&certs));
+    }
+    Ok(tls.build())
 }
 
 /// A rustls client config trusting the certificates in `ca`, or the public web PKI roots
