@@ -47,7 +47,7 @@ fn wait_job(d: &Daemon, id: u64, what: &str, ok: impl Fn(&Value) -> bool) -> Val
 #[test]
 fn gantry_run_streams_from_a_task_on_an_agent() {
     let d = controller(false, 0);
-    let _a = Agent::start(&d, d.url(), "node-a", 2, TOKEN);
+    let a = Agent::start(&d, d.url(), "node-a", 2, TOKEN);
     let out = gantry(&d)
         .args(["run", "--gpus", "1", "--", "sh", "-c"])
         .arg("echo hello from $GANTRY_NODE; echo to-stderr >&2; exit 3")
@@ -68,6 +68,13 @@ fn gantry_run_streams_from_a_task_on_an_agent() {
     let (status, log) = d.get_text(&format!("/v1/jobs/{}/logs", job["id"]));
     assert_eq!(status, 200);
     assert!(log.contains("hello from node-a"), "{log}");
+    let out = gantry(&d).arg("nodes").output().unwrap();
+    let listing = String::from_utf8_lossy(&out.stdout);
+    assert!(listing.contains("node-a (up"), "{listing}");
+    assert!(
+        listing.contains(&format!("agent {} (address 127.0.0.1)", a.url())),
+        "{listing}"
+    );
 }
 
 #[test]

@@ -208,6 +208,11 @@ impl Scheduler {
                 m.last_heartbeat_ms = now;
                 m.load = hb.load;
                 let back = std::mem::replace(&mut m.liveness, Liveness::Up);
+                if back != Liveness::Up {
+                    // Until this heartbeat is reconciled, count every task it reports as
+                    // unwanted, so that no cycle places work on GPUs an orphan may hold.
+                    m.unwanted = hb.running.len();
+                }
                 (changed, (back != Liveness::Up).then_some(back))
             }
             None => {

@@ -377,3 +377,7 @@ pub fn build<'a>(
     snap.ctx.strings = strings.into_strings();
     snap
 }
+
+#[cfg(test)]
+#[path = "snapshot_tests.rs"]
+mod tests;
