@@ -46,14 +46,14 @@ fn running(id: u64, placed: &[(&str, u32, u32)]) -> JobRecord {
 
 #[test]
 fn each_node_counts_only_its_own_tasks_and_absent_nodes_book_nothing() {
-    let (a, b, c) = (node("a", 2), node("b", 2), node("c", 2));
+    let (a, b) = (node("a", 2), node("b", 2));
     let jobs = [
         running(1, &[("a", 0, 1000), ("b", 0, 1000)]),
         running(2, &[("b", 1, 500)]),
         running(3, &[("c", 0, 1000)]),
     ];
     let ledger = Ledger::new(3600.0);
-    // c is down: not in the snapshot.
+    // Node c (job 3's) is down: not in the snapshot.
     let snap = build(jobs.iter(), &[(0, &a), (1, &b)], 1, 10, &ledger);
     let free = |id: c::NodeId| -> Vec<u32> {
         let n = snap.nodes.iter().find(|n| n.id == id).unwrap();
