@@ -39,7 +39,8 @@ function tile(node, gpu, jobs) {
 }
 
 function nodeRow(node, jobs) {
-  const stateNote = node.state === "up" ? "" : `${node.state}${node.drain ? ": " + node.drain.reason : ""}`;
+  const why = node.down_reason || (node.drain ? node.drain.reason : "");
+  const stateNote = node.state === "up" ? "" : `${node.state}${why ? ": " + why : ""}`;
   return h("div", { class: "node", "data-testid": `node-${node.name}` },
     h("div", { class: "node-name", title: stateNote || node.name }, h("b", {}, node.name),
       h("small", {}, node.state), stateNote ? h("small", {}, node.drain ? `by ${node.drain.by || "?"}` : "") : ""),

@@ -262,11 +262,11 @@ fn replay_request() -> Value {
 
 fn node() -> Value {
     let opt_string = || json!({"type": "string", "nullable": true});
-    json!({
+    let mut node = json!({
         "type": "object",
         "properties": {
             "name": {"type": "string"},
-            "state": {"type": "string", "enum": ["up", "draining", "drained"], "description": "draining: drained with jobs still running; drained: drained and empty"},
+            "state": {"type": "string", "enum": ["up", "down", "awaiting", "draining", "drained"], "description": "down: its agent missed its heartbeats (see down_reason); awaiting: known from before a controller restart, not heard from since; draining: drained with jobs still running; drained: drained and empty"},
             "drain": {"type": "object", "nullable": true, "properties": {
                 "reason": {"type": "string"}, "by": {"type": "string"}, "since_ms": {"type": "integer"},
             }},
@@ -304,5 +304,20 @@ fn node() -> Value {
             }},
             "notes": {"type": "array", "items": {"type": "string"}},
         },
-    })
+    });
+    // Multi-node: liveness and how the node is reached (one macro call would be too deep).
+    let cluster = json!({
+        "down_reason": opt_string(),
+        "down_since_ms": {"type": "integer", "nullable": true},
+        "agent": {"type": "string", "description": "\"local\" (the controller's own node) or the agent's URL"},
+        "addr": {"type": "string", "description": "the node's address for other nodes' tasks (MASTER_ADDR)"},
+        "last_heartbeat_ms": {"type": "integer", "nullable": true},
+        "load": {"type": "object", "nullable": true, "properties": {
+            "load_1m": {"type": "number"}, "memory_available_mib": {"type": "integer"},
+        }},
+    });
+    if let (Some(props), Some(more)) = (node["properties"].as_object_mut(), cluster.as_object()) {
+        props.extend(more.clone());
+    }
+    node
 }
