@@ -200,3 +200,40 @@ fn controller_and_agent_speak_https_both_ways() {
     let (_, log) = d.get_text(&format!("/v1/jobs/{id}/logs"));
     assert!(log.contains("ran on node-a"), "{log}");
 }
+
+#[test]
+fn a_check_command_of_a_service_on_an_agent_runs_there() {
+    let d = controller(false, 0);
+    let _a = Agent::start(&d, d.url(), "node-a", 1, TOKEN);
+    let out = d.out_dir();
+    let id = d.submit(&json!({
+        "name": "flag",
+        "kind": "service",
+        "argv": ["sh", "-c", "touch alive; exec sleep 600"],
+        "workdir": out,
+        "tasks": tasks(1, 1),
+        "service": {"health": {"command": ["sh", "-c", "test -f alive && echo $GANTRY_JOB_ID > checked-on-$GANTRY_JOB_ID"], "interval_s": 1, "failures": 3}},
+    }));
+    let job = wait_job(&d, id, "a healthy service on node-a", |j| {
+        j["health"]["state"] == "healthy"
+    });
+    assert_eq!(job["tasks"][0]["node"], "node-a", "{job}");
+    assert!(
+        out.join(format!("checked-on-{id}")).exists(),
+        "the check ran"
+    );
+    std::fs::remove_file(out.join("alive")).unwrap();
+    let job = wait_job(&d, id, "a restart by the check", |j| j["restarts"] == 1);
+    assert!(
+        job["health"]["last_error"].as_str().is_some_and(
+            |e| e.contains("on the service's node") && e.contains("exited with code 1")
+        ),
+        "{job}"
+    );
+    wait_job(&d, id, "healthy again", |j| {
+        j["health"]["state"] == "healthy"
+    });
+    let (status, _) = d.post(&format!("/v1/jobs/{id}/cancel"), &json!({}));
+    assert_eq!(status, 200);
+    d.wait_state(id, "cancelled");
+}

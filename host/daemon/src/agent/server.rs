@@ -1,5 +1,5 @@
-//! The agent's HTTP routes for the controller (axum): launch, signal, a free port and log
-//! reads, every one behind the cluster token (401 with a JSON [`ProtoError`] otherwise).
+//! The agent's HTTP routes for the controller (axum): launch, signal, a free port, log
+//! reads and services' check commands, every one behind the cluster token (401 with a JSON [`ProtoError`] otherwise).
 //! Refusals are JSON [`ProtoError`]s naming the field concerned; 4xx means "do not retry".
 //!
 //! Owns: routes, the token check, request parsing and status mapping. Does not own the task
@@ -7,8 +7,8 @@
 
 use super::tasks::{TaskError, TaskTable};
 use crate::cluster::proto::{
-    FREE_PORT_PATH, FreePort, LAUNCH_PATH, LaunchRequest, PROTOCOL_VERSION, ProtoError,
-    SIGNAL_PATH, SignalRequest, TaskKey, token_matches,
+    CHECK_PATH, CheckReply, CheckRequest, FREE_PORT_PATH, FreePort, LAUNCH_PATH, LaunchRequest,
+    PROTOCOL_VERSION, ProtoError, SIGNAL_PATH, SignalRequest, TaskKey, token_matches,
 };
 use axum::body::Bytes;
 use axum::extract::{Path, Query, Request, State};
@@ -35,6 +35,7 @@ pub(crate) fn router(table: Arc<TaskTable>, token: &str) -> Router {
         .route(SIGNAL_PATH, post(signal))
         .route(FREE_PORT_PATH, get(free_port))
         .route(LOG_PATH, get(log))
+        .route(CHECK_PATH, post(check))
         .fallback(|| async { refuse(StatusCode::NOT_FOUND, "no such route".into(), None) })
         .with_state(table)
         .layer(axum::middleware::from_fn_with_state(token, require_token))
@@ -171,6 +172,48 @@ async fn log(
             None,
         ),
     }
+}
+
+/// Longest health-check command accepted, ms.
+const MAX_CHECK_MS: u64 = 600_000;
+
+/// Runs a service's check command in its rank-0 run's directory (`work/` when the task runs
+/// as another user), like the controller does for services on its own node.
+async fn check(State(table): State<Arc<TaskTable>>, body: Bytes) -> Response {
+    let request: CheckRequest = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => return refuse(StatusCode::BAD_REQUEST, format!("not a check: {e}"), None),
+    };
+    let dir = table.dir(request.key);
+    if !dir.is_dir() {
+        return task_error(&TaskError::Unknown(request.key));
+    }
+    let work = dir.join("work");
+    let workdir = match &request.workdir {
+        Some(own) => std::path::PathBuf::from(own),
+        None if work.is_dir() => work,
+        None => dir,
+    };
+    let limit = std::time::Duration::from_millis(request.timeout_ms.clamp(1, MAX_CHECK_MS));
+    let result = crate::scheduler::service::probe::run_command(
+        &request.command,
+        &request.env,
+        &workdir,
+        limit,
+        &table.executor,
+    )
+    .await;
+    let reply = match result {
+        Ok(()) => CheckReply {
+            healthy: true,
+            message: None,
+        },
+        Err(e) => CheckReply {
+            healthy: false,
+            message: Some(e.to_string()),
+        },
+    };
+    Json(reply).into_response()
 }
 
 /// Up to `limit` bytes of the log from `offset` (nothing when there is no log yet).

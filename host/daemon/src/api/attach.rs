@@ -140,7 +140,7 @@ async fn follow(s: Scheduler, id: u64, task: usize, tx: mpsc::Sender<Bytes>) {
         let mut frames = Vec::new();
         // Output first, so the last frame comes after everything the job wrote.
         if job.state != JobState::Pending {
-            let bytes = match s.remote_log(&job, task) {
+            let bytes = match s.remote_task(&job, task) {
                 Some((agent, key)) => {
                     if remote_run.replace(key) != Some(key) {
                         offset = 0;

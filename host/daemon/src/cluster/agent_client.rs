@@ -6,8 +6,8 @@
 //! own retries or what a failure means for the job (`scheduler::remote`).
 
 use super::proto::{
-    FREE_PORT_PATH, FreePort, LAUNCH_PATH, LaunchReply, LaunchRequest, ProtoError, SIGNAL_PATH,
-    SignalRequest, TaskKey,
+    CHECK_PATH, CheckReply, CheckRequest, FREE_PORT_PATH, FreePort, LAUNCH_PATH, LaunchReply,
+    LaunchRequest, ProtoError, SIGNAL_PATH, SignalRequest, TaskKey,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -97,6 +97,22 @@ impl AgentClient {
             Err(AgentCallError::Refused { status: 404, .. }) => Ok(()),
             Err(e) => Err(e),
         }
+    }
+
+    /// Runs a service's health-check command on the agent's node (blocking for up to the
+    /// request's timeout plus the call's own deadline).
+    pub fn check(&self, request: &CheckRequest) -> Result<CheckReply, AgentCallError> {
+        let deadline = CALL_TIMEOUT + std::time::Duration::from_millis(request.timeout_ms);
+        let response = self
+            .http
+            .post(format!("{}{CHECK_PATH}", self.url))
+            .config()
+            .timeout_global(Some(deadline))
+            .build()
+            .header("Authorization", &format!("Bearer {}", self.token))
+            .send_json(request)
+            .map_err(|e| self.unreachable(e))?;
+        self.answer(response)
     }
 
     /// A TCP port free on the agent's node now.

@@ -7,7 +7,9 @@
 //!   acknowledges ends (the agent forgets them only then) and names tasks to stop.
 //! * Controller → agent: `POST /agent/v1/launch` ([`LaunchRequest`] → [`LaunchReply`]),
 //!   `POST /agent/v1/signal` ([`SignalRequest`]), `GET /agent/v1/free-port`
-//!   ([`FreePort`]) and `GET /agent/v1/tasks/{job}/{task}/{run}/log?offset=N` (raw bytes).
+//!   ([`FreePort`]), `POST /agent/v1/check` ([`CheckRequest`] → [`CheckReply`]: a service's
+//!   health-check command, run on its node) and
+//!   `GET /agent/v1/tasks/{job}/{task}/{run}/log?offset=N` (raw bytes).
 //!
 //! Idempotence: a task is named by its [`TaskKey`] (job, task index, run). A launch with a
 //! key the agent already knows starts nothing and answers with that task's pid or end
@@ -34,6 +36,8 @@ pub const LAUNCH_PATH: &str = "/agent/v1/launch";
 pub const SIGNAL_PATH: &str = "/agent/v1/signal";
 /// Agent route that names a TCP port free on its node (for a gang's `MASTER_PORT`).
 pub const FREE_PORT_PATH: &str = "/agent/v1/free-port";
+/// Agent route that runs a service's health-check command on its node.
+pub const CHECK_PATH: &str = "/agent/v1/check";
 
 /// One run of one task: a requeued or restarted task gets a new `run` (its start time, ms).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -165,6 +169,34 @@ pub struct SignalRequest {
     /// With a value: a stop (SIGKILL after this many ms if still alive).
     #[serde(default)]
     pub grace_ms: Option<u64>,
+}
+
+/// Controller → agent: run a health-check command of a service whose rank 0 is `key`, in
+/// the job's `workdir` or else that run's directory, with `env` on top of the agent's
+/// environment; killed (its whole process group) after `timeout_ms`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckRequest {
+    /// The service's rank-0 task run.
+    pub key: TaskKey,
+    /// The command.
+    pub command: Vec<String>,
+    /// Variables (the job's, `PORT`...).
+    pub env: Vec<(String, String)>,
+    /// The job's own working directory, if it has one.
+    #[serde(default)]
+    pub workdir: Option<String>,
+    /// Deadline, ms.
+    pub timeout_ms: u64,
+}
+
+/// Agent → controller: the check's verdict.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckReply {
+    /// The command exited 0 in time.
+    pub healthy: bool,
+    /// Why not.
+    #[serde(default)]
+    pub message: Option<String>,
 }
 
 /// Agent → controller: a port free on the agent's node.

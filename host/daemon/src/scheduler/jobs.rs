@@ -320,7 +320,7 @@ impl Scheduler {
     pub fn logs(&self, id: u64, task: usize) -> Option<String> {
         let job = self.job(id)?;
         // A task on an agent's node: its log is read from the agent (the last run's).
-        if let Some((agent, key)) = self.remote_log(&job, task) {
+        if let Some((agent, key)) = self.remote_task(&job, task) {
             return Some(match agent.log(key, 0, REMOTE_LOG_LIMIT) {
                 Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
                 Err(e) => format!("[gantry: cannot read this task's log from its node: {e}]\n"),
@@ -329,9 +329,10 @@ impl Scheduler {
         Some(std::fs::read_to_string(self.log_path(id, task)).unwrap_or_default())
     }
 
-    /// Where the log of task `task` of `job` is, when it ran on an agent's node: that agent
-    /// and the run (`None`: the controller's own file, [`Scheduler::task_log_path`]).
-    pub fn remote_log(
+    /// Task `task` of `job` when it runs (or ran) on an agent's node: that agent and the run,
+    /// to read its log or run its service's check there (`None`: on the controller's node,
+    /// whose log is [`Scheduler::task_log_path`]).
+    pub fn remote_task(
         &self,
         job: &JobRecord,
         task: usize,

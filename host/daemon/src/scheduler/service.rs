@@ -19,7 +19,7 @@
 //! the health checkers (`checker`) and probes (`probe`).
 
 mod checker;
-mod probe;
+pub(crate) mod probe;
 
 use super::{Scheduler, lock, now_ms};
 use crate::executor::TaskExit;

@@ -45,28 +45,30 @@ impl Scheduler {
         let key = current_run(job)?;
         let check = job.spec.service.as_ref()?.health.clone()?;
         // The service runs where rank 0 runs: on an agent's node, HTTP checks go to that
-        // node's address; a check command would run on the controller, the wrong machine,
-        // so it is not run there (README "Multi-node").
+        // node's address and a check command is run by that agent.
         let rank0 = job
             .tasks
             .first()
             .map(|t| t.node.clone())
             .unwrap_or_default();
-        let remote = self.agent_of(&rank0).is_some();
-        if remote && check.http_path.is_none() {
-            return None;
-        }
+        let agent = self.remote_task(job, 0);
+        let remote = agent.is_some();
         let host = match remote {
             true => lock(&self.inner.members)
                 .by_name(&rank0)
                 .map_or_else(|| "127.0.0.1".to_string(), |(_, m)| m.addr.clone()),
             false => "127.0.0.1".to_string(),
         };
+        // On an agent's node, no directory of the controller's: the agent picks the run's.
+        let default_dir = match remote {
+            true => std::path::PathBuf::new(),
+            false => self.job_dir(job.id),
+        };
         let workdir = job
             .spec
             .workdir
             .clone()
-            .map_or_else(|| self.job_dir(job.id), std::path::PathBuf::from);
+            .map_or(default_dir, std::path::PathBuf::from);
         let mut env: Vec<(String, String)> = job.spec.env.clone().into_iter().collect();
         env.push(("GANTRY_JOB_ID".into(), job.id.to_string()));
         if let Some(port) = job.service_port {
@@ -78,6 +80,7 @@ impl Scheduler {
             check,
             target: ProbeTarget {
                 host,
+                agent,
                 port: job.service_port,
                 workdir,
                 env,

@@ -1,10 +1,13 @@
-//! One health-check probe of a service: an HTTP GET of `http://127.0.0.1:<port><path>` (a 2xx
-//! answer is healthy) or a command run in the job's working directory (exit 0 is healthy), each
-//! bounded by the check's interval.
+//! One health-check probe of a service: an HTTP GET of `http://<node>:<port><path>` (a 2xx
+//! answer is healthy) or a command run in the job's working directory (exit 0 is healthy) —
+//! by the agent of the service's node when it runs on one — each bounded by the check's
+//! interval.
 //!
 //! Owns: running one probe and saying why it failed. Does not own when probes run or what
 //! failures lead to (`service`).
 
+use crate::cluster::agent_client::AgentClient;
+use crate::cluster::proto::{CheckRequest, TaskKey};
 use crate::executor::Executor;
 use crate::job_options::HealthCheck;
 use std::os::unix::process::ExitStatusExt;
@@ -23,6 +26,8 @@ const MAX_STDERR: usize = 200;
 pub(crate) struct ProbeTarget {
     /// The address of the service's node (rank 0's; 127.0.0.1 on the controller's own node).
     pub host: String,
+    /// On an agent's node: that agent and the rank-0 run, where a check command runs.
+    pub agent: Option<(AgentClient, TaskKey)>,
     /// The service's port (for HTTP checks).
     pub port: Option<u16>,
     /// Working directory of a check command (the job's).
@@ -71,6 +76,9 @@ pub(crate) enum ProbeError {
         /// The HTTP status.
         status: u16,
     },
+    /// The check command on the service's node failed, or its agent could not run it.
+    #[error("on the service's node: {0}")]
+    Remote(String),
     /// No answer, or the command still running, after the check's interval.
     #[error("no answer within {0} s")]
     Timeout(u32),
@@ -112,12 +120,23 @@ pub(crate) async fn probe(
                 .await
                 .map_err(|_| ProbeError::Timeout(check.interval_s))?
         }
-        None => run_command(&check.command, target, limit, executor)
-            .await
-            .map_err(|e| match e {
-                ProbeError::Timeout(_) => ProbeError::Timeout(check.interval_s),
-                e => e,
-            }),
+        None => match &target.agent {
+            Some((agent, key)) => remote_command(agent, *key, &check.command, target, limit).await,
+            None => {
+                run_command(
+                    &check.command,
+                    &target.env,
+                    &target.workdir,
+                    limit,
+                    executor,
+                )
+                .await
+            }
+        }
+        .map_err(|e| match e {
+            ProbeError::Timeout(_) => ProbeError::Timeout(check.interval_s),
+            e => e,
+        }),
     }
 }
 
@@ -173,11 +192,39 @@ fn status_code(line: &str) -> Option<u16> {
     parts.next()?.parse().ok()
 }
 
-/// Runs `argv` in its own process group; healthy on exit 0. Killed (the whole group) after
-/// `limit`.
-async fn run_command(
+/// Runs the check command on the agent of the service's node.
+async fn remote_command(
+    agent: &AgentClient,
+    key: TaskKey,
     argv: &[String],
     target: &ProbeTarget,
+    limit: Duration,
+) -> Result<(), ProbeError> {
+    let request = CheckRequest {
+        key,
+        command: argv.to_vec(),
+        env: target.env.clone(),
+        workdir: Some(target.workdir.to_string_lossy().into_owned()).filter(|w| !w.is_empty()),
+        timeout_ms: limit.as_millis() as u64,
+    };
+    let agent = agent.clone();
+    let answer = tokio::task::spawn_blocking(move || agent.check(&request))
+        .await
+        .map_err(|e| ProbeError::Remote(e.to_string()))?;
+    match answer {
+        Ok(reply) if reply.healthy => Ok(()),
+        Ok(reply) => Err(ProbeError::Remote(reply.message.unwrap_or_default())),
+        Err(e) => Err(ProbeError::Remote(e.to_string())),
+    }
+}
+
+/// Runs `argv` with `env` in `workdir`, in its own process group; healthy on exit 0. Killed
+/// (the whole group) after `limit`. Also what an agent runs for a check of a service on its
+/// node.
+pub(crate) async fn run_command(
+    argv: &[String],
+    env: &[(String, String)],
+    workdir: &std::path::Path,
     limit: Duration,
     executor: &Executor,
 ) -> Result<(), ProbeError> {
@@ -188,8 +235,8 @@ async fn run_command(
     };
     let child = tokio::process::Command::new(program)
         .args(args)
-        .envs(target.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .current_dir(&target.workdir)
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .current_dir(workdir)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -275,24 +322,43 @@ mod tests {
         let executor = Executor::new(PathBuf::from("/nonexistent"), tx);
         let target = ProbeTarget {
             host: "127.0.0.1".into(),
+            agent: None,
             port: None,
             workdir: std::env::temp_dir(),
             env: vec![("WHY".into(), "broken".into())],
         };
         let argv = |s: &str| vec!["/bin/sh".to_string(), "-c".into(), s.into()];
         let limit = Duration::from_secs(5);
-        run_command(&argv("exit 0"), &target, limit, &executor)
-            .await
-            .unwrap();
-        let e = run_command(&argv("echo $WHY >&2; exit 3"), &target, limit, &executor)
-            .await
-            .unwrap_err();
+        run_command(
+            &argv("exit 0"),
+            &target.env,
+            &target.workdir,
+            limit,
+            &executor,
+        )
+        .await
+        .unwrap();
+        let e = run_command(
+            &argv("echo $WHY >&2; exit 3"),
+            &target.env,
+            &target.workdir,
+            limit,
+            &executor,
+        )
+        .await
+        .unwrap_err();
         assert_eq!(e.to_string(), "/bin/sh exited with code 3: broken");
         let t0 = std::time::Instant::now();
         let short = Duration::from_millis(300);
-        let e = run_command(&argv("sleep 30"), &target, short, &executor)
-            .await
-            .unwrap_err();
+        let e = run_command(
+            &argv("sleep 30"),
+            &target.env,
+            &target.workdir,
+            short,
+            &executor,
+        )
+        .await
+        .unwrap_err();
         assert!(matches!(e, ProbeError::Timeout(_)), "{e}");
         assert!(t0.elapsed() < Duration::from_secs(5));
     }
