@@ -57,6 +57,8 @@ const fn admin(ok: u16) -> [u16; 6] {
 
 const OPERATOR: [u16; 6] = [401, 401, 403, 403, 200, 200];
 const OPERATOR_MISSING: [u16; 6] = [401, 401, 403, 403, 404, 404];
+/// An operator route refused for the state of its object (the local node cannot be removed).
+const OPERATOR_CONFLICT: [u16; 6] = [401, 401, 403, 403, 409, 409];
 
 const SUBMIT: [u16; 6] = [401, 401, 201, 201, 201, 201];
 
@@ -129,6 +131,7 @@ fn authorization_matrix_covers_every_route_and_role() {
         ("POST",   "/v1/nodes/{node}/drain",     drain(), OPERATOR),
         ("POST",   "/v1/nodes/{node}/resume",    Empty, OPERATOR),
         ("POST",   "/v1/nodes/no-such-node/drain", drain(), OPERATOR_MISSING),
+        ("DELETE", "/v1/nodes/{node}",           Empty, OPERATOR_CONFLICT),
         ("GET",    "/v1/no-such-route",          Empty, MISSING),
     ];
     let callers: [(&str, Option<&str>); 6] = [

@@ -237,3 +237,34 @@ fn a_check_command_of_a_service_on_an_agent_runs_there() {
     assert_eq!(status, 200);
     d.wait_state(id, "cancelled");
 }
+
+#[test]
+fn a_down_node_is_removed_and_its_name_can_join_again() {
+    let d = controller(false, 0);
+    let mut a = Agent::start(&d, d.url(), "node-a", 1, TOKEN);
+    let (status, body) = d.delete("/v1/nodes/node-a");
+    assert_eq!(status, 409, "an up node is not removed: {body}");
+    assert_eq!(body["error"]["field"], "name", "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("is up"), "{body}");
+
+    a.sigkill();
+    d.wait_for("node-a down", WAIT, || {
+        node(&d, "node-a").filter(|n| n["state"] == "down")
+    });
+    let out = gantry(&d).args(["remove-node", "node-a"]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(node(&d, "node-a").is_none(), "a removed node is not listed");
+    let (status, _) = d.delete("/v1/nodes/node-a");
+    assert_eq!(status, 404);
+
+    // The same name reporting again joins as a new node, and runs jobs.
+    a.restart(&d);
+    let id = d.submit(&json!({"name": "after", "argv": ["true"], "tasks": tasks(1, 1)}));
+    let job = d.wait_state(id, "succeeded");
+    assert_eq!(job["tasks"][0]["node"], "node-a", "{job}");
+}

@@ -100,6 +100,11 @@ enum Command {
         /// Node name.
         node: String,
     },
+    /// Remove a node that is down (operator), e.g. a machine taken out of the cluster.
+    RemoveNode {
+        /// Node name.
+        node: String,
+    },
     /// Manage plugins.
     Plugin {
         #[command(subcommand)]
@@ -297,6 +302,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let body = serde_json::json!({ "reason": reason });
             let path = format!("/v1/nodes/{}/drain", cli::percent_encode(&node));
             cli::print_nodes(&serde_json::json!([client.post(&path, &body)?]));
+            Ok(())
+        }
+        Command::RemoveNode { node } => {
+            let path = format!("/v1/nodes/{}", cli::percent_encode(&node));
+            client.delete(&path)?;
+            println!("node {node} removed");
             Ok(())
         }
         Command::Resume { node } => {

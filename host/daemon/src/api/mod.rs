@@ -33,7 +33,7 @@ pub use error::ApiError;
 use crate::auth::Tokens;
 use crate::scheduler::Scheduler;
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 
 /// All routes, behind the token check (`tokens` empty: no authentication). Every route
@@ -61,6 +61,7 @@ pub fn router(scheduler: Scheduler, tokens: Tokens) -> Router {
         .route("/v1/fairshare", get(live::fairshare))
         .route("/metrics", get(jobs::metrics))
         .route("/v1/nodes", get(jobs::nodes))
+        .route("/v1/nodes/{name}", delete(nodes::forget))
         .route("/v1/nodes/{name}/drain", post(nodes::drain))
         .route("/v1/nodes/{name}/resume", post(nodes::resume))
         .route("/v1/accounting", get(accounting::list))

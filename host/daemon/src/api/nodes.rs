@@ -1,7 +1,8 @@
-//! Node routes: `POST /v1/nodes/{name}/drain` with `{"reason": "..."}` and
-//! `POST /v1/nodes/{name}/resume` (the list, `GET /v1/nodes`, is in `jobs.rs`).
+//! Node routes: `POST /v1/nodes/{name}/drain` with `{"reason": "..."}`,
+//! `POST /v1/nodes/{name}/resume` and `DELETE /v1/nodes/{name}` (forget a node that is down;
+//! 409 naming `name` otherwise) (the list, `GET /v1/nodes`, is in `jobs.rs`).
 //!
-//! Authorization: both need the `operator` role (admins too). The role is checked
+//! Authorization: all need the `operator` role (admins too). The role is checked
 //! before the body: a user learns nothing about the node or the body's checks.
 //! Answers: 200 with the node view; 400 naming `reason` (missing, empty, over 256
 //! bytes, control characters) or `name`; 404 naming the unknown node.
@@ -14,6 +15,7 @@ use crate::scheduler::Scheduler;
 use crate::scheduler::nodes::NodeOpError;
 use axum::Json;
 use axum::extract::{FromRequestParts, Path, State};
+use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::response::IntoResponse;
 use serde::Deserialize;
@@ -58,6 +60,11 @@ fn op_error(e: NodeOpError) -> ApiError {
             err
         }
         NodeOpError::Reason(m) => ApiError::field("invalid-field", "reason", m),
+        NodeOpError::Busy(m) => {
+            let mut err = ApiError::new(StatusCode::CONFLICT, "conflict", m);
+            err.field = Some("name".into());
+            err
+        }
         NodeOpError::Store(s) => ApiError::internal(s),
     }
 }
@@ -75,6 +82,21 @@ pub(super) async fn drain(
         .await?
         .map_err(op_error)?;
     Ok(Json(view))
+}
+
+/// `DELETE /v1/nodes/{name}`: forgets a node that is down (operator).
+pub(super) async fn forget(
+    State(s): State<Scheduler>,
+    caller: Caller,
+    NodeName(name): NodeName,
+) -> Result<impl IntoResponse, ApiError> {
+    caller.require(Role::Operator, "removing a node")?;
+    let by = who(&caller);
+    let asked = name.clone();
+    blocking(move || s.forget_node(&name, &by))
+        .await?
+        .map_err(op_error)?;
+    Ok(Json(serde_json::json!({"removed": asked})))
 }
 
 pub(super) async fn resume(

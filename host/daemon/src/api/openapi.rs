@@ -88,6 +88,7 @@ const OPERATIONS: &[Operation] = &[
     ("get", "/v1/nodes", "Nodes with per-GPU allocation", In::Nothing, 200, Out::ListOf("Node"), &[401]),
     ("post", "/v1/nodes/{name}/drain", "Drain a node (operator): running jobs continue, nothing new starts there; kept across restarts", In::Name(Some("DrainRequest")), 200, Out::Schema("Node"), &[400, 401, 403, 404, 413]),
     ("post", "/v1/nodes/{name}/resume", "Resume a drained node (operator)", In::Name(None), 200, Out::Schema("Node"), &[400, 401, 403, 404]),
+    ("delete", "/v1/nodes/{name}", "Remove a node that is down (operator): its agent's node, with no task of a running job left on it; an agent reporting again under the name joins anew", In::Name(None), 200, Out::Object, &[401, 403, 404, 409]),
     ("get", "/v1/accounting", "Per-task usage records and GPU/CPU-hour totals per user and account (a user sees their own)", In::AccountingQuery, 200, Out::Schema("AccountingReport"), &[400, 401, 403]),
     ("get", "/v1/faults", "Recent plugin faults", In::Nothing, 200, Out::Array, &[401]),
     ("post", "/v1/plugins", "Upload a component (admin); validated before it is stored", In::Upload, 201, Out::Object, &[400, 401, 403, 413, 422]),

@@ -66,6 +66,9 @@ pub(crate) struct Member {
     /// Tasks its agent still runs that the controller does not want (being stopped): their
     /// GPUs are busy in fact, so the node takes nothing new until they are gone.
     pub(crate) unwanted: usize,
+    /// Forgotten by an operator: kept only so that node numbers keep their meaning; seen by
+    /// nothing (an agent that reports again under the name is a new node).
+    pub(crate) removed: bool,
 }
 
 impl Member {
@@ -124,6 +127,7 @@ impl Members {
                 load: NodeLoad::default(),
                 control,
                 unwanted: 0,
+                removed: false,
                 info: a.info,
             });
         }
@@ -133,9 +137,8 @@ impl Members {
     /// Writes the agents' records (after one registered or changed inventory or address).
     pub(crate) fn save(&self, store: &Store) -> Result<(), StoreError> {
         let agents: Vec<StoredAgent> = self
-            .list
-            .iter()
-            .filter_map(|m| {
+            .all()
+            .filter_map(|(_, m)| {
                 m.agent().map(|client| StoredAgent {
                     info: m.info.clone(),
                     addr: m.addr.clone(),
@@ -153,19 +156,25 @@ impl Members {
         (self.list.len() - 1) as NodeId
     }
 
+    /// Every node not forgotten, with its number.
     pub(crate) fn all(&self) -> impl Iterator<Item = (NodeId, &Member)> {
-        self.list.iter().enumerate().map(|(i, m)| (i as NodeId, m))
+        self.list
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| !m.removed)
+            .map(|(i, m)| (i as NodeId, m))
     }
 
     pub(crate) fn all_mut(&mut self) -> impl Iterator<Item = (NodeId, &mut Member)> {
         self.list
             .iter_mut()
             .enumerate()
+            .filter(|(_, m)| !m.removed)
             .map(|(i, m)| (i as NodeId, m))
     }
 
     pub(crate) fn get(&self, id: NodeId) -> Option<&Member> {
-        self.list.get(id as usize)
+        self.list.get(id as usize).filter(|m| !m.removed)
     }
 
     pub(crate) fn by_name(&self, name: &str) -> Option<(NodeId, &Member)> {
@@ -173,7 +182,9 @@ impl Members {
     }
 
     pub(crate) fn by_name_mut(&mut self, name: &str) -> Option<&mut Member> {
-        self.list.iter_mut().find(|m| m.info.name == name)
+        self.list
+            .iter_mut()
+            .find(|m| !m.removed && m.info.name == name)
     }
 
     /// The nodes the engine sees this cycle, with their numbers.

@@ -200,6 +200,7 @@ impl Scheduler {
                 last_heartbeat_ms: 0,
                 load: Default::default(),
                 unwanted: 0,
+                removed: false,
             }),
             false => None,
         };

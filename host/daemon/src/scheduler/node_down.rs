@@ -3,10 +3,15 @@
 //! are lost, the rest of their gangs stopped, and the jobs requeued or failed per their
 //! requeue setting once every task ended; its GPUs leave the snapshot until it reports again.
 //!
-//! Owns: the watch and the node-down transition. Does not own a node coming back
+//! A node that is down (or awaited in vain) can be forgotten by an operator
+//! (`DELETE /v1/nodes/{name}`) once none of its tasks is still running: it leaves the list and
+//! the store; an agent that reports again under the name joins as a new node.
+//!
+//! Owns: the watch, the node-down transition and forgetting. Does not own a node coming back
 //! (`remote.rs` registers it, `reconcile.rs` stops what it should no longer run).
 
 use super::members::{Link, Liveness};
+use super::nodes::{NodeOpError, drain_key};
 use super::{Scheduler, lock, now_ms};
 use crate::executor::TaskExit;
 use crate::model::{JobState, StopCause};
@@ -107,5 +112,47 @@ impl Scheduler {
         }
         self.flush();
         self.wake();
+    }
+
+    /// Forgets node `name`: only an agent's node that is down or awaited, with no task of a
+    /// running job still on it.
+    pub fn forget_node(&self, name: &str, by: &str) -> Result<(), NodeOpError> {
+        let busy = lock(&self.inner.state).jobs.values().any(|j| {
+            j.state == JobState::Running
+                && j.tasks.iter().any(|t| t.node == name && t.exit.is_none())
+        });
+        let mut members = lock(&self.inner.members);
+        let known = members.names().join(", ");
+        let Some(m) = members.by_name_mut(name) else {
+            return Err(NodeOpError::NotFound {
+                asked: name.chars().take(super::nodes::MAX_REASON).collect(),
+                known,
+            });
+        };
+        if matches!(m.link, Link::Local) {
+            return Err(NodeOpError::Busy(format!(
+                "node {name} is the controller's own node; it cannot be removed (set cluster.local_node = false to run no tasks there)"
+            )));
+        }
+        if m.liveness == Liveness::Up {
+            return Err(NodeOpError::Busy(format!(
+                "node {name} is up; stop its agent first (drain it to let its jobs finish), then remove it once it is down"
+            )));
+        }
+        if busy {
+            return Err(NodeOpError::Busy(format!(
+                "node {name} still has tasks of running jobs; they end once their gangs are stopped"
+            )));
+        }
+        m.removed = true;
+        members.save(&self.inner.store)?;
+        drop(members);
+        let store = &self.inner.store;
+        store.set_meta(&drain_key(name), &None::<super::nodes::DrainRecord>)?;
+        store.flush()?;
+        let message = format!("node {name} removed by {by}");
+        tracing::warn!("{message}");
+        let _ = store.event(now_ms(), None, "node", message);
+        Ok(())
     }
 }

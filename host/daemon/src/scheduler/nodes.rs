@@ -68,12 +68,15 @@ pub enum NodeOpError {
     /// The reason is missing, too long or not printable.
     #[error("reason: {0}")]
     Reason(String),
+    /// The node cannot be forgotten now.
+    #[error("{0}")]
+    Busy(String),
     /// The store failed; nothing changed.
     #[error("{0}")]
     Store(#[from] StoreError),
 }
 
-fn drain_key(node: &str) -> String {
+pub(crate) fn drain_key(node: &str) -> String {
     format!("node-drain/{node}")
 }
 

@@ -226,6 +226,7 @@ impl Scheduler {
                     load: hb.load,
                     control,
                     unwanted: 0,
+                    removed: false,
                 });
                 let message = format!(
                     "node {name} joined: {} GPUs, agent {}",
