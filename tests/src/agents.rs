@@ -206,22 +206,10 @@ impl Agent {
         what: &str,
         timeout: Duration,
         d: &Daemon,
-        mut probe: impl FnMut() -> Option<T>,
+        probe: impl FnMut() -> Option<T>,
     ) -> T {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(v) = probe() {
-                return v;
-            }
-            if Instant::now() >= deadline {
-                panic!(
-                    "timed out after {timeout:?} waiting for {what}\n{}\n{}",
-                    self.log_tail(),
-                    d.log_tail()
-                );
-            }
-            std::thread::sleep(POLL);
-        }
+        let logs = || format!("{}\n{}", self.log_tail(), d.log_tail());
+        crate::poll_until(what, timeout, logs, probe)
     }
 
     /// Waits up to `timeout` for the agent to exit; its status.

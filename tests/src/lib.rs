@@ -118,6 +118,26 @@ pub fn gpu_set(visible: &str) -> Vec<u32> {
     v
 }
 
+/// Polls `probe` every 50 ms until it returns `Some`, or panics after `timeout` naming
+/// `what` and showing `logs()` (the tails of the processes concerned).
+pub fn poll_until<T>(
+    what: &str,
+    timeout: Duration,
+    logs: impl Fn() -> String,
+    mut probe: impl FnMut() -> Option<T>,
+) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = probe() {
+            return v;
+        }
+        if Instant::now() >= deadline {
+            panic!("timed out after {timeout:?} waiting for {what}\n{}", logs());
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
 /// A running `gantry serve` with its own temporary directory.
 pub struct Daemon {
     child: Child,
@@ -308,21 +328,9 @@ impl Daemon {
         &self,
         what: &str,
         timeout: Duration,
-        mut probe: impl FnMut() -> Option<T>,
+        probe: impl FnMut() -> Option<T>,
     ) -> T {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(v) = probe() {
-                return v;
-            }
-            if Instant::now() >= deadline {
-                panic!(
-                    "timed out after {timeout:?} waiting for {what}\n{}",
-                    self.log_tail()
-                );
-            }
-            std::thread::sleep(POLL);
-        }
+        poll_until(what, timeout, || self.log_tail(), probe)
     }
 
     /// Submits a job, asserting 201; returns its id.

@@ -1,5 +1,5 @@
 //! Tests of the agent's task table with real processes: launches go through the real shim
-//! (this test binary re-executed as the shim, see `shim_entry`), a key starts at most once
+//! (this test binary re-executed as the shim, see `executor::tests::real_shim`), a key starts at most once
 //! (replayed, concurrent), ends and acknowledgements, and the restart scan. Every wait is
 //! bounded and polled.
 //!
@@ -8,49 +8,15 @@
 
 use super::tasks::{ACKED, TaskTable};
 use crate::cluster::proto::{LaunchRequest, PROTOCOL_VERSION, TaskKey};
-use crate::executor::{Executor, SHIM_SUBCOMMAND, TaskExit, run_shim};
-use std::os::unix::fs::PermissionsExt;
+use crate::executor::tests::real_shim;
+use crate::executor::{Executor, TaskExit};
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Environment variable through which the wrapper script hands the shim's arguments to
-/// `shim_entry`, joined with `SEP` (the test harness would take them for filters).
-const SHIM_ARGS_ENV: &str = "GANTRY_AGENT_TEST_SHIM_ARGS";
-const SEP: char = '\u{1f}';
+/// Bound of every wait here.
 pub(super) const WAIT: Duration = Duration::from_secs(10);
-
-/// Not a test: when the test binary is re-executed by the wrapper script, acts as the shim.
-#[test]
-fn shim_entry() {
-    let Ok(joined) = std::env::var(SHIM_ARGS_ENV) else {
-        return;
-    };
-    let args: Vec<String> = joined.split(SEP).map(str::to_owned).collect();
-    let code = match args.split_first() {
-        Some((sub, rest)) if sub == SHIM_SUBCOMMAND => run_shim(rest),
-        _ => 2,
-    };
-    std::process::exit(code);
-}
-
-/// A script that runs the real shim: this test binary, filtered to `shim_entry`.
-fn real_shim(dir: &Path) -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let path = dir.join("real-shim");
-    std::fs::write(
-        &path,
-        format!(
-            "#!/bin/sh\nIFS=$(printf '\\037')\n{SHIM_ARGS_ENV}=\"$*\"\nexport {SHIM_ARGS_ENV}\n\
-             exec '{}' --exact 'agent::tests::shim_entry' --nocapture --test-threads=1 -q\n",
-            exe.display()
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    path
-}
 
 /// A table under `dir` with GPUs 0 and 1 whose executor's ends are fed into it.
 pub(super) fn table(dir: &Path) -> Arc<TaskTable> {

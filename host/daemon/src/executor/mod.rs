@@ -26,7 +26,7 @@ mod shim_args;
 mod signals;
 pub mod task_files;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 #[cfg(test)]
 mod tests_isolation;
 mod types;

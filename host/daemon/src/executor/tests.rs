@@ -38,8 +38,9 @@ pub(super) fn write_script(path: &Path, body: &str) {
     fs::set_permissions(path, fs::Permissions::from_mode(0o755)).unwrap();
 }
 
-/// A script that runs the real shim: this test binary, filtered to `shim_entry`.
-pub(super) fn real_shim(dir: &Path) -> PathBuf {
+/// A script that runs the real shim: this test binary, filtered to `shim_entry` (also the
+/// agent's tests' shim).
+pub(crate) fn real_shim(dir: &Path) -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     let module = module_path!().split_once("::").unwrap().1;
     let path = dir.join("real-shim");
