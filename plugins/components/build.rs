@@ -78,6 +78,11 @@ const COMPONENTS: &[(&str, &str, &str)] = &[
         "gantry_fixture_hostile_memory",
     ),
     (
+        "HOSTILE_SLEEP",
+        "gantry-fixture-hostile-sleep",
+        "gantry_fixture_hostile_sleep",
+    ),
+    (
         "HOSTILE_DOUBLE_BOOK",
         "gantry-fixture-hostile-double-book",
         "gantry_fixture_hostile_double_book",

@@ -65,8 +65,13 @@ pub struct TokenEntry {
 pub struct AuthConfig {
     /// Serve without tokens on a non-loopback address (loudly warned; off by default).
     pub allow_unauthenticated: bool,
-    /// The tokens; none means no authentication (loopback only, unless allowed above).
+    /// The tokens; none means no authentication over TCP (loopback only, unless allowed
+    /// above), where a request then has no identity (its jobs run as the fallback user).
     pub tokens: Vec<TokenEntry>,
+    /// Roles of local accounts calling over the Unix socket, by account name (e.g.
+    /// `{ alice = "operator" }`); root and the daemon's own account are admins, every other
+    /// account a user.
+    pub local_roles: std::collections::BTreeMap<String, Role>,
 }
 
 /// Why a config's `[auth]` is unusable, or why the daemon refuses to start.
@@ -100,14 +105,18 @@ pub struct Identity {
     pub accounts: Vec<String>,
     /// Role.
     pub role: Role,
+    /// The caller's uid when the kernel named it (the Unix socket); `None` for a token.
+    pub local_uid: Option<u32>,
 }
 
 /// The caller of one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Caller {
-    /// No tokens are configured: everything is allowed and the body names the user.
+    /// No tokens are configured and the request came over TCP: it has no identity. It may do
+    /// what the roles allow anyone on loopback, but the user its body names is only a label:
+    /// its jobs run as `execution.fallback_user` (`JobSpec::anonymous`).
     Open,
-    /// A valid token.
+    /// A valid token, or a local account on the Unix socket (`Identity::local_uid`).
     Token(Identity),
 }
 
@@ -152,11 +161,18 @@ impl Caller {
     }
 
     /// Sets a submitted job's user and account from the token: a different `user` or an
-    /// account outside the token's is refused; an empty account is the token's first.
+    /// account outside the token's is refused; an empty account is the token's first. Root
+    /// on the Unix socket may submit for any user and account (as SLURM's root may).
     pub fn stamp(&self, user: &mut String, account: &mut String) -> Result<(), Denied> {
         let Caller::Token(id) = self else {
             return Ok(());
         };
+        if id.local_uid == Some(0) && !user.is_empty() {
+            if account.is_empty() {
+                account.clone_from(user);
+            }
+            return Ok(());
+        }
         if !user.is_empty() && *user != id.user {
             return Err(Denied {
                 field: Some("user"),
@@ -181,10 +197,11 @@ impl Caller {
     }
 }
 
-/// The configured tokens, ready for lookup.
+/// The configured tokens, ready for lookup, and the roles of local accounts.
 #[derive(Debug, Clone, Default)]
 pub struct Tokens {
     entries: Arc<Vec<([u8; 32], Identity)>>,
+    local_roles: Arc<std::collections::BTreeMap<String, Role>>,
 }
 
 /// The sha256 of a token, as it is written in the config (lowercase hex).
@@ -222,11 +239,32 @@ impl Tokens {
                 user: e.user.clone(),
                 accounts: e.accounts.clone(),
                 role: e.role,
+                local_uid: None,
             };
             entries.push((hash, identity));
         }
         Ok(Self {
             entries: Arc::new(entries),
+            local_roles: Arc::new(config.local_roles.clone()),
+        })
+    }
+
+    /// The identity of the local account `uid` calling over the Unix socket (`None` when it
+    /// has no account name): root and the daemon's own account are admins, others have their
+    /// `auth.local_roles` entry or are users; their one account is their name.
+    pub fn local(&self, uid: u32) -> Option<Identity> {
+        let user = crate::local_socket::account_name(uid)?;
+        let role = if uid == 0 || uid == crate::local_socket::own_uid() {
+            Role::Admin
+        } else {
+            self.local_roles.get(&user).copied().unwrap_or(Role::User)
+        };
+        Some(Identity {
+            name: format!("unix:{user}"),
+            user: user.clone(),
+            accounts: vec![user],
+            role,
+            local_uid: Some(uid),
         })
     }
 

@@ -17,6 +17,7 @@ fn entry(name: &str, token: &str, user: &str, accounts: &[&str], role: Role) -> 
 fn table() -> Tokens {
     Tokens::new(&AuthConfig {
         allow_unauthenticated: false,
+        local_roles: Default::default(),
         tokens: vec![
             entry("alice", "tok-alice", "alice", &["ml", "vision"], Role::User),
             entry("ops", "tok-ops", "olga", &["infra"], Role::Operator),
@@ -57,6 +58,7 @@ fn uppercase_hashes_are_accepted() {
     e.sha256 = e.sha256.to_uppercase();
     let t = Tokens::new(&AuthConfig {
         allow_unauthenticated: false,
+        local_roles: Default::default(),
         tokens: vec![e],
     })
     .unwrap();
@@ -93,6 +95,7 @@ fn malformed_entries_are_refused_with_their_index() {
     for (bad, want) in cases {
         let config = AuthConfig {
             allow_unauthenticated: false,
+            local_roles: Default::default(),
             tokens: vec![good.clone(), bad],
         };
         let e = Tokens::new(&config).unwrap_err().to_string();

@@ -1,6 +1,7 @@
 //! The command-line client: every subcommand is one HTTP call to the daemon's API
-//! (`--server`, or `GANTRY_SERVER`, default `http://127.0.0.1:8420`), printing a table
-//! or the JSON answer. Errors from the API are shown with their code and field.
+//! (`--server`, or `GANTRY_SERVER`: `unix:PATH` for the daemon's Unix socket, where the
+//! kernel names the caller, or `http(s)://HOST:PORT`; default [`default_server`]), printing a
+//! table or the JSON answer. Errors from the API are shown with their code and field.
 //! With a token (see `auth_cli::read_token`) every request carries
 //! `Authorization: Bearer <token>`. `https://` servers are verified against the public
 //! roots, or only against `--ca-cert` (`GANTRY_CA_CERT`) when given (see `tls`).
@@ -10,6 +11,20 @@
 use anyhow::{Context, bail};
 use serde_json::Value;
 use std::io::Read;
+
+/// The socket `gantry serve` makes with its default data directory, relative to where it runs.
+const DEFAULT_SOCKET: &str = "gantry-data/gantry.sock";
+
+/// The server when none is given: the default daemon's Unix socket when it exists here, else
+/// `http://127.0.0.1:8420`.
+pub fn default_server() -> String {
+    use std::os::unix::fs::FileTypeExt;
+    let socket = std::fs::symlink_metadata(DEFAULT_SOCKET).is_ok_and(|m| m.file_type().is_socket());
+    match socket {
+        true => format!("unix:{DEFAULT_SOCKET}"),
+        false => format!("http://{}", crate::config::DEFAULT_LISTEN),
+    }
+}
 
 /// A client for one daemon.
 #[derive(Debug)]
@@ -48,6 +63,19 @@ impl Client {
             .http_status_as_error(false)
             .tls_config(tls)
             .build();
+        if let Some(path) = server.strip_prefix("unix:") {
+            let connector = crate::local_socket::client::UnixConnector::new(path.into());
+            return Self {
+                // The host is only the request's `Host` header; the socket is the address.
+                base: "http://localhost".into(),
+                agent: ureq::Agent::with_parts(
+                    config,
+                    connector,
+                    ureq::unversioned::resolver::DefaultResolver::default(),
+                ),
+                token: None,
+            };
+        }
         Self {
             base: server.trim_end_matches('/').to_string(),
             agent: ureq::Agent::new_with_config(config),

@@ -16,8 +16,12 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:8420";
 pub struct Config {
     /// Address of the HTTP API.
     pub listen: String,
-    /// Where jobs, logs, plugins and the compile cache live.
+    /// Where jobs, logs, plugins and the compile cache live (made 0711: only the daemon
+    /// reads it; a job's user reaches its own files by name).
     pub data_dir: PathBuf,
+    /// The Unix socket of the API, where the kernel names the caller (default
+    /// `<data_dir>/gantry.sock`).
+    pub socket: Option<PathBuf>,
     /// A cycle runs on every event and at least this often, in ms.
     pub cycle_interval_ms: u64,
     /// Seconds between SIGTERM and SIGKILL for cancel and time limits.
@@ -42,6 +46,10 @@ pub struct Config {
     pub tls: crate::tls::TlsSettings,
     /// Agents and the controller (`[cluster]`: token, local node, heartbeats).
     pub cluster: crate::cluster::ClusterConfig,
+    /// Host names, connection and stream bounds of the HTTP server (`[http]`).
+    pub http: crate::http_server::HttpSettings,
+    /// What one submission, user or task may take (`[limits]`).
+    pub limits: crate::config_limits::LimitsConfig,
 }
 
 /// OpenTelemetry (OTLP) export of traces.
@@ -96,11 +104,21 @@ pub struct PluginLimits {
     pub max_upload_mib: u64,
 }
 
+impl Config {
+    /// The Unix socket of the API.
+    pub fn socket_path(&self) -> PathBuf {
+        self.socket
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("gantry.sock"))
+    }
+}
+
 impl Default for Config {
     fn default() -> Self {
         Self {
             listen: DEFAULT_LISTEN.into(),
             data_dir: PathBuf::from("gantry-data"),
+            socket: None,
             cycle_interval_ms: 1000,
             usage_half_life_s: 7 * 24 * 3600,
             kill_grace_s: 10,
@@ -112,6 +130,8 @@ impl Default for Config {
             execution: Default::default(),
             tls: Default::default(),
             cluster: Default::default(),
+            http: Default::default(),
+            limits: Default::default(),
         }
     }
 }
@@ -239,6 +259,8 @@ impl Config {
         }
         self.execution.check().map_err(ConfigError::Invalid)?;
         self.cluster.check().map_err(ConfigError::Invalid)?;
+        self.http.check().map_err(ConfigError::Invalid)?;
+        self.limits.check().map_err(ConfigError::Invalid)?;
         crate::auth::Tokens::new(&self.auth)?;
         crate::tls::ServerTls::load(&self.tls)?;
         Ok(())

@@ -48,6 +48,10 @@ pub struct ExecutionConfig {
     /// seconds; an interactive job asking for more or for none gets this (default
     /// `{"*" = 14400}`, four hours).
     pub interactive_max_time_s: BTreeMap<String, u64>,
+    /// Variables of the daemon's own environment passed on to tasks and check commands, on
+    /// top of `PATH`, the locale and `TZ` (e.g. `["LD_LIBRARY_PATH"]` for a CUDA install);
+    /// nothing else of the daemon's environment reaches a task (default empty).
+    pub env_passthrough: Vec<String>,
 }
 
 impl Default for ExecutionConfig {
@@ -62,6 +66,7 @@ impl Default for ExecutionConfig {
             allow_root: false,
             max_requeues: 5,
             interactive_max_time_s: BTreeMap::from([("*".to_string(), 4 * 3600)]),
+            env_passthrough: Vec::new(),
         }
     }
 }

@@ -352,6 +352,20 @@ pub fn validate(
             if h.failures == 0 || h.failures > 100 {
                 return Err(bad("service.health.failures", "must be 1..=100"));
             }
+            if h.command.len() > crate::model::MAX_ARGS {
+                return Err(bad("service.health.command", "more than 4096 arguments"));
+            }
+            let max = crate::model::MAX_ARG_LEN;
+            if let Some(i) = h
+                .command
+                .iter()
+                .position(|a| a.len() > max || a.contains('\0'))
+            {
+                return Err(bad(
+                    format!("service.health.command[{i}]"),
+                    format!("must be at most {max} bytes without NUL (execve refuses more)"),
+                ));
+            }
         }
     }
     Ok(())

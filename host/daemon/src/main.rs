@@ -16,14 +16,12 @@ use std::path::PathBuf;
     about = "A GPU-cluster scheduler with WebAssembly policy plugins"
 )]
 struct Cli {
-    /// The daemon's address (for client commands).
-    #[arg(
-        long,
-        global = true,
-        env = "GANTRY_SERVER",
-        default_value = "http://127.0.0.1:8420"
-    )]
-    server: String,
+    /// The daemon's address (for client commands): `unix:PATH` for its Unix socket (the
+    /// kernel tells the daemon who you are; no token needed), or `http(s)://HOST:PORT`.
+    /// Default: `unix:gantry-data/gantry.sock` when that socket exists here, else
+    /// `http://127.0.0.1:8420`.
+    #[arg(long, global = true, env = "GANTRY_SERVER")]
+    server: Option<String>,
     /// File holding the API token (default: `GANTRY_TOKEN`, then ~/.config/gantry/token).
     #[arg(long, global = true)]
     token_file: Option<PathBuf>,
@@ -227,7 +225,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         None
     };
     let ca_cert = cli.ca_cert.as_deref().filter(|_| is_client(&cli.command));
-    let client = Client::with_ca_cert(&cli.server, ca_cert)?.with_token(token);
+    let server = cli
+        .server
+        .clone()
+        .unwrap_or_else(gantry::cli::default_server);
+    let client = Client::with_ca_cert(&server, ca_cert)?.with_token(token);
     match cli.command {
         Command::Serve {
             config,

@@ -3,13 +3,14 @@
 //! Without `[[auth.tokens]]` it serves only on loopback (unless
 //! `auth.allow_unauthenticated`), and it says at start which mode it is in.
 //! With `[tls]` it serves HTTPS only (see `tls`); without it, on a non-loopback address,
-//! it warns that requests and tokens travel in clear text.
+//! it warns that requests and tokens travel in clear text. The same API is also served on a
+//! Unix socket (`socket`, default `<data_dir>/gantry.sock`), where the caller is the local
+//! account the kernel names (`local_socket`).
 
 use crate::auth::{Mode, Tokens, startup_mode};
 use crate::config::Config;
 use crate::scheduler::Scheduler;
 use crate::tls::ServerTls;
-use crate::tls::listener::TlsListener;
 use anyhow::Context;
 
 /// Runs the daemon.
@@ -18,8 +19,10 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         .context("cannot find the gantry executable (needed as the task shim)")?;
     let listen = config.listen.clone();
     let data_dir = config.data_dir.clone();
+    let socket = config.socket_path();
     let tokens = Tokens::new(&config.auth)?;
     let tls = ServerTls::load(&config.tls)?;
+    let http = config.http.clone();
     let listener = tokio::net::TcpListener::bind(&listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
@@ -34,22 +37,39 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     println!("gantry listening on {scheme}://{addr}");
     tokio::spawn(scheduler.clone().run(events));
     let app = crate::api::router(scheduler, tokens);
-    match tls {
-        Some(tls) => {
-            let listener = TlsListener::new(listener, &tls)?;
-            axum::serve(listener, app)
-                .with_graceful_shutdown(shutdown())
-                .await?;
-        }
-        None => {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(shutdown())
-                .await?;
-        }
-    }
+    serve_local_socket(&socket, app.clone())?;
+    // Connection limits, header and idle timeouts, Host rules: `http_server`.
+    let options = crate::http_server::ServeOptions {
+        settings: http,
+        extra_hosts: Vec::new(),
+        tls: tls.map(|t| t.config()),
+    };
+    crate::http_server::serve(listener, app, options, shutdown()).await?;
     tracing::info!(
         "gantry stopped; running tasks keep running and are re-attached at the next start"
     );
+    Ok(())
+}
+
+/// Serves `app` on the Unix socket too, where the kernel names each caller
+/// (`crate::local_socket`); runs until shutdown in the background.
+fn serve_local_socket(path: &std::path::Path, app: axum::Router) -> anyhow::Result<()> {
+    let listener = crate::local_socket::bind(path)
+        .with_context(|| format!("cannot listen on the Unix socket {}", path.display()))?;
+    println!(
+        "gantry local socket {} (callers are who the kernel says)",
+        path.display()
+    );
+    tracing::info!(socket = %path.display(), "serving the API on the Unix socket");
+    let service = app.into_make_service_with_connect_info::<crate::local_socket::PeerCred>();
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, service)
+            .with_graceful_shutdown(shutdown())
+            .await
+        {
+            tracing::error!("the Unix socket stopped serving: {e}");
+        }
+    });
     Ok(())
 }
 

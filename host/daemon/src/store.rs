@@ -19,6 +19,9 @@ pub enum StoreError {
     /// sled failed.
     #[error("store: {0}")]
     Sled(#[from] sled::Error),
+    /// The database directory could not be made the daemon's own.
+    #[error("store: cannot prepare the database directory: {0}")]
+    Directory(#[from] std::io::Error),
     /// A record did not decode.
     #[error("store: corrupt record in {tree}: {message}")]
     Corrupt {
@@ -78,6 +81,8 @@ fn encode<T: Serialize>(value: &T) -> Vec<u8> {
 impl Store {
     /// Opens (or creates) the database under `dir`.
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
+        // The database holds every job's env and argv: the daemon's only.
+        crate::private_files::dir_with_mode(&dir.join("db"), crate::private_files::DAEMON_ONLY)?;
         let db = sled::open(dir.join("db"))?;
         Ok(Self {
             jobs: db.open_tree("jobs")?,

@@ -5,6 +5,7 @@
 //! Owns: the store state and host imports. Does not own calling plugins (`instance`).
 
 use crate::limits::MemoryLimiter;
+use crate::nonblocking::{MONOTONIC_NOW_NS, MONOTONIC_RESOLUTION_NS};
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
@@ -49,12 +50,13 @@ impl wasmtime_wasi::HostWallClock for FrozenClock {
     }
 }
 
+/// Only a fallback: the linker's `monotonic-clock` is `nonblocking`'s, with these values.
 impl wasmtime_wasi::HostMonotonicClock for FrozenClock {
     fn resolution(&self) -> u64 {
-        1_000_000_000
+        MONOTONIC_RESOLUTION_NS
     }
     fn now(&self) -> u64 {
-        0
+        MONOTONIC_NOW_NS
     }
 }
 

@@ -7,6 +7,7 @@
 
 use crate::bindings::{State, admission, placement, plugin, preemption, priority};
 use crate::loader::{EPOCH_TICK, LoadedPlugin};
+use crate::nonblocking::WouldBlock;
 use crate::{Limits, LoadError, convert};
 use gantry_contract::{
     Cycle, Eviction, Job, Metadata, Node, Plan, RunningJob, Scored, Stage, SubmitVerdict, Verdict,
@@ -54,6 +55,9 @@ fn deadline_ticks(limits: &Limits) -> u64 {
 
 fn classify(e: &wasmtime::Error, memory_hit: bool) -> PolicyFault {
     let text = format!("{e:#}");
+    if e.downcast_ref::<WouldBlock>().is_some() {
+        return PolicyFault::new(FaultKind::Trap, text);
+    }
     match e.downcast_ref::<Trap>() {
         Some(Trap::Interrupt) => PolicyFault::new(
             FaultKind::DeadlineExceeded,
@@ -202,7 +206,7 @@ impl PluginInstance {
         self.reinstantiations
     }
 
-    /// Bytes of linear memory the live instance uses (0 when none is live).
+    /// Bytes of linear memory and tables the live instance uses (0 when none is live).
     pub fn memory_used_bytes(&self) -> usize {
         self.live
             .as_ref()

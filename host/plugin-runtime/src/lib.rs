@@ -1,7 +1,8 @@
 //! `gantry-plugin-runtime`: the only crate that touches wasmtime.
 //!
 //! Owns: one [`Runtime`] per process (a wasmtime `Engine` with epoch interruption and
-//! a 10 ms ticker, a linker with the `host` import and WASI on an empty context),
+//! a 10 ms ticker, a linker with the `host` import and WASI on an empty context, whose
+//! clocks and polls never block the host: `nonblocking`),
 //! loading components from bytes ([`Runtime::load`]: compile once, cached on disk by
 //! sha256 and engine compatibility hash, checked for contract version and exported
 //! stages), and sandboxed instances ([`PluginInstance`]) that implement the engine's
@@ -18,6 +19,7 @@ mod convert;
 mod instance;
 mod limits;
 mod loader;
+mod nonblocking;
 
 pub use instance::PluginInstance;
 pub use loader::{LoadedPlugin, Runtime, RuntimeOptions};
@@ -29,7 +31,8 @@ use gantry_engine::PolicyFault;
 pub struct Limits {
     /// Wall-clock deadline per call in ms (default 100).
     pub deadline_ms: u64,
-    /// Cap on the instance's total linear memory in MiB (default 256).
+    /// Cap on the instance's total linear memory and tables in MiB (default 256; a table
+    /// element counts as 16 bytes).
     pub memory_mib: u64,
 }
 

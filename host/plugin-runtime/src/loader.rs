@@ -4,6 +4,7 @@
 
 use crate::bindings::{FullPlugin, State, admission, placement, plugin, preemption, priority};
 use crate::instance::PluginInstance;
+use crate::nonblocking::{self, NonBlocking};
 use crate::{Limits, LoadError, cache};
 use gantry_contract::{CONTRACT_VERSION, Metadata, Stage};
 use sha2::{Digest, Sha256};
@@ -141,6 +142,11 @@ impl Runtime {
             Engine::new(&config).map_err(|e| LoadError::Cache(format!("engine: {e:#}")))?;
         let mut linker: Linker<State> = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
+            .and_then(|()| {
+                nonblocking::shadow_blocking_wasi(&mut linker, |s: &mut State| {
+                    NonBlocking::new(&mut s.table)
+                })
+            })
             .map_err(|e| LoadError::Link(format!("{e:#}")))?;
         FullPlugin::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)
             .map_err(|e| LoadError::Link(format!("{e:#}")))?;

@@ -52,6 +52,7 @@ impl Controller {
         if !(url.starts_with("http://") || url.starts_with("https://")) {
             anyhow::bail!("--controller must be an http:// or https:// URL, not {url:?}");
         }
+        crate::cluster::config::warn_plain_link("the controller", url);
         let tls = crate::tls::ureq_tls("--ca-cert", ca_cert.as_deref())?;
         let config = ureq::Agent::config_builder()
             .http_status_as_error(false)

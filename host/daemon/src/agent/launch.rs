@@ -46,14 +46,14 @@ impl TaskTable {
             // Acknowledged earlier (every other run directory is in the table).
             return Ok(self.replay_from_disk(key, &dir));
         }
-        let identity =
-            self.executor
-                .identity(&request.user)
-                .map_err(|source| TaskError::Identity {
-                    key,
-                    user: request.user.clone(),
-                    source,
-                })?;
+        let identity = self
+            .executor
+            .identity(&request.user, request.anonymous)
+            .map_err(|source| TaskError::Identity {
+                key,
+                user: request.user.clone(),
+                source,
+            })?;
         std::fs::create_dir_all(&dir).map_err(|source| TaskError::Prepare {
             key,
             what: format!("cannot create {}", dir.display()),
@@ -93,8 +93,13 @@ impl TaskTable {
             let what = what.to_string();
             move |source| TaskError::Prepare { key, what, source }
         };
-        let argv = task_files::command(dir, &request.argv, request.script.as_deref())
-            .map_err(prepare("cannot write the job script"))?;
+        let argv = task_files::command(
+            dir,
+            &request.argv,
+            request.script.as_deref(),
+            identity.as_ref(),
+        )
+        .map_err(prepare("cannot write the job script"))?;
         let workdir = task_files::workdir(request.workdir.as_deref(), dir, identity.as_ref())
             .map_err(prepare("cannot prepare the working directory"))?;
         let launch = TaskLaunch {

@@ -135,6 +135,9 @@ pub async fn run(options: AgentOptions) -> anyhow::Result<()> {
         .context("cannot find the gantry executable (needed as the task shim)")?;
     let data_dir = std::path::absolute(&config.data_dir)
         .with_context(|| format!("data_dir {} is not usable", config.data_dir.display()))?;
+    crate::private_files::restrict_umask();
+    crate::private_files::dir_with_mode(&data_dir, crate::private_files::TRAVERSE_ONLY)
+        .with_context(|| format!("data_dir {} is not usable", data_dir.display()))?;
     let node_config = config.node.clone();
     let node =
         tokio::task::spawn_blocking(move || crate::inventory::discover(&node_config)).await?;
@@ -195,19 +198,13 @@ pub async fn run(options: AgentOptions) -> anyhow::Result<()> {
         ended,
     };
     let app = server::router(table, &token);
-    let serving = async move {
-        match tls {
-            Some(tls) => {
-                let listener = crate::tls::listener::TlsListener::new(listener, &tls)?;
-                let serve = axum::serve(listener, app);
-                serve.with_graceful_shutdown(crate::serve::shutdown()).await
-            }
-            None => {
-                let serve = axum::serve(listener, app);
-                serve.with_graceful_shutdown(crate::serve::shutdown()).await
-            }
-        }
+    // Connection limits, timeouts and Host rules (the advertised address is a name of ours).
+    let options = crate::http_server::ServeOptions {
+        settings: config.http.clone(),
+        extra_hosts: vec![url_host(&beats.addr)],
+        tls: tls.map(|t| t.config()),
     };
+    let serving = crate::http_server::serve(listener, app, options, crate::serve::shutdown());
     tokio::select! {
         served = serving => {
             served?;

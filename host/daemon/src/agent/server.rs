@@ -39,6 +39,10 @@ pub(crate) fn router(table: Arc<TaskTable>, token: &str) -> Router {
         .fallback(|| async { refuse(StatusCode::NOT_FOUND, "no such route".into(), None) })
         .with_state(table)
         .layer(axum::middleware::from_fn_with_state(token, require_token))
+        // Host, Origin and Content-Type first (`http_server::checks`).
+        .layer(axum::middleware::from_fn(
+            crate::http_server::checks::cluster_guard,
+        ))
 }
 
 async fn require_token(State(token): State<Arc<str>>, request: Request, next: Next) -> Response {
@@ -178,7 +182,8 @@ async fn log(
 const MAX_CHECK_MS: u64 = 600_000;
 
 /// Runs a service's check command in its rank-0 run's directory (`work/` when the task runs
-/// as another user), like the controller does for services on its own node.
+/// as another user), as the job's user in the task's cgroup, like the controller does for
+/// services on its own node.
 async fn check(State(table): State<Arc<TaskTable>>, body: Bytes) -> Response {
     let request: CheckRequest = match serde_json::from_slice(&body) {
         Ok(r) => r,
@@ -195,14 +200,14 @@ async fn check(State(table): State<Arc<TaskTable>>, body: Bytes) -> Response {
         None => dir,
     };
     let limit = std::time::Duration::from_millis(request.timeout_ms.clamp(1, MAX_CHECK_MS));
-    let result = crate::scheduler::service::probe::run_command(
-        &request.command,
-        &request.env,
-        &workdir,
-        limit,
-        &table.executor,
-    )
-    .await;
+    let run = crate::scheduler::service::probe::CommandRun {
+        argv: &request.command,
+        user: (&request.user, request.anonymous),
+        task: (request.key.job, request.key.task),
+        env: &request.env,
+        workdir: &workdir,
+    };
+    let result = crate::scheduler::service::probe::run_command(&run, limit, &table.executor).await;
     let reply = match result {
         Ok(()) => CheckReply {
             healthy: true,

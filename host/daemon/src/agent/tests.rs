@@ -60,6 +60,7 @@ pub(super) fn request(key: TaskKey, argv: &[&str]) -> LaunchRequest {
         cpu_milli: 1000,
         memory_mib: 256,
         user: "nobody-in-particular".into(),
+        anonymous: false,
     }
 }
 

@@ -106,6 +106,7 @@ fn token(user: &str, role: Role) -> Caller {
         user: user.into(),
         accounts: vec!["ml".into()],
         role,
+        local_uid: None,
     })
 }
 

@@ -5,12 +5,16 @@
 //! client forwards). An interactive job whose attached client goes away is cancelled: an
 //! interactive session nobody watches is a GPU lost to the cluster.
 //!
+//! A caller may follow at most `[http] max_streams_per_caller` jobs (and `/v1/stream`s) at
+//! once; one more is a 429 (`streams.rs`).
+//!
 //! Owns: the frame format and the disconnect rule. Does not own job state (`scheduler`).
 
 use super::blocking;
 use super::body::{JsonBody, parse_json};
 use super::error::ApiError;
 use super::jobs::{JobId, owned_job, query};
+use super::streams::StreamGate;
 use crate::auth::Caller;
 use crate::job_options::WarnSignal;
 use crate::model::{JobRecord, JobState};
@@ -57,6 +61,7 @@ pub(super) async fn attach(
     caller: Caller,
     JobId(id): JobId,
     q: Result<Query<AttachQuery>, QueryRejection>,
+    gate: StreamGate,
 ) -> Result<impl IntoResponse, ApiError> {
     let job = owned_job(&s, &caller, id, "attaching to a job")?;
     let task = query(q)?.task;
@@ -67,8 +72,12 @@ pub(super) async fn attach(
             format!("job {id} has {} task(s)", job.spec.task_count()),
         ));
     }
+    let slot = gate.open()?;
     let (tx, rx) = mpsc::channel::<Bytes>(16);
-    tokio::spawn(follow(s, id, task, tx));
+    tokio::spawn(async move {
+        follow(s, id, task, tx).await;
+        drop(slot);
+    });
     let stream = futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|b| (Ok::<_, Infallible>(b), rx))
     });

@@ -1,7 +1,8 @@
 //! Authentication on the HTTP side: a middleware that turns the `Authorization:
-//! Bearer <token>` header into a [`Caller`] (401 when tokens are configured and it is
-//! missing or unknown), the extractor handlers take it with, and the 403 mapping of a
-//! [`Denied`].
+//! Bearer <token>` header, or the kernel's word on a Unix-socket connection
+//! (`crate::local_socket::PeerCred`), into a [`Caller`] (401 when tokens are configured and
+//! a TCP request has none or an unknown one), the extractor handlers take it with, and the
+//! 403 mapping of a [`Denied`].
 //!
 //! Open without a token: `GET /v1/health` (liveness probes) and `GET /metrics`
 //! (Prometheus scrapers usually carry no token; it exposes counters and gauges, no
@@ -13,6 +14,7 @@
 
 use super::error::ApiError;
 use crate::auth::{Caller, Denied, Tokens};
+use crate::local_socket::PeerCred;
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderValue, StatusCode, header};
@@ -65,13 +67,30 @@ fn bearer(parts: &Request) -> Result<Option<&str>, &'static str> {
     Ok(Some(token.trim()))
 }
 
-/// Resolves the caller of every request and stores it in the request's extensions.
+/// Resolves the caller of every request and stores it in the request's extensions. Over
+/// the Unix socket the kernel names the caller (a bearer token, if sent, is checked instead);
+/// over TCP a token does, or nobody (`Caller::Open`) when none is configured.
 pub(super) async fn authenticate(
     State(tokens): State<Tokens>,
     mut req: Request,
     next: Next,
 ) -> Response {
-    let caller = if !tokens.enabled() {
+    let local = req
+        .extensions()
+        .get::<axum::extract::ConnectInfo<PeerCred>>()
+        .map(|info| info.0);
+    let caller = if let Some(peer) = local
+        && !matches!(bearer(&req), Ok(Some(_)))
+    {
+        match peer.uid.and_then(|uid| tokens.local(uid)) {
+            Some(id) => Caller::Token(id),
+            None => {
+                return unauthorized(
+                    "the kernel did not name an account for this Unix-socket connection",
+                );
+            }
+        }
+    } else if !tokens.enabled() {
         Caller::Open
     } else if OPEN_PATHS.contains(&req.uri().path()) {
         // No caller at all: a handler here that asked for one would fail loudly.

@@ -4,9 +4,10 @@
 //! A declared `Content-Length` over the limit is refused (413, `"field": "body"`) before a
 //! byte of the body is read; a chunked body is read frame by frame and cut off at the
 //! limit, so a hostile client can make the daemon hold at most the limit, never the
-//! whole upload. Limits: [`MAX_JSON_BODY`] for every JSON route, `plugins.max_upload_mib`
-//! (default 64 MiB) for `POST /v1/plugins`. Nesting depth is bounded by serde_json's
-//! recursion limit (128 levels; deeper is a 400 naming `body`).
+//! whole upload; a body that stalls for the connection's idle timeout is a 408. Limits:
+//! [`MAX_JSON_BODY`] for every JSON route, `plugins.max_upload_mib` (default 64 MiB) for
+//! `POST /v1/plugins`. Nesting depth is bounded by serde_json's recursion limit (128
+//! levels; deeper is a 400 naming `body`).
 //!
 //! Owns: reading and parsing. Does not own field ranges (`JobSpec::validate`) or the
 //! pipeline's checks (`crate::policy`).
@@ -54,13 +55,7 @@ pub async fn read_limited(
     let reserve = declared.map_or(0, |n| usize::try_from(n).unwrap_or(limit));
     let mut buf: Vec<u8> = Vec::with_capacity(reserve.min(RESERVE).min(limit));
     while let Some(frame) = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
-        let frame = frame.map_err(|e| {
-            ApiError::field(
-                "invalid-body",
-                "body",
-                format!("the request body could not be read: {e}"),
-            )
-        })?;
+        let frame = frame.map_err(unreadable)?;
         if let Ok(data) = frame.into_data() {
             if buf.len().saturating_add(data.len()) > limit {
                 return Err(too_large(limit, what));
@@ -69,6 +64,25 @@ pub async fn read_limited(
         }
     }
     Ok(Bytes::from(buf))
+}
+
+/// The error for a body that could not be read: 408 when it stalled (no byte for the
+/// connection's idle timeout, `crate::http_server`), else 400; both name `body`.
+fn unreadable(e: axum::Error) -> ApiError {
+    let inner = e.into_inner();
+    if let Some(stalled) = inner.downcast_ref::<crate::http_server::BodyStalled>() {
+        return ApiError {
+            status: StatusCode::REQUEST_TIMEOUT,
+            code: "body-timeout",
+            message: stalled.to_string(),
+            field: Some("body".into()),
+        };
+    }
+    ApiError::field(
+        "invalid-body",
+        "body",
+        format!("the request body could not be read: {inner}"),
+    )
 }
 
 /// A JSON route's raw body, at most [`MAX_JSON_BODY`] bytes (parse it with [`parse_json`]

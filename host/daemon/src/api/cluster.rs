@@ -2,15 +2,21 @@
 //! check: it takes only the cluster token (`[cluster] token`; 401 otherwise, and always when
 //! none is configured) and only protocol version [`PROTOCOL_VERSION`] (409 otherwise).
 //!
+//! The token is checked before a byte of the body is read: a caller without it is answered
+//! 401 at once, whatever it declares or sends. An agent's body is then read up to
+//! [`MAX_HEARTBEAT`] (a larger declared length is a 413 before reading; a chunked one is cut
+//! off there).
+//!
 //! Owns: the route's checks and status mapping. Does not own what a heartbeat does
 //! (`scheduler::remote`) or the wire types (`cluster::proto`).
 
+use super::body::read_limited;
 use crate::cluster::proto::{
     HEARTBEAT_PATH, Heartbeat, PROTOCOL_VERSION, ProtoError, token_matches,
 };
 use crate::scheduler::{HeartbeatError, Scheduler};
-use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, State};
+use axum::body::Body;
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -21,9 +27,7 @@ const MAX_HEARTBEAT: usize = 8 << 20;
 
 /// The agents' routes.
 pub(super) fn routes() -> Router<Scheduler> {
-    Router::new()
-        .route(HEARTBEAT_PATH, post(heartbeat))
-        .layer(DefaultBodyLimit::max(MAX_HEARTBEAT))
+    Router::new().route(HEARTBEAT_PATH, post(heartbeat))
 }
 
 fn refuse(status: StatusCode, error: String, field: Option<&str>) -> Response {
@@ -34,7 +38,7 @@ fn refuse(status: StatusCode, error: String, field: Option<&str>) -> Response {
     (status, Json(body)).into_response()
 }
 
-async fn heartbeat(State(s): State<Scheduler>, headers: HeaderMap, body: Bytes) -> Response {
+async fn heartbeat(State(s): State<Scheduler>, headers: HeaderMap, body: Body) -> Response {
     let given = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
@@ -47,6 +51,10 @@ async fn heartbeat(State(s): State<Scheduler>, headers: HeaderMap, body: Bytes) 
         tracing::warn!("agent heartbeat refused: {why}");
         return refuse(StatusCode::UNAUTHORIZED, why.into(), Some("authorization"));
     }
+    let body = match read_limited(&headers, body, MAX_HEARTBEAT, "a heartbeat").await {
+        Ok(b) => b,
+        Err(e) => return refuse(e.status, e.message, e.field.as_deref()),
+    };
     let protocol = serde_json::from_slice::<serde_json::Value>(&body)
         .ok()
         .and_then(|v| v.get("protocol").and_then(serde_json::Value::as_u64));

@@ -1,4 +1,5 @@
-//! Job and node routes: submit, list, get, cancel, logs, events, nodes.
+//! Job and node routes: submit, list (at most [`MAX_JOBS_PAGE`] jobs), get, cancel, events,
+//! nodes (logs: `logs.rs`).
 //!
 //! Authorization: any caller may submit (as the token's user, into its accounts), list
 //! and read jobs and nodes; cancel, logs, events and decisions need the job's owner or
@@ -17,7 +18,6 @@ use axum::extract::{FromRequestParts, Path, Query, State};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::response::IntoResponse;
-use serde::Deserialize;
 
 /// The `{id}` of a job route: a 400 naming `id` for anything but an integer (a path that
 /// is not UTF-8 included, which axum's `Path` would answer in plain text).
@@ -69,10 +69,31 @@ pub(super) async fn submit(
 ) -> Result<impl IntoResponse, ApiError> {
     let mut spec: JobSpec = parse_json(&body)?;
     caller.stamp(&mut spec.user, &mut spec.account)?;
-    let record = blocking(move || s.submit(spec))
+    // Never taken from the request: a caller without an identity names its user only as a label.
+    spec.anonymous = matches!(caller, Caller::Open);
+    let submitter = caller.submitter();
+    let record = blocking(move || s.submit(spec, submitter))
         .await?
         .map_err(|e| match e {
             SubmitError::Field(f) => ApiError::field("invalid-field", f.field, f.message),
+            SubmitError::Forbidden(f) => ApiError {
+                status: StatusCode::FORBIDDEN,
+                code: "forbidden",
+                message: f.message,
+                field: Some(f.field),
+            },
+            SubmitError::TooLarge(f) => ApiError {
+                status: StatusCode::PAYLOAD_TOO_LARGE,
+                code: "too-large",
+                message: f.message,
+                field: Some(f.field),
+            },
+            SubmitError::TooMany(f) => ApiError {
+                status: StatusCode::TOO_MANY_REQUESTS,
+                code: "too-many-pending",
+                message: f.message,
+                field: Some(f.field),
+            },
             SubmitError::Unsatisfiable(m) => ApiError::unprocessable(
                 "unsatisfiable",
                 Some("tasks".into()),
@@ -88,21 +109,39 @@ pub(super) async fn submit(
     Ok((StatusCode::CREATED, Json(record)))
 }
 
+/// Most jobs one `GET /v1/jobs` returns; a larger `limit` is clamped to it (the answer's
+/// `X-Page-Limit` header says the limit applied).
+pub(super) const MAX_JOBS_PAGE: usize = 10_000;
+
+/// The `limit` applied to a job list: the default (1000) when none is asked, at most
+/// [`MAX_JOBS_PAGE`].
+fn page_limit(asked: Option<usize>) -> usize {
+    asked.unwrap_or(1000).min(MAX_JOBS_PAGE)
+}
+
 pub(super) async fn list(
     State(s): State<Scheduler>,
+    caller: Caller,
     q: Result<Query<JobFilter>, QueryRejection>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let f = query(q)?;
-    Ok(Json(s.jobs(&f)))
+    let mut f = query(q)?;
+    let limit = page_limit(f.limit);
+    f.limit = Some(limit);
+    let mut jobs = s.jobs(&f);
+    super::redact::redact_all(&caller, &mut jobs);
+    Ok(([("x-page-limit", limit.to_string())], Json(jobs)))
 }
 
 pub(super) async fn get_one(
     State(s): State<Scheduler>,
+    caller: Caller,
     JobId(id): JobId,
 ) -> Result<impl IntoResponse, ApiError> {
-    s.job(id)
-        .map(Json)
-        .ok_or_else(|| ApiError::not_found(format!("job {id} does not exist")))
+    let mut job = s
+        .job(id)
+        .ok_or_else(|| ApiError::not_found(format!("job {id} does not exist")))?;
+    super::redact::redact(&caller, &mut job);
+    Ok(Json(job))
 }
 
 pub(super) async fn cancel(
@@ -119,34 +158,6 @@ pub(super) async fn cancel(
             ApiError::new(StatusCode::CONFLICT, "already-ended", e.to_string())
         }
     })
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct LogQuery {
-    #[serde(default)]
-    task: usize,
-}
-
-pub(super) async fn logs(
-    State(s): State<Scheduler>,
-    caller: Caller,
-    JobId(id): JobId,
-    q: Result<Query<LogQuery>, QueryRejection>,
-) -> Result<impl IntoResponse, ApiError> {
-    owned_job(&s, &caller, id, "reading a job's logs")?;
-    let task = query(q)?.task;
-    let text = blocking(move || s.logs(id, task)).await?;
-    text.map(|t| {
-        (
-            [(
-                axum::http::header::CONTENT_TYPE,
-                "text/plain; charset=utf-8",
-            )],
-            t,
-        )
-    })
-    .ok_or_else(|| ApiError::not_found(format!("job {id} does not exist")))
 }
 
 pub(super) async fn events(
@@ -182,4 +193,16 @@ pub(super) async fn metrics(State(s): State<Scheduler>) -> impl IntoResponse {
         )],
         s.metrics_text(),
     )
+}
+
+#[cfg(test)]
+mod page_tests {
+    use super::*;
+
+    #[test]
+    fn job_pages_are_clamped() {
+        assert_eq!(page_limit(None), 1000);
+        assert_eq!(page_limit(Some(5)), 5);
+        assert_eq!(page_limit(Some(100_000_000)), MAX_JOBS_PAGE);
+    }
 }

@@ -19,6 +19,7 @@
 
 use super::error::ApiError;
 use super::jobs::{JobId, owned_job};
+use super::streams::StreamGate;
 use crate::auth::Caller;
 use crate::scheduler::Scheduler;
 use axum::Json;
@@ -169,20 +170,28 @@ fn event(id: u64, cycle: u64, parts: &[&str]) -> Bytes {
 }
 
 /// `GET /v1/stream`: `text/event-stream` of `changed` events, the first one at once
-/// (naming every part), then one whenever a part changes.
-pub(super) async fn stream(State(s): State<Scheduler>) -> impl IntoResponse {
+/// (naming every part), then one whenever a part changes; 429 when the caller has its
+/// limit of streams open (`streams.rs`).
+pub(super) async fn stream(
+    State(s): State<Scheduler>,
+    gate: StreamGate,
+) -> Result<impl IntoResponse, ApiError> {
+    let slot = gate.open()?;
     let (tx, rx) = mpsc::channel::<Bytes>(4);
-    tokio::spawn(watch(s, tx));
+    tokio::spawn(async move {
+        watch(s, tx).await;
+        drop(slot);
+    });
     let body = futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|b| (Ok::<_, Infallible>(b), rx))
     });
-    (
+    Ok((
         [
             (header::CONTENT_TYPE, "text/event-stream"),
             (header::CACHE_CONTROL, "no-cache"),
         ],
         Body::from_stream(body),
-    )
+    ))
 }
 
 /// Sends an event whenever a fingerprint changes, until the client goes away.

@@ -5,9 +5,12 @@
 //! uploads, 413 naming `body`), status mapping, the OpenAPI document (`openapi.rs`,
 //! `GET /v1/openapi.json`, behind the token check like every route but health and
 //! metrics). Does not own any state.
-//! Every request passes the `auth` middleware first (see `auth.rs` for which paths
-//! stay open and for the roles each handler asks for), except the web dashboard's
-//! static files under `/ui` (`ui.rs`), which hold no data.
+//! Every request passes the `guard` first (Host against DNS rebinding, Origin, and a
+//! Content-Type that browsers cannot send cross-site; `guard.rs`), then the `auth`
+//! middleware (see `auth.rs` for which paths stay open and for the roles each handler
+//! asks for), except the web dashboard's static files under `/ui` (`ui.rs`), which hold
+//! no data. Streams are capped per caller (`streams.rs`), logs are read by range
+//! (`logs.rs`).
 //!
 //! Not yet here: token management over HTTP; tokens live in the config file
 //! (`gantry token create`).
@@ -18,13 +21,17 @@ mod auth;
 mod body;
 mod cluster;
 mod error;
+mod guard;
 mod jobs;
 mod live;
 mod locate;
+mod logs;
 mod nodes;
 mod openapi;
 mod openapi_schemas;
 mod policy;
+mod redact;
+mod streams;
 mod ui;
 
 pub use body::{MAX_JSON_BODY, parse_json};
@@ -40,6 +47,7 @@ use axum::{Json, Router};
 /// here must be in `openapi::OPERATIONS` (a unit test reads this source to check).
 pub fn router(scheduler: Scheduler, tokens: Tokens) -> Router {
     let isolation = scheduler.inner.executor.isolation();
+    let streams = streams::StreamSlots::new(scheduler.inner.config.http.max_streams_per_caller);
     Router::new()
         .route(
             "/v1/health",
@@ -50,7 +58,7 @@ pub fn router(scheduler: Scheduler, tokens: Tokens) -> Router {
         .route("/v1/jobs", post(jobs::submit).get(jobs::list))
         .route("/v1/jobs/{id}", get(jobs::get_one).delete(jobs::cancel))
         .route("/v1/jobs/{id}/cancel", post(jobs::cancel))
-        .route("/v1/jobs/{id}/logs", get(jobs::logs))
+        .route("/v1/jobs/{id}/logs", get(logs::logs))
         .route("/v1/jobs/{id}/attach", get(attach::attach))
         .route("/v1/jobs/{id}/signal", post(attach::signal))
         .route("/v1/jobs/{id}/events", get(jobs::events))
@@ -96,6 +104,9 @@ pub fn router(scheduler: Scheduler, tokens: Tokens) -> Router {
         .merge(ui::routes())
         // Agents' heartbeats, with the cluster token instead (`cluster.rs`).
         .merge(cluster::routes())
+        // Host, Origin and Content-Type checks before anything else (`guard.rs`).
+        .layer(axum::middleware::from_fn(guard::guard))
+        .layer(axum::Extension(streams))
         .with_state(scheduler)
 }
 

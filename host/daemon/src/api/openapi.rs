@@ -71,7 +71,7 @@ const OPERATIONS: &[Operation] = &[
     ("get", "/v1/health", "Liveness (open without a token)", In::Nothing, 200, Out::Object, &[]),
     ("get", "/metrics", "Prometheus metrics (open without a token)", In::Nothing, 200, Out::Text, &[]),
     ("get", "/v1/openapi.json", "This document", In::Nothing, 200, Out::Object, &[401]),
-    ("post", "/v1/jobs", "Submit a job (user and account come from the token)", In::Body("JobSpec"), 201, Out::Schema("JobRecord"), &[400, 401, 403, 413, 422]),
+    ("post", "/v1/jobs", "Submit a job (user and account come from the token)", In::Body("JobSpec"), 201, Out::Schema("JobRecord"), &[400, 401, 403, 413, 422, 429]),
     ("get", "/v1/jobs", "List jobs, newest first", In::JobQuery, 200, Out::ListOf("JobRecord"), &[400, 401]),
     ("get", "/v1/jobs/{id}", "One job", In::Id, 200, Out::Schema("JobRecord"), &[400, 401, 404]),
     ("delete", "/v1/jobs/{id}", "Cancel a job (owner or operator)", In::Id, 200, Out::Schema("JobRecord"), &[400, 401, 403, 404, 409]),
@@ -110,13 +110,16 @@ fn describe(code: u16) -> &'static str {
         201 => "Created",
         400 => "Malformed or invalid request; `field` names what is wrong",
         401 => "No or unknown API token (`field`: `authorization`)",
-        403 => "The token's role or accounts do not allow this",
+        403 => "The token's role or accounts do not allow this (e.g. a user's `tier`)",
         404 => "No such job or node, or nothing set",
         409 => "Conflicts with the current state (already ended, no previous version)",
-        413 => "Body over the limit (`field`: `body`)",
+        413 => {
+            "Body, or a submission with its array expanded, over the limit (`field`: `body` or `array`)"
+        }
         422 => {
             "Well-formed but refused (unsatisfiable, invalid plugin or pipeline, dry run failed)"
         }
+        429 => "Too many pending jobs of the user (`field`: `user`)",
         _ => "See the message",
     }
 }

@@ -5,7 +5,10 @@
 //! Kept by hand next to `crate::model` and `crate::policy`: a new field there needs a line
 //! here (the e2e and schemathesis runs check responses against these schemas).
 
-use crate::model::{MAX_ARGS, MAX_PATH, MAX_SCRIPT, MAX_STRING, MAX_TASKS, MAX_TIME_LIMIT_S};
+use crate::model::{
+    MAX_ARG_LEN, MAX_ARG_STRLEN, MAX_ARGS, MAX_PATH, MAX_REQUEUES, MAX_SCRIPT, MAX_STRING,
+    MAX_TASKS, MAX_TIME_LIMIT_S,
+};
 use serde_json::{Value, json};
 
 /// A `$ref` to a schema of this document.
@@ -78,12 +81,12 @@ fn job_spec() -> Value {
     json!({
         "type": "object",
         "additionalProperties": false,
-        "description": "Exactly one of `argv` or `script`. The whole body is at most 1 MiB.",
+        "description": "Exactly one of `argv` or `script`. The whole body is at most 1 MiB; argv and env together at most 1 MiB (each entry with its NUL, `NAME=value` at most 131072 bytes), an array's spec times its members at most `limits.max_submission_bytes`; a user's `tier` at most its queue's `limits.max_user_tier`.",
         "properties": {
             "name": string(MAX_STRING),
-            "argv": {"type": "array", "items": string(MAX_SCRIPT), "maxItems": MAX_ARGS},
+            "argv": {"type": "array", "items": string(MAX_ARG_LEN), "maxItems": MAX_ARGS},
             "script": {"type": "string", "nullable": true, "maxLength": MAX_SCRIPT},
-            "env": {"type": "object", "additionalProperties": string(MAX_SCRIPT), "maxProperties": 256},
+            "env": {"type": "object", "additionalProperties": string(MAX_ARG_STRLEN - 3), "maxProperties": 256},
             "workdir": {"type": "string", "nullable": true, "minLength": 1, "maxLength": MAX_PATH},
             "tasks": {"type": "array", "items": schema_ref("TaskSpec"), "minItems": 1, "maxItems": 64},
             "time_limit_s": int(0, MAX_TIME_LIMIT_S as i64),
@@ -95,7 +98,7 @@ fn job_spec() -> Value {
             "kind": {"type": "string", "enum": ["batch", "interactive", "service"]},
             "preemptible": {"type": "boolean"},
             "requeue": {"type": "boolean"},
-            "max_requeues": {"type": "integer", "nullable": true, "minimum": 0},
+            "max_requeues": {"type": "integer", "nullable": true, "minimum": 0, "maximum": MAX_REQUEUES},
             "array": array_schema(),
             "dependencies": dependencies_schema(),
             "signal": signal_schema(),
@@ -145,7 +148,7 @@ fn service_schema() -> Value {
                 "type": "object", "nullable": true, "additionalProperties": false,
                 "properties": {
                     "http_path": {"type": "string", "nullable": true, "maxLength": 1024},
-                    "command": {"type": "array", "items": string(MAX_SCRIPT)},
+                    "command": {"type": "array", "items": string(MAX_ARG_LEN), "maxItems": MAX_ARGS},
                     "interval_s": int(1, 3600),
                     "failures": int(1, 100),
                     "initial_delay_s": int(0, i64::from(u32::MAX)),

@@ -48,6 +48,41 @@ impl Default for ClusterConfig {
     }
 }
 
+/// `GANTRY_CLUSTER_TOKEN`'s value is empty (unset) or at least [`MIN_TOKEN_LEN`] bytes.
+pub fn check_env_token(value: &str) -> Result<(), String> {
+    if !value.is_empty() && value.len() < MIN_TOKEN_LEN {
+        return Err(format!(
+            "{TOKEN_ENV} must be at least {MIN_TOKEN_LEN} bytes (or unset), like cluster.token"
+        ));
+    }
+    Ok(())
+}
+
+/// Warns when an agent link (`url`) is plain HTTP to a host that is not loopback: the cluster
+/// token and every launch (argv, env) would cross the network in clear text.
+pub fn warn_plain_link(what: &str, url: &str) {
+    let Some(rest) = url.strip_prefix("http://") else {
+        return;
+    };
+    let host = rest.split('/').next().unwrap_or_default();
+    let host = match host.rsplit_once(':') {
+        Some((h, port)) if port.bytes().all(|b| b.is_ascii_digit()) => h,
+        _ => host,
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let loopback = host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    if !loopback {
+        let text = format!(
+            "{what} {url} is plain http:// off loopback: the cluster token, launches and logs travel in clear text (use https:// with [tls] and ca_cert)"
+        );
+        tracing::warn!("{text}");
+        eprintln!("WARNING: {text}");
+    }
+}
+
 impl ClusterConfig {
     /// The token in effect: `GANTRY_CLUSTER_TOKEN` when set, else `token`.
     pub fn effective_token(&self) -> String {
@@ -57,13 +92,20 @@ impl ClusterConfig {
             .unwrap_or_else(|| self.token.clone())
     }
 
-    /// Range checks; the message names the key.
+    /// Range checks; the message names the key. The token's minimum length holds for
+    /// `GANTRY_CLUSTER_TOKEN` as for `cluster.token`.
     pub fn check(&self) -> Result<(), String> {
         if !self.token.is_empty() && self.token.len() < MIN_TOKEN_LEN {
             return Err(format!(
                 "cluster.token must be at least {MIN_TOKEN_LEN} bytes (or empty: no agents)"
             ));
         }
+        let from_env = std::env::var(TOKEN_ENV).unwrap_or_default();
+        check_env_token(&from_env)?;
+        self.check_timing()
+    }
+
+    fn check_timing(&self) -> Result<(), String> {
         if !(50..=60_000).contains(&self.heartbeat_interval_ms) {
             return Err("cluster.heartbeat_interval_ms must be 50..=60000".into());
         }
@@ -100,5 +142,12 @@ mod tests {
             ..Default::default()
         };
         assert!(hasty.check().unwrap_err().contains("node_down_after_ms"));
+    }
+
+    #[test]
+    fn a_short_token_in_the_environment_is_refused_too() {
+        assert!(check_env_token("").is_ok());
+        assert!(check_env_token("0123456789abcdef").is_ok());
+        assert!(check_env_token("short").unwrap_err().contains(TOKEN_ENV));
     }
 }

@@ -145,6 +145,10 @@ pub struct LaunchRequest {
     pub memory_mib: u64,
     /// The job's user (the agent decides who the task runs as, like the local executor).
     pub user: String,
+    /// The job was submitted without an identity: the agent runs it as its fallback user,
+    /// never as `user`.
+    #[serde(default)]
+    pub anonymous: bool,
 }
 
 /// Agent → controller: the launched (or already known) task.
@@ -182,6 +186,11 @@ pub struct CheckRequest {
     pub command: Vec<String>,
     /// Variables (the job's, `PORT`...).
     pub env: Vec<(String, String)>,
+    /// The job's user; the command runs as the job's tasks do, in the task's cgroup.
+    pub user: String,
+    /// The job was submitted without an identity: it runs as the fallback user.
+    #[serde(default)]
+    pub anonymous: bool,
     /// The job's own working directory, if it has one.
     #[serde(default)]
     pub workdir: Option<String>,
@@ -217,19 +226,20 @@ pub struct ProtoError {
 }
 
 /// Whether the bearer token in `authorization` (the header's value) is `expected`, compared in
-/// constant time. An empty `expected` matches nothing.
+/// constant time whatever the lengths (both are hashed first, so neither a length nor a prefix
+/// leaks through timing). An empty `expected` matches nothing.
 pub fn token_matches(authorization: Option<&str>, expected: &str) -> bool {
-    let Some(given) = authorization.and_then(|h| h.strip_prefix("Bearer ")) else {
-        return false;
-    };
-    if expected.is_empty() || given.len() != expected.len() {
-        return false;
-    }
-    given
-        .bytes()
-        .zip(expected.bytes())
-        .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-        == 0
+    use sha2::{Digest, Sha256};
+    let given = authorization
+        .and_then(|h| h.strip_prefix("Bearer "))
+        .unwrap_or_default();
+    let given: [u8; 32] = Sha256::digest(given.as_bytes()).into();
+    let wanted: [u8; 32] = Sha256::digest(expected.as_bytes()).into();
+    let diff = given
+        .iter()
+        .zip(wanted.iter())
+        .fold(0u8, |acc, (a, b)| acc | (a ^ b));
+    std::hint::black_box(diff) == 0 && !expected.is_empty()
 }
 
 #[cfg(test)]

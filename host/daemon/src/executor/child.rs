@@ -1,17 +1,20 @@
-//! What the shim's child does between `fork` and `exec`: join the task's cgroups (so the
-//! command is limited from its first instruction, while the shim itself stays outside), then
-//! drop to the task's user (supplementary groups, group, user, in that order: each later call
-//! needs the privilege the earlier one still has). The child of a fork may only make
-//! async-signal-safe calls, so everything is prepared (C strings, group arrays) before the fork
-//! and the child only calls `open`, `write`, `close`, `setgroups`, `setgid` and `setuid`.
+//! What a task's child (and a service's check command) does between `fork` and `exec`: join
+//! the task's cgroups (so the command is limited from its first instruction, while the shim
+//! itself stays outside), drop to the task's user (supplementary groups, group, user, in that
+//! order: each later call needs the privilege the earlier one still has), and only then enter
+//! the working directory (as the user: a directory the user may not enter is refused by the
+//! kernel, never entered with root's rights) and set the user's umask. The child of a fork may
+//! only make async-signal-safe calls, so everything is prepared (C strings, group arrays)
+//! before the fork and the child only calls `open`, `write`, `close`, `setgroups`, `setgid`,
+//! `setuid`, `chdir` and `umask`.
 //!
-//! Owns these raw calls. It does not decide which cgroups or which user (the daemon passes
-//! them on the shim's command line, `shim_args.rs`).
+//! Owns these raw calls. It does not decide which cgroups, which user or which directory (the
+//! daemon passes them on the shim's command line, `shim_args.rs`).
 
 use std::ffi::CString;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The ids a task's command switches to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,31 +24,34 @@ pub(crate) struct Ids {
     pub groups: Vec<u32>,
 }
 
+/// The umask a task's command starts with (the daemon itself runs with 077).
+pub(crate) const TASK_UMASK: libc::mode_t = 0o022;
+
 /// Everything the child does before `exec`, prepared before the fork.
 #[derive(Debug, Clone)]
 pub(crate) struct ChildSetup {
     procs: Vec<CString>,
     ids: Option<(libc::uid_t, libc::gid_t, Vec<libc::gid_t>)>,
+    workdir: Option<CString>,
 }
 
 impl ChildSetup {
-    /// Prepares joining the cgroups whose `cgroup.procs` files are `procs`, and switching to
-    /// `ids` when given.
-    pub fn new(procs: &[PathBuf], ids: Option<&Ids>) -> io::Result<Self> {
+    /// Prepares joining the cgroups whose `cgroup.procs` files are `procs`, switching to
+    /// `ids` when given, then entering `workdir` when given.
+    pub fn new(procs: &[PathBuf], ids: Option<&Ids>, workdir: Option<&Path>) -> io::Result<Self> {
+        let c_path = |p: &Path| {
+            CString::new(p.as_os_str().as_bytes())
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
+        };
         let procs = procs
             .iter()
-            .map(|p| CString::new(p.as_os_str().as_bytes()))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+            .map(|p| c_path(p))
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(Self {
             procs,
             ids: ids.map(|i| (i.uid, i.gid, i.groups.clone())),
+            workdir: workdir.map(c_path).transpose()?,
         })
-    }
-
-    /// Whether there is anything to do.
-    pub fn is_empty(&self) -> bool {
-        self.procs.is_empty() && self.ids.is_none()
     }
 
     /// Runs in the child after `fork`, before `exec`: only async-signal-safe calls.
@@ -65,6 +71,16 @@ impl ChildSetup {
                     return Err(io::Error::last_os_error());
                 }
             }
+        }
+        // SAFETY: `dir` is NUL-terminated and lives for the call; chdir and umask are
+        // async-signal-safe and only read their arguments.
+        unsafe {
+            if let Some(dir) = &self.workdir
+                && libc::chdir(dir.as_ptr()) != 0
+            {
+                return Err(io::Error::last_os_error());
+            }
+            libc::umask(TASK_UMASK);
         }
         Ok(())
     }

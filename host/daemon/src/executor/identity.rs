@@ -42,6 +42,11 @@ pub enum IdentityError {
         /// `execution.fallback_user`.
         fallback: String,
     },
+    /// A job submitted without an identity, and no fallback account to run it as.
+    #[error(
+        "job of user {0:?} was submitted without an identity (no API token, not over the Unix socket) and execution.fallback_user is empty: it may not run as the user it names"
+    )]
+    Anonymous(String),
     /// The user database could not be read.
     #[error("cannot look up user {user:?}: {error}")]
     Lookup {
@@ -59,12 +64,32 @@ pub(crate) fn switching(config: &ExecutionConfig) -> bool {
 }
 
 /// The identity a task of `user` runs as under `config`; `None` when tasks keep the daemon's.
+/// `anonymous`: the submitter's identity was not established, so `user` is only a claim:
+/// the task runs as the fallback account (a claim of root is refused as root is).
 pub(crate) fn resolve(
     config: &ExecutionConfig,
     user: &str,
+    anonymous: bool,
 ) -> Result<Option<TaskIdentity>, IdentityError> {
     if !switching(config) {
         return Ok(None);
+    }
+    if anonymous {
+        let claims_root = lookup(user)?.is_some_and(|found| found.uid == 0);
+        if claims_root && !config.allow_root {
+            return Err(IdentityError::Root);
+        }
+        if config.fallback_user.is_empty() {
+            return Err(IdentityError::Anonymous(user.to_owned()));
+        }
+        let found = lookup(&config.fallback_user)?.ok_or_else(|| IdentityError::NoFallback {
+            user: user.to_owned(),
+            fallback: config.fallback_user.clone(),
+        })?;
+        if found.uid == 0 && !config.allow_root {
+            return Err(IdentityError::Root);
+        }
+        return Ok(Some(found));
     }
     let found = match lookup(user)? {
         Some(found) => found,
@@ -194,26 +219,53 @@ mod tests {
             return;
         }
         let on = config(true, "nobody", false);
-        assert_eq!(resolve(&on, "root"), Err(IdentityError::Root));
+        assert_eq!(resolve(&on, "root", false), Err(IdentityError::Root));
         assert_eq!(
             IdentityError::Root.to_string(),
             "jobs may not run as root (execution.allow_root)"
         );
-        let stranger = resolve(&on, "gantry-no-such-user-xyz").unwrap().unwrap();
+        let stranger = resolve(&on, "gantry-no-such-user-xyz", false)
+            .unwrap()
+            .unwrap();
         assert_eq!((stranger.name.as_str(), stranger.uid), ("nobody", 65534));
-        assert_eq!(resolve(&on, "nobody").unwrap().unwrap().uid, 65534);
+        assert_eq!(resolve(&on, "nobody", false).unwrap().unwrap().uid, 65534);
         let root_ok = config(true, "nobody", true);
-        assert_eq!(resolve(&root_ok, "root").unwrap().unwrap().uid, 0);
+        assert_eq!(resolve(&root_ok, "root", false).unwrap().unwrap().uid, 0);
         let no_fallback = config(true, "", false);
         assert_eq!(
-            resolve(&no_fallback, "gantry-no-such-user-xyz"),
+            resolve(&no_fallback, "gantry-no-such-user-xyz", false),
             Err(IdentityError::NoAccount("gantry-no-such-user-xyz".into()))
         );
         let bad_fallback = config(true, "gantry-no-such-fallback", false);
         assert!(matches!(
-            resolve(&bad_fallback, "gantry-no-such-user-xyz"),
+            resolve(&bad_fallback, "gantry-no-such-user-xyz", false),
             Err(IdentityError::NoFallback { .. })
         ));
-        assert_eq!(resolve(&config(false, "nobody", false), "root"), Ok(None));
+        assert_eq!(
+            resolve(&config(false, "nobody", false), "root", false),
+            Ok(None)
+        );
+    }
+
+    #[test]
+    fn an_anonymous_job_runs_as_the_fallback_never_as_the_user_it_names() {
+        if !am_root() {
+            eprintln!("skipped: identity switching needs root");
+            return;
+        }
+        let on = config(true, "nobody", false);
+        // `daemon` exists on Debian (uid 1): a claim of it is not honoured.
+        let claimed = resolve(&on, "daemon", true).unwrap().unwrap();
+        assert_eq!((claimed.name.as_str(), claimed.uid), ("nobody", 65534));
+        assert_eq!(resolve(&on, "root", true), Err(IdentityError::Root));
+        let none = config(true, "", false);
+        assert_eq!(
+            resolve(&none, "daemon", true),
+            Err(IdentityError::Anonymous("daemon".into()))
+        );
+        assert_eq!(
+            resolve(&on, "daemon", false).unwrap().unwrap().name,
+            "daemon"
+        );
     }
 }

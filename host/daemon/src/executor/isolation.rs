@@ -98,6 +98,10 @@ impl Isolation {
     }
 
     /// The parent cgroup of task cgroups.
+    pub(crate) fn env_passthrough(&self) -> &[String] {
+        &self.config.env_passthrough
+    }
+
     pub(crate) fn parent(&self) -> &str {
         &self.config.cgroup_parent
     }
@@ -126,9 +130,14 @@ impl Isolation {
         }
     }
 
-    /// Who a task of `user` runs as (`None`: the daemon's user).
-    pub(crate) fn identity(&self, user: &str) -> Result<Option<TaskIdentity>, IdentityError> {
-        identity::resolve(&self.config, user)
+    /// Who a task of `user` runs as (`None`: the daemon's user); `anonymous`: see
+    /// `identity::resolve`.
+    pub(crate) fn identity(
+        &self,
+        user: &str,
+        anonymous: bool,
+    ) -> Result<Option<TaskIdentity>, IdentityError> {
+        identity::resolve(&self.config, user, anonymous)
     }
 }
 

@@ -15,9 +15,11 @@
 
 mod bpf;
 mod cgroup;
+mod check;
 mod child;
 mod devices;
 mod ending;
+mod environment;
 mod identity;
 mod isolation;
 mod record;
@@ -43,6 +45,7 @@ use tokio::sync::mpsc::UnboundedSender;
 
 pub use bpf::BpfError;
 pub use cgroup::{CgroupError, CgroupVersion};
+pub use check::CheckError;
 pub use devices::DeviceId;
 pub use identity::{IdentityError, TaskIdentity};
 pub use isolation::{Isolation, IsolationError, IsolationSummary};
@@ -98,9 +101,14 @@ impl Executor {
 
     /// Who a task of the job user `user` runs as: `None` (the daemon's user) unless the daemon
     /// is root and `execution.run_as_user` is on; an error when the job may not run (root
-    /// without `allow_root`, no account and no fallback).
-    pub fn identity(&self, user: &str) -> Result<Option<TaskIdentity>, IdentityError> {
-        self.isolation.identity(user)
+    /// without `allow_root`, no account and no fallback). `anonymous`: the job was submitted
+    /// without an identity, so it runs as `execution.fallback_user`, never as `user`.
+    pub fn identity(
+        &self,
+        user: &str,
+        anonymous: bool,
+    ) -> Result<Option<TaskIdentity>, IdentityError> {
+        self.isolation.identity(user, anonymous)
     }
 
     /// After a restart, once every surviving task was adopted: kills what is left in the task
@@ -121,8 +129,11 @@ impl Executor {
         }
     }
 
-    /// Starts `l` as `shim_exe task-shim --exit-file E --log L [--workdir D] -- argv...` in a new
-    /// process group, with `l.env` added to the daemon's environment. A stale exit record at
+    /// Starts `l` as `shim_exe task-shim --exit-file E --log L --env-file V [--workdir D] --
+    /// argv...` in a new process group. The shim starts with `PATH` only; the command's
+    /// environment (`environment::task_env`: a base of the daemon's choosing, then `l.env`) is
+    /// written to `V` (next to the exit record, `.env`, mode 0600) and applied by the shim to
+    /// the command alone, after the switch to the task's user. A stale exit record at
     /// `l.exit_path` is removed first. A background task waits for the shim and sends one
     /// [`TaskEvent`]: the exit record if there is one, else the shim's own status (e.g.
     /// `Signaled(9)` if it was killed). Must be called from within a tokio runtime.
@@ -140,6 +151,16 @@ impl Executor {
             path: l.exit_path.clone(),
             source,
         })?;
+        let env_file = l.exit_path.with_extension("env");
+        let env = environment::task_env(
+            l.identity.as_ref(),
+            self.isolation.env_passthrough(),
+            &l.env,
+        );
+        environment::write_file(&env_file, &env).map_err(|source| ExecError::Prepare {
+            path: env_file.clone(),
+            source,
+        })?;
         let key = (l.job_id, l.task_index);
         lock(&self.watched).insert(key);
         let cgroup = match self.task_cgroup(l) {
@@ -152,6 +173,7 @@ impl Executor {
         let args = ShimArgs {
             exit_file: l.exit_path.clone(),
             log: l.log_path.clone(),
+            env_file: Some(env_file),
             workdir: l.workdir.clone(),
             cgroup_procs: cgroup
                 .as_ref()
@@ -166,20 +188,15 @@ impl Executor {
         };
         let mut cmd = tokio::process::Command::new(&self.shim_exe);
         cmd.args(shim_args::build(&args))
-            // The daemon's and agent's secrets never reach a task.
-            .env_remove(crate::cluster::config::TOKEN_ENV)
-            .env_remove("GANTRY_TOKEN")
-            .envs(l.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            // The shim runs as root: nothing of the job's (nor the daemon's secrets) in its
+            // environment.
+            .env_clear()
+            .envs(environment::shim_env())
             .process_group(0)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .kill_on_drop(false);
-        if let Some(who) = &l.identity {
-            cmd.env("HOME", &who.home)
-                .env("USER", &who.name)
-                .env("LOGNAME", &who.name);
-        }
         let spawned = cmd
             .spawn()
             .map_err(|source| ExecError::Spawn {

@@ -1,9 +1,12 @@
 //! The `task-shim` side of the executor: the small supervisor process that sits between the daemon
 //! and a task's command. It runs the command with stdout and stderr appended to the task's log
-//! (opened by the shim, so as the daemon's user), inside the task's cgroups and as the task's
-//! user when the daemon asked for that (`child.rs`), waits for it with `wait4` to learn what its
-//! process tree used, and records how it ended in the exit file, so the end of a task is known
-//! even if the daemon was restarted meanwhile. Plain `std::process`, no tokio, one thread.
+//! (opened by the shim, never through a link, and handed to the task's user, mode 0600), inside
+//! the task's cgroups, as the task's user and in its working directory entered as that user
+//! (`child.rs`), with exactly the environment of its env file (`environment.rs`: the shim
+//! itself starts with the daemon's choice, so nothing of the job's reaches a root process),
+//! waits for it with `wait4` to learn what its process tree used, and records how it ended in
+//! the exit file, so the end of a task is known even if the daemon was restarted meanwhile.
+//! Plain `std::process`, no tokio, one thread.
 //!
 //! Owns the shim's run. It does not own its command line (`shim_args.rs`), nor signal anything:
 //! `terminate` signals the whole process group, which reaches the command directly while the
@@ -15,7 +18,7 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
 use std::process::{Command, ExitStatus, Stdio};
 
-use super::child::ChildSetup;
+use super::child::{ChildSetup, Ids};
 use super::record::ExitRecord;
 use super::shim_args::{self, ShimArgs};
 use super::{TaskExit, TaskUsage, record, signals};
@@ -51,7 +54,7 @@ pub fn run_shim(args: &[String]) -> i32 {
 /// Runs the command of `args` to its end and records the result; returns the shim's exit code.
 /// Does not touch signal dispositions (so tests can call it in-process).
 pub(crate) fn execute(args: &ShimArgs) -> i32 {
-    let record = match open_log(&args.log) {
+    let record = match open_log(&args.log, args.ids.as_ref()) {
         Ok(log) => run_command(args, &log),
         Err(e) => {
             let _ = writeln!(
@@ -79,9 +82,19 @@ fn run_command(args: &ShimArgs, log: &File) -> ExitRecord {
     let Some((program, rest)) = args.argv.split_first() else {
         return failed;
     };
-    let setup = match ChildSetup::new(&args.cgroup_procs, args.ids.as_ref()) {
-        Ok(setup) => setup,
-        Err(e) => {
+    let setup = ChildSetup::new(
+        &args.cgroup_procs,
+        args.ids.as_ref(),
+        args.workdir.as_deref(),
+    );
+    let env = args
+        .env_file
+        .as_deref()
+        .map(super::environment::read_file)
+        .transpose();
+    let (setup, env) = match (setup, env) {
+        (Ok(setup), Ok(env)) => (setup, env),
+        (Err(e), _) | (_, Err(e)) => {
             log_line(log, &format!("cannot prepare `{program}`: {e}"));
             return failed;
         }
@@ -89,16 +102,14 @@ fn run_command(args: &ShimArgs, log: &File) -> ExitRecord {
     let started = log_stdio(log).and_then(|(out, err)| {
         let mut cmd = Command::new(program);
         cmd.args(rest).stdin(Stdio::null()).stdout(out).stderr(err);
-        if let Some(dir) = &args.workdir {
-            cmd.current_dir(dir);
+        if let Some(env) = env {
+            cmd.env_clear()
+                .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         }
-        if !setup.is_empty() {
-            let setup = setup.clone();
-            // SAFETY: `apply` makes only async-signal-safe calls on data prepared before the
-            // fork (see child.rs).
-            unsafe {
-                cmd.pre_exec(move || setup.apply());
-            }
+        // SAFETY: `apply` makes only async-signal-safe calls on data prepared before the
+        // fork (see child.rs).
+        unsafe {
+            cmd.pre_exec(move || setup.apply());
         }
         cmd.spawn()
     });
@@ -121,12 +132,25 @@ fn run_command(args: &ShimArgs, log: &File) -> ExitRecord {
     }
 }
 
-/// Opens the log for appending, creating it and its parent directories.
-fn open_log(path: &Path) -> std::io::Result<File> {
+/// Opens the log for appending (never through a link), creating it and its parent
+/// directories; a task that runs as another user gets it as its own, readable by nobody else.
+fn open_log(path: &Path, ids: Option<&Ids>) -> std::io::Result<File> {
+    use std::os::unix::fs::{OpenOptionsExt, fchown};
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         fs::create_dir_all(parent)?;
     }
-    OpenOptions::new().create(true).append(true).open(path)
+    let log = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?;
+    if let Some(ids) = ids {
+        fchown(&log, Some(ids.uid), Some(ids.gid))?;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    log.set_permissions(fs::Permissions::from_mode(0o600))?;
+    Ok(log)
 }
 
 fn log_stdio(log: &File) -> std::io::Result<(Stdio, Stdio)> {
@@ -172,6 +196,7 @@ mod tests {
         ShimArgs {
             exit_file: dir.join("run/exit.json"),
             log: dir.join("logs/nested/task.log"),
+            env_file: None,
             workdir: None,
             cgroup_procs: vec![],
             ids: None,

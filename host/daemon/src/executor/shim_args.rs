@@ -1,7 +1,7 @@
 //! The shim's command line, built by the daemon for `launch` and parsed back by the shim:
 //!
 //! ```text
-//! task-shim --exit-file F --log L [--workdir D] [--cgroup-procs P]...
+//! task-shim --exit-file F --log L [--env-file E] [--workdir D] [--cgroup-procs P]...
 //!           [--uid U --gid G [--groups G1,G2,...]] -- argv...
 //! ```
 //!
@@ -17,6 +17,9 @@ use super::child::Ids;
 pub(crate) struct ShimArgs {
     pub exit_file: PathBuf,
     pub log: PathBuf,
+    /// The command's whole environment (`environment.rs`); the shim's own when `None`.
+    pub env_file: Option<PathBuf>,
+    /// Entered by the command after the switch to its user.
     pub workdir: Option<PathBuf>,
     /// `cgroup.procs` files the command joins before it execs.
     pub cgroup_procs: Vec<PathBuf>,
@@ -51,6 +54,9 @@ pub(crate) fn build(args: &ShimArgs) -> Vec<String> {
         "--log".to_owned(),
         path(&args.log),
     ];
+    if let Some(file) = &args.env_file {
+        out.extend(["--env-file".to_owned(), path(file)]);
+    }
     if let Some(dir) = &args.workdir {
         out.extend(["--workdir".to_owned(), path(dir)]);
     }
@@ -78,7 +84,7 @@ fn number(option: &'static str, value: &str) -> Result<u32, ShimArgError> {
 
 /// Parses the arguments that follow `task-shim`.
 pub(crate) fn parse(args: &[String]) -> Result<ShimArgs, ShimArgError> {
-    let (mut exit_file, mut log, mut workdir) = (None, None, None);
+    let (mut exit_file, mut log, mut workdir, mut env_file) = (None, None, None, None);
     let (mut uid, mut gid, mut groups) = (None, None, Vec::new());
     let mut cgroup_procs = Vec::new();
     let mut rest = args.iter();
@@ -90,6 +96,7 @@ pub(crate) fn parse(args: &[String]) -> Result<ShimArgs, ShimArgError> {
             arg.as_str(),
             "--exit-file"
                 | "--log"
+                | "--env-file"
                 | "--workdir"
                 | "--cgroup-procs"
                 | "--uid"
@@ -104,6 +111,7 @@ pub(crate) fn parse(args: &[String]) -> Result<ShimArgs, ShimArgError> {
         match arg.as_str() {
             "--exit-file" => exit_file = Some(PathBuf::from(value)),
             "--log" => log = Some(PathBuf::from(value)),
+            "--env-file" => env_file = Some(PathBuf::from(value)),
             "--workdir" => workdir = Some(PathBuf::from(value)),
             "--cgroup-procs" => cgroup_procs.push(PathBuf::from(value)),
             "--uid" => uid = Some(number("--uid", value)?),
@@ -130,6 +138,7 @@ pub(crate) fn parse(args: &[String]) -> Result<ShimArgs, ShimArgError> {
     Ok(ShimArgs {
         exit_file: exit_file.ok_or(ShimArgError::MissingOption("--exit-file"))?,
         log: log.ok_or(ShimArgError::MissingOption("--log"))?,
+        env_file,
         workdir,
         cgroup_procs,
         ids,
@@ -152,6 +161,8 @@ mod tests {
             "/e",
             "--log",
             "/l",
+            "--env-file",
+            "/env",
             "--workdir",
             "/w",
             "--cgroup-procs",
@@ -173,6 +184,7 @@ mod tests {
         assert_eq!(parsed.exit_file, PathBuf::from("/e"));
         assert_eq!(parsed.log, PathBuf::from("/l"));
         assert_eq!(parsed.workdir, Some(PathBuf::from("/w")));
+        assert_eq!(parsed.env_file, Some(PathBuf::from("/env")));
         assert_eq!(
             parsed.cgroup_procs,
             vec![PathBuf::from("/c1"), PathBuf::from("/c2")]
@@ -226,6 +238,7 @@ mod tests {
         let args = ShimArgs {
             exit_file: PathBuf::from("/e"),
             log: PathBuf::from("/l"),
+            env_file: Some(PathBuf::from("/env")),
             workdir: Some(PathBuf::from("/w")),
             cgroup_procs: vec![PathBuf::from("/sys/fs/cgroup/memory/g/cgroup.procs")],
             ids: Some(Ids {
@@ -239,6 +252,7 @@ mod tests {
         assert_eq!(built[0], SHIM_SUBCOMMAND);
         assert_eq!(parse(&built[1..]).unwrap(), args);
         let plain = ShimArgs {
+            env_file: None,
             workdir: None,
             cgroup_procs: vec![],
             ids: None,

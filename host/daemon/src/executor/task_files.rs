@@ -1,9 +1,11 @@
 //! What a task starts from on disk, the same on the controller's node and on agents: its
 //! command (the job's argv, or its script written into the task's directory: run directly
-//! when it starts with `#!`, else with `/bin/sh`), and its working directory (the job's own,
-//! else the task's directory, or `<dir>/work` owned by the user a task runs as, so that the
-//! directory the daemon writes logs and exit records into stays the daemon's and a task
-//! cannot plant links there).
+//! when it starts with `#!`, else with `/bin/sh`; the script belongs to the user the task runs
+//! as, mode 0600/0700, and is readable by nobody else), and its working directory (the job's
+//! own, else the task's directory, or `<dir>/work` owned by the user a task runs as, so that
+//! the directory the daemon writes logs and exit records into stays the daemon's and a task
+//! cannot plant links there). The task's directory and its parent are 0711 and the daemon's:
+//! the user reaches its files by name, nobody lists them.
 //!
 //! Owns: these two rules. Does not own where the directory is (the caller's) or launching.
 
@@ -11,18 +13,48 @@ use super::TaskIdentity;
 use std::io;
 use std::path::{Path, PathBuf};
 
-/// argv of a task: `argv`, or `script` written to `<dir>/script` (`dir` is created).
-pub fn command(dir: &Path, argv: &[String], script: Option<&str>) -> io::Result<Vec<String>> {
-    std::fs::create_dir_all(dir)?;
+/// argv of a task: `argv`, or `script` written to `<dir>/script` (`dir` is created), owned by
+/// the user the task runs as (`identity`; the daemon's when `None`).
+pub fn command(
+    dir: &Path,
+    argv: &[String],
+    script: Option<&str>,
+    identity: Option<&TaskIdentity>,
+) -> io::Result<Vec<String>> {
+    use std::io::Write;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    if let Some(parent) = dir.parent() {
+        crate::private_files::dir_with_mode(parent, crate::private_files::TRAVERSE_ONLY)?;
+    }
+    crate::private_files::dir_with_mode(dir, crate::private_files::TRAVERSE_ONLY)?;
     let Some(script) = script else {
         return Ok(argv.to_vec());
     };
     let path = dir.join("script");
-    std::fs::write(&path, script)?;
+    let mode = if script.starts_with("#!") {
+        0o700
+    } else {
+        0o600
+    };
+    // A fresh file every time, never through a link.
+    match std::fs::remove_file(&path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&path)?;
+    file.write_all(script.as_bytes())?;
+    if let Some(who) = identity {
+        std::os::unix::fs::fchown(&file, Some(who.uid), Some(who.gid))?;
+    }
+    file.set_permissions(std::fs::Permissions::from_mode(mode))?;
+    drop(file);
     let path = path.to_string_lossy().into_owned();
     Ok(if script.starts_with("#!") {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
         vec![path]
     } else {
         vec!["/bin/sh".into(), path]

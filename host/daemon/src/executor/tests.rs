@@ -218,7 +218,9 @@ fn launch_outside_a_runtime_is_an_error() {
 }
 
 /// Through a stand-in shim script: the command line protocol, the new process group, the
-/// environment, the removal of a stale record, and the fallback to the shim's own exit status.
+/// environment (the job's variables reach the command through the env file, never the shim's
+/// own environment, which runs as root), the removal of a stale record, and the fallback to
+/// the shim's own exit status.
 #[tokio::test]
 async fn launch_protocol_with_stand_in_shim() {
     let dir = tempfile::tempdir().unwrap();
@@ -226,7 +228,7 @@ async fn launch_protocol_with_stand_in_shim() {
     write_script(
         &shim,
         "#!/bin/sh\nd=$(dirname \"$0\")\nprintf '%s\\n' \"$@\" > \"$d/args.txt\"\n\
-         echo \"$$ $(cut -d' ' -f5 /proc/$$/stat) $GANTRY_T\" > \"$d/proc.txt\"\nexit 42\n",
+         echo \"$$ $(cut -d' ' -f5 /proc/$$/stat) ${GANTRY_T:-unset}\" > \"$d/proc.txt\"\nexit 42\n",
     );
     let (exec, mut rx) = executor(shim);
     let mut l = spec(dir.path(), &["prog", "a b", "--", "c"]);
@@ -240,11 +242,22 @@ async fn launch_protocol_with_stand_in_shim() {
 
     let d = dir.path().display().to_string();
     let (e, lg) = (l.exit_path.display(), l.log_path.display());
-    let expected =
-        format!("task-shim\n--exit-file\n{e}\n--log\n{lg}\n--workdir\n{d}\n--\nprog\na b\n--\nc\n");
+    let env_file = l.exit_path.with_extension("env");
+    let v = env_file.display();
+    let expected = format!(
+        "task-shim\n--exit-file\n{e}\n--log\n{lg}\n--env-file\n{v}\n--workdir\n{d}\n--\nprog\na b\n--\nc\n"
+    );
     assert_eq!(read(&dir.path().join("args.txt")), expected);
     let p = task.pid;
-    assert_eq!(read(&dir.path().join("proc.txt")), format!("{p} {p} v\n"));
+    assert_eq!(
+        read(&dir.path().join("proc.txt")),
+        format!("{p} {p} unset\n")
+    );
+    let env = fs::read(&env_file).unwrap();
+    assert!(
+        env.split(|b| *b == 0).any(|entry| entry == b"GANTRY_T=v"),
+        "the job's variable is in the command's env file"
+    );
     assert!(l.log_path.parent().unwrap().is_dir(), "log dir created");
 }
 

@@ -246,6 +246,7 @@ async fn adopt_and_sweep_clean_up_after_a_restart() {
     let args = ShimArgs {
         exit_file: l.exit_path.clone(),
         log: l.log_path.clone(),
+        env_file: None,
         workdir: None,
         cgroup_procs: cg.procs_files(),
         ids: None,
@@ -272,7 +273,7 @@ async fn adopt_and_sweep_clean_up_after_a_restart() {
     // A stray cgroup of a task that ended while the daemon was down, with a process in it.
     let stray_name = cgroup::task_name(&parent.name, 9, 0);
     let stray = TaskCgroup::create(v, &stray_name, &limits).unwrap();
-    let join = child::ChildSetup::new(&stray.procs_files(), None).unwrap();
+    let join = child::ChildSetup::new(&stray.procs_files(), None, None).unwrap();
     let mut sleeper = std::process::Command::new("sleep");
     sleeper.arg("1000");
     // SAFETY: `apply` makes only async-signal-safe calls.
@@ -343,7 +344,7 @@ fn bpf_device_program_fences_devices_on_cgroup_v2() {
         "for f in '{d}/nvidia0' '{d}/nvidia1' '{d}/nvidia2' /dev/full /dev/zero; do \
          if (exec 3<\"$f\") 2>/dev/null; then echo \"$f ok\"; else (exec 3<\"$f\") 2>&1 | sed 's/.*: //'; fi; done"
     );
-    let join = child::ChildSetup::new(&[cg.join("cgroup.procs")], None).unwrap();
+    let join = child::ChildSetup::new(&[cg.join("cgroup.procs")], None, None).unwrap();
     let mut cmd = std::process::Command::new("sh");
     cmd.args(["-c", &script]);
     // SAFETY: `apply` makes only async-signal-safe calls.

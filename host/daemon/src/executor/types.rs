@@ -19,7 +19,8 @@ pub struct TaskLaunch {
     pub task_index: u32,
     /// The command; `argv[0]` is resolved via `PATH` (the task's `PATH` if `env` sets one).
     pub argv: Vec<String>,
-    /// Variables added on top of the daemon's environment (`CUDA_VISIBLE_DEVICES` etc.).
+    /// The scheduler's variables (`CUDA_VISIBLE_DEVICES` etc.) and the job's `env`, on top of the
+    /// base the executor chooses (`environment.rs`); nothing else of the daemon's environment.
     pub env: Vec<(String, String)>,
     /// The command's working directory; the daemon's if `None`.
     pub workdir: Option<PathBuf>,

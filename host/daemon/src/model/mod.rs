@@ -4,7 +4,10 @@
 //!
 //! Owns: field limits and defaults. Does not own scheduling (the engine) or storage.
 
+mod exec_size;
 mod record;
+
+pub use exec_size::{MAX_ARG_LEN, MAX_ARG_STRLEN, MAX_EXEC_BYTES};
 
 pub use record::{
     ArrayMember, GpuShareView, JobRecord, JobState, ReasonView, StopCause, TaskRecord,
@@ -21,12 +24,14 @@ pub const MAX_TIME_LIMIT_S: u64 = 365 * 24 * 3600;
 pub const MAX_TASKS: u32 = 1024;
 /// Longest accepted string field.
 pub const MAX_STRING: usize = 256;
-/// Longest accepted script or argv element.
+/// Longest accepted script (argv elements and env entries: [`MAX_ARG_LEN`], [`MAX_ARG_STRLEN`]).
 pub const MAX_SCRIPT: usize = 256 * 1024;
 /// Most argv elements.
 pub const MAX_ARGS: usize = 4096;
 /// Longest accepted working directory.
 pub const MAX_PATH: usize = 4096;
+/// Highest `max_requeues` of a job (the daemon's `execution.max_requeues` has the same cap).
+pub const MAX_REQUEUES: u32 = 1000;
 
 /// Per-task resources of one task group, as submitted.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -99,6 +104,11 @@ pub struct JobSpec {
     /// Who submits.
     #[serde(default)]
     pub user: String,
+    /// Set by the daemon, never taken from a request: the submitter's identity was not
+    /// established (no API token configured, a TCP request rather than the Unix socket), so
+    /// `user` is only a label: the job's tasks run as `execution.fallback_user`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub anonymous: bool,
     /// Account charged.
     #[serde(default)]
     pub account: String,
@@ -191,14 +201,6 @@ impl JobSpec {
         if self.argv.len() > MAX_ARGS {
             return Err(bad("argv", format!("more than {MAX_ARGS} arguments")));
         }
-        for (i, a) in self.argv.iter().enumerate() {
-            if a.len() > MAX_SCRIPT || a.contains('\0') {
-                return Err(bad(
-                    format!("argv[{i}]"),
-                    format!("longer than {MAX_SCRIPT} bytes, or a NUL byte"),
-                ));
-            }
-        }
         if let Some(dir) = &self.workdir
             && (dir.is_empty() || dir.len() > MAX_PATH || dir.chars().any(char::is_control))
         {
@@ -227,19 +229,20 @@ impl JobSpec {
         if self.env.len() > 256 {
             return Err(bad("env", "more than 256 variables"));
         }
-        for (k, v) in &self.env {
+        for k in self.env.keys() {
             if k.is_empty() || k.len() > MAX_STRING || k.contains('=') || k.contains('\0') {
                 return Err(bad(
                     format!("env.{}", short(k)),
                     format!("a variable name must be 1..={MAX_STRING} bytes without `=` or NUL"),
                 ));
             }
-            if v.contains('\0') || v.len() > MAX_SCRIPT {
-                return Err(bad(
-                    format!("env.{k}"),
-                    format!("a value must be at most {MAX_SCRIPT} bytes without NUL"),
-                ));
-            }
+        }
+        exec_size::check(&self.argv, &self.env)?;
+        if let Some(n) = self.max_requeues.filter(|n| *n > MAX_REQUEUES) {
+            return Err(bad(
+                "max_requeues",
+                format!("must be at most {MAX_REQUEUES}; asked {n}"),
+            ));
         }
         if self.labels.len() > 64 {
             return Err(bad("labels", "more than 64 labels"));

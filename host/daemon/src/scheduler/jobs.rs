@@ -19,6 +19,15 @@ pub enum SubmitError {
     /// A field is invalid.
     #[error("{}: {}", .0.field, .0.message)]
     Field(FieldError),
+    /// The caller may not ask for this (a user's tier above its queue's limit).
+    #[error("{}: {}", .0.field, .0.message)]
+    Forbidden(FieldError),
+    /// The submission, with its array expanded, is over `limits.max_submission_bytes`.
+    #[error("{}: {}", .0.field, .0.message)]
+    TooLarge(FieldError),
+    /// The user has too many pending jobs (`limits.max_pending_per_user`).
+    #[error("{}: {}", .0.field, .0.message)]
+    TooMany(FieldError),
     /// No node could ever hold the job.
     #[error("no node could ever hold this job: {0}")]
     Unsatisfiable(String),
@@ -104,8 +113,14 @@ const REMOTE_LOG_LIMIT: u64 = 4 << 20;
 impl Scheduler {
     /// Validates, checks and durably stores a new job (or every member of an array); returns
     /// it (the first member) once acknowledged, with the ids of all members of an array.
-    pub fn submit(&self, mut spec: JobSpec) -> Result<Submitted, SubmitError> {
+    /// `submitter` says whether the caller may set any tier (`submit_limits`).
+    pub fn submit(
+        &self,
+        mut spec: JobSpec,
+        submitter: crate::auth_submit::Submitter,
+    ) -> Result<Submitted, SubmitError> {
         spec.validate().map_err(SubmitError::Field)?;
+        self.check_submit_limits(&spec, submitter)?;
         self.check_dependencies(&spec)?;
         let probe = JobRecord::new(0, spec.clone(), now_ms());
         let (ctx, nodes, job) = {

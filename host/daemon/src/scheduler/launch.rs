@@ -36,12 +36,21 @@ impl Scheduler {
 
     /// Starts tasks `indices` of `job` with the local executor.
     fn launch_local(&self, job: &mut JobRecord, indices: &[usize]) {
-        let identity = match self.inner.executor.identity(&job.spec.user) {
+        let identity = match self
+            .inner
+            .executor
+            .identity(&job.spec.user, job.spec.anonymous)
+        {
             Ok(identity) => identity,
             Err(e) => return self.launch_failed(job, e.to_string()),
         };
         let dir = self.job_dir(job.id);
-        let argv = match task_files::command(&dir, &job.spec.argv, job.spec.script.as_deref()) {
+        let argv = match task_files::command(
+            &dir,
+            &job.spec.argv,
+            job.spec.script.as_deref(),
+            identity.as_ref(),
+        ) {
             Ok(a) => a,
             Err(e) => return self.launch_failed(job, format!("cannot write the job script: {e}")),
         };

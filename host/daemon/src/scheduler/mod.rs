@@ -26,6 +26,7 @@ pub mod service;
 pub mod shadow;
 pub mod signal_ops;
 pub mod snapshot;
+mod submit_limits;
 mod task_env;
 
 use crate::config::Config;
@@ -186,7 +187,8 @@ impl Scheduler {
         config: Config,
         shim_exe: std::path::PathBuf,
     ) -> anyhow::Result<(Self, mpsc::UnboundedReceiver<TaskEvent>)> {
-        std::fs::create_dir_all(&config.data_dir)?;
+        crate::private_files::restrict_umask();
+        crate::private_files::dir_with_mode(&config.data_dir, crate::private_files::TRAVERSE_ONLY)?;
         let store = Store::open(&config.data_dir)?;
         let node = crate::inventory::discover(&config.node);
         let cluster_token = config.cluster.effective_token();

@@ -234,6 +234,7 @@ impl Scheduler {
                     hb.agent_url
                 );
                 tracing::info!("{message}");
+                crate::cluster::config::warn_plain_link("the agent of node", &hb.agent_url);
                 let _ = self.inner.store.event(now, None, "node", message);
                 (true, None)
             }

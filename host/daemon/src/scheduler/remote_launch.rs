@@ -82,6 +82,7 @@ impl Scheduler {
                 cpu_milli: t.cpu_milli,
                 memory_mib: t.memory_mib,
                 user: job.spec.user.clone(),
+                anonymous: job.spec.anonymous,
             };
             lock(&self.inner.launching).insert(request.key);
             requests.push((agent, request));

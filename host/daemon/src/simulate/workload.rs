@@ -252,6 +252,7 @@ fn to_sim_job(path: &Path, line: usize, j: JobLine) -> Result<SimJob, InputError
         tasks: j.tasks,
         time_limit_s: j.time_limit_s,
         user: j.user,
+        anonymous: false,
         account: j.account,
         queue: j.queue,
         tier: j.tier,

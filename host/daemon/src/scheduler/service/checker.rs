@@ -84,6 +84,8 @@ impl Scheduler {
                 port: job.service_port,
                 workdir,
                 env,
+                user: (job.spec.user.clone(), job.spec.anonymous),
+                task: (job.id, 0),
             },
         })
     }

@@ -1,7 +1,9 @@
-//! One health-check probe of a service: an HTTP GET of `http://<node>:<port><path>` (a 2xx
-//! answer is healthy) or a command run in the job's working directory (exit 0 is healthy) —
-//! by the agent of the service's node when it runs on one — each bounded by the check's
-//! interval.
+//! One health-check probe of a service: an HTTP GET of `http://<node>:<port><path>` — the
+//! service's own port on its own node, nothing else (a 2xx answer is healthy) — or a command
+//! run exactly as the service's tasks run (its user, its rank-0 task's cgroup, the job's
+//! environment only, its working directory entered as that user: `Executor::check_command`;
+//! exit 0 is healthy) — by the agent of the service's node when it runs on one — each bounded
+//! by the check's interval.
 //!
 //! Owns: running one probe and saying why it failed. Does not own when probes run or what
 //! failures lead to (`service`).
@@ -12,7 +14,7 @@ use crate::executor::Executor;
 use crate::job_options::HealthCheck;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
-use std::process::{ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -32,8 +34,13 @@ pub(crate) struct ProbeTarget {
     pub port: Option<u16>,
     /// Working directory of a check command (the job's).
     pub workdir: PathBuf,
-    /// Variables given to a check command on top of the daemon's.
+    /// Variables given to a check command on top of the base a task gets.
     pub env: Vec<(String, String)>,
+    /// The job's user, and whether it was submitted without an identity (the check command
+    /// runs as the job's tasks do: `Executor::identity`).
+    pub user: (String, bool),
+    /// The checked task (job id, rank 0): the check command joins its cgroup.
+    pub task: (u64, u32),
 }
 
 /// Why a probe found the service unhealthy.
@@ -123,14 +130,14 @@ pub(crate) async fn probe(
         None => match &target.agent {
             Some((agent, key)) => remote_command(agent, *key, &check.command, target, limit).await,
             None => {
-                run_command(
-                    &check.command,
-                    &target.env,
-                    &target.workdir,
-                    limit,
-                    executor,
-                )
-                .await
+                let run = CommandRun {
+                    argv: &check.command,
+                    user: (&target.user.0, target.user.1),
+                    task: target.task,
+                    env: &target.env,
+                    workdir: &target.workdir,
+                };
+                run_command(&run, limit, executor).await
             }
         }
         .map_err(|e| match e {
@@ -204,6 +211,8 @@ async fn remote_command(
         key,
         command: argv.to_vec(),
         env: target.env.clone(),
+        user: target.user.0.clone(),
+        anonymous: target.user.1,
         workdir: Some(target.workdir.to_string_lossy().into_owned()).filter(|w| !w.is_empty()),
         timeout_ms: limit.as_millis() as u64,
     };
@@ -218,32 +227,40 @@ async fn remote_command(
     }
 }
 
-/// Runs `argv` with `env` in `workdir`, in its own process group; healthy on exit 0. Killed
-/// (the whole group) after `limit`. Also what an agent runs for a check of a service on its
-/// node.
+/// One check command: what runs, as whom, for which task, with what.
+pub(crate) struct CommandRun<'a> {
+    /// The command.
+    pub argv: &'a [String],
+    /// The job's user and whether it is anonymous (`Executor::identity`).
+    pub user: (&'a str, bool),
+    /// (job id, task index) of the checked task.
+    pub task: (u64, u32),
+    /// The job's variables.
+    pub env: &'a [(String, String)],
+    /// The working directory (entered as the user).
+    pub workdir: &'a std::path::Path,
+}
+
+/// Runs a check command as the service's task runs (`Executor::check_command`), in its own
+/// process group; healthy on exit 0. Killed (the whole group) after `limit`. Also what an
+/// agent runs for a check of a service on its node.
 pub(crate) async fn run_command(
-    argv: &[String],
-    env: &[(String, String)],
-    workdir: &std::path::Path,
+    run: &CommandRun<'_>,
     limit: Duration,
     executor: &Executor,
 ) -> Result<(), ProbeError> {
-    let (program, args) = argv.split_first().ok_or(ProbeError::EmptyCommand)?;
+    let program = run.argv.first().ok_or(ProbeError::EmptyCommand)?;
     let spawn_error = |source| ProbeError::Spawn {
         program: program.clone(),
         source,
     };
-    let child = tokio::process::Command::new(program)
-        .args(args)
-        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .current_dir(workdir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(spawn_error)?;
+    let mut cmd = executor
+        .check_command(run.argv, run.user, run.task, run.env, run.workdir)
+        .map_err(|e| match e {
+            crate::executor::CheckError::Empty => ProbeError::EmptyCommand,
+            e => spawn_error(std::io::Error::other(e.to_string())),
+        })?;
+    let child = cmd.spawn().map_err(spawn_error)?;
     let pid = child.id();
     match tokio::time::timeout(limit, child.wait_with_output()).await {
         Ok(Ok(out)) if out.status.success() => Ok(()),
@@ -326,34 +343,36 @@ mod tests {
             port: None,
             workdir: std::env::temp_dir(),
             env: vec![("WHY".into(), "broken".into())],
+            user: ("nobody".into(), false),
+            task: (1, 0),
         };
         let argv = |s: &str| vec!["/bin/sh".to_string(), "-c".into(), s.into()];
+        let ok = argv("exit 0");
+        let failing = argv("echo $WHY >&2; exit 3");
+        let run = |argv: &[String]| CommandRun {
+            argv: argv.to_vec().leak(),
+            user: ("nobody", false),
+            task: target.task,
+            env: target.env.clone().leak(),
+            workdir: std::env::temp_dir().leak(),
+        };
         let limit = Duration::from_secs(5);
-        run_command(
-            &argv("exit 0"),
-            &target.env,
-            &target.workdir,
-            limit,
-            &executor,
-        )
-        .await
-        .unwrap();
-        let e = run_command(
-            &argv("echo $WHY >&2; exit 3"),
-            &target.env,
-            &target.workdir,
-            limit,
-            &executor,
-        )
-        .await
-        .unwrap_err();
+        run_command(&run(&ok), limit, &executor).await.unwrap();
+        let e = run_command(&run(&failing), limit, &executor)
+            .await
+            .unwrap_err();
         assert_eq!(e.to_string(), "/bin/sh exited with code 3: broken");
         let t0 = std::time::Instant::now();
         let short = Duration::from_millis(300);
+        let slow = argv("sleep 30");
         let e = run_command(
-            &argv("sleep 30"),
-            &target.env,
-            &target.workdir,
+            &CommandRun {
+                argv: &slow,
+                user: (&target.user.0, target.user.1),
+                task: target.task,
+                env: &target.env,
+                workdir: &target.workdir,
+            },
             short,
             &executor,
         )

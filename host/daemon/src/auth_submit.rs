@@ -1,0 +1,58 @@
+//! What a caller may ask for in a submission beyond what every user may: today, a `tier`
+//! above its queue's `limits.max_user_tier`.
+//!
+//! The rule: operators and admins (a token of that role) are trusted with any tier;
+//! everyone else is a user for this purpose. A caller without a token (`Caller::Open`, a
+//! daemon with no `[[auth.tokens]]`) has no trusted identity, only what its request says,
+//! so it is a user too: otherwise a user could raise its own priority by going around its
+//! token. Any other kind of caller is a user unless it is added here (fail closed).
+//!
+//! Owns: [`Submitter`] and [`Caller::submitter`]. Does not own the limits
+//! (`config_limits`) or enforcing them (`scheduler::submit_limits`).
+
+use crate::auth::{Caller, Role};
+
+/// How far a submitter is trusted with a job's priority.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Submitter {
+    /// Bound by its queue's `limits.max_user_tier`.
+    User,
+    /// An operator or admin: any tier.
+    Privileged,
+}
+
+impl Caller {
+    /// How far this caller is trusted with the priority of the jobs it submits.
+    pub fn submitter(&self) -> Submitter {
+        match self {
+            Caller::Token(id) if id.role >= Role::Operator => Submitter::Privileged,
+            _ => Submitter::User,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::auth::{AuthConfig, Tokens, token_sha256};
+
+    /// The caller presenting a token of `role` (built from TOML, as the daemon reads it).
+    fn token(role: &str) -> Caller {
+        let config: AuthConfig = toml::from_str(&format!(
+            "[[tokens]]\nname = \"t\"\nuser = \"u\"\naccounts = [\"a\"]\nrole = \"{role}\"\n\
+             sha256 = \"{}\"\n",
+            token_sha256("secret")
+        ))
+        .unwrap();
+        Caller::Token(Tokens::new(&config).unwrap().lookup("secret").unwrap())
+    }
+
+    #[test]
+    fn only_operators_and_admins_are_privileged_and_no_token_is_a_user() {
+        assert_eq!(Caller::Open.submitter(), Submitter::User);
+        assert_eq!(token("user").submitter(), Submitter::User);
+        assert_eq!(token("operator").submitter(), Submitter::Privileged);
+        assert_eq!(token("admin").submitter(), Submitter::Privileged);
+    }
+}

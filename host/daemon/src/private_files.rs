@@ -1,0 +1,55 @@
+//! Who may read what the daemon keeps on disk. The daemon (and an agent) runs with umask 077,
+//! so everything it creates is its own unless said otherwise here: the data directory is 0711
+//! (nobody else may list it; a job's user reaches the files of its own job by name), the
+//! database directory 0700, a job's (or agent run's) directory 0711 and owned by the daemon, so
+//! no task can plant a link in it. The files a job's user needs (its log, its script, `work/`)
+//! are handed to that user, mode 0600/0700, by the executor (`executor::task_files`, the shim);
+//! exit records and env files stay the daemon's, 0600.
+//!
+//! Owns: the umask and these directory modes. Does not own the files tasks get (`executor`).
+
+use std::io;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+/// Mode of the data directory and of each job's directory: traverse only, for others.
+pub const TRAVERSE_ONLY: u32 = 0o711;
+
+/// Mode of directories only the daemon may enter (the database).
+pub const DAEMON_ONLY: u32 = 0o700;
+
+/// Sets the process umask to 077 (the daemon's files are its own unless made otherwise).
+pub fn restrict_umask() {
+    // SAFETY: umask has no preconditions and cannot fail.
+    unsafe {
+        libc::umask(0o077);
+    }
+}
+
+/// Creates `dir` (and its parents) when missing and sets its mode to `mode`.
+pub fn dir_with_mode(dir: &Path, mode: u32) -> io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn directories_get_their_mode_even_when_they_exist() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("data");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        dir_with_mode(&dir, TRAVERSE_ONLY).unwrap();
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o711);
+        dir_with_mode(&dir.join("db"), DAEMON_ONLY).unwrap();
+        let mode = std::fs::metadata(dir.join("db"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o700);
+    }
+}

@@ -1,0 +1,146 @@
+//! The submission checks that depend on who submits and on what the daemon already holds,
+//! run before anything is copied, snapshotted or stored:
+//!
+//! - a user's `tier` at most its queue's `limits.max_user_tier` (403 naming `tier`);
+//!   operators and admins may set any tier, and an admission plugin's patch may too;
+//! - the spec as JSON times its array members at most `limits.max_submission_bytes` (413
+//!   naming `array`, or `body` for a single job);
+//! - the user's pending jobs plus the new ones at most `limits.max_pending_per_user` (429
+//!   naming `user`). Counted when the request is checked: submissions of one user in
+//!   flight at the same moment may pass it by at most their number.
+//!
+//! Owns: these checks and their messages. Does not own the settings (`config_limits`),
+//! who is privileged (`auth_submit`), field ranges (`model`) or HTTP statuses (`api`).
+
+use super::jobs::SubmitError;
+use super::{Scheduler, lock};
+use crate::auth_submit::Submitter;
+use crate::model::{FieldError, JobSpec, JobState};
+
+fn field(field: &str, message: String) -> FieldError {
+    FieldError {
+        field: field.into(),
+        message,
+    }
+}
+
+/// Counts the bytes written to it.
+#[derive(Default)]
+struct Counter(u64);
+
+impl std::io::Write for Counter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len() as u64;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The bytes of `spec` as JSON times its members: what a submission stores and holds.
+pub fn submission_bytes(spec: &JobSpec) -> u64 {
+    let mut counter = Counter::default();
+    // Serializing a JobSpec to a writer that never fails cannot fail; count 0 if it did.
+    let _ = serde_json::to_writer(&mut counter, spec);
+    let members = spec.array.as_ref().map_or(1, |a| a.indices.len()) as u64;
+    counter.0.saturating_mul(members)
+}
+
+impl Scheduler {
+    /// Every check of this module, in the order a caller should hear about them.
+    pub(super) fn check_submit_limits(
+        &self,
+        spec: &JobSpec,
+        submitter: Submitter,
+    ) -> Result<(), SubmitError> {
+        self.check_tier(spec, submitter)?;
+        self.check_size(spec)?;
+        self.check_pending(spec)
+    }
+
+    fn check_tier(&self, spec: &JobSpec, submitter: Submitter) -> Result<(), SubmitError> {
+        if submitter == Submitter::Privileged {
+            return Ok(());
+        }
+        let max = self.inner.config.limits.user_tier_limit(&spec.queue);
+        if spec.tier <= max {
+            return Ok(());
+        }
+        Err(SubmitError::Forbidden(field(
+            "tier",
+            format!(
+                "tier {} is above {max}, the highest a user may ask for in queue {} \
+                 (limits.max_user_tier); only an operator or admin token may set a higher \
+                 tier (a request without a token counts as a user)",
+                spec.tier, spec.queue
+            ),
+        )))
+    }
+
+    fn check_size(&self, spec: &JobSpec) -> Result<(), SubmitError> {
+        let max = self.inner.config.limits.max_submission_bytes;
+        let bytes = submission_bytes(spec);
+        if bytes <= max {
+            return Ok(());
+        }
+        let err = match &spec.array {
+            Some(a) => field(
+                "array",
+                format!(
+                    "an array copies its spec into every member: {} members of a {}-byte \
+                     spec are {bytes} bytes, over limits.max_submission_bytes ({max}); \
+                     submit fewer members or a smaller spec (put large data in a file)",
+                    a.indices.len(),
+                    bytes / a.indices.len().max(1) as u64
+                ),
+            ),
+            None => field(
+                "body",
+                format!("the job spec is {bytes} bytes, over limits.max_submission_bytes ({max})"),
+            ),
+        };
+        Err(SubmitError::TooLarge(err))
+    }
+
+    fn check_pending(&self, spec: &JobSpec) -> Result<(), SubmitError> {
+        let max = u64::from(self.inner.config.limits.max_pending_per_user);
+        let new = spec.array.as_ref().map_or(1, |a| a.indices.len()) as u64;
+        let pending = {
+            let st = lock(&self.inner.state);
+            st.jobs
+                .values()
+                .filter(|j| j.state == JobState::Pending && j.spec.user == spec.user)
+                .count() as u64
+        };
+        if pending + new <= max {
+            return Ok(());
+        }
+        Err(SubmitError::TooMany(field(
+            "user",
+            format!(
+                "user {} has {pending} pending jobs and this submission adds {new}; \
+                 limits.max_pending_per_user is {max}: wait for some to start, or cancel some",
+                spec.user
+            ),
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::job_options::ArraySpec;
+
+    #[test]
+    fn an_array_counts_its_spec_once_per_member() {
+        let mut spec: JobSpec = serde_json::from_str(r#"{"argv": ["true"]}"#).unwrap();
+        let one = submission_bytes(&spec);
+        assert_eq!(one, serde_json::to_vec(&spec).unwrap().len() as u64);
+        spec.array = Some(ArraySpec::parse("0-1999").unwrap());
+        let each = serde_json::to_vec(&spec).unwrap().len() as u64;
+        assert_eq!(submission_bytes(&spec), each * 2000);
+    }
+}
