@@ -8,9 +8,14 @@
 //!   sound allocations, and the fault (with `fell_back`) is visible in `/v1/faults`.
 //!
 //! Throughout: the daemon stays healthy, no GPU is booked twice and no gang runs partially.
+//!
+//! A plugin that sleeps (`std::thread::sleep` of an hour) must not hold the scheduler: its
+//! sleep ends at once (plugin time is frozen), so the swap passes its dry run even with jobs
+//! pending and every job still runs; one that sleeps until its clock moves hits its deadline.
 
 use gantry_e2e::{Daemon, WAIT, gpu_set};
 use serde_json::{Value, json};
+use std::time::Instant;
 
 /// One hostile component and what the host should make of it.
 struct Fixture {
@@ -199,5 +204,76 @@ fn half_a_gang_is_rejected() {
         stage: "placement",
         fault: "invalid-output",
         plugin_ref: json!({"plugin": "hostile-half-gang"}),
+    });
+}
+
+#[test]
+fn an_hour_long_sleep_does_not_hold_the_scheduler() {
+    let f = Fixture {
+        name: "hostile-sleep",
+        bytes: gantry_components::HOSTILE_SLEEP,
+        stage: "priority",
+        fault: "none expected",
+        plugin_ref: json!({"plugin": "hostile-sleep"}),
+    };
+    let d = Daemon::start(4);
+    let (status, info) = d.post_bytes("/v1/plugins", f.bytes);
+    assert_eq!(status, 201, "{info}");
+    assert_eq!(info["name"], f.name, "{info}");
+
+    // Jobs pending, so the dry run calls `score`, which sleeps for an hour: the sleep
+    // must end at once and the swap be answered (the harness's requests give up at 60 s).
+    let blocker = d.submit(&d.blocking_job("blocker", 1, 2));
+    d.wait_state(blocker, "running");
+    let waiting = d.submit(&d.blocking_job("waiting-gang", 2, 2));
+    d.wait_for("the gang to wait for GPUs", WAIT, || {
+        (d.job(waiting)["reason"]["code"] == "insufficient-gpus").then_some(())
+    });
+    let started = Instant::now();
+    let (status, body) = d.put("/v1/policy", &pipeline(&f));
+    assert_eq!(
+        status, 200,
+        "the sleep ends at once, so the dry run passes: {body}"
+    );
+    assert!(
+        started.elapsed() < WAIT,
+        "the swap took {:?}",
+        started.elapsed()
+    );
+    let (_, policy) = d.get("/v1/policy");
+    assert_eq!(
+        policy["active"]["spec"]["priority"][0]["plugin"], f.name,
+        "{policy}"
+    );
+    healthy(&d);
+
+    // The live sleeping plugin orders every cycle; jobs keep being submitted and run.
+    d.release(blocker);
+    d.wait_state(waiting, "running");
+    d.check_allocations();
+    d.release(waiting);
+    d.wait_state(waiting, "succeeded");
+    run_mixed_jobs(&d);
+    let (_, faults) = d.get("/v1/faults");
+    let mine: Vec<&Value> = faults
+        .as_array()
+        .map(|all| {
+            all.iter()
+                .filter(|x| x["plugin"]["name"] == f.name)
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(mine.is_empty(), "a sleep is not a fault: {mine:?}");
+    healthy(&d);
+}
+
+#[test]
+fn sleeping_until_the_clock_moves_hits_the_deadline() {
+    exercise(&Fixture {
+        name: "hostile-sleep",
+        bytes: gantry_components::HOSTILE_SLEEP,
+        stage: "priority",
+        fault: "deadline-exceeded",
+        plugin_ref: json!({"plugin": "hostile-sleep", "config": {"until_clock_moves": true}}),
     });
 }
