@@ -86,6 +86,16 @@ impl Scheduler {
                 env,
                 user: (job.spec.user.clone(), job.spec.anonymous),
                 task: (job.id, 0),
+                port_owner: match remote {
+                    true => None,
+                    false => self
+                        .inner
+                        .executor
+                        .identity(&job.spec.user, job.spec.anonymous)
+                        .ok()
+                        .flatten()
+                        .map(|who| who.uid),
+                },
             },
         })
     }

@@ -41,6 +41,9 @@ pub(crate) struct ProbeTarget {
     pub user: (String, bool),
     /// The checked task (job id, rank 0): the check command joins its cgroup.
     pub task: (u64, u32),
+    /// On the daemon's own node, when tasks run as their users: the uid the service's port
+    /// must be held by (an HTTP check goes nowhere else).
+    pub port_owner: Option<u32>,
 }
 
 /// Why a probe found the service unhealthy.
@@ -62,6 +65,16 @@ pub(crate) enum ProbeError {
         /// What failed.
         #[source]
         source: std::io::Error,
+    },
+    /// Nothing of the service's user listens on the port (so the probe is not sent).
+    #[error(
+        "port {port} is not held by the service's user (listening uids: {holders:?}); not probed"
+    )]
+    NotTheServicesPort {
+        /// The service's port.
+        port: u16,
+        /// uids of the sockets listening there.
+        holders: Vec<u32>,
     },
     /// The answer has no HTTP status line.
     #[error("GET {path} on port {port}: not an HTTP answer ({line:?})")]
@@ -123,6 +136,12 @@ pub(crate) async fn probe(
     match &check.http_path {
         Some(path) => {
             let port = target.port.ok_or(ProbeError::NoPort)?;
+            if let Some(uid) = target.port_owner {
+                let holders = super::port_owner::listeners(port);
+                if !holders.contains(&uid) {
+                    return Err(ProbeError::NotTheServicesPort { port, holders });
+                }
+            }
             tokio::time::timeout(limit, http_get(&target.host, port, path))
                 .await
                 .map_err(|_| ProbeError::Timeout(check.interval_s))?
@@ -345,6 +364,7 @@ mod tests {
             env: vec![("WHY".into(), "broken".into())],
             user: ("nobody".into(), false),
             task: (1, 0),
+            port_owner: None,
         };
         let argv = |s: &str| vec!["/bin/sh".to_string(), "-c".into(), s.into()];
         let ok = argv("exit 0");
