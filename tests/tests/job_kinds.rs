@@ -294,7 +294,8 @@ fn the_warning_signal_comes_before_the_time_limit() {
 
 #[test]
 fn a_preempted_job_gets_its_signal_checkpoints_and_resumes_after_requeue() {
-    let d = Daemon::start(2);
+    // Without a token a request is a user: let users ask for the tier this test needs.
+    let d = Daemon::start_with_config(2, "[limits]\nmax_user_tier = { \"*\" = 10 }\n");
     let pipeline = json!({
         "priority": [{"plugin": "fifo"}],
         "placement": {"plugin": "first-fit"},
@@ -353,7 +354,8 @@ fn a_launch_that_fails_is_requeued_up_to_its_limit_then_fails_with_the_reason() 
 
 #[test]
 fn an_evicted_job_past_its_requeue_limit_ends_preempted() {
-    let d = Daemon::start(1);
+    // Without a token a request is a user: let users ask for the tier this test needs.
+    let d = Daemon::start_with_config(1, "[limits]\nmax_user_tier = { \"*\" = 5 }\n");
     let pipeline = json!({
         "priority": [{"plugin": "fifo"}],
         "placement": {"plugin": "first-fit"},
