@@ -138,14 +138,9 @@ impl Daemon {
         self.json_as(token, "POST", path, Some((&bytes, "application/json")))
     }
 
-    /// POST raw bytes as `token`.
+    /// POST raw bytes as `token` (typed as [`crate::bytes_type`] says).
     pub fn post_bytes_as(&self, token: &str, path: &str, body: &[u8]) -> (u16, Value) {
-        self.json_as(
-            token,
-            "POST",
-            path,
-            Some((body, "application/octet-stream")),
-        )
+        self.json_as(token, "POST", path, Some((body, crate::bytes_type(path))))
     }
 
     /// PUT a JSON body as `token`.

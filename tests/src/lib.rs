@@ -89,6 +89,16 @@ const BLOCKING_SCRIPT: &str = r#"f="$OUTDIR/env-$GANTRY_JOB_ID-$RANK"
 { echo "TASK_SHELL_PID=$$"; env; } > "$f.tmp" && mv "$f.tmp" "$f"
 while [ ! -e "$OUTDIR/release-$GANTRY_JOB_ID" ]; do sleep 0.05; done"#;
 
+/// The `Content-Type` of raw bytes posted to `path`: the plugin upload takes
+/// `application/octet-stream`, every other route JSON.
+pub(crate) fn bytes_type(path: &str) -> &'static str {
+    if path == "/v1/plugins" {
+        "application/octet-stream"
+    } else {
+        "application/json"
+    }
+}
+
 /// Job states after which nothing changes.
 pub const TERMINAL: [&str; 5] = ["succeeded", "failed", "cancelled", "timed_out", "preempted"];
 
@@ -306,9 +316,15 @@ impl Daemon {
         self.call_json("POST", path, Some((&bytes, "application/json")))
     }
 
-    /// POST raw bytes (a plugin upload, or deliberately malformed JSON).
+    /// POST raw bytes (a plugin upload, or deliberately malformed JSON), with the type the
+    /// route takes: `application/octet-stream` for `/v1/plugins`, else `application/json`.
     pub fn post_bytes(&self, path: &str, body: &[u8]) -> (u16, Value) {
-        self.call_json("POST", path, Some((body, "application/octet-stream")))
+        self.call_json("POST", path, Some((body, bytes_type(path))))
+    }
+
+    /// POST a body with an explicit `Content-Type`.
+    pub fn post_typed(&self, path: &str, body: &[u8], content_type: &str) -> (u16, Value) {
+        self.call_json("POST", path, Some((body, content_type)))
     }
 
     /// DELETE, with a JSON answer.

@@ -4,8 +4,9 @@
 //! naming `host`, 403 naming `origin`, 415 naming `content-type`.
 //!
 //! It runs before authentication and covers every route: the API, the dashboard's files
-//! and the agents' heartbeat route. `POST /v1/plugins` takes `application/wasm` or
-//! `application/octet-stream`; every other body is JSON.
+//! and the agents' heartbeat route. `POST /v1/plugins` takes raw bytes of any type but the
+//! browser-simple ones (`application/wasm`, `application/octet-stream`...); every other
+//! body is JSON.
 //!
 //! Owns: which paths take which body and the API-shaped refusal. Does not own the rules
 //! (`http_server::checks`, `http_server::host`).

@@ -26,7 +26,9 @@ enum In {
     /// Query parameters of the job list.
     JobQuery,
     /// `{id}` and `?task=`.
-    Logs,
+    Task,
+    /// `{id}`, `?task=`, `?offset=` and `?limit=` (a log's byte range).
+    LogRange,
     /// Query parameters of `GET /v1/accounting`.
     AccountingQuery,
     /// `{id}` and a JSON body of this schema.
@@ -72,19 +74,19 @@ const OPERATIONS: &[Operation] = &[
     ("get", "/metrics", "Prometheus metrics (open without a token)", In::Nothing, 200, Out::Text, &[]),
     ("get", "/v1/openapi.json", "This document", In::Nothing, 200, Out::Object, &[401]),
     ("post", "/v1/jobs", "Submit a job (user and account come from the token)", In::Body("JobSpec"), 201, Out::Schema("JobRecord"), &[400, 401, 403, 413, 422, 429]),
-    ("get", "/v1/jobs", "List jobs, newest first", In::JobQuery, 200, Out::ListOf("JobRecord"), &[400, 401]),
+    ("get", "/v1/jobs", "List jobs, newest first (at most 10000; `X-Page-Limit` says the limit applied)", In::JobQuery, 200, Out::ListOf("JobRecord"), &[400, 401]),
     ("get", "/v1/jobs/{id}", "One job", In::Id, 200, Out::Schema("JobRecord"), &[400, 401, 404]),
     ("delete", "/v1/jobs/{id}", "Cancel a job (owner or operator)", In::Id, 200, Out::Schema("JobRecord"), &[400, 401, 403, 404, 409]),
     ("post", "/v1/jobs/{id}/cancel", "Cancel a job (owner or operator)", In::Id, 200, Out::Schema("JobRecord"), &[400, 401, 403, 404, 409]),
-    ("get", "/v1/jobs/{id}/logs", "A task's log text (owner or operator)", In::Logs, 200, Out::Text, &[400, 401, 403, 404]),
-    ("get", "/v1/jobs/{id}/attach", "Follow a job live as JSON lines: state, output, heartbeats, exit (owner or operator); an interactive job is cancelled when its client goes away", In::Logs, 200, Out::Ndjson, &[400, 401, 403, 404]),
+    ("get", "/v1/jobs/{id}/logs", "A byte range of a task's log as text, at most 8 MiB: by default its last 8 MiB (a smaller log whole); `X-Log-Offset`, `X-Log-Next` and `X-Log-Size` say which bytes (owner or operator)", In::LogRange, 200, Out::Text, &[400, 401, 403, 404]),
+    ("get", "/v1/jobs/{id}/attach", "Follow a job live as JSON lines: state, output, heartbeats, exit (owner or operator); an interactive job is cancelled when its client goes away; at most `[http] max_streams_per_caller` streams per caller", In::Task, 200, Out::Ndjson, &[400, 401, 403, 404, 429]),
     ("post", "/v1/jobs/{id}/signal", "Send a signal to a running job's tasks (owner or operator)", In::IdBody("SignalRequest"), 200, Out::Object, &[400, 401, 403, 404, 409, 413]),
     ("get", "/v1/jobs/{id}/events", "A job's lifecycle events (owner or operator)", In::Id, 200, Out::Array, &[400, 401, 403, 404]),
     ("get", "/v1/jobs/{id}/decisions", "Recent decisions about a job (owner or operator)", In::Id, 200, Out::Array, &[400, 401, 403, 404]),
     ("get", "/v1/jobs/{id}/trace", "The job's OpenTelemetry trace id (owner or operator; null when not exporting)", In::Id, 200, Out::Object, &[400, 401, 403, 404]),
     ("get", "/v1/fairshare", "Decayed GPU-seconds per user and account behind fair-share priority (a user sees their own)", In::Nothing, 200, Out::Object, &[401]),
     ("get", "/v1/whoami", "The caller's user, token name, accounts and role (an open daemon: role admin, no user)", In::Nothing, 200, Out::Object, &[401]),
-    ("get", "/v1/stream", "Server-sent events: `changed` with the parts (jobs, nodes, policy, faults) that changed, at once and then on each change", In::Nothing, 200, Out::EventStream, &[401]),
+    ("get", "/v1/stream", "Server-sent events: `changed` with the parts (jobs, nodes, policy, faults) that changed, at once and then on each change; at most `[http] max_streams_per_caller` streams per caller", In::Nothing, 200, Out::EventStream, &[401, 429]),
     ("get", "/v1/nodes", "Nodes with per-GPU allocation", In::Nothing, 200, Out::ListOf("Node"), &[401]),
     ("post", "/v1/nodes/{name}/drain", "Drain a node (operator): running jobs continue, nothing new starts there; kept across restarts", In::Name(Some("DrainRequest")), 200, Out::Schema("Node"), &[400, 401, 403, 404, 413]),
     ("post", "/v1/nodes/{name}/resume", "Resume a drained node (operator)", In::Name(None), 200, Out::Schema("Node"), &[400, 401, 403, 404]),
@@ -110,7 +112,9 @@ fn describe(code: u16) -> &'static str {
         201 => "Created",
         400 => "Malformed or invalid request; `field` names what is wrong",
         401 => "No or unknown API token (`field`: `authorization`)",
-        403 => "The token's role or accounts do not allow this (e.g. a user's `tier`)",
+        403 => {
+            "The token's role or accounts do not allow this (e.g. a user's `tier`), or a browser page of another origin sent it (`field`: `origin`)"
+        }
         404 => "No such job or node, or nothing set",
         409 => "Conflicts with the current state (already ended, no previous version)",
         413 => {
@@ -119,7 +123,13 @@ fn describe(code: u16) -> &'static str {
         422 => {
             "Well-formed but refused (unsatisfiable, invalid plugin or pipeline, dry run failed)"
         }
-        429 => "Too many pending jobs of the user (`field`: `user`)",
+        415 => "A body whose Content-Type the route does not take (`field`: `content-type`)",
+        421 => {
+            "A Host this server does not answer to (`field`: `host`; see `[http] allowed_hosts`)"
+        }
+        429 => {
+            "Too many pending jobs of the user (`field`: `user`), or too many open streams of the caller"
+        }
         _ => "See the message",
     }
 }
@@ -139,9 +149,21 @@ fn parameters(input: In) -> Vec<Value> {
         In::Id | In::IdBody(_) => vec![id_param()],
         In::Name(_) => vec![json!({"name": "name", "in": "path", "required": true,
                                    "schema": {"type": "string"}})],
-        In::Logs => vec![
+        In::Task => vec![
             id_param(),
             query_param("task", json!({"type": "integer", "minimum": 0})),
+        ],
+        In::LogRange => vec![
+            id_param(),
+            query_param("task", json!({"type": "integer", "minimum": 0})),
+            query_param(
+                "offset",
+                json!({"type": "integer", "minimum": 0, "description": "first byte; without it, the log's tail"}),
+            ),
+            query_param(
+                "limit",
+                json!({"type": "integer", "minimum": 0, "description": "most bytes (default and cap: 8388608, 8 MiB)"}),
+            ),
         ],
         In::JobQuery => vec![
             query_param(
@@ -151,7 +173,10 @@ fn parameters(input: In) -> Vec<Value> {
             query_param("user", text()),
             query_param("account", text()),
             query_param("queue", text()),
-            query_param("limit", json!({"type": "integer", "minimum": 0})),
+            query_param(
+                "limit",
+                json!({"type": "integer", "minimum": 0, "description": "most jobs, newest first (default 1000; a limit over 10000 is clamped to 10000)"}),
+            ),
         ],
         In::AccountingQuery => super::accounting::query_parameters(),
         In::Nothing | In::Body(_) | In::Upload => Vec::new(),
@@ -168,7 +193,10 @@ fn request_body(input: In) -> Option<Value> {
         In::Upload => Some(json!({
             "required": true,
             "description": "A WebAssembly component, at most `plugins.max_upload_mib` MiB (default 64); checked as a component before it is stored",
-            "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+            "content": {
+                "application/wasm": {"schema": {"type": "string", "format": "binary"}},
+                "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
+            },
         })),
         _ => None,
     }
@@ -197,7 +225,15 @@ fn operation(op: &Operation) -> Value {
         ok.to_string(),
         json!({"description": describe(ok), "content": success(out)}),
     );
-    for code in errors {
+    // Every route: the Host and Origin checks; a route with a body: its Content-Type.
+    let mut codes: Vec<u16> = errors.to_vec();
+    codes.extend([403, 421]);
+    if request_body(input).is_some() {
+        codes.push(415);
+    }
+    codes.sort_unstable();
+    codes.dedup();
+    for code in &codes {
         responses.insert(
             code.to_string(),
             json!({
@@ -212,6 +248,11 @@ fn operation(op: &Operation) -> Value {
     {
         created["links"] = job_links();
     }
+    if let Some(headers) = response_headers(method, path)
+        && let Some(answer) = responses.get_mut(&ok.to_string())
+    {
+        answer["headers"] = headers;
+    }
     let mut o = json!({
         "operationId": id,
         "summary": summary,
@@ -225,6 +266,22 @@ fn operation(op: &Operation) -> Value {
         o["security"] = json!([]);
     }
     o
+}
+
+/// The headers of a 2xx answer that says which part of a whole it holds.
+fn response_headers(method: &str, path: &str) -> Option<Value> {
+    let int = |description: &str| json!({"description": description, "schema": {"type": "integer", "minimum": 0}});
+    match (method, path) {
+        ("get", "/v1/jobs") => Some(json!({
+            "X-Page-Limit": int("the limit applied (the one asked, at most 10000; 1000 by default)"),
+        })),
+        ("get", "/v1/jobs/{id}/logs") => Some(json!({
+            "X-Log-Offset": int("the offset of the first byte returned"),
+            "X-Log-Next": int("the offset after the last byte returned (ask from there to follow)"),
+            "X-Log-Size": int("the log's size when read (a log on the controller's node only)"),
+        })),
+        _ => None,
+    }
 }
 
 /// Links from a submitted job to the operations on it (for stateful testers).

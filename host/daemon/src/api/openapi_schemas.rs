@@ -68,7 +68,7 @@ fn error() -> Value {
                 "properties": {
                     "code": {"type": "string", "description": "machine-readable, e.g. `invalid-field`, `too-large`, `forbidden`"},
                     "message": {"type": "string"},
-                    "field": {"type": "string", "description": "the request field at fault: a JSON path such as `tasks[0].gpus`, or `body`, `id`, `query`, `authorization`"},
+                    "field": {"type": "string", "description": "the request field at fault: a JSON path such as `tasks[0].gpus`, or `body`, `id`, `query`, `authorization`, `content-type`, `host`, `origin`"},
                 },
             }
         },

@@ -5,11 +5,12 @@
 //! - **Origin** (cross-site requests): a browser's `Origin` must be this server's own
 //!   origin or an `allowed_hosts` entry, else 403 naming `origin`.
 //! - **Content-Type** (cross-site forms): a request carrying a body must say what it is:
-//!   `application/json` (parameters such as `charset` allowed) on JSON routes,
-//!   `application/wasm` or `application/octet-stream` on upload routes. The three types
-//!   a page may send cross-site without a CORS preflight (`text/plain`,
-//!   `multipart/form-data`, `application/x-www-form-urlencoded`) are never accepted, nor is
-//!   a body without a type (a `fetch` of raw bytes sends none); 415 naming `content-type`.
+//!   `application/json` (parameters such as `charset` allowed) on JSON routes; on upload
+//!   routes any type (`application/wasm`, `application/octet-stream`...) but the three a
+//!   page may send cross-site without a CORS preflight (`text/plain`,
+//!   `multipart/form-data`, `application/x-www-form-urlencoded`), which are never
+//!   accepted, nor is a body without a type (a `fetch` of raw bytes sends none); 415
+//!   naming `content-type`.
 //!   A request without a body (`Content-Length: 0` or neither it nor `Transfer-Encoding`)
 //!   needs no type.
 //!
@@ -31,7 +32,7 @@ use axum::response::{IntoResponse, Response};
 pub enum BodyKind {
     /// JSON.
     Json,
-    /// Raw bytes (a component upload).
+    /// Raw bytes (a component upload): any type but the browser-simple ones.
     Binary,
 }
 
@@ -128,6 +129,9 @@ pub fn check(req: &Request, kind: impl Fn(&str) -> BodyKind) -> Result<(), Refus
     };
     match media.as_deref() {
         Some(m) if accepted.contains(&m) => Ok(()),
+        Some(m) if kind == BodyKind::Binary && !m.is_empty() && !BROWSER_SIMPLE.contains(&m) => {
+            Ok(())
+        }
         _ => {
             let got = match (&given, &media) {
                 (None, _) => "no Content-Type".to_string(),

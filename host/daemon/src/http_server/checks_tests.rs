@@ -73,7 +73,7 @@ fn browser_form_types_and_untyped_bodies_are_refused() {
 }
 
 #[test]
-fn uploads_take_wasm_or_octet_stream_only() {
+fn uploads_take_any_type_but_the_browser_simple_ones() {
     let up = |ct: &str| {
         request(
             "POST",
@@ -84,6 +84,8 @@ fn uploads_take_wasm_or_octet_stream_only() {
     };
     assert_eq!(field(&up("application/wasm")), None);
     assert_eq!(field(&up("application/octet-stream")), None);
+    assert_eq!(field(&up("application/json")), None);
+    assert_eq!(field(&up("")), Some("content-type"));
     assert_eq!(field(&up("text/plain")), Some("content-type"));
     assert_eq!(field(&up("multipart/form-data")), Some("content-type"));
 }
