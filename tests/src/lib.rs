@@ -16,6 +16,7 @@ pub mod agents;
 mod auth;
 mod binary;
 mod process;
+pub mod raw_http;
 
 pub use auth::{CreatedToken, Serve, create_token, token_into};
 pub use binary::{gantry_bin, workspace};

@@ -16,158 +16,20 @@
 //! - Logs: `offset`/`limit` return the asked bytes, the default is the tail up to 8 MiB,
 //!   and the headers say which bytes came.
 //!
-//! Requests go over raw TCP where the test needs headers the harness does not send or
-//! return (Host, Origin, no Content-Type, response headers).
+//! Requests go over raw TCP (`gantry_e2e::raw_http`) where the test needs headers the
+//! harness does not send or return (Host, Origin, no Content-Type, response headers).
 
+use gantry_e2e::raw_http::{
+    Answer, addr, connect, exchange, get, get_as_host, read_answer, request,
+};
 use gantry_e2e::{Daemon, WAIT, token_into};
-use serde_json::{Value, json};
-use std::io::{ErrorKind, Read, Write};
+use serde_json::json;
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 /// A refusal must come within this.
 const FAST: Duration = Duration::from_secs(10);
-
-/// One HTTP answer.
-#[derive(Debug)]
-struct Answer {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-impl Answer {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.body).into_owned()
-    }
-
-    fn json(&self) -> Value {
-        serde_json::from_slice(&self.body)
-            .unwrap_or_else(|e| panic!("({}) not JSON ({e}): {:?}", self.status, self.text()))
-    }
-
-    /// Asserts a JSON error with `status` and a message; returns the error object.
-    fn error(&self, status: u16) -> Value {
-        let body = self.json();
-        assert_eq!(self.status, status, "{body}");
-        assert!(
-            body["error"]["message"]
-                .as_str()
-                .is_some_and(|m| !m.is_empty()),
-            "{body}"
-        );
-        body["error"].clone()
-    }
-
-    /// Asserts a JSON error with `status` naming `field`; returns the error object.
-    fn refused(&self, status: u16, field: &str) -> Value {
-        let error = self.error(status);
-        assert_eq!(error["field"], field, "{error}");
-        error
-    }
-}
-
-fn addr(d: &Daemon) -> String {
-    d.url().trim_start_matches("http://").to_string()
-}
-
-fn connect(addr: &str) -> TcpStream {
-    let s = TcpStream::connect(addr).expect("cannot connect");
-    s.set_read_timeout(Some(Duration::from_secs(60)))
-        .expect("read timeout");
-    s
-}
-
-/// A request: `method path`, the given headers, and `body` with its length when non-empty.
-fn request(method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
-    let mut head = format!("{method} {path} HTTP/1.1\r\n");
-    for (k, v) in headers {
-        head += &format!("{k}: {v}\r\n");
-    }
-    if !body.is_empty() {
-        head += &format!("Content-Length: {}\r\n", body.len());
-    }
-    let mut bytes = (head + "\r\n").into_bytes();
-    bytes.extend_from_slice(body);
-    bytes
-}
-
-/// Reads one answer (its body by `Content-Length`, else until the connection closes, or
-/// none for a stream when `head_only`); `Err` when the connection ends before a head.
-fn read_answer(s: &mut TcpStream, head_only: bool) -> std::io::Result<Answer> {
-    let mut raw = Vec::new();
-    let mut buf = [0u8; 16 << 10];
-    let head_end = loop {
-        if let Some(i) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i + 4;
-        }
-        let n = s.read(&mut buf)?;
-        if n == 0 {
-            return Err(ErrorKind::UnexpectedEof.into());
-        }
-        raw.extend_from_slice(&buf[..n]);
-    };
-    let head = String::from_utf8_lossy(&raw[..head_end]).into_owned();
-    let mut lines = head.lines();
-    let status = lines
-        .next()
-        .and_then(|l| l.split(' ').nth(1))
-        .and_then(|c| c.parse().ok())
-        .unwrap_or_else(|| panic!("bad status line: {head}"));
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-        .collect();
-    let mut answer = Answer {
-        status,
-        headers,
-        body: raw[head_end..].to_vec(),
-    };
-    if head_only && answer.status == 200 {
-        return Ok(answer);
-    }
-    let length: Option<usize> = answer.header("content-length").and_then(|v| v.parse().ok());
-    loop {
-        if length.is_some_and(|l| answer.body.len() >= l) {
-            break;
-        }
-        let n = s.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        answer.body.extend_from_slice(&buf[..n]);
-    }
-    if let Some(l) = length {
-        answer.body.truncate(l);
-    }
-    Ok(answer)
-}
-
-/// Sends `req` on a new connection and reads the answer.
-fn exchange(addr: &str, req: &[u8]) -> Answer {
-    let mut s = connect(addr);
-    s.write_all(req).expect("cannot send the request");
-    read_answer(&mut s, false).expect("no answer")
-}
-
-/// `GET path` with `Connection: close`, `Host: host`, plus `extra` headers.
-fn get_as_host(addr: &str, host: &str, path: &str, extra: &[(&str, &str)]) -> Answer {
-    let mut headers = vec![("Host", host), ("Connection", "close")];
-    headers.extend_from_slice(extra);
-    exchange(addr, &request("GET", path, &headers, b""))
-}
-
-/// `GET path` with the daemon's own address as Host.
-fn get(addr: &str, path: &str, extra: &[(&str, &str)]) -> Answer {
-    get_as_host(addr, addr, path, extra)
-}
 
 fn job_spec(d: &Daemon) -> Vec<u8> {
     d.shell_job("trust", 1, 0, "true").to_string().into_bytes()
