@@ -46,6 +46,9 @@ impl std::fmt::Debug for PluginInstance {
     }
 }
 
+/// Deadline of instantiating a plugin and reading its metadata when it is loaded, ms.
+const LOAD_DEADLINE_MS: u64 = 5_000;
+
 fn deadline_ticks(limits: &Limits) -> u64 {
     limits
         .deadline_ms
@@ -178,7 +181,13 @@ impl PluginInstance {
 
     /// Instantiates once to ask for metadata (used while loading).
     pub(crate) fn read_metadata(plugin: &LoadedPlugin) -> Result<Metadata, LoadError> {
-        let limits = Limits::default();
+        // Loading is a one-off step, not a scheduling call: a plugin that starts slowly on a
+        // busy host (a daemon starting beside others on two cores) is not a faulty one, and
+        // one that never returns is still stopped.
+        let limits = Limits {
+            deadline_ms: LOAD_DEADLINE_MS,
+            ..Limits::default()
+        };
         let err = |fault| LoadError::Fault {
             plugin: plugin.sha256.chars().take(12).collect(),
             fault,

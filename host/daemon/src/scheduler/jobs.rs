@@ -107,9 +107,6 @@ fn apply_patch(spec: &mut JobSpec, p: gantry_contract::JobPatch) {
     spec.labels.extend(p.labels);
 }
 
-/// Most bytes of a remote task's log read at once.
-const REMOTE_LOG_LIMIT: u64 = 4 << 20;
-
 impl Scheduler {
     /// Validates, checks and durably stores a new job (or every member of an array); returns
     /// it (the first member) once acknowledged, with the ids of all members of an array.
@@ -329,19 +326,6 @@ impl Scheduler {
             .take(f.limit.unwrap_or(1000).min(100_000))
             .cloned()
             .collect()
-    }
-
-    /// The log of one task, if the job exists (empty before it starts).
-    pub fn logs(&self, id: u64, task: usize) -> Option<String> {
-        let job = self.job(id)?;
-        // A task on an agent's node: its log is read from the agent (the last run's).
-        if let Some((agent, key)) = self.remote_task(&job, task) {
-            return Some(match agent.log(key, 0, REMOTE_LOG_LIMIT) {
-                Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
-                Err(e) => format!("[gantry: cannot read this task's log from its node: {e}]\n"),
-            });
-        }
-        Some(std::fs::read_to_string(self.log_path(id, task)).unwrap_or_default())
     }
 
     /// Task `task` of `job` when it runs (or ran) on an agent's node: that agent and the run,

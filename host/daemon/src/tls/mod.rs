@@ -2,20 +2,18 @@
 //!
 //! Server side: the `[tls]` config table ([`TlsSettings`]: `cert` and `key`, PEM files,
 //! both or neither) is loaded by [`ServerTls::load`] into a rustls server config (ALPN
-//! `http/1.1`), which [`listener::TlsListener`] uses to serve HTTPS on `listen`.
+//! `http/1.1`), which `http_server` uses to serve HTTPS on `listen`.
 //! Client side: [`trust_roots`] reads the CA / self-signed certificates a client should
 //! trust (`--ca-cert` / `GANTRY_CA_CERT`), and [`client_config`] builds a rustls client
 //! config from them.
 //!
-//! The CLI (`cli::Client`, through ureq) uses [`trust_roots`]; the future controller–agent
-//! link (issue 8) is meant to reuse this module as is: the agent's listener takes the same
-//! `[tls]` settings through [`ServerTls::load`] and [`listener::TlsListener`], and the
+//! The CLI (`cli::Client`, through ureq) uses [`trust_roots`]; the agent's listener takes
+//! the same `[tls]` settings through [`ServerTls::load`] and `http_server`, and the
 //! controller dials agents with [`client_config`] and the same trust settings.
 //!
 //! Owns: reading and checking certificate and key files, rustls configs, the TLS accept
 //! loop. Does not own: routing, authentication (`auth`), or the plain-HTTP path (`serve`).
 
-pub mod listener;
 mod summary;
 
 use rustls::RootCertStore;
