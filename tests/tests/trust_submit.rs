@@ -4,11 +4,15 @@
 //! an `#SBATCH` script) while an operator may; `max_requeues` is bounded; an array that
 //! would copy a large spec into thousands of members is refused quickly without the
 //! daemon's memory growing; an env entry `execve` would refuse (over 128 KiB) or an invalid
-//! env name is refused at submit naming it; a user's pending jobs are bounded.
+//! env name is refused at submit naming it; a user's pending jobs are bounded; a task's log
+//! stops at `limits.max_log_mib` with a line saying so; a launch on a full disk fails with a
+//! reason naming it (a tiny tmpfs: needs root, as in CI; the test fails without it).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use gantry_e2e::{Daemon, gantry_bin, token_into};
 use serde_json::{Value, json};
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -217,4 +221,90 @@ fn a_users_pending_jobs_are_bounded() {
     assert_eq!(status, 200, "{body}");
     d.submit(&as_user("alice"));
     d.release(holder);
+}
+
+#[test]
+fn a_tasks_log_is_cut_at_its_limit_with_a_line_saying_so() {
+    let d = Daemon::start_with_config(1, "[limits]\nmax_log_mib = 1\n");
+    // 3 MB of output, then more after the cut: the task runs to its end, its log stops at 1 MiB.
+    let spec = d.shell_job(
+        "chatty",
+        1,
+        0,
+        "head -c 3000000 /dev/zero | tr '\\0' y; echo; echo after-the-cut; exit 0",
+    );
+    let id = d.submit(&spec);
+    d.wait_state(id, "succeeded");
+    let (status, log) = d.get_text(&format!("/v1/jobs/{id}/logs"));
+    assert_eq!(status, 200, "{log}");
+    let cut = "\ngantry: log cut at 1 MiB (limits.max_log_mib); further output discarded\n";
+    assert!(
+        log.ends_with(cut),
+        "{}",
+        &log[log.len().saturating_sub(300)..]
+    );
+    assert_eq!(log.len(), (1 << 20) + cut.len());
+    assert!(!log.contains("after-the-cut"));
+}
+
+/// A tmpfs mounted at a directory until dropped (then lazily unmounted, so a daemon that
+/// still holds a file there does not keep it mounted).
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(dir: &Path, size: &str) -> Self {
+        // SAFETY: no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        assert!(
+            root,
+            "needs root to mount a tmpfs (CI runs the e2e tests as root)"
+        );
+        std::fs::create_dir_all(dir).unwrap();
+        let status = Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=0711"),
+                "tmpfs",
+            ])
+            .arg(dir)
+            .status()
+            .unwrap();
+        assert!(
+            status.success(),
+            "mount -t tmpfs on {} failed",
+            dir.display()
+        );
+        Self(dir.to_path_buf())
+    }
+
+    /// Writes a file until the tmpfs is full.
+    fn fill(&self) {
+        let mut f = std::fs::File::create(self.0.join("filler")).unwrap();
+        let block = vec![0u8; 4096];
+        while f.write_all(&block).is_ok() {}
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_launch_on_a_full_disk_fails_with_a_reason_naming_it() {
+    let d = Daemon::start(1);
+    // The jobs' directories (env file, script, logs, exit records) on a full 64 KiB disk.
+    let jobs = d.out_dir().parent().unwrap().join("data/jobs");
+    let disk = Tmpfs::mount(&jobs, "64k");
+    disk.fill();
+    let mut spec = quick(&d);
+    spec["max_requeues"] = json!(0);
+    let id = d.submit(&spec);
+    let job = d.wait_state(id, "failed");
+    assert_eq!(job["end_reason"], "launch-failed", "{job}");
+    let message = job["reason"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("No space left on device"), "{job}");
 }

@@ -10,6 +10,10 @@
 //!   highest `tier` a caller of role user may ask for (and a caller without a token, whose
 //!   identity is only what its request says); operators and admins may set any tier, and an
 //!   admission plugin's patch may too (the policy's decision). Over it: 403 naming `tier`.
+//! - `max_log_mib` (default 1024): the size of one task's log; the task's shim copies its
+//!   output up to it, then writes `gantry: log cut at N MiB (limits.max_log_mib); further
+//!   output discarded` and discards the rest (`executor::log_cap`). Also on agents, from
+//!   their own config.
 //!
 //! Owns: these settings, their defaults and range checks. Does not own enforcing them
 //! (`scheduler::submit_limits`) or the fixed field limits of a job (`model`).
@@ -21,6 +25,8 @@ use std::collections::BTreeMap;
 pub const DEFAULT_MAX_SUBMISSION_BYTES: u64 = 16 << 20;
 /// Default `max_pending_per_user`.
 pub const DEFAULT_MAX_PENDING_PER_USER: u32 = 10_000;
+/// Default `max_log_mib`: 1 GiB per task log.
+pub const DEFAULT_MAX_LOG_MIB: u64 = 1024;
 
 /// What one submission, user or task may take.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -34,6 +40,8 @@ pub struct LimitsConfig {
     /// Highest tier a user may ask for, per queue (`"*"` for every other queue; a queue in
     /// neither gets 0). Default `{"*" = 0}`.
     pub max_user_tier: BTreeMap<String, i32>,
+    /// Most MiB of one task's log (default 1024; 1..=1048576).
+    pub max_log_mib: u64,
 }
 
 impl Default for LimitsConfig {
@@ -42,6 +50,7 @@ impl Default for LimitsConfig {
             max_submission_bytes: DEFAULT_MAX_SUBMISSION_BYTES,
             max_pending_per_user: DEFAULT_MAX_PENDING_PER_USER,
             max_user_tier: BTreeMap::from([("*".to_string(), 0)]),
+            max_log_mib: DEFAULT_MAX_LOG_MIB,
         }
     }
 }
@@ -55,6 +64,9 @@ impl LimitsConfig {
         if !(1..=10_000_000).contains(&self.max_pending_per_user) {
             return Err("limits.max_pending_per_user must be 1..=10000000".into());
         }
+        if !(1..=1 << 20).contains(&self.max_log_mib) {
+            return Err("limits.max_log_mib must be 1..=1048576".into());
+        }
         if let Some(q) = self
             .max_user_tier
             .keys()
@@ -66,6 +78,11 @@ impl LimitsConfig {
             ));
         }
         Ok(())
+    }
+
+    /// The size limit of one task's log, bytes.
+    pub fn max_log_bytes(&self) -> u64 {
+        self.max_log_mib << 20
     }
 
     /// The highest tier a user may ask for in `queue`.
@@ -99,6 +116,10 @@ mod tests {
         l.max_pending_per_user = 1;
         l.max_submission_bytes = 10;
         assert!(l.check().unwrap_err().contains("max_submission_bytes"));
+        l.max_submission_bytes = DEFAULT_MAX_SUBMISSION_BYTES;
+        assert_eq!(l.max_log_bytes(), 1 << 30);
+        l.max_log_mib = 0;
+        assert!(l.check().unwrap_err().contains("max_log_mib"));
     }
 
     #[test]

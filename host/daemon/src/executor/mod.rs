@@ -22,6 +22,7 @@ mod ending;
 mod environment;
 mod identity;
 mod isolation;
+mod log_cap;
 mod record;
 mod shim;
 mod shim_args;
@@ -71,6 +72,9 @@ pub struct Executor {
     events: UnboundedSender<TaskEvent>,
     isolation: Arc<Isolation>,
     watched: Watched,
+    /// Size limit of each task's log (`limits.max_log_mib`); none without
+    /// [`Executor::with_log_limit`].
+    log_max_bytes: Option<u64>,
 }
 
 impl Executor {
@@ -91,7 +95,15 @@ impl Executor {
             events,
             isolation: Arc::new(isolation),
             watched: Arc::default(),
+            log_max_bytes: None,
         }
+    }
+
+    /// Each task's log holds at most `max_bytes` (the shim copies the output up to it, then
+    /// writes one line saying the log was cut and discards the rest).
+    pub fn with_log_limit(mut self, max_bytes: u64) -> Self {
+        self.log_max_bytes = Some(max_bytes);
+        self
     }
 
     /// The isolation in effect.
@@ -173,6 +185,7 @@ impl Executor {
         let args = ShimArgs {
             exit_file: l.exit_path.clone(),
             log: l.log_path.clone(),
+            log_max_bytes: self.log_max_bytes,
             env_file: Some(env_file),
             workdir: l.workdir.clone(),
             cgroup_procs: cgroup

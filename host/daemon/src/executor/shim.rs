@@ -1,12 +1,14 @@
 //! The `task-shim` side of the executor: the small supervisor process that sits between the daemon
 //! and a task's command. It runs the command with stdout and stderr appended to the task's log
-//! (opened by the shim, never through a link, and handed to the task's user, mode 0600), inside
+//! (opened by the shim, never through a link, and handed to the task's user, mode 0600; with
+//! a size limit, through a pipe the shim copies up to the limit, `log_cap.rs`), inside
 //! the task's cgroups, as the task's user and in its working directory entered as that user
 //! (`child.rs`), with exactly the environment of its env file (`environment.rs`: the shim
 //! itself starts with the daemon's choice, so nothing of the job's reaches a root process),
 //! waits for it with `wait4` to learn what its process tree used, and records how it ended in
 //! the exit file, so the end of a task is known even if the daemon was restarted meanwhile.
-//! Plain `std::process`, no tokio, one thread.
+//! Plain `std::process`, no tokio; one thread, and a second one copying output when the log
+//! has a size limit.
 //!
 //! Owns the shim's run. It does not own its command line (`shim_args.rs`), nor signal anything:
 //! `terminate` signals the whole process group, which reaches the command directly while the
@@ -19,6 +21,7 @@ use std::path::Path;
 use std::process::{Command, ExitStatus, Stdio};
 
 use super::child::{ChildSetup, Ids};
+use super::log_cap::{self, Piped};
 use super::record::ExitRecord;
 use super::shim_args::{self, ShimArgs};
 use super::{TaskExit, TaskUsage, record, signals};
@@ -99,7 +102,19 @@ fn run_command(args: &ShimArgs, log: &File) -> ExitRecord {
             return failed;
         }
     };
-    let started = log_stdio(log).and_then(|(out, err)| {
+    let piped = match args.log_max_bytes.map(|max| Piped::start(log, max)) {
+        Some(Err(e)) => {
+            log_line(
+                log,
+                &format!("cannot capture the output of `{program}`: {e}"),
+            );
+            return failed;
+        }
+        Some(Ok(piped)) => Some(piped),
+        None => None,
+    };
+    let stdio = piped.as_ref().map_or_else(|| log_stdio(log), Piped::stdio);
+    let started = stdio.and_then(|(out, err)| {
         let mut cmd = Command::new(program);
         cmd.args(rest).stdin(Stdio::null()).stdout(out).stderr(err);
         if let Some(env) = env {
@@ -113,14 +128,18 @@ fn run_command(args: &ShimArgs, log: &File) -> ExitRecord {
         }
         cmd.spawn()
     });
+    let copier = piped.map(Piped::into_copier);
     let child = match started {
         Ok(child) => child,
         Err(e) => {
+            if let Some(copier) = copier {
+                copier.finish(log_cap::DRAIN_GRACE);
+            }
             log_line(log, &format!("cannot start `{program}`: {e}"));
             return failed;
         }
     };
-    match signals::wait_with_usage(child.id()) {
+    let record = match signals::wait_with_usage(child.id()) {
         Ok((status, usage)) => ExitRecord {
             exit: record::exit_from_status(ExitStatus::from_raw(status)),
             usage: Some(usage),
@@ -129,7 +148,11 @@ fn run_command(args: &ShimArgs, log: &File) -> ExitRecord {
             log_line(log, &format!("cannot wait for `{program}`: {e}"));
             ExitRecord::exit_only(TaskExit::Lost)
         }
+    };
+    if let Some(copier) = copier {
+        copier.finish(log_cap::DRAIN_GRACE);
     }
+    record
 }
 
 /// Opens the log for appending (never through a link), creating it and its parent
@@ -141,6 +164,7 @@ fn open_log(path: &Path, ids: Option<&Ids>) -> std::io::Result<File> {
     }
     let log = OpenOptions::new()
         .create(true)
+        .read(true)
         .append(true)
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW)
@@ -196,6 +220,7 @@ mod tests {
         ShimArgs {
             exit_file: dir.join("run/exit.json"),
             log: dir.join("logs/nested/task.log"),
+            log_max_bytes: None,
             env_file: None,
             workdir: None,
             cgroup_procs: vec![],
@@ -226,6 +251,36 @@ mod tests {
         let log = fs::read_to_string(&args.log).unwrap();
         assert!(log.starts_with("earlier line\n"), "log is appended: {log}");
         assert!(log.contains("hi\n") && log.contains("oops\n"), "log: {log}");
+    }
+
+    #[test]
+    fn a_capped_log_ends_with_the_cut_line_and_a_lingering_child_does_not_hold_the_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("lingering.pid");
+        // 100 kB of output, then a background process that keeps the output pipe open.
+        let script = format!(
+            "head -c 100000 /dev/zero | tr '\\0' x; sleep 20 & echo $! > {}; exit 4",
+            pid_file.display()
+        );
+        let mut args = shim_args(dir.path(), &["/bin/sh", "-c", &script]);
+        args.log_max_bytes = Some(4096);
+        let started = std::time::Instant::now();
+        assert_eq!(execute(&args), 4);
+        let took = started.elapsed();
+        if let Ok(pid) = fs::read_to_string(&pid_file) {
+            let _ = Command::new("kill").arg(pid.trim()).status();
+        }
+        assert!(took < std::time::Duration::from_secs(10), "{took:?}");
+        assert_eq!(exit_of(&args.exit_file), Some(TaskExit::Exited(4)));
+        let log = fs::read_to_string(&args.log).unwrap();
+        let cut = format!("\n{}\n", log_cap::cut_line(4096));
+        assert!(
+            log.ends_with(&cut),
+            "{}",
+            &log[log.len().saturating_sub(200)..]
+        );
+        assert_eq!(log.len(), 4096 + cut.len());
+        assert!(log[..4096].bytes().all(|b| b == b'x'));
     }
 
     #[test]

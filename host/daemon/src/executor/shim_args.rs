@@ -1,8 +1,8 @@
 //! The shim's command line, built by the daemon for `launch` and parsed back by the shim:
 //!
 //! ```text
-//! task-shim --exit-file F --log L [--env-file E] [--workdir D] [--cgroup-procs P]...
-//!           [--uid U --gid G [--groups G1,G2,...]] -- argv...
+//! task-shim --exit-file F --log L [--log-max-bytes N] [--env-file E] [--workdir D]
+//!           [--cgroup-procs P]... [--uid U --gid G [--groups G1,G2,...]] -- argv...
 //! ```
 //!
 //! Owns the format. It does not run anything (`shim.rs`).
@@ -17,6 +17,8 @@ use super::child::Ids;
 pub(crate) struct ShimArgs {
     pub exit_file: PathBuf,
     pub log: PathBuf,
+    /// The log's size limit (`log_cap.rs`); output goes straight to the log when `None`.
+    pub log_max_bytes: Option<u64>,
     /// The command's whole environment (`environment.rs`); the shim's own when `None`.
     pub env_file: Option<PathBuf>,
     /// Entered by the command after the switch to its user.
@@ -54,6 +56,9 @@ pub(crate) fn build(args: &ShimArgs) -> Vec<String> {
         "--log".to_owned(),
         path(&args.log),
     ];
+    if let Some(max) = args.log_max_bytes {
+        out.extend(["--log-max-bytes".to_owned(), max.to_string()]);
+    }
     if let Some(file) = &args.env_file {
         out.extend(["--env-file".to_owned(), path(file)]);
     }
@@ -85,6 +90,7 @@ fn number(option: &'static str, value: &str) -> Result<u32, ShimArgError> {
 /// Parses the arguments that follow `task-shim`.
 pub(crate) fn parse(args: &[String]) -> Result<ShimArgs, ShimArgError> {
     let (mut exit_file, mut log, mut workdir, mut env_file) = (None, None, None, None);
+    let mut log_max_bytes = None;
     let (mut uid, mut gid, mut groups) = (None, None, Vec::new());
     let mut cgroup_procs = Vec::new();
     let mut rest = args.iter();
@@ -96,6 +102,7 @@ pub(crate) fn parse(args: &[String]) -> Result<ShimArgs, ShimArgError> {
             arg.as_str(),
             "--exit-file"
                 | "--log"
+                | "--log-max-bytes"
                 | "--env-file"
                 | "--workdir"
                 | "--cgroup-procs"
@@ -111,6 +118,12 @@ pub(crate) fn parse(args: &[String]) -> Result<ShimArgs, ShimArgError> {
         match arg.as_str() {
             "--exit-file" => exit_file = Some(PathBuf::from(value)),
             "--log" => log = Some(PathBuf::from(value)),
+            "--log-max-bytes" => {
+                let max = value
+                    .parse()
+                    .map_err(|_| ShimArgError::BadValue("--log-max-bytes", value.clone()))?;
+                log_max_bytes = Some(max);
+            }
             "--env-file" => env_file = Some(PathBuf::from(value)),
             "--workdir" => workdir = Some(PathBuf::from(value)),
             "--cgroup-procs" => cgroup_procs.push(PathBuf::from(value)),
@@ -138,6 +151,7 @@ pub(crate) fn parse(args: &[String]) -> Result<ShimArgs, ShimArgError> {
     Ok(ShimArgs {
         exit_file: exit_file.ok_or(ShimArgError::MissingOption("--exit-file"))?,
         log: log.ok_or(ShimArgError::MissingOption("--log"))?,
+        log_max_bytes,
         env_file,
         workdir,
         cgroup_procs,
@@ -161,6 +175,8 @@ mod tests {
             "/e",
             "--log",
             "/l",
+            "--log-max-bytes",
+            "1048576",
             "--env-file",
             "/env",
             "--workdir",
@@ -183,6 +199,7 @@ mod tests {
         let parsed = parse(&full).unwrap();
         assert_eq!(parsed.exit_file, PathBuf::from("/e"));
         assert_eq!(parsed.log, PathBuf::from("/l"));
+        assert_eq!(parsed.log_max_bytes, Some(1 << 20));
         assert_eq!(parsed.workdir, Some(PathBuf::from("/w")));
         assert_eq!(parsed.env_file, Some(PathBuf::from("/env")));
         assert_eq!(
@@ -198,6 +215,7 @@ mod tests {
         assert_eq!(parsed.argv, strings(&["a", "--", "b"]));
         let minimal = parse(&strings(&["--log", "/l", "--exit-file", "/e", "--", "x"])).unwrap();
         assert_eq!((minimal.workdir, minimal.ids), (None, None));
+        assert_eq!(minimal.log_max_bytes, None);
         assert!(minimal.cgroup_procs.is_empty());
     }
 
@@ -226,6 +244,10 @@ mod tests {
             ShimArgError::BadValue("--uid", "x1".into())
         );
         assert_eq!(with(&["--uid", "1"]), ShimArgError::MissingOption("--gid"));
+        assert_eq!(
+            with(&["--log-max-bytes", "-1"]),
+            ShimArgError::BadValue("--log-max-bytes", "-1".into())
+        );
         assert_eq!(with(&["--gid", "1"]), ShimArgError::MissingOption("--uid"));
         assert_eq!(
             with(&["--uid", "1", "--gid", "1", "--groups", "1,-2"]),
@@ -238,6 +260,7 @@ mod tests {
         let args = ShimArgs {
             exit_file: PathBuf::from("/e"),
             log: PathBuf::from("/l"),
+            log_max_bytes: Some(5 << 20),
             env_file: Some(PathBuf::from("/env")),
             workdir: Some(PathBuf::from("/w")),
             cgroup_procs: vec![PathBuf::from("/sys/fs/cgroup/memory/g/cgroup.procs")],
@@ -252,6 +275,7 @@ mod tests {
         assert_eq!(built[0], SHIM_SUBCOMMAND);
         assert_eq!(parse(&built[1..]).unwrap(), args);
         let plain = ShimArgs {
+            log_max_bytes: None,
             env_file: None,
             workdir: None,
             cgroup_procs: vec![],

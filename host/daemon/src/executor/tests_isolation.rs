@@ -246,6 +246,7 @@ async fn adopt_and_sweep_clean_up_after_a_restart() {
     let args = ShimArgs {
         exit_file: l.exit_path.clone(),
         log: l.log_path.clone(),
+        log_max_bytes: None,
         env_file: None,
         workdir: None,
         cgroup_procs: cg.procs_files(),

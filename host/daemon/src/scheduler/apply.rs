@@ -4,11 +4,13 @@
 //!
 //! Owns: job state transitions. Does not own the decisions (the engine).
 
+use super::start_commit::{self, Started};
 use super::task_env::gpu_list;
 use super::{Scheduler, lock, now_ms};
 use crate::model::{GpuShareView, JobRecord, JobState, ReasonView, StopCause, TaskRecord};
 use gantry_contract::ReasonCode;
 use gantry_engine::{CycleOutcome, StartDecision};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -51,8 +53,9 @@ impl Scheduler {
         st.record_faults(outcome.cycle_id, &outcome.faults, &self.inner.store);
         // Record every start durably first, then launch: a crash in between leaves a
         // job marked running without processes (re-attach marks it lost), never a
-        // job that runs twice.
-        let mut launch = Vec::new();
+        // job that runs twice. A start that cannot be recorded (a full disk) is undone.
+        let mut started = Vec::new();
+        let mut placed_by = BTreeMap::new();
         for start in &outcome.starts {
             let Some(job) = st.jobs.get_mut(&start.job) else {
                 continue;
@@ -60,21 +63,18 @@ impl Scheduler {
             if job.state != JobState::Pending {
                 continue;
             }
+            let before = job.clone();
             self.mark_started(job, start);
-            crate::telemetry::job_event(
-                job.id,
-                "started",
-                outcome.cycle_id,
-                &format!("by {}", start.placed_by),
-            );
-            self.persist(job);
-            launch.push(start.job);
+            placed_by.insert(start.job, &start.placed_by);
+            started.push(Started {
+                id: start.job,
+                before,
+            });
         }
-        if !launch.is_empty() {
-            self.flush();
-        }
-        for id in launch {
+        for id in start_commit::commit(&self.inner.store, &mut st.jobs, started) {
             if let Some(job) = st.jobs.get_mut(&id) {
+                let by = placed_by.get(&id).map_or("", |p| p.as_str());
+                crate::telemetry::job_event(id, "started", outcome.cycle_id, &format!("by {by}"));
                 self.launch(job);
                 self.persist(job);
             }

@@ -26,6 +26,7 @@ pub mod service;
 pub mod shadow;
 pub mod signal_ops;
 pub mod snapshot;
+mod start_commit;
 mod submit_limits;
 mod task_env;
 
@@ -218,7 +219,8 @@ impl Scheduler {
         let (tx, rx) = mpsc::unbounded_channel();
         let node_gpus = node.gpus.iter().map(|g| g.index).collect();
         let isolation = crate::executor::Isolation::setup(&config.execution, node_gpus)?;
-        let executor = Executor::with_isolation(shim_exe, tx, isolation);
+        let executor = Executor::with_isolation(shim_exe, tx, isolation)
+            .with_log_limit(config.limits.max_log_bytes());
         let metrics = Arc::new(crate::metrics::Metrics::default());
         let policy = policy_ops::load_policy(&config, &store, metrics.clone())?;
         let recorder = shadow::Recorder::new(config.record_snapshots);
