@@ -314,6 +314,41 @@ fn a_local_caller_is_who_the_kernel_says_and_an_anonymous_one_never_runs_as_whom
     assert_eq!(logs(&d, id).trim(), NOBODY.to_string());
 }
 
+/// One GET over the Unix socket; the status line, or `None` when the daemon closed the
+/// connection unanswered.
+fn socket_get(socket: &Path, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut stream = std::os::unix::net::UnixStream::connect(socket).ok()?;
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).ok()?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).ok()?;
+    answer.lines().next().map(str::to_owned)
+}
+
+#[test]
+fn one_local_account_cannot_hold_every_connection_of_the_socket() {
+    let d = Daemon::start_with_config(1, "[http]\nmax_connections_per_ip = 3\n");
+    let socket = d.out_dir().parent().unwrap().join("data/gantry.sock");
+    let ok = socket_get(&socket, "/v1/health").expect("served");
+    assert!(ok.contains(" 200 "), "{ok}");
+    let held: Vec<_> = (0..3)
+        .map(|_| std::os::unix::net::UnixStream::connect(&socket).unwrap())
+        .collect();
+    // The daemon counts a connection once it accepted it: the fourth is closed unanswered.
+    let refused = d.wait_for("a connection past the limit to be closed", WAIT, || {
+        socket_get(&socket, "/v1/health").is_none().then_some(())
+    });
+    drop(refused);
+    drop(held);
+    d.wait_for("a slot to come back", WAIT, || {
+        socket_get(&socket, "/v1/health").filter(|l| l.contains(" 200 "))
+    });
+}
+
 fn job_spec_claiming_identity() -> Value {
     let mut spec = job("claim-again", "daemon", json!(["id", "-u"]));
     spec["anonymous"] = json!(false);

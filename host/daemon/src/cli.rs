@@ -30,6 +30,8 @@ pub fn default_server() -> String {
 #[derive(Debug)]
 pub struct Client {
     base: String,
+    /// The server as given (`unix:PATH` or the URL), for messages.
+    label: String,
     agent: ureq::Agent,
     token: Option<String>,
 }
@@ -68,6 +70,7 @@ impl Client {
             return Self {
                 // The host is only the request's `Host` header; the socket is the address.
                 base: "http://localhost".into(),
+                label: server.to_string(),
                 agent: ureq::Agent::with_parts(
                     config,
                     connector,
@@ -78,6 +81,7 @@ impl Client {
         }
         Self {
             base: server.trim_end_matches('/').to_string(),
+            label: server.trim_end_matches('/').to_string(),
             agent: ureq::Agent::new_with_config(config),
             token: None,
         }
@@ -131,7 +135,7 @@ impl Client {
 
     /// Why a request got no answer; TLS failures say so plainly.
     fn unreachable(&self, e: ureq::Error) -> anyhow::Error {
-        let base = &self.base;
+        let base = &self.label;
         match tls_failure(&e) {
             Some(rustls::Error::InvalidCertificate(why)) => anyhow::anyhow!(
                 "cannot verify the daemon's certificate: {} (server {base}; to trust a private CA or a self-signed certificate, pass --ca-cert FILE or set GANTRY_CA_CERT)",

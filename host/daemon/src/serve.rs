@@ -37,7 +37,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     println!("gantry listening on {scheme}://{addr}");
     tokio::spawn(scheduler.clone().run(events));
     let app = crate::api::router(scheduler, tokens);
-    serve_local_socket(&socket, app.clone())?;
+    serve_local_socket(&socket, app.clone(), &http)?;
     // Connection limits, header and idle timeouts, Host rules: `http_server`.
     let options = crate::http_server::ServeOptions {
         settings: http,
@@ -53,9 +53,20 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
 
 /// Serves `app` on the Unix socket too, where the kernel names each caller
 /// (`crate::local_socket`); runs until shutdown in the background.
-fn serve_local_socket(path: &std::path::Path, app: axum::Router) -> anyhow::Result<()> {
+/// Its connections are bounded like TCP's: `http.max_connections` in all,
+/// `http.max_connections_per_ip` per local account.
+fn serve_local_socket(
+    path: &std::path::Path,
+    app: axum::Router,
+    http: &crate::http_server::HttpSettings,
+) -> anyhow::Result<()> {
     let listener = crate::local_socket::bind(path)
         .with_context(|| format!("cannot listen on the Unix socket {}", path.display()))?;
+    let listener = crate::local_socket::LimitedUnixListener::new(
+        listener,
+        http.max_connections,
+        http.max_connections_per_ip,
+    );
     println!(
         "gantry local socket {} (callers are who the kernel says)",
         path.display()

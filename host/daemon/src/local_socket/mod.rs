@@ -4,11 +4,15 @@
 //! local account of its uid and cannot claim to be anyone else; no token is needed.
 //!
 //! Owns: binding the socket (mode 0666 in a directory others may traverse, a stale socket
-//! replaced, never a file of another kind), the peer credentials of each connection
-//! ([`PeerCred`]) and the uid → account name look-up. Does not own what a caller may do
+//! replaced, never a file of another kind), bounding its connections overall and per account
+//! (`limited.rs`), the peer credentials of each connection ([`PeerCred`]) and the uid →
+//! account name look-up. Does not own what a caller may do
 //! (`crate::auth`) or the routes (`crate::api`).
 
 pub mod client;
+mod limited;
+
+pub use limited::{CountedStream, LimitedUnixListener};
 
 use std::ffi::CStr;
 use std::io;
@@ -26,10 +30,10 @@ pub struct PeerCred {
     pub uid: Option<u32>,
 }
 
-impl Connected<IncomingStream<'_, UnixListener>> for PeerCred {
-    fn connect_info(stream: IncomingStream<'_, UnixListener>) -> Self {
+impl Connected<IncomingStream<'_, LimitedUnixListener>> for PeerCred {
+    fn connect_info(stream: IncomingStream<'_, LimitedUnixListener>) -> Self {
         Self {
-            uid: stream.io().peer_cred().ok().map(|c| c.uid()),
+            uid: stream.io().stream().peer_cred().ok().map(|c| c.uid()),
         }
     }
 }
