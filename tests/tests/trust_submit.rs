@@ -224,6 +224,25 @@ fn a_users_pending_jobs_are_bounded() {
 }
 
 #[test]
+fn racing_submissions_of_one_user_cannot_pass_the_pending_limit_together() {
+    let d = Daemon::start_with_config(1, "[limits]\nmax_pending_per_user = 4\n");
+    let holder = d.submit(&d.blocking_job("holder", 1, 1));
+    d.wait_state(holder, "running");
+    let mut spec = d.shell_job("waits", 1, 1, "sleep 60");
+    spec["user"] = json!("carol");
+    let answers: Vec<u16> = std::thread::scope(|scope| {
+        let racers: Vec<_> = (0..16)
+            .map(|_| scope.spawn(|| d.post("/v1/jobs", &spec).0))
+            .collect();
+        racers.into_iter().map(|r| r.join().unwrap()).collect()
+    });
+    let accepted = answers.iter().filter(|s| (200..300).contains(*s)).count();
+    let refused = answers.iter().filter(|s| **s == 429).count();
+    assert_eq!((accepted, refused), (4, 12), "{answers:?}");
+    d.release(holder);
+}
+
+#[test]
 fn a_tasks_log_is_cut_at_its_limit_with_a_line_saying_so() {
     let d = Daemon::start_with_config(1, "[limits]\nmax_log_mib = 1\n");
     // 3 MB of output, then more after the cut: the task runs to its end, its log stops at 1 MiB.

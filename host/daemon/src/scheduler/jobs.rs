@@ -117,7 +117,9 @@ impl Scheduler {
         submitter: crate::auth_submit::Submitter,
     ) -> Result<Submitted, SubmitError> {
         spec.validate().map_err(SubmitError::Field)?;
-        self.check_submit_limits(&spec, submitter)?;
+        // Held to the end: the new jobs count as pending for their user until they are in
+        // the job table.
+        let _reserved = self.check_submit_limits(&spec, submitter)?;
         self.check_dependencies(&spec)?;
         let probe = JobRecord::new(0, spec.clone(), now_ms());
         let (ctx, nodes, job) = {
@@ -151,10 +153,16 @@ impl Scheduler {
                 return Err(SubmitError::Rejected { plugin, message });
             }
             SubmitDecision::Accept(patches) if !patches.is_empty() => {
+                // A tier the policy sets is its decision; one it leaves is the user's, checked
+                // again against the queue the policy may have moved the job to.
+                let policy_sets_tier = patches.iter().any(|p| p.tier.is_some());
                 for p in patches {
                     apply_patch(&mut spec, p);
                 }
                 spec.validate().map_err(SubmitError::Field)?;
+                if !policy_sets_tier {
+                    self.check_tier(&spec, submitter)?;
+                }
             }
             SubmitDecision::Accept(_) => {}
         }

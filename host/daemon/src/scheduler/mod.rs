@@ -82,6 +82,9 @@ pub(crate) struct State {
     pub(crate) cycle: u64,
     pub(crate) faults: VecDeque<FaultView>,
     pub(crate) fault_counts: BTreeMap<String, u64>,
+    /// Pending jobs of submissions under way, by user, not yet in `jobs`
+    /// (`submit_limits::PendingReservation`).
+    pub(crate) reserved_pending: BTreeMap<String, u64>,
 }
 
 pub(crate) struct PolicyState {
@@ -241,6 +244,7 @@ impl Scheduler {
                 cycle: 0,
                 faults: VecDeque::new(),
                 fault_counts: BTreeMap::new(),
+                reserved_pending: BTreeMap::new(),
             }),
             policy: Mutex::new(policy),
             wake: Notify::new(),

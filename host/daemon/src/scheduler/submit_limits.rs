@@ -49,18 +49,25 @@ pub fn submission_bytes(spec: &JobSpec) -> u64 {
 }
 
 impl Scheduler {
-    /// Every check of this module, in the order a caller should hear about them.
+    /// Every check of this module, in the order a caller should hear about them. The pending
+    /// jobs the submission adds stay reserved for its user until the returned reservation is
+    /// dropped (once the jobs are in the job table, or the submission failed), so that
+    /// submissions of one user racing each other cannot pass the limit together.
     pub(super) fn check_submit_limits(
         &self,
         spec: &JobSpec,
         submitter: Submitter,
-    ) -> Result<(), SubmitError> {
+    ) -> Result<PendingReservation<'_>, SubmitError> {
         self.check_tier(spec, submitter)?;
         self.check_size(spec)?;
         self.check_pending(spec)
     }
 
-    fn check_tier(&self, spec: &JobSpec, submitter: Submitter) -> Result<(), SubmitError> {
+    pub(super) fn check_tier(
+        &self,
+        spec: &JobSpec,
+        submitter: Submitter,
+    ) -> Result<(), SubmitError> {
         if submitter == Submitter::Privileged {
             return Ok(());
         }
@@ -104,19 +111,27 @@ impl Scheduler {
         Err(SubmitError::TooLarge(err))
     }
 
-    fn check_pending(&self, spec: &JobSpec) -> Result<(), SubmitError> {
+    fn check_pending(&self, spec: &JobSpec) -> Result<PendingReservation<'_>, SubmitError> {
         let max = u64::from(self.inner.config.limits.max_pending_per_user);
         let new = spec.array.as_ref().map_or(1, |a| a.indices.len()) as u64;
         let pending = {
-            let st = lock(&self.inner.state);
-            st.jobs
+            let mut st = lock(&self.inner.state);
+            let pending = st
+                .jobs
                 .values()
                 .filter(|j| j.state == JobState::Pending && j.spec.user == spec.user)
                 .count() as u64
+                + st.reserved_pending.get(&spec.user).copied().unwrap_or(0);
+            if pending + new <= max {
+                *st.reserved_pending.entry(spec.user.clone()).or_default() += new;
+                return Ok(PendingReservation {
+                    scheduler: self,
+                    user: spec.user.clone(),
+                    count: new,
+                });
+            }
+            pending
         };
-        if pending + new <= max {
-            return Ok(());
-        }
         Err(SubmitError::TooMany(field(
             "user",
             format!(
@@ -125,6 +140,26 @@ impl Scheduler {
                 spec.user
             ),
         )))
+    }
+}
+
+/// Pending jobs reserved for a submission under way (see `check_submit_limits`); given
+/// back when dropped.
+pub(super) struct PendingReservation<'a> {
+    scheduler: &'a Scheduler,
+    user: String,
+    count: u64,
+}
+
+impl Drop for PendingReservation<'_> {
+    fn drop(&mut self) {
+        let mut st = lock(&self.scheduler.inner.state);
+        if let Some(n) = st.reserved_pending.get_mut(&self.user) {
+            *n = n.saturating_sub(self.count);
+            if *n == 0 {
+                st.reserved_pending.remove(&self.user);
+            }
+        }
     }
 }
 
