@@ -1,6 +1,6 @@
 //! Multi-node beyond batch gangs on agents: `gantry run` streaming from a task on an agent,
 //! a gang spanning the controller's own node and an agent (a Python rendezvous between
-//! them), and a service on an agent, health-checked over HTTP at its node's address, whose
+//! them), and a service on an agent, health-checked over HTTP by that agent, whose
 //! node is drained (draining while it runs, a new job waits naming the drain, drained once
 //! it is cancelled, up again on resume).
 #![allow(clippy::unwrap_used, clippy::expect_used)]

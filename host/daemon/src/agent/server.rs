@@ -193,13 +193,31 @@ async fn check(State(table): State<Arc<TaskTable>>, body: Bytes) -> Response {
     if !dir.is_dir() {
         return task_error(&TaskError::Unknown(request.key));
     }
+    let limit = std::time::Duration::from_millis(request.timeout_ms.clamp(1, MAX_CHECK_MS));
+    if let Some(path) = &request.http_path {
+        let Some(port) = request.port else {
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                "an HTTP check needs a port".into(),
+                Some("port"),
+            );
+        };
+        let owner = table
+            .executor
+            .identity(&request.user, request.anonymous)
+            .ok()
+            .flatten()
+            .map(|who| who.uid);
+        let result =
+            crate::scheduler::service::probe::http_on_this_node(path, port, owner, limit).await;
+        return Json(verdict(result)).into_response();
+    }
     let work = dir.join("work");
     let workdir = match &request.workdir {
         Some(own) => std::path::PathBuf::from(own),
         None if work.is_dir() => work,
         None => dir,
     };
-    let limit = std::time::Duration::from_millis(request.timeout_ms.clamp(1, MAX_CHECK_MS));
     let run = crate::scheduler::service::probe::CommandRun {
         argv: &request.command,
         user: (&request.user, request.anonymous),
@@ -208,7 +226,12 @@ async fn check(State(table): State<Arc<TaskTable>>, body: Bytes) -> Response {
         workdir: &workdir,
     };
     let result = crate::scheduler::service::probe::run_command(&run, limit, &table.executor).await;
-    let reply = match result {
+    Json(verdict(result)).into_response()
+}
+
+/// A check's result as the controller reads it.
+fn verdict(result: Result<(), crate::scheduler::service::probe::ProbeError>) -> CheckReply {
+    match result {
         Ok(()) => CheckReply {
             healthy: true,
             message: None,
@@ -217,8 +240,7 @@ async fn check(State(table): State<Arc<TaskTable>>, body: Bytes) -> Response {
             healthy: false,
             message: Some(e.to_string()),
         },
-    };
-    Json(reply).into_response()
+    }
 }
 
 /// Up to `limit` bytes of the log from `offset` (nothing when there is no log yet).

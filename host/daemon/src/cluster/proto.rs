@@ -196,6 +196,13 @@ pub struct CheckRequest {
     pub workdir: Option<String>,
     /// Deadline, ms.
     pub timeout_ms: u64,
+    /// An HTTP check instead of a command: `GET` this path on `port` on the agent's node
+    /// (only if a socket of the job's user listens there).
+    #[serde(default)]
+    pub http_path: Option<String>,
+    /// The service's port, for an HTTP check.
+    #[serde(default)]
+    pub port: Option<u16>,
 }
 
 /// Agent → controller: the check's verdict.

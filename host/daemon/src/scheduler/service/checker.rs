@@ -44,21 +44,10 @@ impl Scheduler {
     pub(super) fn check_run(&self, job: &JobRecord) -> Option<CheckRun> {
         let key = current_run(job)?;
         let check = job.spec.service.as_ref()?.health.clone()?;
-        // The service runs where rank 0 runs: on an agent's node, HTTP checks go to that
-        // node's address and a check command is run by that agent.
-        let rank0 = job
-            .tasks
-            .first()
-            .map(|t| t.node.clone())
-            .unwrap_or_default();
+        // The service runs where rank 0 runs: on an agent's node, that agent runs its checks
+        // (HTTP ones against the service's port there, like the controller does here).
         let agent = self.remote_task(job, 0);
         let remote = agent.is_some();
-        let host = match remote {
-            true => lock(&self.inner.members)
-                .by_name(&rank0)
-                .map_or_else(|| "127.0.0.1".to_string(), |(_, m)| m.addr.clone()),
-            false => "127.0.0.1".to_string(),
-        };
         // On an agent's node, no directory of the controller's: the agent picks the run's.
         let default_dir = match remote {
             true => std::path::PathBuf::new(),
@@ -79,7 +68,6 @@ impl Scheduler {
             key,
             check,
             target: ProbeTarget {
-                host,
                 agent,
                 port: job.service_port,
                 workdir,

@@ -1,5 +1,6 @@
-//! One health-check probe of a service: an HTTP GET of `http://<node>:<port><path>` — the
-//! service's own port on its own node, nothing else (a 2xx answer is healthy) — or a command
+//! One health-check probe of a service: an HTTP GET of `http://127.0.0.1:<port><path>` on the
+//! service's node — its own port, held by its user, nothing else (a 2xx answer is healthy) —
+//! or a command
 //! run exactly as the service's tasks run (its user, its rank-0 task's cgroup, the job's
 //! environment only, its working directory entered as that user: `Executor::check_command`;
 //! exit 0 is healthy) — by the agent of the service's node when it runs on one — each bounded
@@ -26,8 +27,6 @@ const MAX_STDERR: usize = 200;
 
 /// Where a service's probes go.
 pub(crate) struct ProbeTarget {
-    /// The address of the service's node (rank 0's; 127.0.0.1 on the controller's own node).
-    pub host: String,
     /// On an agent's node: that agent and the rank-0 run, where a check command runs.
     pub agent: Option<(AgentClient, TaskKey)>,
     /// The service's port (for HTTP checks).
@@ -136,15 +135,22 @@ pub(crate) async fn probe(
     match &check.http_path {
         Some(path) => {
             let port = target.port.ok_or(ProbeError::NoPort)?;
-            if let Some(uid) = target.port_owner {
-                let holders = super::port_owner::listeners(port);
-                if !holders.contains(&uid) {
-                    return Err(ProbeError::NotTheServicesPort { port, holders });
+            match &target.agent {
+                // On an agent's node the agent probes, as the controller does here.
+                Some((agent, key)) => {
+                    let request = CheckRequest {
+                        http_path: Some(path.clone()),
+                        port: Some(port),
+                        ..check_request(*key, &[], target, limit)
+                    };
+                    remote_check(agent, request).await
                 }
+                None => http_on_this_node(path, port, target.port_owner, limit).await,
             }
-            tokio::time::timeout(limit, http_get(&target.host, port, path))
-                .await
-                .map_err(|_| ProbeError::Timeout(check.interval_s))?
+            .map_err(|e| match e {
+                ProbeError::Timeout(_) => ProbeError::Timeout(check.interval_s),
+                e => e,
+            })
         }
         None => match &target.agent {
             Some((agent, key)) => remote_command(agent, *key, &check.command, target, limit).await,
@@ -218,6 +224,46 @@ fn status_code(line: &str) -> Option<u16> {
     parts.next()?.parse().ok()
 }
 
+/// An HTTP check of a service on this node: sent only to a port a socket of the service's
+/// user (`owner`, when tasks run as their users) listens on, then `GET path` on 127.0.0.1.
+/// Also what an agent runs for an HTTP check of a service on its node.
+pub(crate) async fn http_on_this_node(
+    path: &str,
+    port: u16,
+    owner: Option<u32>,
+    limit: Duration,
+) -> Result<(), ProbeError> {
+    if let Some(uid) = owner {
+        let holders = super::port_owner::listeners(port);
+        if !holders.contains(&uid) {
+            return Err(ProbeError::NotTheServicesPort { port, holders });
+        }
+    }
+    tokio::time::timeout(limit, http_get("127.0.0.1", port, path))
+        .await
+        .map_err(|_| ProbeError::Timeout(0))?
+}
+
+/// The check request for the agent of the service's node: run `argv` (a command check).
+fn check_request(
+    key: TaskKey,
+    argv: &[String],
+    target: &ProbeTarget,
+    limit: Duration,
+) -> CheckRequest {
+    CheckRequest {
+        key,
+        command: argv.to_vec(),
+        env: target.env.clone(),
+        user: target.user.0.clone(),
+        anonymous: target.user.1,
+        workdir: Some(target.workdir.to_string_lossy().into_owned()).filter(|w| !w.is_empty()),
+        timeout_ms: limit.as_millis() as u64,
+        http_path: None,
+        port: None,
+    }
+}
+
 /// Runs the check command on the agent of the service's node.
 async fn remote_command(
     agent: &AgentClient,
@@ -226,15 +272,11 @@ async fn remote_command(
     target: &ProbeTarget,
     limit: Duration,
 ) -> Result<(), ProbeError> {
-    let request = CheckRequest {
-        key,
-        command: argv.to_vec(),
-        env: target.env.clone(),
-        user: target.user.0.clone(),
-        anonymous: target.user.1,
-        workdir: Some(target.workdir.to_string_lossy().into_owned()).filter(|w| !w.is_empty()),
-        timeout_ms: limit.as_millis() as u64,
-    };
+    remote_check(agent, check_request(key, argv, target, limit)).await
+}
+
+/// Sends `request` to the agent of the service's node and reads its verdict.
+async fn remote_check(agent: &AgentClient, request: CheckRequest) -> Result<(), ProbeError> {
     let agent = agent.clone();
     let answer = tokio::task::spawn_blocking(move || agent.check(&request))
         .await
@@ -357,7 +399,6 @@ mod tests {
         let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
         let executor = Executor::new(PathBuf::from("/nonexistent"), tx);
         let target = ProbeTarget {
-            host: "127.0.0.1".into(),
             agent: None,
             port: None,
             workdir: std::env::temp_dir(),
