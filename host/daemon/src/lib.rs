@@ -2,7 +2,7 @@
 //! store, local execution, the scheduler loop and the HTTP API. `main.rs` only parses
 //! the command line and dispatches here.
 //!
-//! Dependency direction (DESIGN.md §1): this crate uses `gantry-engine` (decisions)
+//! Dependency direction: this crate uses `gantry-engine` (decisions)
 //! and `gantry-plugin-runtime` (wasm); neither knows about this crate.
 #![deny(missing_docs)]
 

@@ -1,4 +1,4 @@
-//! The user a task runs as (DESIGN.md §5, issue 4 item 7): when the daemon runs as root and
+//! The user a task runs as (README "Isolation", `docs/security.md`): when the daemon runs as root and
 //! `execution.run_as_user` is on, a task runs with the uid, gid and supplementary groups of its
 //! job's user, looked up by name in the node's user database; a user with no local account runs
 //! as `execution.fallback_user`; root only with `execution.allow_root`.
@@ -249,10 +249,7 @@ mod tests {
 
     #[test]
     fn an_anonymous_job_runs_as_the_fallback_never_as_the_user_it_names() {
-        if !am_root() {
-            eprintln!("skipped: identity switching needs root");
-            return;
-        }
+        assert!(am_root(), "identity switching needs root (CI runs as root)");
         let on = config(true, "nobody", false);
         // `daemon` exists on Debian (uid 1): a claim of it is not honoured.
         let claimed = resolve(&on, "daemon", true).unwrap().unwrap();

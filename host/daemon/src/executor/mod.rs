@@ -1,4 +1,4 @@
-//! Local execution of tasks as real processes (DESIGN.md §5): the daemon starts each task through a
+//! Local execution of tasks as real processes (README "Isolation"): the daemon starts each task through a
 //! shim (`<daemon exe> task-shim ...`) that leads a new process group, appends the task's output to
 //! its log and records its end in an exit file; the executor reports that end as a [`TaskEvent`]
 //! with what the task used, re-attaches to shims after a daemon restart ([`Executor::adopt`]), and
