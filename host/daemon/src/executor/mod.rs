@@ -26,6 +26,7 @@ mod log_cap;
 mod record;
 mod shim;
 mod shim_args;
+mod shim_signals;
 mod signals;
 pub mod task_files;
 #[cfg(test)]
@@ -210,6 +211,10 @@ impl Executor {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .kill_on_drop(false);
+        // SAFETY: `block_for_shim` only calls sigprocmask, which is async-signal-safe.
+        unsafe {
+            cmd.pre_exec(shim_signals::block_for_shim);
+        }
         let spawned = cmd
             .spawn()
             .map_err(|source| ExecError::Spawn {

@@ -12,7 +12,8 @@
 //!
 //! Owns the shim's run. It does not own its command line (`shim_args.rs`), nor signal anything:
 //! `terminate` signals the whole process group, which reaches the command directly while the
-//! shim itself survives SIGTERM (see `signals::shield_shim`).
+//! shim itself survives SIGTERM and hands on what arrived before the command ran
+//! (`shim_signals.rs`).
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
@@ -24,7 +25,7 @@ use super::child::{ChildSetup, Ids};
 use super::log_cap::{self, Piped};
 use super::record::ExitRecord;
 use super::shim_args::{self, ShimArgs};
-use super::{TaskExit, TaskUsage, record, signals};
+use super::{TaskExit, TaskUsage, record, shim_signals, signals};
 
 /// The hidden subcommand under which the daemon binary acts as the shim.
 pub const SHIM_SUBCOMMAND: &str = "task-shim";
@@ -43,7 +44,7 @@ const LOST_CODE: i32 = 255;
 /// the process exit code: the command's code, 128 + signal if it was killed by a signal, 127 if it
 /// could not be started, 2 if the shim's own arguments are wrong.
 pub fn run_shim(args: &[String]) -> i32 {
-    signals::shield_shim();
+    shim_signals::shield_shim();
     match shim_args::parse(args) {
         Ok(parsed) => execute(&parsed),
         Err(e) => {
@@ -123,8 +124,12 @@ fn run_command(args: &ShimArgs, log: &File) -> ExitRecord {
         }
         // SAFETY: `apply` makes only async-signal-safe calls on data prepared before the
         // fork (see child.rs).
+        // `pass_caught_signals_to_command` comes last, after the user switch.
         unsafe {
-            cmd.pre_exec(move || setup.apply());
+            cmd.pre_exec(move || {
+                setup.apply()?;
+                shim_signals::pass_caught_signals_to_command()
+            });
         }
         cmd.spawn()
     });

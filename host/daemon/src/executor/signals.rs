@@ -1,9 +1,10 @@
 //! The few raw libc calls the executor needs: signalling a process group, asking whether a process
 //! or group still exists (zombies count as gone), recognising a shim by its command line after a
-//! restart, and making the shim survive SIGTERM/SIGINT/SIGHUP without passing that on to its child.
+//! restart.
 //!
-//! Owns the executor's `unsafe` blocks for signals and waiting (the other raw calls live with
-//! their purpose: `child.rs`, `identity.rs`, `bpf.rs`). It does not decide when to signal (that is
+//! Owns the executor's `unsafe` blocks for signalling and waiting (the other raw calls live with
+//! their purpose: `child.rs`, `identity.rs`, `bpf.rs`, and the shim's own signal dispositions
+//! in `shim_signals.rs`). It does not decide when to signal (that is
 //! `mod.rs`) and knows nothing of tasks or exit records.
 
 use std::ffi::OsStr;
@@ -133,34 +134,6 @@ pub(crate) fn wait_with_usage(pid: u32) -> io::Result<(i32, super::TaskUsage)> {
             continue;
         }
         return Err(err);
-    }
-}
-
-extern "C" fn shim_signal_noop(_sig: libc::c_int) {}
-
-/// Makes the shim outlive the signals a job may be sent (TERM, INT, HUP, QUIT, USR1, USR2,
-/// ALRM) so it can record its child's end; SIGKILL
-/// still kills it. A caught signal (unlike an ignored one) is reset to its default by `execve`,
-/// so the command the shim starts still receives these signals normally.
-pub(crate) fn shield_shim() {
-    // Every signal a job may ask for (job_options::SIGNALS) reaches the whole group; the shim
-    // must outlive them to record the command's end.
-    for sig in [
-        libc::SIGTERM,
-        libc::SIGINT,
-        libc::SIGHUP,
-        libc::SIGQUIT,
-        libc::SIGUSR1,
-        libc::SIGUSR2,
-        libc::SIGALRM,
-    ] {
-        let handler = shim_signal_noop as extern "C" fn(libc::c_int) as libc::sighandler_t;
-        // SAFETY: the handler is an `extern "C"` function that does nothing, so it is
-        // async-signal-safe; glibc and musl give signal() BSD semantics (persistent, SA_RESTART).
-        let previous = unsafe { libc::signal(sig, handler) };
-        if previous == libc::SIG_ERR {
-            tracing::warn!(sig, "task-shim: cannot install signal handler");
-        }
     }
 }
 

@@ -275,6 +275,28 @@ async fn terminate_stops_a_plain_command_with_sigterm() {
     assert!(read(&l.exit_path).starts_with(r#"{"exit":{"Signaled":15}"#));
 }
 
+/// A stop sent while the shim starts, or while its child joins the cgroups and switches
+/// user before `execve`, still reaches the command as SIGTERM (not SIGKILL after the grace).
+#[tokio::test]
+async fn a_stop_sent_as_the_task_starts_ends_it_with_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let (exec, mut rx) = executor(real_shim(dir.path()));
+    for delay_ms in [0, 0, 1, 2, 3, 5, 8, 12, 20, 30] {
+        let l = spec(dir.path(), &["sleep", "1000"]);
+        let _ = fs::remove_file(&l.exit_path);
+        let task = launch(&exec, &l);
+        let _guard = GroupGuard(task.pid);
+        tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+        exec.terminate(task.pid, Duration::from_secs(60));
+        let end = next_event(&mut rx).await;
+        assert_eq!(
+            end.exit,
+            TaskExit::Signaled(15),
+            "stopped {delay_ms} ms after launch"
+        );
+    }
+}
+
 #[tokio::test]
 async fn terminate_escalates_to_sigkill_after_grace() {
     let dir = tempfile::tempdir().unwrap();
