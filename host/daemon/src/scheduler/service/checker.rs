@@ -48,6 +48,11 @@ impl Scheduler {
         // (HTTP ones against the service's port there, like the controller does here).
         let agent = self.remote_task(job, 0);
         let remote = agent.is_some();
+        // There, checks begin once the agent has acknowledged the launch: one sent before
+        // would find no such task on the agent and count as a failure of the new run.
+        if remote && job.tasks.first().is_none_or(|t| t.pid.is_none()) {
+            return None;
+        }
         // On an agent's node, no directory of the controller's: the agent picks the run's.
         let default_dir = match remote {
             true => std::path::PathBuf::new(),
