@@ -7,6 +7,9 @@
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
+pub use crate::inventory::NodeConfig;
+pub use crate::telemetry::TelemetryConfig;
+
 /// Default API address.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8420";
 
@@ -52,46 +55,6 @@ pub struct Config {
     pub limits: crate::config_limits::LimitsConfig,
 }
 
-/// OpenTelemetry (OTLP) export of traces.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(deny_unknown_fields, default)]
-pub struct TelemetryConfig {
-    /// OTLP endpoint, e.g. `http://127.0.0.1:4318` (HTTP) or `http://127.0.0.1:4317`
-    /// (gRPC). Empty: `OTEL_EXPORTER_OTLP_ENDPOINT` / `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`,
-    /// and if those are unset too, nothing is exported.
-    pub endpoint: String,
-    /// "http/protobuf" (default) or "grpc"; `OTEL_EXPORTER_OTLP_PROTOCOL` when empty.
-    pub protocol: String,
-    /// Extra headers, e.g. an API key; `OTEL_EXPORTER_OTLP_HEADERS` adds to these.
-    pub headers: std::collections::BTreeMap<String, String>,
-}
-
-/// The local node.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct NodeConfig {
-    /// Node name (default: the host name).
-    pub name: String,
-    /// Ask NVML for GPUs first (default true).
-    pub use_nvml: bool,
-    /// GPUs when NVML finds no driver (default 8).
-    pub gpus: u32,
-    /// Their model (default "fake").
-    pub gpu_model: String,
-    /// Their memory in MiB.
-    pub gpu_memory_mib: u64,
-    /// CPU in milli-cores (default: the machine's).
-    pub cpu_milli: Option<u32>,
-    /// Memory in MiB (default: the machine's).
-    pub memory_mib: Option<u64>,
-    /// Labels.
-    pub labels: std::collections::BTreeMap<String, String>,
-    /// GPU indices that take no tasks (reason "marked unhealthy in config").
-    pub unhealthy_gpus: Vec<u32>,
-    /// Seconds between NVML health polls of the GPUs (default 30; 0: no polling).
-    pub health_poll_s: u64,
-}
-
 /// Per-call sandbox limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -132,23 +95,6 @@ impl Default for Config {
             cluster: Default::default(),
             http: Default::default(),
             limits: Default::default(),
-        }
-    }
-}
-
-impl Default for NodeConfig {
-    fn default() -> Self {
-        Self {
-            name: String::new(),
-            use_nvml: true,
-            gpus: 8,
-            gpu_model: "fake".into(),
-            gpu_memory_mib: 81_920,
-            cpu_milli: None,
-            memory_mib: None,
-            labels: Default::default(),
-            unhealthy_gpus: Vec::new(),
-            health_poll_s: 30,
         }
     }
 }
@@ -282,5 +228,33 @@ mod tests {
         std::fs::write(&bad, "usage_half_life_s = 0\n").unwrap();
         let e = Config::load(Some(&bad)).unwrap_err().to_string();
         assert!(e.contains("usage_half_life_s"), "{e}");
+    }
+
+    #[test]
+    fn a_config_file_with_a_bad_tls_table_is_refused_at_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("gantry.toml");
+        let cert = dir.path().join("cert.pem");
+        std::fs::write(&cert, "junk").unwrap();
+        let text = format!("[tls]\ncert = {:?}\n", cert.display().to_string());
+        std::fs::write(&file, &text).unwrap();
+        let e = Config::load(Some(&file)).unwrap_err().to_string();
+        assert!(
+            e.contains("tls.key must be set together with tls.cert"),
+            "{e}"
+        );
+        std::fs::write(
+            &file,
+            format!("{text}key = {:?}\n", cert.display().to_string()),
+        )
+        .unwrap();
+        let e = Config::load(Some(&file)).unwrap_err().to_string();
+        assert!(
+            e.contains("tls.cert") && e.contains("holds no PEM certificate"),
+            "{e}"
+        );
+        std::fs::write(&file, "[tls]\ncrt = \"x\"\n").unwrap();
+        let e = Config::load(Some(&file)).unwrap_err().to_string();
+        assert!(e.contains("crt"), "{e}");
     }
 }

@@ -8,6 +8,9 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// The longest time limit any job may have: one year, in seconds.
+pub const MAX_TIME_LIMIT_S: u64 = 365 * 24 * 3600;
+
 /// Whether tasks get cgroups.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
@@ -92,7 +95,7 @@ impl ExecutionConfig {
         if let Some((q, _)) = self
             .interactive_max_time_s
             .iter()
-            .find(|(_, s)| **s == 0 || **s > crate::model::MAX_TIME_LIMIT_S)
+            .find(|(_, s)| **s == 0 || **s > MAX_TIME_LIMIT_S)
         {
             return Err(format!(
                 "execution.interactive_max_time_s.{q} must be 1..=31536000"

@@ -22,10 +22,11 @@ pub mod executor;
 pub mod http_server;
 pub mod instrumented;
 pub mod inventory;
-pub mod job_options;
 pub mod local_socket;
 pub mod metrics;
 pub mod model;
+/// Job options (arrays, dependencies, services, signals) live with the job model.
+pub use model::job_options;
 pub mod policy;
 pub mod private_files;
 pub mod run_cli;

@@ -9,6 +9,7 @@
 //! stage with checks and fallback (`stage_calls`), how the plan is applied (the
 //! daemon) or the rules of validity (`validate`).
 
+pub use crate::pending_reason::PendingReason;
 use crate::pipeline::{FaultRecord, Pipeline};
 use crate::snapshot::Snapshot;
 use crate::stage_calls::{admission, placement, preemption, priority};
@@ -32,22 +33,6 @@ pub struct StartDecision {
     pub score: f64,
     /// The placement plugin that decided it.
     pub placed_by: String,
-}
-
-/// Why a job stays pending after this cycle.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PendingReason {
-    /// The stage that left it pending.
-    pub stage: Stage,
-    /// Machine-readable code.
-    pub code: ReasonCode,
-    /// Human message.
-    pub message: String,
-    /// The plugin that gave the reason ("host" for the host's own).
-    pub plugin: String,
-    /// The priority stage's note about the job, if any.
-    #[serde(default)]
-    pub priority_note: Option<String>,
 }
 
 /// Everything a cycle decided.

@@ -6,7 +6,7 @@
 //! Owns: per-stage call, validation hook, fallback. Does not own the order of stages
 //! or the reasons of pending jobs (`cycle`).
 
-use crate::cycle::PendingReason;
+use crate::pending_reason::PendingReason;
 use crate::pipeline::{FaultKind, FaultRecord, Pipeline, PluginIdent, PolicyFault, StageSlot};
 use crate::snapshot::Snapshot;
 use crate::validate::{validate_evictions, validate_plan};

@@ -13,6 +13,7 @@
 mod trust;
 
 use crate::LoadError;
+use sha2::{Digest, Sha256};
 use std::hash::{Hash, Hasher};
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -104,6 +105,11 @@ fn deserialize(engine: &Engine, mut file: std::fs::File) -> wasmtime::Result<Com
     // writable by no one else: so this process's own `Component::serialize` (the name
     // carries the engine's compatibility hash) wrote it. wasmtime also checks the header.
     unsafe { Component::deserialize(engine, &serialized) }
+}
+
+/// sha256 of `bytes`, hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
 }
 
 #[cfg(test)]

@@ -6,8 +6,8 @@
 //! re-configured) on the next call. Nothing a plugin does can crash or hang the host.
 
 use crate::bindings::{State, admission, placement, plugin, preemption, priority};
-use crate::loader::{EPOCH_TICK, LoadedPlugin};
 use crate::nonblocking::WouldBlock;
+use crate::runtime::{EPOCH_TICK, LoadedPlugin};
 use crate::{Limits, LoadError, convert};
 use gantry_contract::{
     Cycle, Eviction, Job, Metadata, Node, Plan, RunningJob, Scored, Stage, SubmitVerdict, Verdict,
@@ -367,5 +367,16 @@ impl PreemptionStage for PluginInstance {
                 .map(|g| g.call_preempt(&mut l.store, &c, &b, blocked_scores, &n, &r))
         })
         .map(convert::evictions)
+    }
+}
+
+impl LoadedPlugin {
+    /// A configured instance with `limits`.
+    pub fn instantiate(
+        &self,
+        config_json: &str,
+        limits: Limits,
+    ) -> Result<PluginInstance, LoadError> {
+        PluginInstance::new(self.clone(), config_json, limits)
     }
 }

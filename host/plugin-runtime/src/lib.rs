@@ -20,9 +20,10 @@ mod instance;
 mod limits;
 mod loader;
 mod nonblocking;
+mod runtime;
 
 pub use instance::PluginInstance;
-pub use loader::{LoadedPlugin, Runtime, RuntimeOptions};
+pub use runtime::{LoadedPlugin, Runtime, RuntimeOptions};
 
 use gantry_engine::PolicyFault;
 

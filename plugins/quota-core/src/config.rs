@@ -10,10 +10,7 @@
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
-pub use crate::error::ConfigError;
-
-/// Largest quantity accepted, in GPUs.
-pub const MAX_GPUS: f64 = 1.0e9;
+pub use crate::error::{ConfigError, MAX_GPUS};
 
 /// What to do with a job whose queue is not in `queues`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]

@@ -4,7 +4,9 @@
 //! Owns: the error type and its wording. Does not own the checks (`config` for one
 //! queue, `quotas` for checks across queues).
 
-use crate::config::MAX_GPUS;
+/// Largest quantity accepted in the configuration, in GPUs (named by the error that refuses
+/// a larger one).
+pub const MAX_GPUS: f64 = 1.0e9;
 
 /// A config error, naming the key.
 #[derive(Debug, Clone, PartialEq)]

@@ -11,9 +11,10 @@
 
 pub mod groups;
 pub mod health;
+mod node_config;
 pub mod nvml;
 
-use crate::config::NodeConfig;
+pub use node_config::NodeConfig;
 use serde::{Deserialize, Serialize};
 
 pub use groups::GPU_GROUPS_LABEL;

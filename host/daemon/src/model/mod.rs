@@ -5,9 +5,12 @@
 //! Owns: field limits and defaults. Does not own scheduling (the engine) or storage.
 
 mod exec_size;
+pub mod job_options;
 mod record;
+mod service_health;
 
 pub use exec_size::{MAX_ARG_LEN, MAX_ARG_STRLEN, MAX_EXEC_BYTES};
+pub use service_health::{HealthState, ServiceHealth};
 
 pub use record::{
     ArrayMember, GpuShareView, JobRecord, JobState, ReasonView, StopCause, TaskRecord,
@@ -19,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Longest accepted time limit: one year, in seconds.
-pub const MAX_TIME_LIMIT_S: u64 = 365 * 24 * 3600;
+pub use crate::config_execution::MAX_TIME_LIMIT_S;
 /// Most tasks in one gang.
 pub const MAX_TASKS: u32 = 1024;
 /// Longest accepted string field.

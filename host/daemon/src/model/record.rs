@@ -170,7 +170,7 @@ pub struct JobRecord {
     pub service_port: Option<u16>,
     /// A service's health checks and restart back-off (none for other jobs).
     #[serde(default)]
-    pub health: Option<crate::scheduler::service::ServiceHealth>,
+    pub health: Option<super::ServiceHealth>,
     /// Whether the time-limit warning signal was sent in the current run.
     #[serde(default)]
     pub warned: bool,

@@ -7,7 +7,7 @@
 //! [`CountingExporter`] → the OTLP exporter. Nothing on the way blocks the caller: a
 //! full queue drops the span and counts it.
 
-use crate::config::TelemetryConfig;
+use super::TelemetryConfig;
 use opentelemetry::Context;
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::OTelSdkResult;

@@ -21,11 +21,12 @@
 
 mod export;
 mod jobs;
+mod settings;
 
-use crate::config::TelemetryConfig;
 use opentelemetry::KeyValue;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::trace::{BatchConfigBuilder, BatchSpanProcessor, SdkTracerProvider};
+pub use settings::TelemetryConfig;
 use std::time::Duration;
 use tracing_subscriber::Layer as _;
 use tracing_subscriber::filter::{LevelFilter, Targets};

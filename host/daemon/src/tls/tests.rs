@@ -1,7 +1,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use super::*;
-use crate::config::Config;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// A fresh self-signed certificate for 127.0.0.1/localhost: (cert PEM, key PEM).
@@ -123,34 +122,6 @@ fn config_errors_name_the_setting_and_the_file_problem() {
         ..good
     });
     assert!(e.starts_with("tls.cert/tls.key: "), "{e}");
-}
-
-#[test]
-fn a_config_file_with_a_bad_tls_table_is_refused_at_load() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("gantry.toml");
-    let cert = dir.path().join("cert.pem");
-    std::fs::write(&cert, "junk").unwrap();
-    let text = format!("[tls]\ncert = {:?}\n", cert.display().to_string());
-    std::fs::write(&file, &text).unwrap();
-    let e = Config::load(Some(&file)).unwrap_err().to_string();
-    assert!(
-        e.contains("tls.key must be set together with tls.cert"),
-        "{e}"
-    );
-    std::fs::write(
-        &file,
-        format!("{text}key = {:?}\n", cert.display().to_string()),
-    )
-    .unwrap();
-    let e = Config::load(Some(&file)).unwrap_err().to_string();
-    assert!(
-        e.contains("tls.cert") && e.contains("holds no PEM certificate"),
-        "{e}"
-    );
-    std::fs::write(&file, "[tls]\ncrt = \"x\"\n").unwrap();
-    let e = Config::load(Some(&file)).unwrap_err().to_string();
-    assert!(e.contains("crt"), "{e}");
 }
 
 #[test]

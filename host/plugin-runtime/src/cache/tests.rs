@@ -10,7 +10,7 @@ fn engine() -> Engine {
 
 fn fifo() -> (&'static [u8], String) {
     let bytes = gantry_components::FIFO;
-    (bytes, crate::loader::sha256_hex(bytes))
+    (bytes, super::sha256_hex(bytes))
 }
 
 fn mode(path: &Path) -> u32 {
