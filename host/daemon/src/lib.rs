@@ -1,11 +1,15 @@
-//! The `gantry` daemon and CLI as a library: configuration, inventory, the sled
-//! store, local execution, the scheduler loop and the HTTP API. `main.rs` only parses
-//! the command line and dispatches here.
+//! The `gantry` daemon and CLI as a library: configuration, the sled store, the scheduler
+//! loop, the HTTP API, the node agent and the cluster protocol, the simulator front end.
+//! `main.rs` only parses the command line and dispatches here.
 //!
-//! Dependency direction: this crate uses `gantry-engine` (decisions)
-//! and `gantry-plugin-runtime` (wasm); neither knows about this crate.
+//! Dependency direction: this crate uses `gantry-node` (the node's kernel and devices:
+//! executor, inventory; re-exported here under their old paths), `gantry-engine`
+//! (decisions) and `gantry-plugin-runtime` (wasm); none of them knows about this crate.
+//! All `unsafe` code lives in `gantry-node`. See `ARCHITECTURE.md`.
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
+pub use gantry_node::{config_execution, executor, inventory, private_files};
 pub mod accounting_cli;
 pub mod agent;
 pub mod api;
@@ -15,20 +19,16 @@ pub mod auth_submit;
 pub mod cli;
 pub mod cluster;
 pub mod config;
-pub mod config_execution;
 pub mod config_limits;
 pub mod conformance;
-pub mod executor;
 pub mod http_server;
 pub mod instrumented;
-pub mod inventory;
 pub mod local_socket;
 pub mod metrics;
 pub mod model;
 /// Job options (arrays, dependencies, services, signals) live with the job model.
 pub use model::job_options;
 pub mod policy;
-pub mod private_files;
 pub mod run_cli;
 pub mod sbatch;
 pub mod scheduler;

@@ -12,15 +12,8 @@ use anyhow::{Context, bail};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-
-/// Ctrl-Cs received so far.
-static INTERRUPTS: AtomicU32 = AtomicU32::new(0);
-
-extern "C" fn on_sigint(_: libc::c_int) {
-    INTERRUPTS.fetch_add(1, Ordering::SeqCst);
-}
 
 /// Options of `gantry run`.
 #[derive(Debug, Clone, clap::Args)]
@@ -90,13 +83,7 @@ pub fn run(client: Arc<Client>, a: &RunArgs) -> anyhow::Result<i32> {
         .as_u64()
         .context("the daemon's answer has no job id")?;
     eprintln!("gantry: job {id} submitted");
-    // SAFETY: the handler only increments an atomic, which is async-signal-safe.
-    unsafe {
-        libc::signal(
-            libc::SIGINT,
-            on_sigint as extern "C" fn(libc::c_int) as libc::sighandler_t,
-        );
-    }
+    gantry_node::sys::count_interrupts();
     let done = Arc::new(AtomicBool::new(false));
     let forwarder = {
         let (client, done) = (client.clone(), done.clone());
@@ -113,7 +100,7 @@ pub fn run(client: Arc<Client>, a: &RunArgs) -> anyhow::Result<i32> {
 fn forward_interrupts(client: &Client, id: u64, done: &AtomicBool) {
     let mut handled = 0;
     while !done.load(Ordering::SeqCst) {
-        let seen = INTERRUPTS.load(Ordering::SeqCst);
+        let seen = gantry_node::sys::interrupts();
         if seen > handled {
             handled = seen;
             let signalled = handled == 1

@@ -1,5 +1,5 @@
 //! Tests of the agent's task table with real processes: launches go through the real shim
-//! (this test binary re-executed as the shim, see `executor::tests::real_shim`), a key starts at most once
+//! (this test binary re-executed as the shim, see `shim_entry`), a key starts at most once
 //! (replayed, concurrent), ends and acknowledgements, and the restart scan. Every wait is
 //! bounded and polled.
 //!
@@ -8,12 +8,23 @@
 
 use super::tasks::{ACKED, TaskTable};
 use crate::cluster::proto::{LaunchRequest, PROTOCOL_VERSION, TaskKey};
-use crate::executor::tests::real_shim;
 use crate::executor::{Executor, TaskExit};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// Not a test: when this test binary is re-executed as the task shim, acts as it.
+#[test]
+fn shim_entry() {
+    gantry_node::executor::test_shim::act_as_shim_if_asked();
+}
+
+/// A script that runs the real shim: this test binary, filtered to `shim_entry`.
+fn real_shim(dir: &Path) -> std::path::PathBuf {
+    let module = module_path!().split_once("::").unwrap().1;
+    gantry_node::executor::test_shim::real_shim(dir, &format!("{module}::shim_entry"))
+}
 
 /// Bound of every wait here.
 pub(super) const WAIT: Duration = Duration::from_secs(10);
@@ -69,10 +80,7 @@ pub(super) struct GroupGuard(pub u32);
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
-        // SAFETY: kill(2) with a negative pid signals that group; no memory is involved.
-        unsafe {
-            libc::kill(-(self.0 as libc::pid_t), libc::SIGKILL);
-        }
+        gantry_node::sys::kill_group(self.0);
     }
 }
 

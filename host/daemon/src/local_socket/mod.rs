@@ -14,7 +14,6 @@ mod limited;
 
 pub use limited::{CountedStream, LimitedUnixListener};
 
-use std::ffi::CStr;
 use std::io;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::Path;
@@ -64,46 +63,11 @@ pub fn bind(path: &Path) -> io::Result<UnixListener> {
     Ok(listener)
 }
 
-/// The name of the account with `uid`, if it has one.
-pub fn account_name(uid: u32) -> Option<String> {
-    let mut buf = vec![0 as libc::c_char; 4096];
-    loop {
-        // SAFETY: all-zero is a valid `passwd` (null pointers, zero ids).
-        let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
-        let mut result: *mut libc::passwd = std::ptr::null_mut();
-        // SAFETY: every pointer is valid for the call; `buf` is writable for `buf.len()`
-        // bytes; on success `pwd.pw_name` points into `buf`, read before `buf` is dropped.
-        let rc =
-            unsafe { libc::getpwuid_r(uid, &mut pwd, buf.as_mut_ptr(), buf.len(), &mut result) };
-        if rc == libc::ERANGE && buf.len() < (1 << 20) {
-            buf.resize(buf.len() * 4, 0);
-            continue;
-        }
-        if rc != 0 || result.is_null() || pwd.pw_name.is_null() {
-            return None;
-        }
-        // SAFETY: on success pw_name is a NUL-terminated string inside `buf`.
-        let name = unsafe { CStr::from_ptr(pwd.pw_name) };
-        return Some(name.to_string_lossy().into_owned());
-    }
-}
-
-/// The daemon's own effective uid.
-pub fn own_uid() -> u32 {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() }
-}
+pub use gantry_node::sys::{account_name, effective_uid as own_uid};
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn account_names_of_uids() {
-        assert_eq!(account_name(0).as_deref(), Some("root"));
-        assert_eq!(account_name(65534).as_deref(), Some("nobody"));
-        assert_eq!(account_name(3_999_999_999), None);
-    }
 
     #[test]
     fn bind_replaces_a_stale_socket_and_refuses_other_files() {

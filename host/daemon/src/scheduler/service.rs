@@ -19,7 +19,7 @@
 //! the health checkers (`checker`) and probes (`probe`).
 
 mod checker;
-mod port_owner;
+use gantry_node::port_owner;
 pub(crate) mod probe;
 
 use super::{Scheduler, lock, now_ms};

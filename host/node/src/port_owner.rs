@@ -9,7 +9,7 @@
 const LISTEN: &str = "0A";
 
 /// The uids of the sockets listening on `port` (any address), as the kernel lists them.
-pub(crate) fn listeners(port: u16) -> Vec<u32> {
+pub fn listeners(port: u16) -> Vec<u32> {
     ["/proc/net/tcp", "/proc/net/tcp6"]
         .iter()
         .filter_map(|path| std::fs::read_to_string(path).ok())

@@ -5,7 +5,6 @@
 //! Owns only tests; the shim's in-process tests live in `shim.rs`.
 
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -13,46 +12,19 @@ use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
 use super::*;
 
-/// Environment variable through which the wrapper script hands the shim's arguments to
-/// `shim_entry`, joined with `SEP` (the test harness would take them for filters).
-pub(super) const SHIM_ARGS_ENV: &str = "GANTRY_EXECUTOR_TEST_SHIM_ARGS";
-pub(super) const SEP: char = '\u{1f}';
+pub(super) use super::test_shim::{SEP, SHIM_ARGS_ENV, write_script};
 pub(super) const WAIT: Duration = Duration::from_secs(10);
 
 /// Not a test: when the test binary is re-executed by the wrapper script, acts as the shim.
 #[test]
 fn shim_entry() {
-    let Ok(joined) = std::env::var(SHIM_ARGS_ENV) else {
-        return;
-    };
-    let args: Vec<String> = joined.split(SEP).map(str::to_owned).collect();
-    let code = match args.split_first() {
-        Some((sub, rest)) if sub == SHIM_SUBCOMMAND => run_shim(rest),
-        _ => shim::USAGE_CODE,
-    };
-    std::process::exit(code);
+    super::test_shim::act_as_shim_if_asked();
 }
 
-pub(super) fn write_script(path: &Path, body: &str) {
-    fs::write(path, body).unwrap();
-    fs::set_permissions(path, fs::Permissions::from_mode(0o755)).unwrap();
-}
-
-/// A script that runs the real shim: this test binary, filtered to `shim_entry` (also the
-/// agent's tests' shim).
+/// A script that runs the real shim: this test binary, filtered to `shim_entry`.
 pub(crate) fn real_shim(dir: &Path) -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
     let module = module_path!().split_once("::").unwrap().1;
-    let path = dir.join("real-shim");
-    write_script(
-        &path,
-        &format!(
-            "#!/bin/sh\nIFS=$(printf '\\037')\n{SHIM_ARGS_ENV}=\"$*\"\nexport {SHIM_ARGS_ENV}\n\
-             exec '{}' --exact '{module}::shim_entry' --nocapture --test-threads=1 -q\n",
-            exe.display()
-        ),
-    );
-    path
+    super::test_shim::real_shim(dir, &format!("{module}::shim_entry"))
 }
 
 pub(super) fn spec(dir: &Path, argv: &[&str]) -> TaskLaunch {

@@ -29,6 +29,8 @@ mod shim_args;
 mod shim_signals;
 mod signals;
 pub mod task_files;
+#[cfg(any(test, feature = "test-support"))]
+pub mod test_shim;
 #[cfg(test)]
 pub(crate) mod tests;
 #[cfg(test)]

@@ -1,0 +1,22 @@
+//! Everything of Gantry that touches a node's kernel and devices, used by both the controller
+//! (`gantry serve`, for its own node) and the node agent (`gantry agent`):
+//!
+//! - `executor`: starting a task through the task shim as its user, in its cgroups, behind
+//!   its GPU device fence; signals, stops, exit records, adoption after a restart;
+//! - `inventory`: the node's GPUs, CPU and memory (NVML or configuration), NVLink groups and
+//!   GPU health;
+//! - `config_execution`: the `[execution]` settings the executor acts on;
+//! - `private_files`: the umask and directory modes of what the daemon keeps on disk;
+//! - `port_owner`: which users listen on a TCP port (for service health checks);
+//! - `sys`: safe wrappers of the few other system calls Gantry makes.
+//!
+//! This is the only daemon-side crate with `unsafe` code; each block says why it is sound.
+//! It knows nothing of jobs, the store, HTTP or the scheduler: the daemon (`gantry`) uses it,
+//! never the other way round. See `ARCHITECTURE.md`.
+
+pub mod config_execution;
+pub mod executor;
+pub mod inventory;
+pub mod port_owner;
+pub mod private_files;
+pub mod sys;
