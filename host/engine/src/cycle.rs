@@ -1,4 +1,4 @@
-//! One scheduling cycle on an immutable snapshot (DESIGN.md §2): admission chain,
+//! One scheduling cycle on an immutable snapshot (`ARCHITECTURE.md`, "Where each decision is made"): admission chain,
 //! priority chain, host sort by (tier, score, submit time, id), placement, preemption.
 //! Every plugin call that faults, or whose output breaks the contract, is recorded and
 //! replaced by the fallback pipeline's answer (or, without one, by the safe built-in

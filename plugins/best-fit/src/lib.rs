@@ -1,4 +1,4 @@
-//! `best-fit`: the BestFit placement policy of the FGD paper (spec `fgd-replay.md` §7).
+//! `best-fit`: the BestFit placement policy of the FGD paper (`docs/fgd-replay/method.md` §7).
 //! Each feasible node scores
 //! `trunc(100·(1 − [((cpu − c)/128000)·0.5 + ((L − R)/8000)·0.5]))`, the tightest fit
 //! highest; a sharing task takes its best-fit GPU.

@@ -1,4 +1,4 @@
-//! `dot-product`: the DotProd placement policy of the FGD paper (spec `fgd-replay.md` §7,
+//! `dot-product`: the DotProd placement policy of the FGD paper (`docs/fgd-replay/method.md` §7,
 //! Tetris-style). Each feasible node scores
 //! `trunc(100·(1 − ½·[(cpu/128000)·(c/128000) + (L/8000)·(R/8000)]))`, higher for less free
 //! capacity; the task goes to the best node, a sharing task to its best-fit GPU.

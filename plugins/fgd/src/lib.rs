@@ -1,4 +1,4 @@
-//! `fgd`: fragmentation gradient descent, the policy of the FGD paper (spec `fgd-replay.md` §8).
+//! `fgd`: fragmentation gradient descent, the policy of the FGD paper (`docs/fgd-replay/method.md` §8).
 //! Each feasible node (and, for a sharing task, each GPU with room) scores
 //! `trunc(100·sigmoid(−ΔF/1000))`, where ΔF is how much placing the task changes the node's
 //! expected GPU fragmentation F for a target workload; the task goes to the best node and GPU.

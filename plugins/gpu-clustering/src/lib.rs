@@ -1,4 +1,4 @@
-//! `gpu-clustering`: the GpuClustering placement policy of the FGD paper (spec `fgd-replay.md`
+//! `gpu-clustering`: the GpuClustering placement policy of the FGD paper (`docs/fgd-replay/method.md`
 //! §7). It keeps GPU pods of one kind ("share", "k-gpu") together: a node holding only the task's
 //! kind scores highest, then one holding it among others, then an empty one, then the rest, plus
 //! a bonus for less free GPU; CPU-only tasks score 0 everywhere. The kinds on each node come from

@@ -1,4 +1,4 @@
-//! `gpu-packing`: the GpuPacking placement policy of the FGD paper (spec `fgd-replay.md` §7).
+//! `gpu-packing`: the GpuPacking placement policy of the FGD paper (`docs/fgd-replay/method.md` §7).
 //! A sharing task goes to an already shared GPU with little room left, then to a free GPU of an
 //! already used node, then to the idle node with the fewest GPUs; CPU-only tasks score 0
 //! everywhere. A sharing task takes its best-fit GPU.

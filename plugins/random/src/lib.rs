@@ -1,4 +1,4 @@
-//! `random`: the Random placement policy of the FGD paper (spec `fgd-replay.md` §7). Each task
+//! `random`: the Random placement policy of the FGD paper (`docs/fgd-replay/method.md` §7). Each task
 //! goes to a feasible node drawn uniformly at random; a sharing task takes a GPU drawn uniformly
 //! among those with enough free milli-GPU, a whole-GPU task the lowest-indexed free GPUs. The
 //! draws come from a generator seeded by (seed, job id, task index): the same input gives the

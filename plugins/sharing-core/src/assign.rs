@@ -1,4 +1,4 @@
-//! GPU assignment on the chosen node (spec §6).
+//! GPU assignment on the chosen node (`docs/fgd-replay/method.md` §6).
 //!
 //! Owns which GPUs a pod takes: a whole-GPU pod the `n` lowest-indexed completely free
 //! allowed GPUs (every policy); a sharing pod, per policy, the best fit (smallest

@@ -1,5 +1,5 @@
 //! `gantry-sharing-core`: the six GPU-sharing placement policies of the FGD paper
-//! (Weng et al., USENIX ATC '23; `shared/specs/fgd-replay.md` §4–§8) as one library
+//! (Weng et al., USENIX ATC '23; `docs/fgd-replay/method.md` §4–§8) as one library
 //! that the thin plugin crates `random`, `dot-product`, `gpu-clustering`,
 //! `gpu-packing`, `best-fit` and `fgd` wrap, and that the simulator can call natively
 //! (for instance [`build_target`] to build FGD's target workload from a pod list).
@@ -10,7 +10,7 @@
 //! feasible node an integer score; the pod goes to the best node, ties to a fixed
 //! per-seed node rank (a hash of the node name mixed with the seed; config `seed`,
 //! default the cycle seed, which the daemon changes every cycle), and its GPUs are
-//! chosen as spec §6 says.
+//! chosen as `docs/fgd-replay/method.md` §6 says.
 //!
 //! Owns: everything the plugins share. Modules: [`shape`] (task → pod),
 //! [`node_view`] (free state, feasibility, booking), [`rank`] (tie-break, RNG),

@@ -5,7 +5,7 @@
 //! free milli in device-index order with its model index, the node's tie-break rank
 //! (cached between calls), its GpuClustering tags, quick bounds (free whole GPUs,
 //! largest free share) and cluster totals per model (for pending reasons), feasibility
-//! (spec §4, with a per-GPU model filter), and booking and un-booking tasks, which keep
+//! (`docs/fgd-replay/method.md` §4, with a per-GPU model filter), and booking and un-booking tasks, which keep
 //! bounds and totals current. Buffers are reused between calls.
 //! Does not own scores, GPU choice (`assign`) or the placement loop (`place`).
 
@@ -241,7 +241,7 @@ impl ClusterView {
         &self.gpus[n.gpu_start as usize..(n.gpu_start + n.gpu_len) as usize]
     }
 
-    /// Whether node `i` is feasible for `pod` (spec §4): CPU and memory fit; a sharing
+    /// Whether node `i` is feasible for `pod` (`docs/fgd-replay/method.md` §4): CPU and memory fit; a sharing
     /// pod finds an allowed GPU with `l ≥ m`; a whole-GPU pod finds `n` allowed GPUs
     /// that are completely free.
     pub fn feasible(&self, i: usize, pod: &PodShape) -> bool {
@@ -335,7 +335,7 @@ pub fn model_index(ctx: &Cycle, model: Symbol) -> u8 {
     }
 }
 
-/// Free totals of a node used by the scores (spec §7): `L` (free milli-GPU), `F`
+/// Free totals of a node used by the scores (`docs/fgd-replay/method.md` §7): `L` (free milli-GPU), `F`
 /// (fully free GPUs) and `G` (GPU count), over its usable GPUs.
 pub fn totals(gpus: &[GpuFree]) -> (u64, u32, u32) {
     let l: u64 = gpus.iter().map(|g| u64::from(g.free)).sum();

@@ -6,7 +6,7 @@
 //! and gets a pending reason (gang: all or nothing). Non-strict by default (later jobs
 //! still run); `strict` stops at the first job that does not fit and sets
 //! `plan.stopped_at`. Node choice: the feasible node with the highest score, ties to
-//! the smallest rank, name, id (spec §5); Random draws uniformly. Does not own
+//! the smallest rank, name, id (`docs/fgd-replay/method.md` §5); Random draws uniformly. Does not own
 //! the scores (`policies`, `fgd`), GPU choice (`assign`) or reasons (`explain`).
 
 use crate::assign::{ShareRule, assign};

@@ -1,4 +1,4 @@
-//! Tie-breaking (spec §5) and deterministic randomness.
+//! Tie-breaking (`docs/fgd-replay/method.md` §5) and deterministic randomness.
 //!
 //! Owns the fixed per-seed node priority: `rank(node) = splitmix64(splitmix64(seed) ^
 //! fnv1a64(name))`, smaller wins, then the node name, then the node id. It needs no

@@ -1,4 +1,4 @@
-//! The pod shape of one task (spec §1): what the policies score and book.
+//! The pod shape of one task (`docs/fgd-replay/method.md` §1): what the policies score and book.
 //!
 //! Owns the mapping from a contract [`TaskGroup`] to a pod (CPU-only, GPU-sharing or
 //! whole-GPU), the Kubernetes "non-zero" CPU request used for scoring, the model

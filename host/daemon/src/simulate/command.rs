@@ -331,7 +331,7 @@ fn grid(a: GridArgs) -> anyhow::Result<()> {
     let runs = fgd_grid::run(&opts, &b)?;
     let wall = started.elapsed().as_secs_f64();
     let header = format!(
-        "# FGD replay on the Alibaba openb trace\n\nGPU allocation (% of milli-GPU capacity) at 100 % and 130 % arrived workload, mean and min–max over seeds {}; fill protocol of `shared/specs/fgd-replay.md`; {} plugins; scale 1/{}; {} runs in {wall:.1} s on {} threads.\n\nProduced by `gantry simulate fgd-grid{}`.",
+        "# FGD replay on the Alibaba openb trace\n\nGPU allocation (% of milli-GPU capacity) at 100 % and 130 % arrived workload, mean and min–max over seeds {}; fill protocol of `docs/fgd-replay/method.md`; {} plugins; scale 1/{}; {} runs in {wall:.1} s on {} threads.\n\nProduced by `gantry simulate fgd-grid{}`.",
         a.seeds,
         if a.native { "native" } else { "wasm" },
         opts.scale,

@@ -1,4 +1,4 @@
-//! The FGD paper's experiment (`shared/specs/fgd-replay.md`): every placement policy ×
+//! The FGD paper's experiment (`docs/fgd-replay/method.md`): every placement policy ×
 //! workload × seed replayed with the fill protocol on the openb GPU nodes, and the
 //! results table (GPU allocation at 100 % and 130 % arrived workload, mean and
 //! min–max over seeds) with the allocation curves.

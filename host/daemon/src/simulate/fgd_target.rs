@@ -1,4 +1,4 @@
-//! The FGD target workload (spec §8) for a pod list: shapes counted over the original
+//! The FGD target workload (`docs/fgd-replay/method.md` §8) for a pod list: shapes counted over the original
 //! pods, handed to `gantry-sharing-core`'s construction (sort and 95 % cut) and
 //! returned as the `fgd` plugin's config keys.
 //!

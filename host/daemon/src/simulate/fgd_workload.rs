@@ -1,4 +1,4 @@
-//! The FGD paper's workload construction (`shared/specs/fgd-replay.md` §2): the pod
+//! The FGD paper's workload construction (`docs/fgd-replay/method.md` §2): the pod
 //! list sorted by name and shuffled per seed, then tuned to a share of the GPU
 //! capacity (130 % in the paper) by appending copies drawn from the original list or
 //! by removing random pods.
@@ -61,7 +61,7 @@ pub fn sequence<T: Offer>(pods: &[T], capacity_milli: u64, seed: u64, tune: f64)
     if demand < target && !sorted.is_empty() {
         loop {
             let draw = &sorted[rng.below(sorted.len())];
-            // The stop test uses the per-GPU share m, not n·m (spec §2, pitfall 6).
+            // The stop test uses the per-GPU share m, not n·m (`docs/fgd-replay/method.md` §2, pitfall 6).
             if demand + draw.per_gpu_milli() > target {
                 break;
             }

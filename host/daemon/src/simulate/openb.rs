@@ -1,6 +1,6 @@
 //! The Alibaba "openb" GPU cluster trace (`shared/traces/alibaba-gpu-v2023/`, FGD,
 //! USENIX ATC '23): node and pod CSVs, converted with the rules of
-//! `shared/specs/fgd-replay.md` §1 into simulator nodes and jobs. Errors name the file,
+//! `docs/fgd-replay/method.md` §1 into simulator nodes and jobs. Errors name the file,
 //! the line and the column.
 //!
 //! Owns: the CSV schemas of the trace and the pod → job conversion. Does not own the
@@ -131,7 +131,7 @@ pub fn read_nodes(path: &Path, gpu_only: bool) -> Result<Vec<SimNode>, CsvError>
 }
 
 /// Reads a pod list (`name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec,qos,...]`)
-/// with the conversion rules of spec §1.
+/// with the conversion rules of `docs/fgd-replay/method.md` §1.
 pub fn read_pods(path: &Path) -> Result<Vec<Pod>, CsvError> {
     let t = Table::read(path)?;
     let (name, cpu, mem, num_gpu, gpu_milli) = (

@@ -1,4 +1,4 @@
-//! Fill mode, the protocol of the FGD paper (`shared/specs/fgd-replay.md` §3, §9):
+//! Fill mode, the protocol of the FGD paper (`docs/fgd-replay/method.md` §3, §9):
 //! jobs are offered one at a time in sequence, each gets exactly one scheduling cycle,
 //! a job that does not start is dropped for good, and nothing ever departs. After each
 //! offer the arrived demand (failed jobs included) and the allocated milli-GPU are

@@ -1,4 +1,4 @@
-//! The simulator core (DESIGN.md §8): a virtual clock and an event queue that drive
+//! The simulator core (`ARCHITECTURE.md`, "The simulator"): a virtual clock and an event queue that drive
 //! the same cycle and the same plugins (wasm components or natively compiled) as the
 //! daemon. No processes and no sleeping, so simulated days run in seconds.
 //!

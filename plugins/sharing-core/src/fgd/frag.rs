@@ -1,4 +1,4 @@
-//! Node fragmentation and the gradient score (spec §8).
+//! Node fragmentation and the gradient score (`docs/fgd-replay/method.md` §8).
 //!
 //! Owns: the per-shape summary of a node's GPUs ([`ShapeFit`]), the classification of
 //! a shape on a node state into the seven buckets (lack both, lack GPU, satisfied,

@@ -1,4 +1,4 @@
-//! FGD, fragmentation gradient descent (spec §8).
+//! FGD, fragmentation gradient descent (`docs/fgd-replay/method.md` §8).
 //!
 //! Owns the target workload (`target`), fragmentation and the gradient score
 //! (`frag`), node scoring with GPU choice (`scorer`) and its memo (`memo`). Does not

@@ -1,7 +1,7 @@
 //! FGD node scoring: the gradient of a pod on a node and, for a sharing pod, its GPU.
 //!
 //! Owns the target in use (configured, or derived per call), the candidate after-states
-//! of a pod on a node (spec §8: CPU-only pods change only CPU; whole-GPU pods empty the
+//! of a pod on a node (`docs/fgd-replay/method.md` §8: CPU-only pods change only CPU; whole-GPU pods empty the
 //! `n` lowest-indexed free GPUs; sharing pods try every GPU with `l ≥ m`, one
 //! evaluation per distinct free amount, the lowest index among equal scores), and the
 //! memo. Per node the work is O(shapes × GPUs): one pass builds each shape's summary

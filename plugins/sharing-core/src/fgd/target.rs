@@ -1,4 +1,4 @@
-//! FGD's target workload ("typical pods", spec §8).
+//! FGD's target workload ("typical pods", `docs/fgd-replay/method.md` §8).
 //!
 //! Owns: the shape of a trace row (§1 conversion rules), building the target from an
 //! original pod list (count shapes, sort by count descending with ties to larger c,
@@ -29,7 +29,7 @@ pub struct TraceShape {
 
 impl TraceShape {
     /// The shape of one row of an openb pod list (`cpu_milli`, `num_gpu`, `gpu_milli`,
-    /// `gpu_spec`) under the conversion rules of spec §1: `num_gpu = 0` is CPU-only
+    /// `gpu_spec`) under the conversion rules of `docs/fgd-replay/method.md` §1: `num_gpu = 0` is CPU-only
     /// (n = m = 0, no model constraint); otherwise n = `num_gpu` and m = `gpu_milli`
     /// clamped to 1000 (0 when ≤ 0); spec = the `|`-separated models; c is non-zero.
     pub fn from_trace_row(cpu_milli: u32, num_gpu: u32, gpu_milli: i64, gpu_spec: &str) -> Self {
@@ -127,7 +127,7 @@ impl Target {
 }
 
 /// Builds the target from the `(shape, count)` pairs of an original pod list, exactly
-/// as spec §8 says (duplicate shapes are merged; a CPU request of 0 counts as 100).
+/// as `docs/fgd-replay/method.md` §8 says (duplicate shapes are merged; a CPU request of 0 counts as 100).
 pub fn build_target(pods: &[(TraceShape, u64)]) -> Target {
     let mut merged: BTreeMap<TraceShape, u64> = BTreeMap::new();
     for (shape, count) in pods {

@@ -1,4 +1,4 @@
-//! BestFit (spec §7).
+//! BestFit (`docs/fgd-replay/method.md` §7).
 //!
 //! Owns the score `trunc(100·(1 − [((cpu − c)/128000)·0.5 + ((L − R)/8000)·0.5]))`,
 //! in `f64` in the order written. The authors' min–max rescaling over the feasible

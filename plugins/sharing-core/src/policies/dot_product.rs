@@ -1,4 +1,4 @@
-//! DotProd (spec §7, Tetris-style, GPU dimensions merged, "max" normalisation).
+//! DotProd (`docs/fgd-replay/method.md` §7, Tetris-style, GPU dimensions merged, "max" normalisation).
 //!
 //! Owns the score `trunc(100·(1 − ½·[(cpu/128000)·(c/128000) + (L/8000)·(R/8000)]))`,
 //! evaluated in `f64` in the order written. Higher for less free capacity. Does not

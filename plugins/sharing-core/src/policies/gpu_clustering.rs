@@ -1,4 +1,4 @@
-//! GpuClustering (spec §7): keep pods of one kind together.
+//! GpuClustering (`docs/fgd-replay/method.md` §7): keep pods of one kind together.
 //!
 //! Owns the score from the pod's tag ("share", "k-gpu") and the node's tags (the tags
 //! of the GPU pods on it; built by `node_view` from the running jobs and the tasks

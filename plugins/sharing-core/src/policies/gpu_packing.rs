@@ -1,4 +1,4 @@
-//! GpuPacking (spec §7): prefer shared GPUs, then free GPUs on used nodes, then the
+//! GpuPacking (`docs/fgd-replay/method.md` §7): prefer shared GPUs, then free GPUs on used nodes, then the
 //! smallest idle node.
 //!
 //! Owns the three cases: all GPUs of the node fully free → `max(33 − F, F)`; else with

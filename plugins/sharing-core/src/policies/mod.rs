@@ -1,4 +1,4 @@
-//! The six policies of the FGD paper (spec §7) and their names, config hints and
+//! The six policies of the FGD paper (`docs/fgd-replay/method.md` §7) and their names, config hints and
 //! per-node scores.
 //!
 //! Owns the [`Policy`] enum and the dispatch to each integer score. The simple scores

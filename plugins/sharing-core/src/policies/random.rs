@@ -1,4 +1,4 @@
-//! Random (spec §7): a feasible node uniformly at random.
+//! Random (`docs/fgd-replay/method.md` §7): a feasible node uniformly at random.
 //!
 //! Owns the node draw: count the feasible nodes, draw one uniformly with the task's
 //! generator (seeded by seed, job id and task index, so the same input gives the same
