@@ -11,7 +11,7 @@ use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 wasmtime::component::bindgen!({
-    path: "../../wit",
+    path: "../../wit/0.1.0",
     world: "full-plugin",
 });
 

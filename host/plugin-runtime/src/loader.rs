@@ -10,7 +10,7 @@ use crate::runtime::{
     EPOCH_TICK, Indices, LoadedPlugin, Runtime, RuntimeInner, RuntimeOptions, Ticker,
 };
 use crate::{LoadError, cache};
-use gantry_contract::{CONTRACT_VERSION, Metadata, Stage};
+use gantry_contract::{CONTRACT_VERSION, Metadata, Stage, compatible_versions, is_compatible};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -137,30 +137,24 @@ fn check_contract_exports(
     let ours: Vec<&String> = names.iter().filter(|n| n.starts_with(PACKAGE)).collect();
     if ours.is_empty() {
         return Err(LoadError::MissingExport(format!(
-            "the component exports no {PACKAGE} interface (exports: {}); build it against wit/ of this repository",
+            "the component exports no {PACKAGE} interface (exports: {}); build it against wit/<version>/ of this repository",
             names.join(", ")
         )));
     }
     for name in ours {
         let version = name.rsplit_once('@').map(|(_, v)| v).unwrap_or("");
-        if !compatible(version) {
+        if !is_compatible(version) {
             return Err(LoadError::VersionMismatch(format!(
-                "the component exports {name}; this host speaks {PACKAGE}@{CONTRACT_VERSION} (compatible: 0.1.x)"
+                "the component exports {name}; this host speaks {PACKAGE}@{CONTRACT_VERSION} (compatible: {})",
+                compatible_versions()
             )));
         }
     }
     Ok(())
 }
 
-/// 0.x versions are compatible when major and minor match.
-fn compatible(version: &str) -> bool {
-    let mut ours = CONTRACT_VERSION.split('.');
-    let mut theirs = version.split('.');
-    ours.next() == theirs.next() && ours.next() == theirs.next() && theirs.next().is_some()
-}
-
 fn check_metadata(indices: &Indices, m: &Metadata) -> Result<(), LoadError> {
-    if !compatible(&m.contract) {
+    if !is_compatible(&m.contract) {
         return Err(LoadError::VersionMismatch(format!(
             "plugin {} says it was built for contract {}; this host speaks {CONTRACT_VERSION}",
             m.name, m.contract

@@ -18,5 +18,20 @@ pub use stages::*;
 pub use traits::*;
 pub use types::*;
 
-/// The contract version this crate mirrors (the WIT package version).
+/// The contract version this crate mirrors: the WIT package version of `wit/<version>/`
+/// (tied together by `tests/contract_version.rs`).
 pub const CONTRACT_VERSION: &str = "0.1.0";
+
+/// Whether a plugin built for contract `version` can run on this one: while the major version
+/// is 0, major and minor must match and a patch must be given (`0.1.7` runs on `0.1.0`).
+pub fn is_compatible(version: &str) -> bool {
+    let mut ours = CONTRACT_VERSION.split('.');
+    let mut theirs = version.split('.');
+    ours.next() == theirs.next() && ours.next() == theirs.next() && theirs.next().is_some()
+}
+
+/// The versions [`is_compatible`] accepts, as messages name them (`0.1.x`).
+pub fn compatible_versions() -> String {
+    let major_minor: Vec<&str> = CONTRACT_VERSION.split('.').take(2).collect();
+    format!("{}.x", major_minor.join("."))
+}

@@ -1,4 +1,4 @@
-//! What each stage returns, mirroring `wit/stages.wit` and `wit/plugin.wit`.
+//! What each stage returns, mirroring `wit/0.1.0/stages.wit` and `wit/0.1.0/plugin.wit`.
 
 use crate::types::{JobId, Reason, TaskAllocation};
 use serde::{Deserialize, Serialize};

@@ -1,4 +1,4 @@
-//! The data every stage sees, mirroring `wit/types.wit` field by field.
+//! The data every stage sees, mirroring `wit/0.1.0/types.wit` field by field.
 //!
 //! Names and labels are interned into [`Cycle::strings`] and referenced by [`Symbol`].
 

@@ -29,7 +29,7 @@ def setUpModule():
     BINDINGS = tempfile.mkdtemp(prefix="gantry-pybind-")
     out = os.path.join(BINDINGS, "b")
     subprocess.run(
-        [PY, "-d", os.path.join(ROOT, "wit"), "-w", "full-plugin", "bindings", out],
+        [PY, "-d", os.path.join(ROOT, "wit", "0.1.0"), "-w", "full-plugin", "bindings", out],
         check=True,
         capture_output=True,
     )

@@ -12,7 +12,7 @@ use std::cell::RefCell;
 use std::marker::PhantomData;
 
 wit_bindgen::generate!({
-    path: "../../wit",
+    path: "../../wit/0.1.0",
     world: "full-plugin",
     pub_export_macro: true,
     export_macro_name: "__export_full_plugin",
