@@ -349,5 +349,4 @@ pub fn snippet(entry: &TokenEntry) -> Result<String, toml::ser::Error> {
 }
 
 #[cfg(test)]
-#[path = "auth_tests.rs"]
-mod tests;
+pub(crate) mod tests;

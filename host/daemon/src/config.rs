@@ -257,4 +257,21 @@ mod tests {
         let e = Config::load(Some(&file)).unwrap_err().to_string();
         assert!(e.contains("crt"), "{e}");
     }
+
+    #[test]
+    fn generated_tokens_are_random_and_the_snippet_parses_back() {
+        use crate::auth::tests::entry;
+        use crate::auth::{Role, Tokens, generate_token, snippet};
+        let a = generate_token().unwrap();
+        let b = generate_token().unwrap();
+        assert_ne!(a, b);
+        assert_eq!(a.len(), "gantry_".len() + 64);
+        let e = entry("ci \"bot\"", &a, "ci", &["ml", "infra"], Role::Operator);
+        let text = snippet(&e).unwrap();
+        assert!(text.starts_with("[[auth.tokens]]"), "{text}");
+        let config: Config = toml::from_str(&text).unwrap();
+        assert_eq!(config.auth.tokens, vec![e]);
+        let t = Tokens::new(&config.auth).unwrap();
+        assert_eq!(t.lookup(&a).unwrap().role, Role::Operator);
+    }
 }

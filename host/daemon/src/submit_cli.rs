@@ -296,5 +296,4 @@ pub fn run(client: &Client, a: &SubmitArgs) -> anyhow::Result<()> {
 }
 
 #[cfg(test)]
-#[path = "submit_cli_tests.rs"]
 mod tests;

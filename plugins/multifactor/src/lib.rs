@@ -21,9 +21,9 @@ pub mod fairshare;
 pub mod score;
 
 #[cfg(test)]
-mod fairshare_tests;
+mod tests_fairshare;
 #[cfg(test)]
-mod score_tests;
+mod tests_score;
 
 use gantry_sdk::{Cycle, Job, Metadata, Plugin, Priority, Scored, Stage};
 

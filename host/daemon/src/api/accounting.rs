@@ -333,5 +333,4 @@ pub(super) fn query_parameters() -> Vec<Value> {
 }
 
 #[cfg(test)]
-#[path = "accounting_tests.rs"]
 mod tests;

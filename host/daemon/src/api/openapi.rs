@@ -333,5 +333,4 @@ pub(super) async fn serve() -> impl IntoResponse {
 }
 
 #[cfg(test)]
-#[path = "openapi_tests.rs"]
 mod tests;

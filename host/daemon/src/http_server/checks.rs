@@ -174,5 +174,4 @@ pub async fn cluster_guard(req: Request, next: Next) -> Response {
 }
 
 #[cfg(test)]
-#[path = "checks_tests.rs"]
 mod tests;

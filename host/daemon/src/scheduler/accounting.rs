@@ -243,5 +243,4 @@ impl Scheduler {
 }
 
 #[cfg(test)]
-#[path = "accounting_tests.rs"]
 mod tests;

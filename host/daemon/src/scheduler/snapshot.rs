@@ -379,5 +379,4 @@ pub fn build<'a>(
 }
 
 #[cfg(test)]
-#[path = "snapshot_tests.rs"]
 mod tests;

@@ -4,7 +4,13 @@
 
 use super::*;
 
-fn entry(name: &str, token: &str, user: &str, accounts: &[&str], role: Role) -> TokenEntry {
+pub(crate) fn entry(
+    name: &str,
+    token: &str,
+    user: &str,
+    accounts: &[&str],
+    role: Role,
+) -> TokenEntry {
     TokenEntry {
         name: name.into(),
         sha256: token_sha256(token),
@@ -185,21 +191,6 @@ fn no_tokens_only_on_loopback_unless_allowed() {
         startup_mode(&table(), &config, public).unwrap(),
         Mode::Tokens(3)
     );
-}
-
-#[test]
-fn generated_tokens_are_random_and_the_snippet_parses_back() {
-    let a = generate_token().unwrap();
-    let b = generate_token().unwrap();
-    assert_ne!(a, b);
-    assert_eq!(a.len(), "gantry_".len() + 64);
-    let e = entry("ci \"bot\"", &a, "ci", &["ml", "infra"], Role::Operator);
-    let text = snippet(&e).unwrap();
-    assert!(text.starts_with("[[auth.tokens]]"), "{text}");
-    let config: crate::config::Config = toml::from_str(&text).unwrap();
-    assert_eq!(config.auth.tokens, vec![e]);
-    let t = Tokens::new(&config.auth).unwrap();
-    assert_eq!(t.lookup(&a).unwrap().role, Role::Operator);
 }
 
 #[test]

@@ -8,7 +8,7 @@ const METHODS: [&str; 4] = ["get", "post", "put", "delete"];
 
 /// (method, path) of every `.route("path", method(..).method(..))` in `api/mod.rs`.
 fn registered() -> BTreeSet<(String, String)> {
-    let source = include_str!("mod.rs");
+    let source = include_str!("../mod.rs");
     let mut out = BTreeSet::new();
     let calls: Vec<&str> = source.split(".route(").skip(1).collect();
     assert!(calls.len() > 10, "found only {} routes", calls.len());
