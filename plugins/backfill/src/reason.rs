@@ -27,26 +27,12 @@ pub fn span(ms: u64) -> String {
     }
 }
 
-/// Milliseconds since the Unix epoch as `YYYY-MM-DDTHH:MM:SSZ`.
+/// Milliseconds since the Unix epoch as `YYYY-MM-DDTHH:MM:SSZ` (whole seconds).
 pub fn iso(ms: u64) -> String {
-    let secs = ms / 1000;
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    // Civil date from days since 1970-01-01 (proleptic Gregorian, 400-year eras).
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + u64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
-    )
+    i64::try_from(ms / 1000)
+        .ok()
+        .and_then(|secs| jiff::Timestamp::from_second(secs).ok())
+        .map_or_else(|| format!("{ms} ms"), |at| at.to_string())
 }
 
 /// An instant as `+2h14m (2024-05-01T12:00:00Z)`, relative to `now_ms`.

@@ -135,78 +135,24 @@ pub fn report(mut records: Vec<AccountingRecord>, limit: usize) -> AccountingRep
     }
 }
 
-/// Days since 1970-01-01 of a proleptic Gregorian date.
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
 /// Parses ms since the Unix epoch, or an RFC 3339 time (`2025-01-31T12:00:00.5Z`,
-/// `2025-01-31T12:00:00+02:00`).
+/// `2025-01-31T12:00:00+02:00`; calendar arithmetic by `jiff`).
 pub fn parse_time_ms(text: &str) -> Result<u64, String> {
     let t = text.trim();
     if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
         return t.parse().map_err(|_| format!("`{t}` is too large"));
     }
     let bad = || format!("`{t}` is neither ms since the Unix epoch nor an RFC 3339 time");
+    // RFC 3339 wants the offset as `Z` or `±HH:MM`; jiff also reads ISO 8601's other forms.
     let b = t.as_bytes();
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || b[13] != b':' || b[16] != b':' {
+    let zulu = matches!(b.last(), Some(b'Z' | b'z'));
+    let colon_offset =
+        b.len() >= 6 && matches!(b[b.len() - 6], b'+' | b'-') && b[b.len() - 3] == b':';
+    if b.len() < 20 || !(zulu || colon_offset) {
         return Err(bad());
     }
-    if !matches!(b[10], b'T' | b't' | b' ') {
-        return Err(bad());
-    }
-    let num = |from: usize, to: usize| -> Result<i64, String> {
-        let s = t.get(from..to).ok_or_else(bad)?;
-        if !s.bytes().all(|c| c.is_ascii_digit()) {
-            return Err(bad());
-        }
-        s.parse().map_err(|_| bad())
-    };
-    let (year, month, day) = (num(0, 4)?, num(5, 7)?, num(8, 10)?);
-    let (hour, minute, second) = (num(11, 13)?, num(14, 16)?, num(17, 19)?);
-    let mut rest = &t[19..];
-    let mut millis = 0i64;
-    if let Some(frac) = rest.strip_prefix('.') {
-        let digits = frac.bytes().take_while(u8::is_ascii_digit).count();
-        if digits == 0 {
-            return Err(bad());
-        }
-        let ms: String = frac[..digits]
-            .chars()
-            .chain("000".chars())
-            .take(3)
-            .collect();
-        millis = ms.parse().map_err(|_| bad())?;
-        rest = &frac[digits..];
-    }
-    let offset_s = match rest.as_bytes() {
-        [b'Z' | b'z'] => 0,
-        [sign @ (b'+' | b'-'), _, _, b':', _, _] => {
-            let (h, m) = (num(t.len() - 5, t.len() - 3)?, num(t.len() - 2, t.len())?);
-            let s = h * 3600 + m * 60;
-            if *sign == b'+' { s } else { -s }
-        }
-        _ => return Err(bad()),
-    };
-    let days_in_month = [31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
-    if !(1..=12).contains(&month)
-        || day < 1
-        || day > days_in_month[(month - 1) as usize]
-        || hour > 23
-        || minute > 59
-        || second > 60
-    {
-        return Err(bad());
-    }
-    let secs =
-        days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second - offset_s;
-    u64::try_from(secs * 1000 + millis).map_err(|_| format!("`{t}` is before 1970"))
+    let at: jiff::Timestamp = t.parse().map_err(|_| bad())?;
+    u64::try_from(at.as_millisecond()).map_err(|_| format!("`{t}` is before 1970"))
 }
 
 /// The filter of `q` for `caller`: a `user` token is held to its own records.
