@@ -62,17 +62,10 @@ impl Instrumented {
             duration_ms = tracing::field::Empty,
         );
         let _enter = span.enter();
-        let labels = || {
-            vec![
-                ("plugin", id.name.clone()),
-                ("stage", stage.as_str().to_string()),
-            ]
-        };
         let t = Instant::now();
         let r = call(&mut self.inner);
         let elapsed = t.elapsed();
-        self.metrics
-            .observe("gantry_plugin_call_duration_seconds", labels(), elapsed);
+        self.metrics.plugin_call(&id.name, stage.as_str(), elapsed);
         if let Some(mut v) = self.timings.as_ref().and_then(|t| t.lock().ok()) {
             v.push(elapsed);
         }

@@ -1,12 +1,20 @@
-//! Prometheus metrics, rendered in the text exposition format on `GET /metrics`.
-//! Counters and histograms are recorded as things happen; gauges (jobs per state and
-//! queue, GPUs per node and model) are computed from the scheduler's state at scrape.
+//! Prometheus metrics, typed (`prometheus-client`): every metric is a field of [`Metrics`],
+//! registered once under its name and help text, so call sites never name a metric with a
+//! string, and a metric recorded is a metric rendered. Counters and histograms are recorded
+//! as things happen; gauges (jobs per state and queue, GPUs per node and model) are set from
+//! the scheduler's state at scrape, then rendered in the OpenMetrics text format on
+//! `GET /metrics`.
 //!
-//! Owns: the registry and the text format. Does not own what is measured (callers).
+//! Owns: the metrics, their names, labels and buckets, and the text format. Does not own
+//! what is measured (callers).
 
-use std::collections::BTreeMap;
-use std::fmt::Write;
-use std::sync::Mutex;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 /// Upper bounds of histogram buckets, in seconds.
@@ -14,155 +22,173 @@ const BUCKETS: [f64; 12] = [
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
 ];
 
-/// Label set, rendered as `{k="v",...}`.
-pub type Labels = Vec<(&'static str, String)>;
+/// The content type of [`Metrics::render`]'s text.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// A gauge family computed at scrape time: name, help, samples.
-pub type Gauge = (&'static str, &'static str, Vec<(Labels, f64)>);
-
-#[derive(Debug, Default, Clone)]
-struct Histogram {
-    counts: [u64; BUCKETS.len()],
-    count: u64,
-    sum: f64,
+/// A plugin and one of its stages.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PluginStage {
+    /// The plugin's name.
+    pub plugin: String,
+    /// The stage (`priority`, ...).
+    pub stage: String,
 }
 
-impl Histogram {
-    fn observe(&mut self, seconds: f64) {
-        for (i, b) in BUCKETS.iter().enumerate() {
-            if seconds <= *b {
-                self.counts[i] += 1;
-            }
-        }
-        self.count += 1;
-        self.sum += seconds;
-    }
+/// A plugin fault: plugin, stage and kind.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PluginFault {
+    /// The plugin's name.
+    pub plugin: String,
+    /// The stage.
+    pub stage: String,
+    /// The fault's kind (`timeout`, `trap`, ...).
+    pub kind: String,
 }
 
-#[derive(Debug, Default)]
-struct Inner {
-    counters: BTreeMap<(&'static str, String), f64>,
-    histograms: BTreeMap<(&'static str, String), Histogram>,
+/// Jobs of one state in one queue.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StateQueue {
+    /// `pending` or `running`.
+    pub state: String,
+    /// The queue.
+    pub queue: String,
+}
+
+/// GPUs of one model on one node.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct NodeModel {
+    /// The node's name.
+    pub node: String,
+    /// The GPU model.
+    pub model: String,
+}
+
+/// A gauge family of GPU amounts (fractions count as parts).
+pub type GpuGauge = Family<NodeModel, Gauge<f64, AtomicU64>>;
+
+fn duration_histogram() -> Histogram {
+    Histogram::new(BUCKETS)
 }
 
 /// The daemon's metrics.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Metrics {
-    inner: Mutex<Inner>,
+    registry: Registry,
+    /// Jobs accepted by the API.
+    pub submits: Counter,
+    /// Jobs evicted by a preemption policy.
+    pub evictions: Counter,
+    /// Scheduling cycles run.
+    pub cycles: Counter,
+    /// Plugin faults by plugin, stage and kind.
+    pub plugin_faults: Family<PluginFault, Counter>,
+    /// GPUs found unhealthy after start.
+    pub gpu_health_failures: Counter,
+    /// Trace spans dropped because the exporter's queue was full.
+    pub telemetry_dropped_spans: Counter,
+    /// Wall time of a scheduling cycle (snapshot to applied).
+    pub cycle_duration: Histogram,
+    /// Wall time of one plugin call by plugin and stage.
+    pub plugin_call_duration: Family<PluginStage, Histogram, fn() -> Histogram>,
+    /// Pending and running jobs by state and queue (set at scrape).
+    pub jobs: Family<StateQueue, Gauge>,
+    /// GPUs allocated by node and model (set at scrape).
+    pub gpus_allocated: GpuGauge,
+    /// GPUs by node and model (set at scrape).
+    pub gpus: GpuGauge,
 }
 
-fn render_labels(labels: &[(&'static str, String)]) -> String {
-    if labels.is_empty() {
-        return String::new();
+impl Default for Metrics {
+    fn default() -> Self {
+        let m = Self {
+            registry: Registry::default(),
+            submits: Counter::default(),
+            evictions: Counter::default(),
+            cycles: Counter::default(),
+            plugin_faults: Family::default(),
+            gpu_health_failures: Counter::default(),
+            telemetry_dropped_spans: Counter::default(),
+            cycle_duration: duration_histogram(),
+            plugin_call_duration: Family::new_with_constructor(duration_histogram),
+            jobs: Family::default(),
+            gpus_allocated: GpuGauge::default(),
+            gpus: GpuGauge::default(),
+        };
+        let mut registry = Registry::default();
+        // Counters are registered without `_total`; the format adds it to their samples.
+        registry.register(
+            "gantry_submits",
+            "Jobs accepted by the API",
+            m.submits.clone(),
+        );
+        registry.register(
+            "gantry_evictions",
+            "Jobs evicted by a preemption policy",
+            m.evictions.clone(),
+        );
+        registry.register("gantry_cycles", "Scheduling cycles run", m.cycles.clone());
+        registry.register(
+            "gantry_plugin_faults",
+            "Plugin faults by plugin, stage and kind",
+            m.plugin_faults.clone(),
+        );
+        registry.register(
+            "gantry_gpu_health_failures",
+            "GPUs found unhealthy after start",
+            m.gpu_health_failures.clone(),
+        );
+        registry.register(
+            "gantry_telemetry_dropped_spans",
+            "Trace spans dropped because the exporter's queue was full",
+            m.telemetry_dropped_spans.clone(),
+        );
+        registry.register(
+            "gantry_cycle_duration_seconds",
+            "Wall time of a scheduling cycle (snapshot to applied)",
+            m.cycle_duration.clone(),
+        );
+        registry.register(
+            "gantry_plugin_call_duration_seconds",
+            "Wall time of one plugin call by plugin and stage",
+            m.plugin_call_duration.clone(),
+        );
+        registry.register(
+            "gantry_jobs",
+            "Pending and running jobs by state and queue",
+            m.jobs.clone(),
+        );
+        registry.register(
+            "gantry_gpus_allocated",
+            "GPUs allocated (fractions count as parts) by node and model",
+            m.gpus_allocated.clone(),
+        );
+        registry.register("gantry_gpus", "GPUs by node and model", m.gpus.clone());
+        Self { registry, ..m }
     }
-    let parts: Vec<String> = labels
-        .iter()
-        .map(|(k, v)| {
-            format!(
-                "{k}=\"{}\"",
-                v.replace('\\', "\\\\")
-                    .replace('"', "\\\"")
-                    .replace('\n', "\\n")
-            )
-        })
-        .collect();
-    format!("{{{}}}", parts.join(","))
 }
-
-/// Help text and type of every metric, in output order.
-const FAMILIES: &[(&str, &str, &str)] = &[
-    (
-        "gantry_submits_total",
-        "counter",
-        "Jobs accepted by the API.",
-    ),
-    (
-        "gantry_evictions_total",
-        "counter",
-        "Jobs evicted by a preemption policy.",
-    ),
-    ("gantry_cycles_total", "counter", "Scheduling cycles run."),
-    (
-        "gantry_plugin_faults_total",
-        "counter",
-        "Plugin faults by plugin, stage and kind.",
-    ),
-    (
-        "gantry_cycle_duration_seconds",
-        "histogram",
-        "Wall time of a scheduling cycle (snapshot to applied).",
-    ),
-    (
-        "gantry_plugin_call_duration_seconds",
-        "histogram",
-        "Wall time of one plugin call by plugin and stage.",
-    ),
-];
 
 impl Metrics {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    /// Records a plugin call's wall time.
+    pub fn plugin_call(&self, plugin: &str, stage: &str, took: Duration) {
+        let labels = PluginStage {
+            plugin: plugin.to_string(),
+            stage: stage.to_string(),
+        };
+        self.plugin_call_duration
+            .get_or_create(&labels)
+            .observe(took.as_secs_f64());
     }
 
-    /// Adds `v` to a counter.
-    pub fn add(&self, name: &'static str, labels: Labels, v: f64) {
-        *self
-            .lock()
-            .counters
-            .entry((name, render_labels(&labels)))
-            .or_default() += v;
+    /// Raises a counter kept elsewhere as a monotonic `total` to that total.
+    pub fn catch_up(counter: &Counter, total: u64) {
+        counter.inc_by(total.saturating_sub(counter.get()));
     }
 
-    /// Sets a counter kept elsewhere (a monotonic total read at scrape).
-    pub fn set_counter(&self, name: &'static str, v: f64) {
-        self.lock().counters.insert((name, String::new()), v);
-    }
-
-    /// Records a duration in a histogram.
-    pub fn observe(&self, name: &'static str, labels: Labels, d: Duration) {
-        self.lock()
-            .histograms
-            .entry((name, render_labels(&labels)))
-            .or_default()
-            .observe(d.as_secs_f64());
-    }
-
-    /// Renders the recorded families followed by `gauges` (name, help, samples).
-    pub fn render(&self, gauges: &[Gauge]) -> String {
-        let inner = self.lock();
+    /// Every metric in the OpenMetrics text format ([`CONTENT_TYPE`]).
+    pub fn render(&self) -> String {
         let mut out = String::new();
-        for (name, kind, help) in FAMILIES {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-            if *kind == "counter" {
-                for ((n, labels), v) in inner.counters.iter().filter(|((n, _), _)| n == name) {
-                    let _ = writeln!(out, "{n}{labels} {v}");
-                }
-                continue;
-            }
-            for ((n, labels), h) in inner.histograms.iter().filter(|((n, _), _)| n == name) {
-                let inner_labels = labels.trim_start_matches('{').trim_end_matches('}');
-                let sep = if inner_labels.is_empty() { "" } else { "," };
-                for (i, b) in BUCKETS.iter().enumerate() {
-                    let _ = writeln!(
-                        out,
-                        "{n}_bucket{{{inner_labels}{sep}le=\"{b}\"}} {}",
-                        h.counts[i]
-                    );
-                }
-                let _ = writeln!(
-                    out,
-                    "{n}_bucket{{{inner_labels}{sep}le=\"+Inf\"}} {}",
-                    h.count
-                );
-                let _ = writeln!(out, "{n}_sum{labels} {}", h.sum);
-                let _ = writeln!(out, "{n}_count{labels} {}", h.count);
-            }
-        }
-        for (name, help, samples) in gauges {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
-            for (labels, v) in samples {
-                let _ = writeln!(out, "{name}{} {v}", render_labels(labels));
-            }
+        if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
+            tracing::warn!(error = %e, "cannot render the metrics");
         }
         out
     }
@@ -175,20 +201,30 @@ mod tests {
     #[test]
     fn renders_counters_histograms_and_gauges() {
         let m = Metrics::default();
-        m.add("gantry_submits_total", vec![], 2.0);
-        m.observe(
-            "gantry_plugin_call_duration_seconds",
-            vec![("plugin", "fifo".into()), ("stage", "priority".into())],
-            Duration::from_millis(3),
-        );
-        let text = m.render(&[(
-            "gantry_jobs",
-            "Jobs.",
-            vec![(vec![("state", "pending".into())], 5.0)],
-        )]);
+        m.submits.inc_by(2);
+        m.plugin_call("fifo", "priority", Duration::from_millis(3));
+        m.jobs
+            .get_or_create(&StateQueue {
+                state: "pending".into(),
+                queue: "default".into(),
+            })
+            .set(5);
+        let text = m.render();
         assert!(text.contains("gantry_submits_total 2"), "{text}");
-        assert!(text.contains(r#"gantry_plugin_call_duration_seconds_bucket{plugin="fifo",stage="priority",le="0.005"} 1"#), "{text}");
-        assert!(text.contains(r#"gantry_plugin_call_duration_seconds_bucket{plugin="fifo",stage="priority",le="0.0025"} 0"#), "{text}");
-        assert!(text.contains(r#"gantry_jobs{state="pending"} 5"#), "{text}");
+        // prometheus-client writes `le` first; label order carries no meaning.
+        assert!(text.contains(r#"gantry_plugin_call_duration_seconds_bucket{le="0.005",plugin="fifo",stage="priority"} 1"#), "{text}");
+        assert!(text.contains(r#"gantry_plugin_call_duration_seconds_bucket{le="0.0025",plugin="fifo",stage="priority"} 0"#), "{text}");
+        assert!(
+            text.contains("# HELP gantry_submits Jobs accepted by the API.\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("gantry_gpu_health_failures_total 0"),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"gantry_jobs{state="pending",queue="default"} 5"#),
+            "{text}"
+        );
     }
 }

@@ -189,7 +189,7 @@ pub(super) async fn metrics(State(s): State<Scheduler>) -> impl IntoResponse {
     (
         [(
             axum::http::header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
+            crate::metrics::CONTENT_TYPE,
         )],
         s.metrics_text(),
     )

@@ -186,7 +186,7 @@ impl Scheduler {
             }
         }
         for record in &records {
-            self.inner.metrics.add("gantry_submits_total", vec![], 1.0);
+            self.inner.metrics.submits.inc();
             let by = format!("by {}", record.spec.user);
             crate::telemetry::job_event(record.id, "submitted", 0, &by);
         }
@@ -356,12 +356,12 @@ impl Scheduler {
         lock(&self.inner.decisions).of_job(id)
     }
 
-    /// `/metrics` in the Prometheus text format.
+    /// `/metrics` in the OpenMetrics text format (`metrics::CONTENT_TYPE`).
     pub fn metrics_text(&self) -> String {
         let st = lock(&self.inner.state);
-        let mut jobs: BTreeMap<(JobState, String), f64> = BTreeMap::new();
+        let mut jobs: BTreeMap<(JobState, String), i64> = BTreeMap::new();
         for j in st.jobs.values().filter(|j| !j.state.is_terminal()) {
-            *jobs.entry((j.state, j.spec.queue.clone())).or_default() += 1.0;
+            *jobs.entry((j.state, j.spec.queue.clone())).or_default() += 1;
         }
         let nodes: Vec<crate::inventory::NodeInfo> = lock(&self.inner.members)
             .all()
@@ -394,36 +394,27 @@ impl Scheduler {
             }
         }
         drop(st);
-        let per_model = |m: BTreeMap<(String, String), f64>| -> Vec<(crate::metrics::Labels, f64)> {
-            m.into_iter()
-                .map(|((node, model), v)| (vec![("node", node), ("model", model)], v))
-                .collect()
-        };
-        self.inner.metrics.set_counter(
-            "gantry_telemetry_dropped_spans_total",
-            crate::telemetry::dropped_spans() as f64,
+        let m = &self.inner.metrics;
+        m.jobs.clear();
+        for ((state, queue), n) in jobs {
+            let labels = crate::metrics::StateQueue {
+                state: state.as_str().to_string(),
+                queue,
+            };
+            m.jobs.get_or_create(&labels).set(n);
+        }
+        for (gauge, values) in [(&m.gpus_allocated, alloc), (&m.gpus, total)] {
+            gauge.clear();
+            for ((node, model), v) in values {
+                let labels = crate::metrics::NodeModel { node, model };
+                gauge.get_or_create(&labels).set(v);
+            }
+        }
+        crate::metrics::Metrics::catch_up(
+            &m.telemetry_dropped_spans,
+            crate::telemetry::dropped_spans(),
         );
-        let gauges = vec![
-            (
-                "gantry_jobs",
-                "Pending and running jobs by state and queue.",
-                jobs.into_iter()
-                    .map(|((state, queue), v)| {
-                        (
-                            vec![("state", state.as_str().to_string()), ("queue", queue)],
-                            v,
-                        )
-                    })
-                    .collect(),
-            ),
-            (
-                "gantry_gpus_allocated",
-                "GPUs allocated (fractions count as parts) by node and model.",
-                per_model(alloc),
-            ),
-            ("gantry_gpus", "GPUs by node and model.", per_model(total)),
-        ];
-        self.inner.metrics.render(&gauges)
+        m.render()
     }
 
     /// Recent events of a job.

@@ -356,22 +356,18 @@ impl Scheduler {
         self.trace_decisions(snap.ctx.id, &live);
         lock(&self.inner.recorder).record(snap.clone(), live);
         let m = &self.inner.metrics;
-        m.add("gantry_cycles_total", vec![], 1.0);
-        m.add(
-            "gantry_evictions_total",
-            vec![],
-            outcome.evictions.len() as f64,
-        );
+        m.cycles.inc();
+        m.evictions.inc_by(outcome.evictions.len() as u64);
         for f in &outcome.faults {
-            let labels = vec![
-                ("plugin", f.plugin.name.clone()),
-                ("stage", f.stage.as_str().to_string()),
-                ("kind", f.fault.kind.as_str().to_string()),
-            ];
-            m.add("gantry_plugin_faults_total", labels, 1.0);
+            let labels = crate::metrics::PluginFault {
+                plugin: f.plugin.name.clone(),
+                stage: f.stage.as_str().to_string(),
+                kind: f.fault.kind.as_str().to_string(),
+            };
+            m.plugin_faults.get_or_create(&labels).inc();
         }
         self.apply(outcome);
-        m.observe("gantry_cycle_duration_seconds", vec![], t0.elapsed());
+        m.cycle_duration.observe(t0.elapsed().as_secs_f64());
     }
 
     /// Logs (and traces) the decisions that changed since the job's last one.

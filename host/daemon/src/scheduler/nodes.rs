@@ -258,9 +258,7 @@ impl Scheduler {
             .inner
             .store
             .event(now_ms(), None, "gpu-health", message);
-        self.inner
-            .metrics
-            .add("gantry_gpu_health_failures_total", vec![], 1.0);
+        self.inner.metrics.gpu_health_failures.inc();
         true
     }
 
