@@ -5,7 +5,8 @@
 //! Dependency direction: this crate uses `gantry-node` (the node's kernel and devices:
 //! executor, inventory; re-exported here under their old paths), `gantry-engine`
 //! (decisions) and `gantry-plugin-runtime` (wasm); none of them knows about this crate.
-//! All `unsafe` code lives in `gantry-node`. See `ARCHITECTURE.md`.
+//! This crate has no `unsafe` code: its system calls go through `gantry-node` (the wasm
+//! runtime's own are in `gantry-plugin-runtime`). See `ARCHITECTURE.md`.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 

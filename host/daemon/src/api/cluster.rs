@@ -42,8 +42,8 @@ async fn heartbeat(State(s): State<Scheduler>, headers: HeaderMap, body: Body) -
     let given = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
-    if !token_matches(given, &s.inner.cluster_token) {
-        let why = if s.inner.cluster_token.is_empty() {
+    if !token_matches(given, s.cluster_token()) {
+        let why = if s.cluster_token().is_empty() {
             "this controller has no cluster token ([cluster] token), so no agent may join"
         } else {
             "missing or wrong cluster token"

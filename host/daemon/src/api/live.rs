@@ -93,17 +93,7 @@ pub(super) async fn trace(
 /// the total is the cluster's either way.
 pub(super) async fn fairshare(State(s): State<Scheduler>, caller: Caller) -> impl IntoResponse {
     let now = crate::scheduler::now_ms();
-    let (mut users, mut accounts) = s.ledger().closed(now);
-    {
-        let st = s.inner.state.lock().unwrap_or_else(|e| e.into_inner());
-        for j in st.jobs.values() {
-            let gpu_s = crate::scheduler::accounting::running_gpu_seconds(j, now);
-            if gpu_s > 0.0 {
-                *users.entry(j.spec.user.clone()).or_default() += gpu_s;
-                *accounts.entry(j.spec.account.clone()).or_default() += gpu_s;
-            }
-        }
-    }
+    let (users, accounts) = s.usage_at(now);
     let total: f64 = users.values().sum();
     let sees = |name: &str, accounts_too: bool| match &caller {
         Caller::Token(id) if id.role < crate::auth::Role::Operator => {
@@ -126,7 +116,7 @@ pub(super) async fn fairshare(State(s): State<Scheduler>, caller: Caller) -> imp
             .collect::<Vec<_>>()
     };
     Json(json!({
-        "half_life_s": s.inner.config.usage_half_life_s,
+        "half_life_s": s.config().usage_half_life_s,
         "total_gpu_seconds": total,
         "users": rows(users, false),
         "accounts": rows(accounts, true),
@@ -141,16 +131,8 @@ fn hash_of(value: impl Hash) -> u64 {
 
 /// One fingerprint per entry of [`PARTS`].
 fn fingerprints(s: &Scheduler) -> [u64; 4] {
-    let (jobs, faults) = {
-        let st = s.inner.state.lock().unwrap_or_else(|e| e.into_inner());
-        let mut h = DefaultHasher::new();
-        for j in st.jobs.values() {
-            (j.id, j.state.as_str(), j.tasks.len(), j.requeues).hash(&mut h);
-            j.reason.as_ref().map(|r| &r.message).hash(&mut h);
-        }
-        let last_fault = st.faults.back().map(|f| f.at_ms);
-        (h.finish(), hash_of((st.faults.len(), last_fault)))
-    };
+    let changed = s.change_fingerprint();
+    let (jobs, faults) = (changed.jobs, changed.faults);
     let nodes = hash_of(serde_json::to_vec(&s.nodes()).unwrap_or_default());
     let policy = {
         let view = s.policy();
@@ -212,12 +194,7 @@ async fn watch(s: Scheduler, tx: mpsc::Sender<Bytes>) {
             .collect();
         let frame = if !changed.is_empty() {
             sent += 1;
-            let cycle = s
-                .inner
-                .state
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .cycle;
+            let cycle = s.change_fingerprint().cycle;
             Some(event(sent, cycle, &changed))
         } else if silent >= KEEP_ALIVE {
             Some(Bytes::from_static(b": keep-alive\n\n"))

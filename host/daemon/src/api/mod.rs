@@ -46,8 +46,8 @@ use axum::{Json, Router};
 /// All routes, behind the token check (`tokens` empty: no authentication). Every route
 /// here must be in `openapi::OPERATIONS` (a unit test reads this source to check).
 pub fn router(scheduler: Scheduler, tokens: Tokens) -> Router {
-    let isolation = scheduler.inner.executor.isolation();
-    let streams = streams::StreamSlots::new(scheduler.inner.config.http.max_streams_per_caller);
+    let isolation = scheduler.isolation();
+    let streams = streams::StreamSlots::new(scheduler.config().http.max_streams_per_caller);
     Router::new()
         .route(
             "/v1/health",

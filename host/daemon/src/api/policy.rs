@@ -58,7 +58,7 @@ pub(super) async fn upload(
 
 /// `plugins.max_upload_mib` in bytes.
 pub(super) fn max_upload_bytes(s: &Scheduler) -> usize {
-    let mib = s.inner.config.plugins.max_upload_mib;
+    let mib = s.config().plugins.max_upload_mib;
     usize::try_from(mib.saturating_mul(1 << 20)).unwrap_or(usize::MAX)
 }
 

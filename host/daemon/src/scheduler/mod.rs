@@ -29,6 +29,7 @@ pub mod snapshot;
 mod start_commit;
 mod submit_limits;
 mod task_env;
+pub mod views;
 
 use crate::config::Config;
 use crate::executor::{Executor, TaskEvent};
@@ -104,36 +105,37 @@ pub(crate) struct PolicyState {
 }
 
 pub(crate) struct Inner {
-    pub(crate) config: Config,
+    pub(in crate::scheduler) config: Config,
     /// The controller's own node (its executor's GPUs), whether or not it runs tasks.
-    pub(crate) node: NodeInfo,
+    pub(in crate::scheduler) node: NodeInfo,
     /// Every node: the local one (first, when it runs tasks) and the agents; with each its
     /// drain and GPU health (`members.rs`, `nodes.rs`). Locked after `state`.
-    pub(crate) members: Mutex<members::Members>,
+    pub(in crate::scheduler) members: Mutex<members::Members>,
     /// The cluster token agents must present (empty: no agent may join).
-    pub(crate) cluster_token: String,
+    pub(in crate::scheduler) cluster_token: String,
     /// How `https://` agents are checked (`[cluster] ca_cert`, else the public roots).
-    pub(crate) agent_tls: ureq::tls::TlsConfig,
+    pub(in crate::scheduler) agent_tls: ureq::tls::TlsConfig,
     /// Remote task runs whose launch request is in flight (`remote_launch.rs`).
-    pub(crate) launching: Mutex<std::collections::BTreeSet<crate::cluster::proto::TaskKey>>,
+    pub(in crate::scheduler) launching:
+        Mutex<std::collections::BTreeSet<crate::cluster::proto::TaskKey>>,
     /// Started remote tasks their agent did not report, with how many heartbeats in a row.
-    pub(crate) missing: Mutex<BTreeMap<crate::cluster::proto::TaskKey, u32>>,
-    pub(crate) store: Store,
-    pub(crate) executor: Executor,
-    pub(crate) state: Mutex<State>,
-    pub(crate) policy: Mutex<PolicyState>,
-    pub(crate) wake: Notify,
-    pub(crate) metrics: Arc<crate::metrics::Metrics>,
-    pub(crate) decisions: Mutex<decisions::DecisionLog>,
-    pub(crate) recorder: Mutex<shadow::Recorder>,
+    pub(in crate::scheduler) missing: Mutex<BTreeMap<crate::cluster::proto::TaskKey, u32>>,
+    pub(in crate::scheduler) store: Store,
+    pub(in crate::scheduler) executor: Executor,
+    pub(in crate::scheduler) state: Mutex<State>,
+    pub(in crate::scheduler) policy: Mutex<PolicyState>,
+    pub(in crate::scheduler) wake: Notify,
+    pub(in crate::scheduler) metrics: Arc<crate::metrics::Metrics>,
+    pub(in crate::scheduler) decisions: Mutex<decisions::DecisionLog>,
+    pub(in crate::scheduler) recorder: Mutex<shadow::Recorder>,
     /// Decayed GPU usage of closed task runs (`accounting.rs`); locked after `state`.
-    pub(crate) ledger: Mutex<accounting::Ledger>,
+    pub(in crate::scheduler) ledger: Mutex<accounting::Ledger>,
 }
 
 /// A handle to the scheduler; cheap to clone.
 #[derive(Clone)]
 pub struct Scheduler {
-    pub(crate) inner: Arc<Inner>,
+    pub(in crate::scheduler) inner: Arc<Inner>,
 }
 
 impl std::fmt::Debug for Scheduler {
