@@ -1,6 +1,7 @@
 //! The `gantry` daemon and CLI as a library: configuration, the sled store, the scheduler
-//! loop, the HTTP API, the node agent and the cluster protocol, the simulator front end.
-//! `main.rs` only parses the command line and dispatches here.
+//! loop, the HTTP API, the node agent and the cluster protocol, the CLI. The `gantry` binary
+//! (`host/gantry/src/main.rs`) only parses the command line and dispatches here (and to
+//! `gantry-sim` for `gantry simulate`).
 //!
 //! Dependency direction: this crate uses `gantry-node` (the node's kernel and devices:
 //! executor, inventory; re-exported here under their old paths), `gantry-engine`
@@ -34,7 +35,6 @@ pub mod run_cli;
 pub mod sbatch;
 pub mod scheduler;
 pub mod serve;
-pub mod simulate;
 pub mod store;
 pub mod submit_cli;
 pub mod telemetry;

@@ -117,7 +117,7 @@ enum Command {
     /// clock (no daemon needed).
     Simulate {
         #[command(subcommand)]
-        mode: gantry::simulate::command::SimulateCommand,
+        mode: gantry_sim::command::SimulateCommand,
     },
     /// What-if: replay recorded cycles with a candidate pipeline and list where it
     /// would have decided differently.
@@ -345,7 +345,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Policy { action } => policy(&client, action),
-        Command::Simulate { mode } => gantry::simulate::command::run(mode),
+        Command::Simulate { mode } => gantry_sim::command::run(mode),
         Command::Replay { since, pipeline } => {
             let body = serde_json::json!({
                 "pipeline": cli::read_pipeline(&pipeline)?,

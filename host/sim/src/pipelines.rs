@@ -6,8 +6,8 @@
 //! Owns: reading pipeline files and building [`Pipeline`]s for the simulator. Does not
 //! own the daemon's live pipeline (the scheduler) or the plugins.
 
-use crate::policy::{PipelineSpec, PluginRef, Registry};
 use anyhow::{Context, bail};
+use gantry::policy::{PipelineSpec, PluginRef, Registry};
 use gantry_engine::{
     AdmissionStage, Native, Pipeline, PlacementStage, PreemptionStage, PriorityStage, StageSlot,
 };
@@ -26,7 +26,7 @@ pub struct NamedPipeline {
 
 /// Reads a pipeline file (JSON or TOML, as for `gantry policy set`).
 pub fn read(path: &Path) -> anyhow::Result<NamedPipeline> {
-    let value = crate::cli::read_pipeline(path)?;
+    let value = gantry::cli::read_pipeline(path)?;
     let spec: PipelineSpec = serde_json::from_value(value)
         .with_context(|| format!("{}: not a pipeline", path.display()))?;
     let label = path
@@ -73,9 +73,9 @@ impl Builder {
     /// A wasm builder with the built-in plugins and `extra` component files.
     pub fn wasm(extra: &[PathBuf]) -> anyhow::Result<Self> {
         let runtime = Runtime::new(RuntimeOptions {
-            cache_dir: crate::conformance::cache_dir(),
+            cache_dir: gantry::conformance::cache_dir(),
         })?;
-        let metrics = Arc::new(crate::metrics::Metrics::default());
+        let metrics = Arc::new(gantry::metrics::Metrics::default());
         let mut registry = Registry::new(runtime, sim_limits(), metrics);
         for (name, bytes) in gantry_components::BUILTIN {
             registry

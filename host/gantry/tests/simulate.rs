@@ -3,10 +3,10 @@
 //! command itself writing a report with several pipelines side by side.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use gantry::simulate::fgd_target::fgd_config;
-use gantry::simulate::pipelines::{Builder, placement_only};
-use gantry::simulate::{fgd_workload, openb, workload};
 use gantry_engine::sim::{FillResult, SimJob, SimNode, run_fill};
+use gantry_sim::fgd_target::fgd_config;
+use gantry_sim::pipelines::{Builder, placement_only};
+use gantry_sim::{fgd_workload, openb, workload};
 use std::path::PathBuf;
 use std::process::Command;
 
