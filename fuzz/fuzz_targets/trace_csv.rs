@@ -1,12 +1,12 @@
 //! Fuzz target `trace_csv`: feeds arbitrary text to the simulator's CSV reader,
-//! `gantry::simulate::csv::Table::parse`, reads every field of every row as text and as
+//! `gantry_sim::csv::Table::parse`, reads every field of every row as text and as
 //! the types the readers ask for, then writes the bytes to a file and reads it as an
-//! openb node list and pod list (`simulate::openb::read_nodes`/`read_pods`, then
+//! openb node list and pod list (`gantry_sim::openb::read_nodes`/`read_pods`, then
 //! `Pod::to_job`). None may panic.
 #![no_main]
 
-use gantry::simulate::csv::Table;
-use gantry::simulate::openb;
+use gantry_sim::csv::Table;
+use gantry_sim::openb;
 use libfuzzer_sys::fuzz_target;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

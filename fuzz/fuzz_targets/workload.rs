@@ -1,12 +1,12 @@
 //! Fuzz target `workload`: feeds arbitrary bytes to the simulator's input readers in
-//! `gantry::simulate::workload` (`read_cluster`, `read_workload`, `read_node_events`),
+//! `gantry_sim::workload` (`read_cluster`, `read_workload`, `read_node_events`),
 //! which take a path: the first byte picks the file's extension (`.csv`, `.jsonl`,
 //! `.json`), the rest is written to a scratch file of that name and read by all three
 //! (CSV, JSON, JSONL and openb formats); node events are checked against a fixed
 //! cluster (`n1`, `n2`, `a100-1`) so their own checks are reached. None may panic.
 #![no_main]
 
-use gantry::simulate::workload::{read_cluster, read_node_events, read_workload};
+use gantry_sim::workload::{read_cluster, read_node_events, read_workload};
 use gantry_engine::sim::SimNode;
 use libfuzzer_sys::fuzz_target;
 use std::path::PathBuf;
