@@ -1,5 +1,5 @@
 //! Fuzz target `pipeline`: feeds arbitrary text to the pipeline-file parser,
-//! `gantry::cli::parse_pipeline_text` (the text half of `read_pipeline`, as TOML and as
+//! `gantry::pipeline_file::parse_pipeline_text` (the text half of `read_pipeline`, as TOML and as
 //! JSON), then the result to `PipelineSpec`, and the bytes to the API's
 //! `parse_json::<PipelineSpec>` (`PUT /v1/policy`). None may panic.
 #![no_main]
@@ -13,7 +13,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     for is_toml in [true, false] {
-        if let Ok(value) = gantry::cli::parse_pipeline_text(text, is_toml, "fuzz")
+        if let Ok(value) = gantry::pipeline_file::parse_pipeline_text(text, is_toml, "fuzz")
             && let Ok(spec) = serde_json::from_value::<PipelineSpec>(value)
         {
             // What `policy show` and the store do with an accepted spec.

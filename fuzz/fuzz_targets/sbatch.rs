@@ -1,5 +1,5 @@
 //! Fuzz target `sbatch`: feeds arbitrary text to the `#SBATCH` directive parser,
-//! `gantry::sbatch::parse`, as `gantry submit script.sh` does; on success, turns the options
+//! `gantry_cli::sbatch::parse`, as `gantry submit script.sh` does; on success, turns the options
 //! into job-spec fields (`Options::spec_fields`, the task arithmetic) and requires that
 //! what comes out is a `JobSpec` the API accepts as JSON (no unknown or mistyped field),
 //! then runs `JobSpec::validate` on it. Nothing may panic; errors must name a line of the
@@ -13,7 +13,7 @@ fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    let parsed = match gantry::sbatch::parse(text) {
+    let parsed = match gantry_cli::sbatch::parse(text) {
         Ok(p) => p,
         Err(e) => {
             assert!(

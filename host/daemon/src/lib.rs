@@ -1,7 +1,7 @@
-//! The `gantry` daemon and CLI as a library: configuration, the sled store, the scheduler
-//! loop, the HTTP API, the node agent and the cluster protocol, the CLI. The `gantry` binary
-//! (`host/gantry/src/main.rs`) only parses the command line and dispatches here (and to
-//! `gantry-sim` for `gantry simulate`).
+//! The `gantry` daemon as a library: configuration, the sled store, the scheduler
+//! loop, the HTTP API, the node agent and the cluster protocol. The `gantry` binary
+//! (`host/gantry/src/main.rs`) only parses the command line and dispatches here, to
+//! `gantry-cli` for the client commands and to `gantry-sim` for `gantry simulate`.
 //!
 //! Dependency direction: this crate uses `gantry-node` (the node's kernel and devices:
 //! executor, inventory; re-exported here under their old paths), `gantry-engine`
@@ -12,13 +12,10 @@
 #![forbid(unsafe_code)]
 
 pub use gantry_node::{config_execution, executor, inventory, private_files};
-pub mod accounting_cli;
 pub mod agent;
 pub mod api;
 pub mod auth;
-pub mod auth_cli;
 pub mod auth_submit;
-pub mod cli;
 pub mod cluster;
 pub mod config;
 pub mod config_limits;
@@ -30,12 +27,10 @@ pub mod metrics;
 pub mod model;
 /// Job options (arrays, dependencies, services, signals) live with the job model.
 pub use model::job_options;
+pub mod pipeline_file;
 pub mod policy;
-pub mod run_cli;
-pub mod sbatch;
 pub mod scheduler;
 pub mod serve;
 pub mod store;
-pub mod submit_cli;
 pub mod telemetry;
 pub mod tls;

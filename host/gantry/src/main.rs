@@ -3,10 +3,10 @@
 //! `~/.config/gantry/token`). `gantry task-shim` is internal (it supervises one task).
 
 use clap::{Parser, Subcommand};
-use gantry::auth_cli::{self, TokenCreateArgs};
-use gantry::cli::{self, Client};
 use gantry::config::Config;
-use gantry::submit_cli::{self, SubmitArgs};
+use gantry_cli::auth_cli::{self, TokenCreateArgs};
+use gantry_cli::cli::{self, Client};
+use gantry_cli::submit_cli::{self, SubmitArgs};
 use std::path::PathBuf;
 
 #[derive(Parser, Debug)]
@@ -61,7 +61,7 @@ enum Command {
     Submit(Box<SubmitArgs>),
     /// Run an interactive job: wait for it to start, stream its output, forward Ctrl-C,
     /// exit with its exit code: gantry run --gpus 1 --time 1h -- python
-    Run(gantry::run_cli::RunArgs),
+    Run(gantry_cli::run_cli::RunArgs),
     /// List jobs.
     Jobs {
         /// Only this state (pending, running, succeeded, failed, cancelled, timed_out, preempted).
@@ -84,7 +84,7 @@ enum Command {
     /// List nodes and who holds each GPU.
     Nodes,
     /// Usage records of ended tasks and GPU/CPU-hour totals per user and account (like sacct).
-    Accounting(gantry::accounting_cli::AccountingArgs),
+    Accounting(gantry_cli::accounting_cli::AccountingArgs),
     /// Drain a node (operator): running jobs continue, nothing new starts there.
     Drain {
         /// Node name (as in `gantry nodes`).
@@ -228,7 +228,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     let server = cli
         .server
         .clone()
-        .unwrap_or_else(gantry::cli::default_server);
+        .unwrap_or_else(gantry_cli::cli::default_server);
     let client = Client::with_ca_cert(&server, ca_cert)?.with_token(token);
     match cli.command {
         Command::Serve {
@@ -261,7 +261,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Agent(a) => gantry::agent::main(a, cli.ca_cert),
         Command::Submit(a) => submit_cli::run(&client, &a),
         Command::Run(a) => {
-            let code = gantry::run_cli::run(std::sync::Arc::new(client), &a)?;
+            let code = gantry_cli::run_cli::run(std::sync::Arc::new(client), &a)?;
             std::process::exit(code);
         }
         Command::Jobs { state, user } => {
@@ -295,7 +295,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             );
             Ok(())
         }
-        Command::Accounting(a) => gantry::accounting_cli::run(&client, &a),
+        Command::Accounting(a) => gantry_cli::accounting_cli::run(&client, &a),
         Command::Nodes => {
             cli::print_nodes(&client.get("/v1/nodes")?);
             Ok(())

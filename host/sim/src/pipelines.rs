@@ -26,7 +26,7 @@ pub struct NamedPipeline {
 
 /// Reads a pipeline file (JSON or TOML, as for `gantry policy set`).
 pub fn read(path: &Path) -> anyhow::Result<NamedPipeline> {
-    let value = gantry::cli::read_pipeline(path)?;
+    let value = gantry::pipeline_file::read_pipeline(path)?;
     let spec: PipelineSpec = serde_json::from_value(value)
         .with_context(|| format!("{}: not a pipeline", path.display()))?;
     let label = path

@@ -22,7 +22,7 @@ pub fn default_server() -> String {
     let socket = std::fs::symlink_metadata(DEFAULT_SOCKET).is_ok_and(|m| m.file_type().is_socket());
     match socket {
         true => format!("unix:{DEFAULT_SOCKET}"),
-        false => format!("http://{}", crate::config::DEFAULT_LISTEN),
+        false => format!("http://{}", gantry::config::DEFAULT_LISTEN),
     }
 }
 
@@ -53,10 +53,10 @@ impl Client {
     pub fn with_ca_cert(
         server: &str,
         ca_cert: Option<&std::path::Path>,
-    ) -> Result<Self, crate::tls::TlsError> {
+    ) -> Result<Self, gantry::tls::TlsError> {
         Ok(Self::with_tls(
             server,
-            crate::tls::ureq_tls("--ca-cert", ca_cert)?,
+            gantry::tls::ureq_tls("--ca-cert", ca_cert)?,
         ))
     }
 
@@ -66,7 +66,7 @@ impl Client {
             .tls_config(tls)
             .build();
         if let Some(path) = server.strip_prefix("unix:") {
-            let connector = crate::local_socket::client::UnixConnector::new(path.into());
+            let connector = gantry::local_socket::client::UnixConnector::new(path.into());
             return Self {
                 // The host is only the request's `Host` header; the socket is the address.
                 base: "http://localhost".into(),
@@ -432,26 +432,7 @@ pub fn read_file(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
     Ok(buf)
 }
 
-/// Reads a pipeline file: JSON, or TOML when the name ends in `.toml`.
-pub fn read_pipeline(path: &std::path::Path) -> anyhow::Result<Value> {
-    let bytes = read_file(path)?;
-    let text =
-        String::from_utf8(bytes).with_context(|| format!("{} is not UTF-8", path.display()))?;
-    let is_toml = path.extension().is_some_and(|e| e == "toml");
-    parse_pipeline_text(&text, is_toml, &path.display().to_string())
-}
-
-/// Parses a pipeline file's text (TOML when `is_toml`, JSON otherwise) into JSON; `name`
-/// names the file in errors. The text-level half of [`read_pipeline`], fed by the fuzz
-/// target `pipeline`.
-pub fn parse_pipeline_text(text: &str, is_toml: bool, name: &str) -> anyhow::Result<Value> {
-    if is_toml {
-        let v: toml::Value =
-            toml::from_str(text).with_context(|| format!("{name} is not valid TOML"))?;
-        return serde_json::to_value(v).with_context(|| format!("{name}: cannot convert to JSON"));
-    }
-    serde_json::from_str(text).with_context(|| format!("{name} is not valid JSON"))
-}
+pub use gantry::pipeline_file::{parse_pipeline_text, read_pipeline};
 
 /// `service: <node>:<port> (healthy, 2 restarts)` for a service job, else `None`.
 pub fn service_line(job: &Value) -> Option<String> {

@@ -4,11 +4,11 @@
 //! the `[[auth.tokens]]` entry holding its sha256.
 //!
 //! Owns: token sources and the create command. Does not own hashing, lookup or roles
-//! (`crate::auth`) or HTTP (`crate::cli::Client`).
+//! (`gantry::auth`) or HTTP (`crate::cli::Client`).
 
-use crate::auth::{Role, TokenEntry, generate_token, snippet, token_sha256};
-use crate::config::Config;
 use anyhow::{Context, bail};
+use gantry::auth::{Role, TokenEntry, generate_token, snippet, token_sha256};
+use gantry::config::Config;
 use std::path::{Path, PathBuf};
 
 /// Environment variable holding the API token.

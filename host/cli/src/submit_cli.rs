@@ -8,9 +8,9 @@
 //! directive syntax (`sbatch`) or HTTP (`cli::Client`).
 
 use crate::cli::{Client, parse_duration_s};
-use crate::job_options::{ArraySpec, WarnSignal, parse_dependencies};
 use crate::sbatch::{self, CpuAmount, GpuAmount, Ignored, MemAmount, Options};
 use anyhow::{Context, bail};
+use gantry::job_options::{ArraySpec, WarnSignal, parse_dependencies};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 

@@ -19,8 +19,8 @@ pub mod values;
 
 pub use spec::TaskShape;
 
-use crate::job_options::{ArraySpec, Dependency, WarnSignal};
 use apply::Directive;
+use gantry::job_options::{ArraySpec, Dependency, WarnSignal};
 use gantry_contract::JobKind;
 
 /// How many GPUs a task gets, in the form it was asked for.

@@ -1,0 +1,17 @@
+//! `gantry-cli`: the client commands of the `gantry` binary: the HTTP client (`cli::Client`,
+//! over the Unix socket or TCP) and its tables, `gantry submit` with `#SBATCH` directives
+//! (`submit_cli`, `sbatch`), `gantry run` (`run_cli`), `gantry accounting`
+//! (`accounting_cli`) and token sources and `gantry token create` (`auth_cli`).
+//!
+//! Owns the command-line side of the API. It uses the daemon library (`gantry`) for the job
+//! model, the configuration, the socket connector and TLS, and reads answers as JSON; the
+//! daemon does not know this crate. See `ARCHITECTURE.md`.
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod accounting_cli;
+pub mod auth_cli;
+pub mod cli;
+pub mod run_cli;
+pub mod sbatch;
+pub mod submit_cli;
