@@ -8,13 +8,16 @@
 /// State code of a listening socket in `/proc/net/tcp*`.
 const LISTEN: &str = "0A";
 
-/// The uids of the sockets listening on `port` (any address), as the kernel lists them.
+/// The uids owning a socket listening on `port` (any address), each once, in order.
 pub fn listeners(port: u16) -> Vec<u32> {
-    ["/proc/net/tcp", "/proc/net/tcp6"]
+    let mut uids: Vec<u32> = ["/proc/net/tcp", "/proc/net/tcp6"]
         .iter()
         .filter_map(|path| std::fs::read_to_string(path).ok())
         .flat_map(|table| parse(&table, port))
-        .collect()
+        .collect();
+    uids.sort_unstable();
+    uids.dedup();
+    uids
 }
 
 /// The uids of listening sockets on `port` in one `/proc/net/tcp*` table.
