@@ -31,6 +31,7 @@ mod openapi;
 mod openapi_schemas;
 mod policy;
 mod redact;
+mod routes;
 mod streams;
 mod ui;
 
@@ -39,75 +40,34 @@ pub use error::ApiError;
 
 use crate::auth::Tokens;
 use crate::scheduler::Scheduler;
+use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{delete, get, post};
-use axum::{Json, Router};
 
-/// All routes, behind the token check (`tokens` empty: no authentication). Every route
-/// here must be in `openapi::OPERATIONS` (a unit test reads this source to check).
+/// All routes (`routes.rs`), behind the token check (`tokens` empty: no authentication),
+/// then the dashboard's files and the agents' heartbeats.
 pub fn router(scheduler: Scheduler, tokens: Tokens) -> Router {
-    let isolation = scheduler.isolation();
     let streams = streams::StreamSlots::new(scheduler.config().http.max_streams_per_caller);
-    Router::new()
-        .route(
-            "/v1/health",
-            get(move || async move {
-                Json(serde_json::json!({"status": "ok", "isolation": isolation}))
-            }),
-        )
-        .route("/v1/jobs", post(jobs::submit).get(jobs::list))
-        .route("/v1/jobs/{id}", get(jobs::get_one).delete(jobs::cancel))
-        .route("/v1/jobs/{id}/cancel", post(jobs::cancel))
-        .route("/v1/jobs/{id}/logs", get(logs::logs))
-        .route("/v1/jobs/{id}/attach", get(attach::attach))
-        .route("/v1/jobs/{id}/signal", post(attach::signal))
-        .route("/v1/jobs/{id}/events", get(jobs::events))
-        .route("/v1/jobs/{id}/decisions", get(jobs::decisions))
-        .route("/v1/jobs/{id}/trace", get(live::trace))
-        .route("/v1/whoami", get(live::whoami))
-        .route("/v1/stream", get(live::stream))
-        .route("/v1/fairshare", get(live::fairshare))
-        .route("/metrics", get(jobs::metrics))
-        .route("/v1/nodes", get(jobs::nodes))
-        .route("/v1/nodes/{name}", delete(nodes::forget))
-        .route("/v1/nodes/{name}/drain", post(nodes::drain))
-        .route("/v1/nodes/{name}/resume", post(nodes::resume))
-        .route("/v1/accounting", get(accounting::list))
-        .route("/v1/faults", get(policy::faults))
-        .route(
-            "/v1/plugins",
-            post(policy::upload)
-                .get(policy::list_plugins)
-                .layer(DefaultBodyLimit::disable()),
-        )
-        .route("/v1/policy", get(policy::show).put(policy::set))
-        .route("/v1/policy/rollback", post(policy::rollback))
-        .route("/v1/policy/history", get(policy::history))
-        .route(
-            "/v1/policy/shadow",
-            get(policy::shadow)
-                .put(policy::set_shadow)
-                .delete(policy::clear_shadow),
-        )
-        .route("/v1/policy/shadow/diff", get(policy::shadow))
-        .route("/v1/replay", post(policy::replay))
-        .route("/v1/openapi.json", get(openapi::serve))
-        .fallback(|| async {
-            ApiError::not_found("no such route; the API is under /v1 (see README)")
-        })
-        .layer(DefaultBodyLimit::max(MAX_JSON_BODY))
-        .layer(axum::middleware::from_fn_with_state(
-            tokens,
-            auth::authenticate,
-        ))
-        // The dashboard's files, outside the token check (they hold no data).
-        .merge(ui::routes())
-        // Agents' heartbeats, with the cluster token instead (`cluster.rs`).
-        .merge(cluster::routes())
-        // Host, Origin and Content-Type checks before anything else (`guard.rs`).
-        .layer(axum::middleware::from_fn(guard::guard))
-        .layer(axum::Extension(streams))
-        .with_state(scheduler)
+    let mut api = Router::new();
+    for route in routes::all() {
+        // Methods of one path merge into one route.
+        api = api.route(route.path, route.router);
+    }
+    api.fallback(|| async {
+        ApiError::not_found("no such route; the API is under /v1 (see README)")
+    })
+    .layer(DefaultBodyLimit::max(MAX_JSON_BODY))
+    .layer(axum::middleware::from_fn_with_state(
+        tokens,
+        auth::authenticate,
+    ))
+    // The dashboard's files, outside the token check (they hold no data).
+    .merge(ui::routes())
+    // Agents' heartbeats, with the cluster token instead (`cluster.rs`).
+    .merge(cluster::routes())
+    // Host, Origin and Content-Type checks before anything else (`guard.rs`).
+    .layer(axum::middleware::from_fn(guard::guard))
+    .layer(axum::Extension(streams))
+    .with_state(scheduler)
 }
 
 /// Runs blocking scheduler work off the async threads.
