@@ -341,6 +341,9 @@ impl Executor {
 
     /// Like [`Executor::terminate`], with `first` instead of SIGTERM as the first signal.
     pub fn terminate_with(&self, pid: u32, first: i32, grace: Duration) {
+        // Taken before the signal: the group's leader (the shim) as it is now, so that the
+        // SIGKILL below never reaches a group that reused the number after ours ended.
+        let leader_start = signals::start_time(pid);
         if let Err(e) = signals::signal_group(pid, first) {
             tracing::debug!(pid, signal = first, error = %e, "signal to task group failed");
             if e.raw_os_error() == Some(libc::ESRCH) || e.kind() == io::ErrorKind::InvalidInput {
@@ -350,7 +353,7 @@ impl Executor {
         spawn_background("terminate", async move {
             let deadline = tokio::time::Instant::now() + grace;
             loop {
-                if !signals::group_exists(pid) {
+                if !signals::same_group(pid, leader_start) {
                     return;
                 }
                 let now = tokio::time::Instant::now();

@@ -73,12 +73,39 @@ pub(crate) fn process_alive(pid: u32) -> bool {
     !matches!(proc_state(pid), Some('Z' | 'X'))
 }
 
-/// The state letter of `/proc/<pid>/stat` (`R`, `S`, `Z`, ...), if it can be read.
-fn proc_state(pid: u32) -> Option<char> {
+/// The fields of `/proc/<pid>/stat` after the command name (field 3 onwards), if it can be
+/// read.
+fn proc_stat_fields(pid: u32) -> Option<Vec<String>> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) is in parentheses and may itself contain ") ".
     let after = &stat[stat.rfind(')')? + 1..];
-    after.trim_start().chars().next()
+    Some(after.split_whitespace().map(str::to_owned).collect())
+}
+
+/// The state letter of `/proc/<pid>/stat` (`R`, `S`, `Z`, ...), if it can be read.
+fn proc_state(pid: u32) -> Option<char> {
+    proc_stat_fields(pid)?.first()?.chars().next()
+}
+
+/// When the process `pid` started (field 22 of `/proc/<pid>/stat`, clock ticks since boot):
+/// with the pid, it names one process even after pids wrap around.
+pub(crate) fn start_time(pid: u32) -> Option<u64> {
+    proc_stat_fields(pid)?.get(19)?.parse().ok()
+}
+
+/// Whether the process group `pgid` is still the one whose leader started at `leader_start`
+/// (`None`: the leader had already exited). A pid stays reserved while any member of its
+/// group lives, so the number can only have been reused once the whole group is gone, and
+/// then by a process that is not the leader we knew.
+pub(crate) fn same_group(pgid: u32, leader_start: Option<u64>) -> bool {
+    if !group_exists(pgid) {
+        return false;
+    }
+    match start_time(pgid) {
+        // No process with that pid: members of our group remain, the leader is gone.
+        None => true,
+        Some(now) => leader_start == Some(now),
+    }
 }
 
 /// Whether `pid` is alive and is the shim that writes `exit_path`: its command line must contain
@@ -166,6 +193,28 @@ mod tests {
         // Not yet reaped: the pid exists as a zombie, but it no longer counts as alive.
         assert!(!process_alive(pid));
         child.wait().unwrap();
+    }
+
+    #[test]
+    fn a_group_is_known_by_its_leaders_start_time() {
+        use std::os::unix::process::CommandExt;
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let start = start_time(pid);
+        assert!(start.is_some());
+        assert!(same_group(pid, start));
+        assert!(
+            !same_group(pid, start.map(|s| s + 1)),
+            "another leader of that number"
+        );
+        assert!(!same_group(pid, None), "a leader that had exited before");
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(!same_group(pid, start), "the group is gone");
     }
 
     #[test]
