@@ -63,14 +63,7 @@ pub fn interrupts() -> u32 {
 /// Sends SIGKILL to the process group `pgid` (pids 0 and 1 are refused); for tests and
 /// clean-up of a group this process started.
 pub fn kill_group(pgid: u32) {
-    let Some(raw) = libc::pid_t::try_from(pgid).ok().filter(|p| *p > 1) else {
-        return;
-    };
-    // SAFETY: kill(2) with a negative pid below -1 signals that group only; no memory is
-    // touched.
-    unsafe {
-        libc::kill(-raw, libc::SIGKILL);
-    }
+    let _ = crate::executor::signals::signal_group(pgid, libc::SIGKILL);
 }
 
 #[cfg(test)]

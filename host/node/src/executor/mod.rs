@@ -27,7 +27,7 @@ mod record;
 mod shim;
 mod shim_args;
 mod shim_signals;
-mod signals;
+pub(crate) mod signals;
 pub mod task_files;
 #[cfg(any(test, feature = "test-support"))]
 pub mod test_shim;
