@@ -34,11 +34,7 @@ impl Scheduler {
             .map(|(_, m)| m.info.name.clone())
             .collect();
         let remote = |t: &crate::model::TaskRecord| agents.contains(&t.node);
-        for job in st
-            .jobs
-            .values_mut()
-            .filter(|j| j.state == JobState::Running)
-        {
+        for job in st.jobs.running_mut() {
             let since = job.start_ms.unwrap_or(0);
             let mut unlaunched = Vec::new();
             let local_count = job.tasks.iter().filter(|t| !remote(t)).count();

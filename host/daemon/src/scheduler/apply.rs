@@ -28,9 +28,7 @@ impl Scheduler {
     }
 
     pub(crate) fn persist(&self, job: &JobRecord) {
-        if let Err(e) = self.inner.store.put_job(job) {
-            tracing::error!(job = job.id, "cannot persist job: {e}");
-        }
+        super::job_table::write_record(&self.inner.store, job);
     }
 
     /// Makes state changes durable before acting on more of them (a started job must
@@ -57,7 +55,7 @@ impl Scheduler {
         let mut started = Vec::new();
         let mut placed_by = BTreeMap::new();
         for start in &outcome.starts {
-            let Some(job) = st.jobs.get_mut(&start.job) else {
+            let Some(job) = st.jobs.get_mut(start.job) else {
                 continue;
             };
             if job.state != JobState::Pending {
@@ -72,7 +70,7 @@ impl Scheduler {
             });
         }
         for id in start_commit::commit(&self.inner.store, &mut st.jobs, started) {
-            if let Some(job) = st.jobs.get_mut(&id) {
+            if let Some(job) = st.jobs.get_mut(id) {
                 let by = placed_by.get(&id).map_or("", |p| p.as_str());
                 crate::telemetry::job_event(id, "started", outcome.cycle_id, &format!("by {by}"));
                 self.launch(job);
@@ -80,7 +78,7 @@ impl Scheduler {
             }
         }
         for ev in &outcome.evictions {
-            let Some(job) = st.jobs.get_mut(&ev.job) else {
+            let Some(job) = st.jobs.get_mut(ev.job) else {
                 continue;
             };
             if job.state != JobState::Running || job.stopping.is_some() {
@@ -114,13 +112,17 @@ impl Scheduler {
         }
         // Effective priority of every admitted job, for display (not persisted each cycle).
         for (id, (tier, score)) in outcome.order.iter().zip(&outcome.priorities) {
-            if let Some(job) = st.jobs.get_mut(id).filter(|j| j.state == JobState::Pending) {
+            if let Some(job) = st
+                .jobs
+                .get_mut(*id)
+                .filter(|j| j.state == JobState::Pending)
+            {
                 job.tier = *tier;
                 job.score = *score;
             }
         }
         for (id, reason) in &outcome.pending {
-            let Some(job) = st.jobs.get_mut(id) else {
+            let Some(job) = st.jobs.get_mut(*id) else {
                 continue;
             };
             if job.state != JobState::Pending {

@@ -7,6 +7,7 @@
 //! Owns: these rules. Does not own policy (plugins) or the job's other transitions.
 
 use super::apply::host_reason;
+use super::job_table::JobTable;
 use super::{Scheduler, now_ms};
 use crate::job_options::{Dependency, DependencyKind};
 use crate::model::{JobRecord, JobState};
@@ -23,15 +24,15 @@ pub(crate) enum Hold {
 }
 
 /// Holds of every pending job that has one.
-pub(crate) fn evaluate(jobs: &BTreeMap<u64, JobRecord>) -> BTreeMap<u64, Hold> {
+pub(crate) fn evaluate(jobs: &JobTable) -> BTreeMap<u64, Hold> {
     let mut holds = BTreeMap::new();
     let mut members: BTreeMap<u64, Vec<&JobRecord>> = BTreeMap::new();
-    for j in jobs.values() {
+    for j in jobs.iter() {
         if let Some(a) = j.array {
             members.entry(a.array_id).or_default().push(j);
         }
     }
-    for j in jobs.values().filter(|j| j.state == JobState::Pending) {
+    for j in jobs.iter().filter(|j| j.state == JobState::Pending) {
         if let Some(h) = dependency_hold(j, jobs, &members) {
             holds.insert(j.id, h);
         }
@@ -68,18 +69,18 @@ pub(crate) fn evaluate(jobs: &BTreeMap<u64, JobRecord>) -> BTreeMap<u64, Hold> {
 /// The jobs a dependency names: the job itself, or every member of the array with that id.
 fn targets<'a>(
     d: &Dependency,
-    jobs: &'a BTreeMap<u64, JobRecord>,
+    jobs: &'a JobTable,
     members: &'a BTreeMap<u64, Vec<&'a JobRecord>>,
 ) -> Vec<&'a JobRecord> {
     match members.get(&d.job) {
         Some(list) => list.clone(),
-        None => jobs.get(&d.job).into_iter().collect(),
+        None => jobs.get(d.job).into_iter().collect(),
     }
 }
 
 fn dependency_hold(
     job: &JobRecord,
-    jobs: &BTreeMap<u64, JobRecord>,
+    jobs: &JobTable,
     members: &BTreeMap<u64, Vec<&JobRecord>>,
 ) -> Option<Hold> {
     let mut waiting = None;
@@ -126,10 +127,10 @@ fn dependency_hold(
 impl Scheduler {
     /// Applies this cycle's holds to the jobs: cancels those whose dependencies can never be
     /// met, records the reason of those that wait; returns the ids left out of the snapshot.
-    pub(crate) fn apply_holds(&self, jobs: &mut BTreeMap<u64, JobRecord>) -> BTreeSet<u64> {
+    pub(crate) fn apply_holds(&self, jobs: &mut JobTable) -> BTreeSet<u64> {
         let mut held = BTreeSet::new();
         for (id, hold) in evaluate(jobs) {
-            let Some(job) = jobs.get_mut(&id) else {
+            let Some(job) = jobs.get_mut(id) else {
                 continue;
             };
             match hold {
@@ -173,8 +174,8 @@ mod tests {
         j
     }
 
-    fn map(list: Vec<JobRecord>) -> BTreeMap<u64, JobRecord> {
-        list.into_iter().map(|j| (j.id, j)).collect()
+    fn map(list: Vec<JobRecord>) -> JobTable {
+        JobTable::in_memory(list)
     }
 
     #[test]

@@ -8,7 +8,7 @@ use super::{Scheduler, lock, now_ms, snapshot};
 use crate::model::{ArrayMember, FieldError, JobRecord, JobSpec, JobState, StopCause};
 use crate::store::StoreError;
 use gantry_contract::ReasonCode;
-use gantry_engine::{Interner, SubmitDecision, check_submit, fits_empty_cluster};
+use gantry_engine::{Interner, SubmitDecision, fits_empty_cluster};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -124,7 +124,7 @@ impl Scheduler {
         let probe = JobRecord::new(0, spec.clone(), now_ms());
         let (ctx, nodes, job) = {
             let st = lock(&self.inner.state);
-            let all = st.jobs.values().chain(std::iter::once(&probe));
+            let all = st.jobs.iter().chain(std::iter::once(&probe));
             let members = lock(&self.inner.members);
             // Every node the cluster knows counts for "could it ever fit", up or not.
             let nodes: Vec<_> = members.all().map(|(id, m)| (id, &m.info)).collect();
@@ -141,10 +141,7 @@ impl Scheduler {
         };
         fits_empty_cluster(&ctx, &nodes, &job)
             .map_err(|r| SubmitError::Unsatisfiable(r.message))?;
-        let (decision, faults) = {
-            let mut pol = lock(&self.inner.policy);
-            check_submit(&ctx, &job, &mut pol.live)
-        };
+        let (decision, faults) = { lock(&self.inner.policy).check_submit(&ctx, &job) };
         if !faults.is_empty() {
             lock(&self.inner.state).record_faults(0, &faults, &self.inner.store);
         }
@@ -180,10 +177,7 @@ impl Scheduler {
         }
         self.inner.store.flush()?;
         {
-            let mut st = lock(&self.inner.state);
-            for record in &records {
-                st.jobs.insert(record.id, record.clone());
-            }
+            lock(&self.inner.state).jobs.insert_stored(&records);
         }
         for record in &records {
             self.inner.metrics.submits.inc();
@@ -230,12 +224,7 @@ impl Scheduler {
     fn check_dependencies(&self, spec: &JobSpec) -> Result<(), SubmitError> {
         let st = lock(&self.inner.state);
         for (i, d) in spec.dependencies.iter().enumerate() {
-            let known = st.jobs.contains_key(&d.job)
-                || st
-                    .jobs
-                    .values()
-                    .any(|j| j.array.is_some_and(|a| a.array_id == d.job));
-            if !known {
+            if !st.jobs.names_job_or_array(d.job) {
                 return Err(SubmitError::Field(field_error(
                     format!("dependencies[{i}].job"),
                     format!("job {} does not exist", d.job),
@@ -273,7 +262,7 @@ impl Scheduler {
     /// Cancels a pending job at once, or stops a running one (SIGTERM, grace, SIGKILL).
     pub fn cancel(&self, id: u64) -> Result<JobRecord, CancelError> {
         let mut st = lock(&self.inner.state);
-        let job = st.jobs.get_mut(&id).ok_or(CancelError::NotFound(id))?;
+        let job = st.jobs.get_mut(id).ok_or(CancelError::NotFound(id))?;
         match job.state {
             JobState::Pending => {
                 job.state = JobState::Cancelled;
@@ -318,22 +307,19 @@ impl Scheduler {
 
     /// One job.
     pub fn job(&self, id: u64) -> Option<JobRecord> {
-        lock(&self.inner.state).jobs.get(&id).cloned()
+        lock(&self.inner.state).jobs.get(id).cloned()
     }
 
     /// Jobs matching `f`, newest first.
     pub fn jobs(&self, f: &JobFilter) -> Vec<JobRecord> {
-        let st = lock(&self.inner.state);
-        st.jobs
-            .values()
-            .rev()
-            .filter(|j| f.state.is_none_or(|s| j.state == s))
-            .filter(|j| f.user.as_ref().is_none_or(|u| &j.spec.user == u))
-            .filter(|j| f.account.as_ref().is_none_or(|a| &j.spec.account == a))
-            .filter(|j| f.queue.as_ref().is_none_or(|q| &j.spec.queue == q))
-            .take(f.limit.unwrap_or(1000).min(100_000))
-            .cloned()
-            .collect()
+        let keep = |j: &JobRecord| {
+            f.state.is_none_or(|s| j.state == s)
+                && f.user.as_ref().is_none_or(|u| &j.spec.user == u)
+                && f.account.as_ref().is_none_or(|a| &j.spec.account == a)
+                && f.queue.as_ref().is_none_or(|q| &j.spec.queue == q)
+        };
+        let limit = f.limit.unwrap_or(1000).min(100_000);
+        lock(&self.inner.state).jobs.newest(keep, limit)
     }
 
     /// Task `task` of `job` when it runs (or ran) on an agent's node: that agent and the run,
@@ -360,7 +346,7 @@ impl Scheduler {
     pub fn metrics_text(&self) -> String {
         let st = lock(&self.inner.state);
         let mut jobs: BTreeMap<(JobState, String), i64> = BTreeMap::new();
-        for j in st.jobs.values().filter(|j| !j.state.is_terminal()) {
+        for j in st.jobs.unfinished() {
             *jobs.entry((j.state, j.spec.queue.clone())).or_default() += 1;
         }
         let nodes: Vec<crate::inventory::NodeInfo> = lock(&self.inner.members)
@@ -376,12 +362,7 @@ impl Scheduler {
                 alloc.entry(key).or_default();
             }
         }
-        for t in st
-            .jobs
-            .values()
-            .filter(|j| j.state == JobState::Running)
-            .flat_map(|j| &j.tasks)
-        {
+        for t in st.jobs.running().flat_map(|j| &j.tasks) {
             let Some(node) = nodes.iter().find(|n| n.name == t.node) else {
                 continue;
             };

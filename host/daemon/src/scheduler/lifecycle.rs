@@ -14,7 +14,7 @@ impl Scheduler {
     /// A task ended: record it, stop the rest of a failed gang, finish the job when all ended.
     pub(crate) fn task_ended(&self, ev: TaskEvent) {
         let mut st = lock(&self.inner.state);
-        let Some(job) = st.jobs.get_mut(&ev.job_id) else {
+        let Some(job) = st.jobs.get_mut(ev.job_id) else {
             return;
         };
         if job.state != JobState::Running {
@@ -194,7 +194,7 @@ impl Scheduler {
         let now = now_ms();
         let mut st = lock(&self.inner.state);
         let grace = Duration::from_secs(self.inner.config.kill_grace_s);
-        for job in st.jobs.values_mut() {
+        for job in st.jobs.iter_mut() {
             let over = job.state == JobState::Running
                 && job.stopping.is_none()
                 && job.spec.time_limit_s > 0

@@ -11,6 +11,7 @@ mod adopt;
 mod apply;
 pub mod decisions;
 mod holds;
+mod job_table;
 pub mod jobs;
 mod launch;
 mod lifecycle;
@@ -18,10 +19,12 @@ pub(crate) mod members;
 mod node_down;
 pub mod node_view;
 pub mod nodes;
+mod policy_manager;
 pub mod policy_ops;
 mod reconcile;
 mod remote;
 mod remote_launch;
+mod remote_runs;
 pub mod service;
 pub mod shadow;
 pub mod signal_ops;
@@ -34,10 +37,8 @@ pub mod views;
 use crate::config::Config;
 use crate::executor::{Executor, TaskEvent};
 use crate::inventory::NodeInfo;
-use crate::model::JobRecord;
-use crate::policy::{PipelineVersion, Registry};
 use crate::store::Store;
-use gantry_engine::{FaultRecord, Pipeline};
+use gantry_engine::FaultRecord;
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -79,29 +80,13 @@ pub struct FaultView {
 }
 
 pub(crate) struct State {
-    pub(crate) jobs: BTreeMap<u64, JobRecord>,
+    pub(crate) jobs: job_table::JobTable,
     pub(crate) cycle: u64,
     pub(crate) faults: VecDeque<FaultView>,
     pub(crate) fault_counts: BTreeMap<String, u64>,
     /// Pending jobs of submissions under way, by user, not yet in `jobs`
     /// (`submit_limits::PendingReservation`).
     pub(crate) reserved_pending: BTreeMap<String, u64>,
-}
-
-pub(crate) struct PolicyState {
-    pub(crate) registry: Registry,
-    /// A candidate pipeline run beside the live one, never applied.
-    pub(crate) shadow: Option<shadow::ShadowState>,
-    pub(crate) live: Pipeline,
-    /// Whether the live pipeline's last cycle that decided something had no fault.
-    pub(crate) live_good: bool,
-    /// Answers for a stage whose live plugin fails: the last good pipeline (the one
-    /// live before the latest swap, if it had proved itself), else the built-in default.
-    pub(crate) fallback: Pipeline,
-    /// Version of the fallback pipeline (`None`: the built-in default).
-    pub(crate) fallback_version: Option<u64>,
-    pub(crate) active: PipelineVersion,
-    pub(crate) history: Vec<PipelineVersion>,
 }
 
 pub(crate) struct Inner {
@@ -115,15 +100,13 @@ pub(crate) struct Inner {
     pub(in crate::scheduler) cluster_token: String,
     /// How `https://` agents are checked (`[cluster] ca_cert`, else the public roots).
     pub(in crate::scheduler) agent_tls: ureq::tls::TlsConfig,
-    /// Remote task runs whose launch request is in flight (`remote_launch.rs`).
-    pub(in crate::scheduler) launching:
-        Mutex<std::collections::BTreeSet<crate::cluster::proto::TaskKey>>,
-    /// Started remote tasks their agent did not report, with how many heartbeats in a row.
-    pub(in crate::scheduler) missing: Mutex<BTreeMap<crate::cluster::proto::TaskKey, u32>>,
+    /// Remote task runs whose launch is in flight or whose agent stopped reporting them
+    /// (`remote_runs.rs`); locked after `state`.
+    pub(in crate::scheduler) remote_runs: Mutex<remote_runs::RemoteRuns>,
     pub(in crate::scheduler) store: Store,
     pub(in crate::scheduler) executor: Executor,
     pub(in crate::scheduler) state: Mutex<State>,
-    pub(in crate::scheduler) policy: Mutex<PolicyState>,
+    pub(in crate::scheduler) policy: Mutex<policy_manager::PolicyManager>,
     pub(in crate::scheduler) wake: Notify,
     pub(in crate::scheduler) metrics: Arc<crate::metrics::Metrics>,
     pub(in crate::scheduler) decisions: Mutex<decisions::DecisionLog>,
@@ -229,7 +212,7 @@ impl Scheduler {
         let metrics = Arc::new(crate::metrics::Metrics::default());
         let policy = policy_ops::load_policy(&config, &store, metrics.clone())?;
         let recorder = shadow::Recorder::new(config.record_snapshots);
-        let jobs: BTreeMap<u64, JobRecord> = store.jobs()?.into_iter().map(|j| (j.id, j)).collect();
+        let jobs = job_table::JobTable::load(&store)?;
         let ledger = accounting::Ledger::load(&store, config.usage_half_life_s as f64)?;
         let inner = Inner {
             config,
@@ -237,8 +220,7 @@ impl Scheduler {
             members: Mutex::new(members),
             cluster_token,
             agent_tls,
-            launching: Mutex::default(),
-            missing: Mutex::default(),
+            remote_runs: Mutex::default(),
             store,
             executor,
             state: Mutex::new(State {
@@ -306,7 +288,7 @@ impl Scheduler {
             let held = self.apply_holds(&mut st.jobs);
             let members = lock(&self.inner.members);
             let mut snap = snapshot::build(
-                st.jobs.values().filter(|j| !held.contains(&j.id)),
+                st.jobs.iter().filter(|j| !held.contains(&j.id)),
                 &members.schedulable(),
                 st.cycle,
                 now_ms(),
@@ -327,25 +309,7 @@ impl Scheduler {
             faults = tracing::field::Empty,
         );
         let _enter = span.enter();
-        let (outcome, live) = {
-            let mut pol = lock(&self.inner.policy);
-            let PolicyState { live, fallback, .. } = &mut *pol;
-            let mut outcome = gantry_engine::run_cycle(&snap, live, Some(fallback));
-            if let Some(note) = &drain_note {
-                nodes::annotate_pending(&mut outcome, note);
-            }
-            if !outcome.faults.is_empty() {
-                pol.live_good = false;
-            } else if !outcome.order.is_empty() {
-                pol.live_good = true;
-            }
-            let live = decisions::of(&outcome);
-            if let Some(sh) = pol.shadow.as_mut() {
-                let _shadow = tracing::info_span!("shadow_cycle", cycle_id = snap.ctx.id).entered();
-                sh.observe(&snap, &live);
-            }
-            (outcome, live)
-        };
+        let (outcome, live) = { lock(&self.inner.policy).decide(&snap, drain_note.as_deref()) };
         let held = outcome
             .pending
             .iter()

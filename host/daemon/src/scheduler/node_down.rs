@@ -75,11 +75,7 @@ impl Scheduler {
         let grace = Duration::from_secs(self.inner.config.kill_grace_s);
         let mut st = lock(&self.inner.state);
         let mut touched = Vec::new();
-        for job in st
-            .jobs
-            .values_mut()
-            .filter(|j| j.state == JobState::Running)
-        {
+        for job in st.jobs.running_mut() {
             if !job.tasks.iter().any(|t| t.node == node && t.exit.is_none()) {
                 continue;
             }
@@ -117,7 +113,7 @@ impl Scheduler {
     /// Forgets node `name`: only an agent's node that is down or awaited, with no task of a
     /// running job still on it.
     pub fn forget_node(&self, name: &str, by: &str) -> Result<(), NodeOpError> {
-        let busy = lock(&self.inner.state).jobs.values().any(|j| {
+        let busy = lock(&self.inner.state).jobs.iter().any(|j| {
             j.state == JobState::Running
                 && j.tasks.iter().any(|t| t.node == name && t.exit.is_none())
         });

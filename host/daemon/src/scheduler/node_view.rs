@@ -13,7 +13,6 @@ use super::nodes::{DrainRecord, GpuFault};
 use super::{Scheduler, lock};
 use crate::cluster::proto::NodeLoad;
 use crate::inventory::{MigDevice, groups};
-use crate::model::JobState;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -152,7 +151,7 @@ impl Scheduler {
         let mut running_here = 0usize;
         {
             let st = lock(&self.inner.state);
-            for j in st.jobs.values().filter(|j| j.state == JobState::Running) {
+            for j in st.jobs.running() {
                 if j.tasks.iter().any(|t| t.node == n.name) {
                     running_here += 1;
                 }

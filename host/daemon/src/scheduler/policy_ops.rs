@@ -5,7 +5,8 @@
 //! Owns: pipeline history and the swap protocol. Does not own building instances
 //! (`policy::Registry`) or HTTP (`api`).
 
-use super::{FaultView, PolicyState, Scheduler, lock, now_ms, snapshot};
+use super::policy_manager::PolicyManager;
+use super::{FaultView, Scheduler, lock, now_ms, snapshot};
 use crate::config::Config;
 use crate::policy::{PipelineSpec, PipelineVersion, PolicyError, Registry, default_spec};
 use crate::store::{Store, StoreError};
@@ -77,7 +78,7 @@ pub(crate) fn load_policy(
     config: &Config,
     store: &Store,
     metrics: std::sync::Arc<crate::metrics::Metrics>,
-) -> anyhow::Result<PolicyState> {
+) -> anyhow::Result<PolicyManager> {
     let runtime = Runtime::new(RuntimeOptions {
         cache_dir: Some(config.data_dir.join("compiled")),
     })?;
@@ -138,22 +139,15 @@ pub(crate) fn load_policy(
         }
     };
     tracing::info!(version = active.version, plugins = ?active.resolved.iter().map(|r| format!("{}:{}", r.stage, r.name)).collect::<Vec<_>>(), "active pipeline");
-    Ok(PolicyState {
-        shadow: None,
-        live_good: false,
-        fallback_version: None,
-        registry,
-        live,
-        fallback,
-        active,
-        history,
-    })
+    Ok(PolicyManager::new(
+        registry, live, active, fallback, history,
+    ))
 }
 
 impl Scheduler {
     /// Loads, validates and stores an uploaded component.
     pub fn upload_plugin(&self, bytes: &[u8]) -> Result<PluginInfo, PolicyOpError> {
-        let mut registry = lock(&self.inner.policy).registry.clone();
+        let mut registry = lock(&self.inner.policy).registry().clone();
         let p = registry.register(bytes)?;
         self.inner.store.put_plugin(p.sha256(), bytes)?;
         let mut names: BTreeMap<String, String> =
@@ -161,7 +155,7 @@ impl Scheduler {
         names.insert(p.metadata().name.clone(), p.sha256().to_string());
         self.inner.store.set_meta(NAMES_KEY, &names)?;
         self.inner.store.flush()?;
-        lock(&self.inner.policy).registry = registry;
+        lock(&self.inner.policy).set_registry(registry);
         tracing::info!(name = %p.metadata().name, sha256 = %p.sha256(), "plugin uploaded");
         Ok(PluginInfo {
             sha256: p.sha256().into(),
@@ -173,7 +167,7 @@ impl Scheduler {
     /// Every registered plugin.
     pub fn plugins(&self) -> Vec<PluginInfo> {
         let pol = lock(&self.inner.policy);
-        pol.registry
+        pol.registry()
             .plugins()
             .map(|p| PluginInfo {
                 sha256: p.sha256().into(),
@@ -186,28 +180,9 @@ impl Scheduler {
     /// The active pipeline.
     pub fn policy(&self) -> PolicyView {
         let pol = lock(&self.inner.policy);
-        let mut quarantined = Vec::new();
-        for s in &pol.live.admission {
-            if s.quarantined() {
-                quarantined.push(format!("admission:{}", s.plugin.ident().name));
-            }
-        }
-        for s in &pol.live.priority {
-            if s.quarantined() {
-                quarantined.push(format!("priority:{}", s.plugin.ident().name));
-            }
-        }
-        if pol.live.placement.quarantined() {
-            quarantined.push(format!(
-                "placement:{}",
-                pol.live.placement.plugin.ident().name
-            ));
-        }
-        if let Some(s) = pol.live.preemption.as_ref().filter(|s| s.quarantined()) {
-            quarantined.push(format!("preemption:{}", s.plugin.ident().name));
-        }
-        let active = pol.active.clone();
-        let fallback_version = pol.fallback_version;
+        let quarantined = pol.quarantined();
+        let active = pol.active().clone();
+        let fallback_version = pol.fallback_version();
         drop(pol);
         PolicyView {
             active,
@@ -219,7 +194,7 @@ impl Scheduler {
 
     /// Every activation, oldest first.
     pub fn policy_history(&self) -> Vec<PipelineVersion> {
-        lock(&self.inner.policy).history.clone()
+        lock(&self.inner.policy).history().to_vec()
     }
 
     /// Recent plugin faults, oldest first.
@@ -237,11 +212,12 @@ impl Scheduler {
     pub fn rollback_policy(&self, by: &str) -> Result<SwapResult, PolicyOpError> {
         let previous = {
             let pol = lock(&self.inner.policy);
-            let n = pol.history.len();
+            let history = pol.history();
+            let n = history.len();
             if n < 2 {
                 return Err(PolicyOpError::NoPrevious);
             }
-            pol.history[n - 2].clone()
+            history[n - 2].clone()
         };
         self.swap(previous.spec, "rollback", Some(previous.version), by)
     }
@@ -254,13 +230,13 @@ impl Scheduler {
         by: &str,
     ) -> Result<SwapResult, PolicyOpError> {
         let t0 = Instant::now();
-        let registry = lock(&self.inner.policy).registry.clone();
+        let registry = lock(&self.inner.policy).registry().clone();
         let (mut candidate, resolved) = registry.build(&spec, Some(&self.inner.store))?;
         let snap = {
             let st = lock(&self.inner.state);
             let members = lock(&self.inner.members);
             snapshot::build(
-                st.jobs.values(),
+                st.jobs.iter(),
                 &members.schedulable(),
                 st.cycle,
                 now_ms(),
@@ -273,7 +249,7 @@ impl Scheduler {
             return Err(PolicyOpError::DryRun(dry.faults));
         }
         let mut pol = lock(&self.inner.policy);
-        let version = pol.history.last().map_or(1, |v| v.version + 1);
+        let version = pol.next_version();
         let active = PipelineVersion {
             version,
             spec,
@@ -286,14 +262,7 @@ impl Scheduler {
         self.inner.store.put_pipeline(version, &active)?;
         self.inner.store.set_meta(ACTIVE_KEY, &version)?;
         self.inner.store.flush()?;
-        let previous = std::mem::replace(&mut pol.live, candidate);
-        if std::mem::take(&mut pol.live_good) {
-            // The pipeline being replaced has proved itself: it becomes the fallback.
-            pol.fallback = previous;
-            pol.fallback_version = Some(pol.active.version);
-        }
-        pol.active = active.clone();
-        pol.history.push(active.clone());
+        pol.make_live(candidate, active.clone());
         drop(pol);
         let swap_ms = t0.elapsed().as_secs_f64() * 1000.0;
         let _ = self.inner.store.event(

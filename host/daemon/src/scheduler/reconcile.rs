@@ -12,11 +12,7 @@
 use super::{Scheduler, lock};
 use crate::cluster::proto::{EndReport, Heartbeat, TaskKey};
 use crate::executor::TaskExit;
-use crate::model::JobState;
 use std::collections::{BTreeMap, BTreeSet};
-
-/// Heartbeats without a started task before it is declared lost.
-const MISSING_LIMIT: u32 = 3;
 
 impl Scheduler {
     /// Compares what the agent runs with what the controller wants there; returns the keys
@@ -24,18 +20,14 @@ impl Scheduler {
     pub(super) fn reconcile(&self, node: &str, hb: &Heartbeat) -> Vec<TaskKey> {
         let reported: BTreeMap<TaskKey, u32> = hb.running.iter().map(|r| (r.key, r.pid)).collect();
         let ended: BTreeSet<TaskKey> = hb.ended.iter().map(|e| e.key).collect();
-        let launching = lock(&self.inner.launching).clone();
+        let launching = lock(&self.inner.remote_runs).launching();
         let mut stop = Vec::new();
         let mut relaunch: Vec<(u64, usize)> = Vec::new();
         let mut lost: Vec<TaskKey> = Vec::new();
         let mut st = lock(&self.inner.state);
         let mut wanted = BTreeSet::new();
         let mut changed = Vec::new();
-        for job in st
-            .jobs
-            .values_mut()
-            .filter(|j| j.state == JobState::Running)
-        {
+        for job in st.jobs.running_mut() {
             for i in 0..job.tasks.len() {
                 if job.tasks[i].node != node || job.tasks[i].exit.is_some() {
                     continue;
@@ -43,7 +35,7 @@ impl Scheduler {
                 let key = Self::task_key(job, i);
                 wanted.insert(key);
                 if let Some(pid) = reported.get(&key) {
-                    lock(&self.inner.missing).remove(&key);
+                    lock(&self.inner.remote_runs).reported(&key);
                     if job.tasks[i].pid.is_none() {
                         job.tasks[i].pid = Some(*pid);
                         changed.push(job.id);
@@ -53,14 +45,8 @@ impl Scheduler {
                     if job.stopping.is_none() {
                         relaunch.push((job.id, i));
                     }
-                } else {
-                    let mut missing = lock(&self.inner.missing);
-                    let n = missing.entry(key).or_insert(0);
-                    *n += 1;
-                    if *n >= MISSING_LIMIT {
-                        missing.remove(&key);
-                        lost.push(key);
-                    }
+                } else if lock(&self.inner.remote_runs).missed(key) {
+                    lost.push(key);
                 }
             }
         }
@@ -73,11 +59,11 @@ impl Scheduler {
         self.set_unwanted(node, stop.len());
         let snapshots: Vec<_> = changed
             .iter()
-            .filter_map(|id| st.jobs.get(id).cloned())
+            .filter_map(|id| st.jobs.get(*id).cloned())
             .collect();
         let resend: Vec<_> = relaunch
             .iter()
-            .filter_map(|(id, i)| st.jobs.get(id).map(|j| (j.clone(), *i)))
+            .filter_map(|(id, i)| st.jobs.get(*id).map(|j| (j.clone(), *i)))
             .collect();
         drop(st);
         for job in &snapshots {

@@ -133,7 +133,7 @@ impl Scheduler {
     pub(crate) fn remote_task_ended(&self, node: &str, end: EndReport) {
         let current = {
             let st = lock(&self.inner.state);
-            st.jobs.get(&end.key.job).is_some_and(|j| {
+            st.jobs.get(end.key.job).is_some_and(|j| {
                 j.state == JobState::Running
                     && j.tasks.get(end.key.task as usize).is_some_and(|t| {
                         t.node == node && t.exit.is_none() && t.started_ms == Some(end.key.run)

@@ -84,7 +84,7 @@ impl Scheduler {
                 user: job.spec.user.clone(),
                 anonymous: job.spec.anonymous,
             };
-            lock(&self.inner.launching).insert(request.key);
+            lock(&self.inner.remote_runs).launch_sent(request.key);
             requests.push((agent, request));
         }
         let deadline = Duration::from_millis(self.inner.config.cluster.node_down_after_ms);
@@ -92,7 +92,7 @@ impl Scheduler {
             let me = self.clone();
             tokio::task::spawn_blocking(move || {
                 let answer = send_launch(&agent, &request, deadline);
-                lock(&me.inner.launching).remove(&request.key);
+                lock(&me.inner.remote_runs).launch_answered(&request.key);
                 me.launch_answered(request.key, answer);
             });
         }
@@ -101,7 +101,7 @@ impl Scheduler {
     /// Applies a launch answer: records the pid, or fails the gang's launch.
     fn launch_answered(&self, key: TaskKey, answer: Result<LaunchReply, AgentCallError>) {
         let mut st = lock(&self.inner.state);
-        let Some(job) = st.jobs.get_mut(&key.job) else {
+        let Some(job) = st.jobs.get_mut(key.job) else {
             return;
         };
         let current = job.state == JobState::Running

@@ -83,7 +83,7 @@ impl Scheduler {
         let mut st = lock(&self.inner.state);
         let mut changed = false;
         let mut wanted = Vec::new();
-        for job in st.jobs.values_mut() {
+        for job in st.jobs.iter_mut() {
             if job.state != JobState::Running || job.spec.kind != JobKind::Service {
                 continue;
             }

@@ -54,7 +54,7 @@ pub struct ShadowView {
 }
 
 impl ShadowState {
-    fn view(&self) -> ShadowView {
+    pub(crate) fn view(&self) -> ShadowView {
         ShadowView {
             spec: self.spec.clone(),
             resolved: self.resolved.clone(),
@@ -140,7 +140,7 @@ pub struct ReplayReport {
 impl Scheduler {
     /// Runs `spec` as a shadow beside the live pipeline from the next cycle on.
     pub fn set_shadow(&self, spec: PipelineSpec) -> Result<ShadowView, PolicyOpError> {
-        let registry = lock(&self.inner.policy).registry.clone();
+        let registry = lock(&self.inner.policy).registry().clone();
         let (pipeline, resolved) = registry.build(&spec, Some(&self.inner.store))?;
         let shadow = ShadowState {
             pipeline,
@@ -155,28 +155,25 @@ impl Scheduler {
             recent: VecDeque::new(),
         };
         let view = shadow.view();
-        lock(&self.inner.policy).shadow = Some(shadow);
+        lock(&self.inner.policy).set_shadow(shadow);
         self.wake();
         Ok(view)
     }
 
     /// Stops the shadow; returns its final comparison.
     pub fn clear_shadow(&self) -> Option<ShadowView> {
-        lock(&self.inner.policy).shadow.take().map(|s| s.view())
+        lock(&self.inner.policy).take_shadow()
     }
 
     /// The shadow's comparison so far.
     pub fn shadow(&self) -> Option<ShadowView> {
-        lock(&self.inner.policy)
-            .shadow
-            .as_ref()
-            .map(ShadowState::view)
+        lock(&self.inner.policy).shadow_view()
     }
 
     /// Replays `spec` over the recorded snapshots of the last `since_s` seconds and
     /// compares its decisions with what the live pipeline decided then.
     pub fn replay(&self, spec: &PipelineSpec, since_s: u64) -> Result<ReplayReport, PolicyOpError> {
-        let registry = lock(&self.inner.policy).registry.clone();
+        let registry = lock(&self.inner.policy).registry().clone();
         let (mut candidate, _) = registry.build(spec, Some(&self.inner.store))?;
         let from = now_ms().saturating_sub(since_s.saturating_mul(1000));
         let recorded: Vec<(Arc<Snapshot>, BTreeMap<u64, Decision>)> = lock(&self.inner.recorder)

@@ -23,7 +23,7 @@ impl Scheduler {
     /// returns how many tasks were signalled.
     pub fn signal_job(&self, id: u64, signal: i32) -> Result<usize, SignalError> {
         let st = lock(&self.inner.state);
-        let job = st.jobs.get(&id).ok_or(SignalError::NotFound(id))?;
+        let job = st.jobs.get(id).ok_or(SignalError::NotFound(id))?;
         if job.state != JobState::Running {
             return Err(SignalError::NotRunning(id, job.state.as_str()));
         }

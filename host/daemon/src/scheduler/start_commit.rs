@@ -10,10 +10,10 @@
 //! launching it (`apply`, `launch`).
 
 use super::apply::host_reason;
+use super::job_table::JobTable;
 use crate::model::JobRecord;
 use crate::store::{Store, StoreError};
 use gantry_contract::ReasonCode;
-use std::collections::BTreeMap;
 
 /// The writes a start needs.
 pub(crate) trait Durable {
@@ -43,14 +43,10 @@ pub(crate) struct Started {
 
 /// Writes every started job of `jobs` and flushes; returns the ids whose start is durable,
 /// in order. The others are put back as they were before (pending), with the reason.
-pub(crate) fn commit(
-    store: &impl Durable,
-    jobs: &mut BTreeMap<u64, JobRecord>,
-    started: Vec<Started>,
-) -> Vec<u64> {
+pub(crate) fn commit(store: &impl Durable, jobs: &mut JobTable, started: Vec<Started>) -> Vec<u64> {
     let mut written = Vec::with_capacity(started.len());
     for s in started {
-        let Some(job) = jobs.get_mut(&s.id) else {
+        let Some(job) = jobs.get_mut(s.id) else {
             continue;
         };
         match store.put_job(job) {
@@ -63,7 +59,7 @@ pub(crate) fn commit(
     }
     if let Err(e) = store.flush() {
         for s in written {
-            if let Some(job) = jobs.get_mut(&s.id) {
+            if let Some(job) = jobs.get_mut(s.id) {
                 revert(store, job, s.before, &e);
             }
         }
@@ -129,19 +125,19 @@ mod tests {
     }
 
     /// Jobs 1..=n, each marked started; the `Started` entries to commit.
-    fn started(n: u64) -> (BTreeMap<u64, JobRecord>, Vec<Started>) {
+    fn started(n: u64) -> (JobTable, Vec<Started>) {
         let spec: JobSpec = serde_json::from_str(r#"{"argv": ["true"]}"#).unwrap();
-        let mut jobs = BTreeMap::new();
+        let mut jobs = Vec::new();
         let mut list = Vec::new();
         for id in 1..=n {
             let before = JobRecord::new(id, spec.clone(), 0);
             let mut job = before.clone();
             job.state = JobState::Running;
             job.start_ms = Some(1);
-            jobs.insert(id, job);
+            jobs.push(job);
             list.push(Started { id, before });
         }
-        (jobs, list)
+        (JobTable::in_memory(jobs), list)
     }
 
     fn assert_put_back(job: &JobRecord) {

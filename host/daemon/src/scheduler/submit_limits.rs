@@ -15,7 +15,7 @@
 use super::jobs::SubmitError;
 use super::{Scheduler, lock};
 use crate::auth_submit::Submitter;
-use crate::model::{FieldError, JobSpec, JobState};
+use crate::model::{FieldError, JobSpec};
 
 fn field(field: &str, message: String) -> FieldError {
     FieldError {
@@ -116,11 +116,7 @@ impl Scheduler {
         let new = spec.array.as_ref().map_or(1, |a| a.indices.len()) as u64;
         let pending = {
             let mut st = lock(&self.inner.state);
-            let pending = st
-                .jobs
-                .values()
-                .filter(|j| j.state == JobState::Pending && j.spec.user == spec.user)
-                .count() as u64
+            let pending = st.jobs.pending_of(&spec.user)
                 + st.reserved_pending.get(&spec.user).copied().unwrap_or(0);
             if pending + new <= max {
                 *st.reserved_pending.entry(spec.user.clone()).or_default() += new;

@@ -47,7 +47,7 @@ impl Scheduler {
     pub fn usage_at(&self, now_ms: u64) -> (UsageByName, UsageByName) {
         let (mut users, mut accounts) = self.ledger().closed(now_ms);
         let st = lock(&self.inner.state);
-        for j in st.jobs.values() {
+        for j in st.jobs.iter() {
             let gpu_s = super::accounting::running_gpu_seconds(j, now_ms);
             if gpu_s > 0.0 {
                 *users.entry(j.spec.user.clone()).or_default() += gpu_s;
@@ -61,7 +61,7 @@ impl Scheduler {
     pub fn change_fingerprint(&self) -> ChangeFingerprint {
         let st = lock(&self.inner.state);
         let mut h = DefaultHasher::new();
-        for j in st.jobs.values() {
+        for j in st.jobs.iter() {
             (j.id, j.state.as_str(), j.tasks.len(), j.requeues).hash(&mut h);
             j.reason.as_ref().map(|r| &r.message).hash(&mut h);
         }

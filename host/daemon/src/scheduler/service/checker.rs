@@ -10,9 +10,10 @@ use super::probe::{self, ProbeTarget};
 use super::{HealthState, health_mut};
 use crate::job_options::HealthCheck;
 use crate::model::{JobRecord, JobState};
+use crate::scheduler::job_table::JobTable;
 use crate::scheduler::{Scheduler, lock, now_ms};
 use gantry_contract::JobKind;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 use tokio::task::AbortHandle;
@@ -95,7 +96,7 @@ impl Scheduler {
 
     /// Ends the checkers of runs that are over and starts one for each run in `wanted` that
     /// has none (after a launch, a restart or a daemon restart).
-    pub(super) fn sync_checkers(&self, jobs: &mut BTreeMap<u64, JobRecord>, wanted: Vec<CheckRun>) {
+    pub(super) fn sync_checkers(&self, jobs: &mut JobTable, wanted: Vec<CheckRun>) {
         let owner = Arc::as_ptr(&self.inner) as usize;
         let mut checkers = lock(&CHECKERS);
         checkers.retain(|(o, _), (key, handle)| {
@@ -112,7 +113,7 @@ impl Scheduler {
             if checkers.contains_key(&(owner, run.key.job)) {
                 continue;
             }
-            if let Some(job) = jobs.get_mut(&run.key.job) {
+            if let Some(job) = jobs.get_mut(run.key.job) {
                 let health = health_mut(job);
                 health.state = HealthState::Starting;
                 health.failures = 0;
@@ -144,7 +145,7 @@ impl Scheduler {
     /// False when the checker should end.
     fn record_check(&self, run: &CheckRun, result: Result<(), String>) -> bool {
         let mut st = lock(&self.inner.state);
-        let Some(job) = st.jobs.get_mut(&run.key.job) else {
+        let Some(job) = st.jobs.get_mut(run.key.job) else {
             return false;
         };
         if current_run(job) != Some(run.key) {
