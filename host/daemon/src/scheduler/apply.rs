@@ -47,8 +47,8 @@ impl Scheduler {
     }
 
     pub(crate) fn apply(&self, outcome: CycleOutcome) {
+        lock(&self.inner.faults).record(outcome.cycle_id, &outcome.faults, &self.inner.store);
         let mut st = lock(&self.inner.state);
-        st.record_faults(outcome.cycle_id, &outcome.faults, &self.inner.store);
         // Record every start durably first, then launch: a crash in between leaves a
         // job marked running without processes (re-attach marks it lost), never a
         // job that runs twice. A start that cannot be recorded (a full disk) is undone.

@@ -143,7 +143,7 @@ impl Scheduler {
             .map_err(|r| SubmitError::Unsatisfiable(r.message))?;
         let (decision, faults) = { lock(&self.inner.policy).check_submit(&ctx, &job) };
         if !faults.is_empty() {
-            lock(&self.inner.state).record_faults(0, &faults, &self.inner.store);
+            lock(&self.inner.faults).record(0, &faults, &self.inner.store);
         }
         match decision {
             SubmitDecision::Reject { plugin, message } => {

@@ -10,6 +10,7 @@ pub mod accounting;
 mod adopt;
 mod apply;
 pub mod decisions;
+mod fault_log;
 mod holds;
 mod job_table;
 pub mod jobs;
@@ -40,7 +41,7 @@ use crate::inventory::NodeInfo;
 use crate::store::Store;
 use gantry_engine::FaultRecord;
 use serde::Serialize;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::{Notify, mpsc};
@@ -50,9 +51,6 @@ pub use jobs::{JobFilter, NodeView};
 pub use policy_ops as policy_api;
 pub use policy_ops::PolicyView;
 pub use remote::HeartbeatError;
-
-/// Faults kept for the API.
-const RECENT_FAULTS: usize = 200;
 
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> u64 {
@@ -82,8 +80,6 @@ pub struct FaultView {
 pub(crate) struct State {
     pub(crate) jobs: job_table::JobTable,
     pub(crate) cycle: u64,
-    pub(crate) faults: VecDeque<FaultView>,
-    pub(crate) fault_counts: BTreeMap<String, u64>,
     /// Pending jobs of submissions under way, by user, not yet in `jobs`
     /// (`submit_limits::PendingReservation`).
     pub(crate) reserved_pending: BTreeMap<String, u64>,
@@ -110,6 +106,8 @@ pub(crate) struct Inner {
     pub(in crate::scheduler) wake: Notify,
     pub(in crate::scheduler) metrics: Arc<crate::metrics::Metrics>,
     pub(in crate::scheduler) decisions: Mutex<decisions::DecisionLog>,
+    /// Recent plugin faults and their counts (`fault_log.rs`); locked after `state`.
+    pub(in crate::scheduler) faults: Mutex<fault_log::FaultLog>,
     pub(in crate::scheduler) recorder: Mutex<shadow::Recorder>,
     /// Decayed GPU usage of closed task runs (`accounting.rs`); locked after `state`.
     pub(in crate::scheduler) ledger: Mutex<accounting::Ledger>,
@@ -124,47 +122,6 @@ pub struct Scheduler {
 impl std::fmt::Debug for Scheduler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Scheduler").finish_non_exhaustive()
-    }
-}
-
-impl State {
-    pub(crate) fn record_faults(&mut self, cycle: u64, faults: &[FaultRecord], store: &Store) {
-        for f in faults {
-            tracing::warn!(
-                target: "gantry::fault",
-                stage = f.stage.as_str(),
-                plugin_name = %f.plugin.name,
-                plugin_sha256 = %f.plugin.sha256,
-                fault_kind = f.fault.kind.as_str(),
-                fallback = f.fell_back,
-                "plugin fault: {}",
-                f.fault.message
-            );
-            *self
-                .fault_counts
-                .entry(format!(
-                    "{}/{}/{}",
-                    f.plugin.name,
-                    f.stage,
-                    f.fault.kind.as_str()
-                ))
-                .or_default() += 1;
-            let at_ms = now_ms();
-            let _ = store.event(
-                at_ms,
-                None,
-                "fault",
-                format!("{} at {}: {}", f.plugin.name, f.stage, f.fault),
-            );
-            if self.faults.len() >= RECENT_FAULTS {
-                self.faults.pop_front();
-            }
-            self.faults.push_back(FaultView {
-                cycle,
-                at_ms,
-                record: f.clone(),
-            });
-        }
     }
 }
 
@@ -226,14 +183,13 @@ impl Scheduler {
             state: Mutex::new(State {
                 jobs,
                 cycle: 0,
-                faults: VecDeque::new(),
-                fault_counts: BTreeMap::new(),
                 reserved_pending: BTreeMap::new(),
             }),
             policy: Mutex::new(policy),
             wake: Notify::new(),
             metrics,
             decisions: Mutex::new(decisions::DecisionLog::default()),
+            faults: Mutex::default(),
             recorder: Mutex::new(recorder),
             ledger: Mutex::new(ledger),
         };

@@ -186,7 +186,7 @@ impl Scheduler {
         drop(pol);
         PolicyView {
             active,
-            fault_counts: lock(&self.inner.state).fault_counts.clone(),
+            fault_counts: lock(&self.inner.faults).counts(),
             quarantined,
             fallback_version,
         }
@@ -199,7 +199,7 @@ impl Scheduler {
 
     /// Recent plugin faults, oldest first.
     pub fn faults(&self) -> Vec<FaultView> {
-        lock(&self.inner.state).faults.iter().cloned().collect()
+        lock(&self.inner.faults).recent()
     }
 
     /// Builds `spec`, dry-runs it on the current snapshot, and makes it live; `by` (who
@@ -245,7 +245,7 @@ impl Scheduler {
         };
         let dry = gantry_engine::run_cycle(&snap, &mut candidate, None);
         if !dry.faults.is_empty() {
-            lock(&self.inner.state).record_faults(0, &dry.faults, &self.inner.store);
+            lock(&self.inner.faults).record(0, &dry.faults, &self.inner.store);
             return Err(PolicyOpError::DryRun(dry.faults));
         }
         let mut pol = lock(&self.inner.policy);

@@ -66,7 +66,7 @@ impl Scheduler {
             j.reason.as_ref().map(|r| &r.message).hash(&mut h);
         }
         let mut faults = DefaultHasher::new();
-        (st.faults.len(), st.faults.back().map(|f| f.at_ms)).hash(&mut faults);
+        lock(&self.inner.faults).fingerprint().hash(&mut faults);
         ChangeFingerprint {
             jobs: h.finish(),
             faults: faults.finish(),
