@@ -1,17 +1,17 @@
 //! A plugin instance as the live daemon runs it: every stage call is a `plugin_call`
 //! tracing span (plugin name, version, sha256, stage, inputs, outputs, fault kind)
-//! and a sample of `gantry_plugin_call_duration_seconds`.
+//! and a sample of `gantry_plugin_call_duration_seconds`. It implements the contract's
+//! stage traits with `E = PolicyFault` (the engine's stage traits, with [`Identified`]).
 //!
 //! Owns: per-call observation. Does not own the call (the plugin runtime) or fallback
 //! (the engine).
 
 use crate::metrics::Metrics;
 use gantry_contract::{
-    Cycle, Eviction, Job, Node, Plan, RunningJob, Scored, Stage, SubmitVerdict, Verdict,
+    Admission, Cycle, Eviction, Job, Node, Placement, Plan, Preemption, Priority, RunningJob,
+    Scored, Stage, SubmitVerdict, Verdict,
 };
-use gantry_engine::{
-    AdmissionStage, PlacementStage, PluginIdent, PolicyFault, PreemptionStage, PriorityStage,
-};
+use gantry_engine::{Identified, PluginIdent, PolicyFault};
 use gantry_plugin_runtime::PluginInstance;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -82,10 +82,13 @@ impl Instrumented {
     }
 }
 
-impl AdmissionStage for Instrumented {
+impl Identified for Instrumented {
     fn ident(&self) -> &PluginIdent {
         self.inner.plugin_ident()
     }
+}
+
+impl Admission<PolicyFault> for Instrumented {
     fn check_submit(&mut self, ctx: &Cycle, job: &Job) -> Result<SubmitVerdict, PolicyFault> {
         self.observe(Stage::Admission, 1, |_| 1, |p| p.check_submit(ctx, job))
     }
@@ -96,10 +99,7 @@ impl AdmissionStage for Instrumented {
     }
 }
 
-impl PriorityStage for Instrumented {
-    fn ident(&self) -> &PluginIdent {
-        self.inner.plugin_ident()
-    }
+impl Priority<PolicyFault> for Instrumented {
     fn score(
         &mut self,
         ctx: &Cycle,
@@ -112,10 +112,7 @@ impl PriorityStage for Instrumented {
     }
 }
 
-impl PlacementStage for Instrumented {
-    fn ident(&self) -> &PluginIdent {
-        self.inner.plugin_ident()
-    }
+impl Placement<PolicyFault> for Instrumented {
     fn place(
         &mut self,
         ctx: &Cycle,
@@ -132,10 +129,7 @@ impl PlacementStage for Instrumented {
     }
 }
 
-impl PreemptionStage for Instrumented {
-    fn ident(&self) -> &PluginIdent {
-        self.inner.plugin_ident()
-    }
+impl Preemption<PolicyFault> for Instrumented {
     fn preempt(
         &mut self,
         ctx: &Cycle,

@@ -24,8 +24,8 @@ pub mod validate;
 pub use cycle::{CycleOutcome, PendingReason, StartDecision, run_cycle};
 pub use native::Native;
 pub use pipeline::{
-    AdmissionStage, FaultKind, FaultRecord, Pipeline, PlacementStage, PluginIdent, PolicyFault,
-    PreemptionStage, PriorityStage, StageSlot,
+    AdmissionStage, FaultKind, FaultRecord, Identified, Pipeline, PlacementStage, PluginIdent,
+    PolicyFault, PreemptionStage, PriorityStage, StageSlot,
 };
 pub use snapshot::{EvictionInProgress, Interner, Snapshot};
 pub use submit::{SubmitDecision, check_submit, fits_empty_cluster};

@@ -1,11 +1,10 @@
-//! Runs a plugin crate in-process: adapts the contract traits a plugin implements
-//! (`gantry_contract::{Admission, Priority, ...}`) to the engine's stage traits.
-//! Used for tests, the simulator's native mode, and wasm-versus-native benchmarks.
+//! Runs a plugin crate in-process: a plugin implements the contract traits
+//! (`gantry_contract::{Admission, Priority, ...}`) failing with a `String`; [`Native`]
+//! implements the same traits failing with a [`PolicyFault`], plus [`Identified`], which
+//! makes it an engine stage. Used for tests, the simulator's native mode, and
+//! wasm-versus-native benchmarks.
 
-use crate::pipeline::{
-    AdmissionStage, FaultKind, PlacementStage, PluginIdent, PolicyFault, PreemptionStage,
-    PriorityStage,
-};
+use crate::pipeline::{FaultKind, Identified, PluginIdent, PolicyFault};
 use gantry_contract::{
     Admission, Cycle, Eviction, Job, Node, Placement, Plan, Plugin, Preemption, Priority,
     RunningJob, Scored, SubmitVerdict, Verdict,
@@ -38,10 +37,13 @@ fn err(message: String) -> PolicyFault {
     PolicyFault::new(FaultKind::PluginError, message)
 }
 
-impl<P: Admission + Send> AdmissionStage for Native<P> {
+impl<P> Identified for Native<P> {
     fn ident(&self) -> &PluginIdent {
         &self.ident
     }
+}
+
+impl<P: Admission> Admission<PolicyFault> for Native<P> {
     fn check_submit(&mut self, ctx: &Cycle, job: &Job) -> Result<SubmitVerdict, PolicyFault> {
         self.plugin.check_submit(ctx, job).map_err(err)
     }
@@ -50,10 +52,7 @@ impl<P: Admission + Send> AdmissionStage for Native<P> {
     }
 }
 
-impl<P: Priority + Send> PriorityStage for Native<P> {
-    fn ident(&self) -> &PluginIdent {
-        &self.ident
-    }
+impl<P: Priority> Priority<PolicyFault> for Native<P> {
     fn score(
         &mut self,
         ctx: &Cycle,
@@ -64,10 +63,7 @@ impl<P: Priority + Send> PriorityStage for Native<P> {
     }
 }
 
-impl<P: Placement + Send> PlacementStage for Native<P> {
-    fn ident(&self) -> &PluginIdent {
-        &self.ident
-    }
+impl<P: Placement> Placement<PolicyFault> for Native<P> {
     fn place(
         &mut self,
         ctx: &Cycle,
@@ -79,10 +75,7 @@ impl<P: Placement + Send> PlacementStage for Native<P> {
     }
 }
 
-impl<P: Preemption + Send> PreemptionStage for Native<P> {
-    fn ident(&self) -> &PluginIdent {
-        &self.ident
-    }
+impl<P: Preemption> Preemption<PolicyFault> for Native<P> {
     fn preempt(
         &mut self,
         ctx: &Cycle,

@@ -1,13 +1,13 @@
 //! A pipeline: which plugin runs at each stage, behind stage traits whose errors are
-//! typed faults. The wasm runtime and the native adapter implement these traits; the
-//! cycle only sees them.
+//! typed faults. A stage trait here is the contract's trait (`sdk/contract/src/traits.rs`,
+//! the one definition of each signature) with `E = PolicyFault`, plus [`Identified`]; the
+//! wasm runtime, the native adapter and the daemon's wrapper implement those two, and the
+//! cycle only sees the result.
 //!
 //! Owns: the fault taxonomy, plugin identity, per-plugin fault counting and quarantine.
 //! Does not own: how a plugin is run (wasm or native) or what a fault costs (the cycle).
 
-use gantry_contract::{
-    Cycle, Eviction, Job, Node, Plan, RunningJob, Scored, Stage, SubmitVerdict, Verdict,
-};
+use gantry_contract::{Admission, Placement, Preemption, Priority, Stage};
 use serde::{Deserialize, Serialize};
 
 /// Consecutive faults after which a plugin is quarantined (its stage uses the fallback).
@@ -99,57 +99,28 @@ pub struct FaultRecord {
     pub fell_back: bool,
 }
 
-/// The admission stage as the engine calls it.
-pub trait AdmissionStage: Send {
+/// What the engine needs of every stage object besides its stage: who it is.
+pub trait Identified {
     /// Which plugin this is.
     fn ident(&self) -> &PluginIdent;
-    /// At submit.
-    fn check_submit(&mut self, ctx: &Cycle, job: &Job) -> Result<SubmitVerdict, PolicyFault>;
-    /// Each cycle.
-    fn admit(&mut self, ctx: &Cycle, jobs: &[Job]) -> Result<Vec<Verdict>, PolicyFault>;
 }
 
-/// The priority stage as the engine calls it.
-pub trait PriorityStage: Send {
-    /// Which plugin this is.
-    fn ident(&self) -> &PluginIdent;
-    /// Scores `jobs`, given the chain's previous scores.
-    fn score(
-        &mut self,
-        ctx: &Cycle,
-        jobs: &[Job],
-        previous: &[f64],
-    ) -> Result<Vec<Scored>, PolicyFault>;
-}
+/// The admission stage as the engine calls it: `gantry_contract::Admission` failing with a
+/// [`PolicyFault`], plus an identity. Implemented for every such type.
+pub trait AdmissionStage: Admission<PolicyFault> + Identified + Send {}
+impl<T: Admission<PolicyFault> + Identified + Send + ?Sized> AdmissionStage for T {}
 
-/// The placement stage as the engine calls it.
-pub trait PlacementStage: Send {
-    /// Which plugin this is.
-    fn ident(&self) -> &PluginIdent;
-    /// Places ordered jobs.
-    fn place(
-        &mut self,
-        ctx: &Cycle,
-        jobs: &[Job],
-        nodes: &[Node],
-        running: &[RunningJob],
-    ) -> Result<Plan, PolicyFault>;
-}
+/// The priority stage as the engine calls it (see [`AdmissionStage`]).
+pub trait PriorityStage: Priority<PolicyFault> + Identified + Send {}
+impl<T: Priority<PolicyFault> + Identified + Send + ?Sized> PriorityStage for T {}
 
-/// The preemption stage as the engine calls it.
-pub trait PreemptionStage: Send {
-    /// Which plugin this is.
-    fn ident(&self) -> &PluginIdent;
-    /// Chooses evictions for blocked jobs.
-    fn preempt(
-        &mut self,
-        ctx: &Cycle,
-        blocked: &[Job],
-        blocked_scores: &[f64],
-        nodes: &[Node],
-        running: &[RunningJob],
-    ) -> Result<Vec<Eviction>, PolicyFault>;
-}
+/// The placement stage as the engine calls it (see [`AdmissionStage`]).
+pub trait PlacementStage: Placement<PolicyFault> + Identified + Send {}
+impl<T: Placement<PolicyFault> + Identified + Send + ?Sized> PlacementStage for T {}
+
+/// The preemption stage as the engine calls it (see [`AdmissionStage`]).
+pub trait PreemptionStage: Preemption<PolicyFault> + Identified + Send {}
+impl<T: Preemption<PolicyFault> + Identified + Send + ?Sized> PreemptionStage for T {}
 
 /// One plugin in a pipeline, with its fault history.
 pub struct StageSlot<S: ?Sized> {

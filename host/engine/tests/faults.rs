@@ -10,13 +10,13 @@ mod common;
 
 use common::{frac_job, job, native_pipeline, node};
 use gantry_contract::{
-    Cycle, Eviction, Job, JobId, Node, NodeState, Plan, Reason, ReasonCode, RunningJob, Scored,
-    Stage, SubmitVerdict, TaskAllocation, Verdict,
+    Admission, Cycle, Eviction, Job, JobId, Node, NodeState, Placement, Plan, Preemption, Priority,
+    Reason, ReasonCode, RunningJob, Scored, Stage, SubmitVerdict, TaskAllocation, Verdict,
 };
 use gantry_engine::pipeline::QUARANTINE_AFTER;
 use gantry_engine::{
-    AdmissionStage, CycleOutcome, FaultKind, Pipeline, PlacementStage, PluginIdent, PolicyFault,
-    PreemptionStage, PriorityStage, Snapshot, StageSlot, run_cycle,
+    AdmissionStage, CycleOutcome, FaultKind, Identified, Pipeline, PlacementStage, PluginIdent,
+    PolicyFault, PreemptionStage, PriorityStage, Snapshot, StageSlot, run_cycle,
 };
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -62,10 +62,13 @@ struct BadPlacement {
     script: Box<PlaceFn>,
 }
 
-impl PlacementStage for BadPlacement {
+impl Identified for BadPlacement {
     fn ident(&self) -> &PluginIdent {
         &self.ident
     }
+}
+
+impl Placement<PolicyFault> for BadPlacement {
     fn place(
         &mut self,
         _ctx: &Cycle,
@@ -87,10 +90,13 @@ struct ScriptedPriority {
     script: Box<ScoreFn>,
 }
 
-impl PriorityStage for ScriptedPriority {
+impl Identified for ScriptedPriority {
     fn ident(&self) -> &PluginIdent {
         &self.ident
     }
+}
+
+impl Priority<PolicyFault> for ScriptedPriority {
     fn score(
         &mut self,
         _ctx: &Cycle,
@@ -111,10 +117,13 @@ struct ScriptedAdmission {
     script: Box<AdmitFn>,
 }
 
-impl AdmissionStage for ScriptedAdmission {
+impl Identified for ScriptedAdmission {
     fn ident(&self) -> &PluginIdent {
         &self.ident
     }
+}
+
+impl Admission<PolicyFault> for ScriptedAdmission {
     fn check_submit(&mut self, _ctx: &Cycle, _job: &Job) -> Result<SubmitVerdict, PolicyFault> {
         Ok(SubmitVerdict::Accept)
     }
@@ -133,10 +142,13 @@ struct BadPreemption {
     script: Box<PreemptFn>,
 }
 
-impl PreemptionStage for BadPreemption {
+impl Identified for BadPreemption {
     fn ident(&self) -> &PluginIdent {
         &self.ident
     }
+}
+
+impl Preemption<PolicyFault> for BadPreemption {
     fn preempt(
         &mut self,
         _ctx: &Cycle,

@@ -23,9 +23,10 @@
 
 mod common;
 
-use gantry_contract::{Cycle, Job, JobId, ReasonCode, Scored, TaskAllocation};
+use gantry_contract::{Cycle, Job, JobId, Priority, ReasonCode, Scored, TaskAllocation};
 use gantry_engine::{
-    CycleOutcome, Pipeline, PluginIdent, PolicyFault, PriorityStage, Snapshot, StageSlot, run_cycle,
+    CycleOutcome, Identified, Pipeline, PluginIdent, PolicyFault, PriorityStage, Snapshot,
+    StageSlot, run_cycle,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
@@ -107,10 +108,13 @@ struct FixedScores {
     tiers: HashMap<JobId, i32>,
 }
 
-impl PriorityStage for FixedScores {
+impl Identified for FixedScores {
     fn ident(&self) -> &PluginIdent {
         &self.ident
     }
+}
+
+impl Priority<PolicyFault> for FixedScores {
     fn score(
         &mut self,
         _ctx: &Cycle,

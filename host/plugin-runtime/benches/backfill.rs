@@ -9,8 +9,8 @@
 //! started and were reserved. Target: under 50 ms in wasm, wasm ≤ 1.5× native.
 
 use gantry_contract::{
-    Cycle, Gpu, GpuShare, Job, JobKind, Label, Node, NodeState, Plan, RunningJob, TaskAllocation,
-    TaskGroup,
+    Cycle, Gpu, GpuShare, Job, JobKind, Label, Node, NodeState, Placement, Plan, RunningJob,
+    TaskAllocation, TaskGroup,
 };
 use gantry_engine::{Interner, Native, Pipeline, PlacementStage, Snapshot, StageSlot, run_cycle};
 use gantry_plugin_backfill::Backfill;

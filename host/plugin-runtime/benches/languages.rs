@@ -5,8 +5,8 @@
 //!
 //! `scripts/build-plugin-examples && cargo bench -p gantry-plugin-runtime --bench languages`
 
-use gantry_contract::{Cycle, Job, JobKind, Label, TaskGroup};
-use gantry_engine::{Interner, PriorityStage};
+use gantry_contract::{Cycle, Job, JobKind, Label, Priority, TaskGroup};
+use gantry_engine::Interner;
 use gantry_plugin_runtime::{Limits, Runtime, RuntimeOptions};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

@@ -1,21 +1,21 @@
-//! A sandboxed, configured plugin instance that implements the engine's stage traits.
+//! A sandboxed, configured plugin instance that implements the contract's stage traits
+//! with `E = PolicyFault` (with its identity, the engine's stage traits).
 //!
 //! Every call runs under an epoch deadline and the instance's memory cap; a trap,
 //! deadline overrun or memory exhaustion is returned as a typed [`PolicyFault`] and
 //! the instance is dropped, to be re-made from its pre-instantiated form (and
 //! re-configured) on the next call. Nothing a plugin does can crash or hang the host.
 
-use crate::bindings::{State, admission, placement, plugin, preemption, priority};
+use crate::bindings::{State, admission, placement, plugin, preemption, priority, wit};
 use crate::nonblocking::WouldBlock;
 use crate::runtime::{EPOCH_TICK, LoadedPlugin};
-use crate::{Limits, LoadError, convert};
+use crate::{Limits, LoadError};
+use gantry_contract::wit_convert::vec_into;
 use gantry_contract::{
-    Cycle, Eviction, Job, Metadata, Node, Plan, RunningJob, Scored, Stage, SubmitVerdict, Verdict,
+    Admission, Cycle, Eviction, Job, Metadata, Node, Placement, Plan, Preemption, Priority,
+    RunningJob, Scored, Stage, SubmitVerdict, Verdict,
 };
-use gantry_engine::{
-    AdmissionStage, FaultKind, PlacementStage, PluginIdent, PolicyFault, PreemptionStage,
-    PriorityStage,
-};
+use gantry_engine::{FaultKind, Identified, PluginIdent, PolicyFault};
 use wasmtime::{Store, Trap};
 
 struct Live {
@@ -196,7 +196,7 @@ impl PluginInstance {
         guarded(&mut live, &limits, |l| {
             l.plugin.call_metadata(&mut l.store).map(Ok)
         })
-        .map(convert::metadata)
+        .map(Metadata::from)
         .map_err(|(f, _)| err(f))
     }
 
@@ -273,54 +273,51 @@ impl PluginInstance {
     }
 }
 
-impl AdmissionStage for PluginInstance {
+impl Identified for PluginInstance {
     fn ident(&self) -> &PluginIdent {
         &self.ident
     }
+}
+
+impl Admission<PolicyFault> for PluginInstance {
     fn check_submit(&mut self, ctx: &Cycle, job: &Job) -> Result<SubmitVerdict, PolicyFault> {
-        let (c, j) = (convert::cycle(ctx), convert::job_list(std::iter::once(job)));
+        let (c, j) = (wit::Cycle::from(ctx), wit::JobList::from_iter([job]));
         self.call(Stage::Admission, |l| {
             l.admission
                 .as_ref()
                 .map(|g| g.call_check_submit(&mut l.store, &c, &j))
         })
-        .map(convert::submit_verdict)
+        .map(SubmitVerdict::from)
     }
     fn admit(&mut self, ctx: &Cycle, jobs: &[Job]) -> Result<Vec<Verdict>, PolicyFault> {
-        let (c, j) = (convert::cycle(ctx), convert::job_list(jobs.iter()));
+        let (c, j) = (wit::Cycle::from(ctx), wit::JobList::from_iter(jobs));
         self.call(Stage::Admission, |l| {
             l.admission
                 .as_ref()
                 .map(|g| g.call_admit(&mut l.store, &c, &j))
         })
-        .map(convert::verdicts)
+        .map(vec_into)
     }
 }
 
-impl PriorityStage for PluginInstance {
-    fn ident(&self) -> &PluginIdent {
-        &self.ident
-    }
+impl Priority<PolicyFault> for PluginInstance {
     fn score(
         &mut self,
         ctx: &Cycle,
         jobs: &[Job],
         previous: &[f64],
     ) -> Result<Vec<Scored>, PolicyFault> {
-        let (c, j) = (convert::cycle(ctx), convert::job_list(jobs.iter()));
+        let (c, j) = (wit::Cycle::from(ctx), wit::JobList::from_iter(jobs));
         self.call(Stage::Priority, |l| {
             l.priority
                 .as_ref()
                 .map(|g| g.call_score(&mut l.store, &c, &j, previous))
         })
-        .map(convert::scores)
+        .map(vec_into)
     }
 }
 
-impl PlacementStage for PluginInstance {
-    fn ident(&self) -> &PluginIdent {
-        &self.ident
-    }
+impl Placement<PolicyFault> for PluginInstance {
     fn place(
         &mut self,
         ctx: &Cycle,
@@ -329,24 +326,21 @@ impl PlacementStage for PluginInstance {
         running: &[RunningJob],
     ) -> Result<Plan, PolicyFault> {
         let (c, j, n, r) = (
-            convert::cycle(ctx),
-            convert::job_list(jobs.iter()),
-            convert::node_list(nodes),
-            convert::running_list(running),
+            wit::Cycle::from(ctx),
+            wit::JobList::from_iter(jobs),
+            wit::NodeList::from(nodes),
+            wit::RunningList::from(running),
         );
         self.call(Stage::Placement, |l| {
             l.placement
                 .as_ref()
                 .map(|g| g.call_place(&mut l.store, &c, &j, &n, &r))
         })
-        .map(convert::plan)
+        .map(Plan::from)
     }
 }
 
-impl PreemptionStage for PluginInstance {
-    fn ident(&self) -> &PluginIdent {
-        &self.ident
-    }
+impl Preemption<PolicyFault> for PluginInstance {
     fn preempt(
         &mut self,
         ctx: &Cycle,
@@ -356,17 +350,17 @@ impl PreemptionStage for PluginInstance {
         running: &[RunningJob],
     ) -> Result<Vec<Eviction>, PolicyFault> {
         let (c, b, n, r) = (
-            convert::cycle(ctx),
-            convert::job_list(blocked.iter()),
-            convert::node_list(nodes),
-            convert::running_list(running),
+            wit::Cycle::from(ctx),
+            wit::JobList::from_iter(blocked),
+            wit::NodeList::from(nodes),
+            wit::RunningList::from(running),
         );
         self.call(Stage::Preemption, |l| {
             l.preemption
                 .as_ref()
                 .map(|g| g.call_preempt(&mut l.store, &c, &b, blocked_scores, &n, &r))
         })
-        .map(convert::evictions)
+        .map(vec_into)
     }
 }
 

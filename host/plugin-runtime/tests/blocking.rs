@@ -3,8 +3,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use gantry_components as comp;
-use gantry_contract::{Cycle, Job, TaskGroup};
-use gantry_engine::{FaultKind, PolicyFault, PriorityStage};
+use gantry_contract::{Cycle, Job, Priority, TaskGroup};
+use gantry_engine::{FaultKind, PolicyFault};
 use gantry_plugin_runtime::{Limits, Runtime, RuntimeOptions};
 use std::sync::mpsc;
 use std::time::Duration;

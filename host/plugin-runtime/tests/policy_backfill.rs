@@ -5,7 +5,7 @@
 
 use gantry_components as comp;
 use gantry_contract::{
-    Cycle, Gpu, GpuShare, Job, JobKind, Label, Node, NodeState, ReasonCode, RunningJob,
+    Cycle, Gpu, GpuShare, Job, JobKind, Label, Node, NodeState, Placement, ReasonCode, RunningJob,
     TaskAllocation, TaskGroup,
 };
 use gantry_engine::sim::{JobEnd, SimJob, SimNode, SimTask, TimelineOptions, TimelineResult};
@@ -303,7 +303,7 @@ fn wasm_plans_match_native_plans_in_every_mode() {
         let mut wasm = loaded.instantiate(config, Limits::default()).unwrap();
         let mut native = Native::new(Backfill::default(), config).unwrap();
         let w = wasm.place(&ctx, &jobs, &nodes, &running).unwrap();
-        let n = PlacementStage::place(&mut native, &ctx, &jobs, &nodes, &running).unwrap();
+        let n = Placement::place(&mut native, &ctx, &jobs, &nodes, &running).unwrap();
         assert_eq!(w, n, "{config}");
         assert!(
             !w.starts.is_empty() && !w.pending.is_empty(),

@@ -20,12 +20,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use gantry_components as comp;
-use gantry_contract::{Cycle, Job, JobKind, Scored};
+use gantry_contract::{Cycle, Job, JobKind, Priority, Scored};
 use gantry_engine::sim::{
     JobEnd, SimJob, SimNode, SimTask, TimelineOptions, TimelineResult, run_timeline,
 };
 use gantry_engine::{
-    Native, Pipeline, PlacementStage, PluginIdent, PolicyFault, PriorityStage, StageSlot,
+    Identified, Native, Pipeline, PlacementStage, PluginIdent, PolicyFault, PriorityStage,
+    StageSlot,
 };
 use gantry_plugin_first_fit::FirstFit;
 use gantry_plugin_multifactor::Multifactor;
@@ -47,10 +48,13 @@ struct Recording {
     log: Arc<Mutex<Vec<Call>>>,
 }
 
-impl PriorityStage for Recording {
+impl Identified for Recording {
     fn ident(&self) -> &PluginIdent {
         self.inner.ident()
     }
+}
+
+impl Priority<PolicyFault> for Recording {
     fn score(
         &mut self,
         ctx: &Cycle,

@@ -4,8 +4,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use gantry_components as comp;
-use gantry_contract::{Cycle, Gpu, Job, Node, NodeState, TaskGroup};
-use gantry_engine::{FaultKind, PlacementStage, PriorityStage};
+use gantry_contract::{Cycle, Gpu, Job, Node, NodeState, Placement, Priority, TaskGroup};
+use gantry_engine::FaultKind;
 use gantry_plugin_runtime::{Limits, LoadError, Runtime, RuntimeOptions};
 use std::time::Instant;
 

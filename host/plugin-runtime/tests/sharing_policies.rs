@@ -10,7 +10,8 @@
 
 use gantry_components as comp;
 use gantry_contract::{
-    Cycle, Gpu, GpuShare, Job, Node, NodeState, Plan, RunningJob, TaskAllocation, TaskGroup,
+    Cycle, Gpu, GpuShare, Job, Node, NodeState, Placement, Plan, RunningJob, TaskAllocation,
+    TaskGroup,
 };
 use gantry_engine::{Native, PlacementStage};
 use gantry_plugin_runtime::{Limits, Runtime, RuntimeOptions};

@@ -1,10 +1,13 @@
 //! The policy contract (`wit/`, package `gantry:policy@0.1.0`) as plain Rust.
 //!
 //! Owns: the data a policy sees ([`types`]), what each stage returns ([`stages`]), the
-//! stage traits a native or SDK plugin implements ([`traits`]), and the tentative
-//! cluster model placement authors and the host validator share ([`cluster`]).
-//! Does not own: wasm glue (in `gantry-sdk` for guests, `gantry-plugin-runtime` for the
-//! host), the scheduling cycle (in `gantry-engine`), or anything with I/O.
+//! stage traits (the one definition of each stage's signature: plugins implement them,
+//! and so does the host with its typed fault; [`traits`]), the tentative cluster model
+//! placement authors and the host validator share ([`cluster`]), and the mapping to the
+//! types generated from `wit/`, as a macro both sides expand ([`wit_convert`]).
+//! Does not own: wasm glue and bindings (in `gantry-sdk` for guests,
+//! `gantry-plugin-runtime` for the host), the scheduling cycle (in `gantry-engine`), or
+//! anything with I/O.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -12,6 +15,7 @@ pub mod cluster;
 pub mod stages;
 pub mod traits;
 pub mod types;
+pub mod wit_convert;
 
 pub use cluster::{BookError, ClusterModel};
 pub use stages::*;

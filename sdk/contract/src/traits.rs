@@ -1,7 +1,11 @@
-//! The stage traits a plugin implements. `gantry-sdk` exports a type implementing them
-//! as a wasm component; the engine runs the same type natively (tests, benchmarks).
+//! The stage traits: the one Rust definition of each stage's signature. A plugin
+//! implements them with the default error, `String` (`gantry-sdk` exports such a type
+//! as a wasm component; the engine can run it natively); the host implements the same
+//! traits with its typed fault (`gantry_engine::PolicyFault`) for the wasm runtime's
+//! instances, the native adapter and the daemon's instrumented wrapper, and the engine's
+//! stage traits (`host/engine/src/pipeline.rs`) are these plus an identity.
 //!
-//! An `Err(String)` is the plugin saying it failed; the host records it as a fault and
+//! An `Err` is the plugin (or the call) failing; the host records it as a fault and
 //! falls back. Rejections and holds are data (`SubmitVerdict`, `Verdict`), not errors.
 
 use crate::stages::{Eviction, Metadata, Plan, Scored, SubmitVerdict, Verdict};
@@ -15,26 +19,25 @@ pub trait Plugin {
     fn configure(&mut self, config_json: &str) -> Result<(), String>;
 }
 
-/// The admission stage.
-pub trait Admission {
+/// The admission stage; `E` is what a failed call returns.
+pub trait Admission<E = String> {
     /// At submit: accept, accept with defaults, or reject. Accepts by default.
-    fn check_submit(&mut self, ctx: &Cycle, job: &Job) -> Result<SubmitVerdict, String> {
+    fn check_submit(&mut self, ctx: &Cycle, job: &Job) -> Result<SubmitVerdict, E> {
         let _ = (ctx, job);
         Ok(SubmitVerdict::Accept)
     }
     /// Each cycle: one verdict per pending job, in order.
-    fn admit(&mut self, ctx: &Cycle, jobs: &[Job]) -> Result<Vec<Verdict>, String>;
+    fn admit(&mut self, ctx: &Cycle, jobs: &[Job]) -> Result<Vec<Verdict>, E>;
 }
 
-/// The priority stage.
-pub trait Priority {
+/// The priority stage; `E` is what a failed call returns.
+pub trait Priority<E = String> {
     /// One score per job, in order; `previous` holds the chain's scores so far.
-    fn score(&mut self, ctx: &Cycle, jobs: &[Job], previous: &[f64])
-    -> Result<Vec<Scored>, String>;
+    fn score(&mut self, ctx: &Cycle, jobs: &[Job], previous: &[f64]) -> Result<Vec<Scored>, E>;
 }
 
-/// The placement stage.
-pub trait Placement {
+/// The placement stage; `E` is what a failed call returns.
+pub trait Placement<E = String> {
     /// Starts for ordered `jobs` on `nodes`, and a reason for every job left pending.
     fn place(
         &mut self,
@@ -42,11 +45,11 @@ pub trait Placement {
         jobs: &[Job],
         nodes: &[Node],
         running: &[RunningJob],
-    ) -> Result<Plan, String>;
+    ) -> Result<Plan, E>;
 }
 
-/// The preemption stage.
-pub trait Preemption {
+/// The preemption stage; `E` is what a failed call returns.
+pub trait Preemption<E = String> {
     /// Evictions that make room for `blocked` jobs (priority order, scores alongside).
     fn preempt(
         &mut self,
@@ -55,5 +58,5 @@ pub trait Preemption {
         blocked_scores: &[f64],
         nodes: &[Node],
         running: &[RunningJob],
-    ) -> Result<Vec<Eviction>, String>;
+    ) -> Result<Vec<Eviction>, E>;
 }
