@@ -9,7 +9,8 @@
 
 use crate::cli::Client;
 use anyhow::Context;
-use serde_json::Value;
+use gantry_api::accounting::{AccountingRecord, AccountingReport};
+use gantry_api::task::TaskExit;
 
 /// Options of `gantry accounting`.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -78,11 +79,11 @@ pub fn run(client: &Client, a: &AccountingArgs) -> anyhow::Result<()> {
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
-    let report = client.get(&query_path(a, now_ms)?)?;
+    let path = query_path(a, now_ms)?;
     if a.json {
-        crate::cli::print_json(&report);
+        crate::cli::print_json(&client.get_json(&path)?);
     } else {
-        print!("{}", render(&report));
+        print!("{}", render(&client.accounting(&path)?));
     }
     Ok(())
 }
@@ -105,25 +106,20 @@ fn elapsed(ms: u64) -> String {
 }
 
 /// `0`, `sig 9` or `lost`, with ` oom` when the OOM killer struck.
-fn exit_text(r: &Value) -> String {
-    let e = &r["exit"];
-    let mut text = match (e.get("Exited"), e.get("Signaled")) {
-        (Some(c), _) => c.to_string(),
-        (_, Some(s)) => format!("sig {s}"),
-        _ => e.as_str().unwrap_or("?").to_lowercase(),
+fn exit_text(r: &AccountingRecord) -> String {
+    let mut text = match r.exit {
+        TaskExit::Exited(c) => c.to_string(),
+        TaskExit::Signaled(s) => format!("sig {s}"),
+        TaskExit::Lost => "lost".into(),
     };
-    if r["oom_killed"] == true {
+    if r.oom_killed {
         text += " oom";
     }
     text
 }
 
-fn text(v: &Value) -> String {
-    v.as_str().map_or_else(|| v.to_string(), str::to_string)
-}
-
 /// The tables of an accounting report.
-pub fn render(report: &Value) -> String {
+pub fn render(report: &AccountingReport) -> String {
     let mut out = format!(
         "{:>6} {:>4} {:>3} {:<10} {:<10} {:<8} {:<16} {:<20} {:>9} {:<14} {:>10} {:>9} {:>7} {}\n",
         "JOB",
@@ -141,61 +137,56 @@ pub fn render(report: &Value) -> String {
         "MAXRSS",
         "EXIT"
     );
-    let empty = Vec::new();
-    for r in report["records"].as_array().unwrap_or(&empty) {
-        let gpus: Vec<String> = r["gpus"]
-            .as_array()
-            .unwrap_or(&empty)
+    for r in &report.records {
+        let gpus: Vec<String> = r
+            .gpus
             .iter()
-            .map(|g| format!("{}:{}", g["index"], g["milli"]))
+            .map(|g| format!("{}:{}", g.index, g.milli))
             .collect();
-        let (start, end) = (r["start_ms"].as_u64(), r["end_ms"].as_u64());
-        let name: String = text(&r["job_name"]).chars().take(16).collect();
+        let name: String = r.job_name.chars().take(16).collect();
         out += &format!(
             "{:>6} {:>4} {:>3} {:<10} {:<10} {:<8} {:<16} {:<20} {:>9} {:<14} {:>10.1} {:>9.1} {:>6}M {}\n",
-            text(&r["job_id"]),
-            text(&r["task_index"]),
-            text(&r["run"]),
-            text(&r["user"]),
-            text(&r["account"]),
-            text(&r["queue"]),
+            r.job_id,
+            r.task_index,
+            r.run,
+            r.user,
+            r.account,
+            r.queue,
             name,
-            end.map(format_utc).unwrap_or_default(),
-            elapsed(end.unwrap_or(0).saturating_sub(start.unwrap_or(0))),
+            format_utc(r.end_ms),
+            elapsed(r.end_ms.saturating_sub(r.start_ms)),
             if gpus.is_empty() {
                 "-".into()
             } else {
                 gpus.join(",")
             },
-            r["gpu_milli_seconds"].as_f64().unwrap_or(0.0) / 1000.0,
-            r["cpu_seconds"].as_f64().unwrap_or(0.0),
-            text(&r["memory_peak_mib"]),
+            r.gpu_milli_seconds as f64 / 1000.0,
+            r.cpu_seconds,
+            r.memory_peak_mib,
             exit_text(r),
         );
     }
-    if report["truncated"] == true {
+    if report.truncated {
         out += "(older records left out; raise --limit; the totals below cover all)\n";
     }
-    for (title, key) in [("USER", "users"), ("ACCOUNT", "accounts")] {
+    for (title, rows) in [("USER", &report.users), ("ACCOUNT", &report.accounts)] {
         out += &format!(
             "\n{title:<12} {:>6} {:>6} {:>12} {:>12} {:>10}\n",
             "JOBS", "TASKS", "GPU-HOURS", "GPU-SECONDS", "CPU-HOURS"
         );
-        let rows = report[key].as_array().unwrap_or(&empty);
-        for t in rows.iter().chain(std::iter::once(&report["total"])) {
-            let name = text(&t["name"]);
+        for t in rows.iter().chain(std::iter::once(&report.total)) {
             out += &format!(
                 "{:<12} {:>6} {:>6} {:>12.4} {:>12.1} {:>10.4}\n",
-                if name.is_empty() {
-                    "(all)".into()
+                if t.name.is_empty() {
+                    "(all)"
                 } else {
-                    name
+                    t.name.as_str()
                 },
-                text(&t["jobs"]),
-                text(&t["records"]),
-                t["gpu_hours"].as_f64().unwrap_or(0.0),
-                t["gpu_seconds"].as_f64().unwrap_or(0.0),
-                t["cpu_hours"].as_f64().unwrap_or(0.0),
+                t.jobs,
+                t.records,
+                t.gpu_hours,
+                t.gpu_seconds,
+                t.cpu_hours,
             );
         }
     }
@@ -244,17 +235,17 @@ mod tests {
         let report = json!({
             "records": [{
                 "job_id": 4, "task_index": 1, "run": 0, "job_name": "train", "user": "alice",
-                "account": "ml", "queue": "default", "node": "n0",
+                "account": "ml", "queue": "default", "node": "n0", "cpu_milli": 1000, "memory_mib": 64,
                 "gpus": [{"index": 0, "milli": 500}], "start_ms": 1_700_000_000_000u64,
                 "end_ms": 1_700_000_002_000u64, "gpu_milli_seconds": 1000, "cpu_seconds": 0.25,
                 "memory_peak_mib": 12, "exit": {"Signaled": 9}, "oom_killed": true,
             }],
             "truncated": false,
-            "total": {"name": "", "gpu_seconds": 1.0, "gpu_hours": 1.0 / 3600.0, "cpu_hours": 0.0, "records": 1, "jobs": 1},
-            "users": [{"name": "alice", "gpu_seconds": 1.0, "gpu_hours": 1.0 / 3600.0, "cpu_hours": 0.0, "records": 1, "jobs": 1}],
-            "accounts": [{"name": "ml", "gpu_seconds": 1.0, "gpu_hours": 1.0 / 3600.0, "cpu_hours": 0.0, "records": 1, "jobs": 1}],
+            "total": {"name": "", "gpu_seconds": 1.0, "cpu_seconds": 0.0, "gpu_hours": 1.0 / 3600.0, "cpu_hours": 0.0, "records": 1, "jobs": 1},
+            "users": [{"name": "alice", "gpu_seconds": 1.0, "cpu_seconds": 0.0, "gpu_hours": 1.0 / 3600.0, "cpu_hours": 0.0, "records": 1, "jobs": 1}],
+            "accounts": [{"name": "ml", "gpu_seconds": 1.0, "cpu_seconds": 0.0, "gpu_hours": 1.0 / 3600.0, "cpu_hours": 0.0, "records": 1, "jobs": 1}],
         });
-        let text = render(&report);
+        let text = render(&serde_json::from_value(report).unwrap());
         let row = text.lines().nth(1).unwrap();
         for cell in [
             "train",

@@ -6,9 +6,15 @@
 //! `Authorization: Bearer <token>`. `https://` servers are verified against the public
 //! roots, or only against `--ca-cert` (`GANTRY_CA_CERT`) when given (see `tls`).
 //!
+//! Requests and answers go through the typed client of `gantry-api` (`Client`); this module
+//! builds the client from the flags and prints the answers.
+//!
 //! Owns: argument → request mapping and output formatting. Holds no state.
 
 use anyhow::{Context, bail};
+use gantry_api::model::{JobRecord, JobState};
+use gantry_api::views::NodeView;
+use gantry_contract::JobKind;
 use serde_json::Value;
 use std::io::Read;
 
@@ -26,207 +32,20 @@ pub fn default_server() -> String {
     }
 }
 
-/// A client for one daemon.
-#[derive(Debug)]
-pub struct Client {
-    base: String,
-    /// The server as given (`unix:PATH` or the URL), for messages.
-    label: String,
-    agent: ureq::Agent,
-    token: Option<String>,
-}
+/// A client of the daemon: the typed client of `gantry-api`.
+pub use gantry_api::client::{Client, percent_encode};
 
-impl Client {
-    /// A client for `server` (e.g. `http://127.0.0.1:8420`); an `https://` server must
-    /// have a certificate from a public CA.
-    pub fn new(server: &str) -> Self {
-        Self::with_tls(
-            server,
-            ureq::tls::TlsConfig::builder()
-                .provider(ureq::tls::TlsProvider::Rustls)
-                .build(),
-        )
-    }
-
-    /// A client for `server` that trusts, for `https://`, only the certificates in the PEM
-    /// file `ca_cert` (a private CA or the daemon's self-signed certificate) when given.
-    pub fn with_ca_cert(
-        server: &str,
-        ca_cert: Option<&std::path::Path>,
-    ) -> Result<Self, gantry::tls::TlsError> {
-        Ok(Self::with_tls(
-            server,
-            gantry::tls::ureq_tls("--ca-cert", ca_cert)?,
-        ))
-    }
-
-    fn with_tls(server: &str, tls: ureq::tls::TlsConfig) -> Self {
-        let config = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .tls_config(tls)
-            .build();
-        if let Some(path) = server.strip_prefix("unix:") {
-            let connector = gantry::local_socket::client::UnixConnector::new(path.into());
-            return Self {
-                // The host is only the request's `Host` header; the socket is the address.
-                base: "http://localhost".into(),
-                label: server.to_string(),
-                agent: ureq::Agent::with_parts(
-                    config,
-                    connector,
-                    ureq::unversioned::resolver::DefaultResolver::default(),
-                ),
-                token: None,
-            };
-        }
-        Self {
-            base: server.trim_end_matches('/').to_string(),
-            label: server.trim_end_matches('/').to_string(),
-            agent: ureq::Agent::new_with_config(config),
-            token: None,
-        }
-    }
-
-    /// The same client, sending `token` with every request.
-    pub fn with_token(mut self, token: Option<String>) -> Self {
-        self.token = token;
-        self
-    }
-
-    /// Whether requests carry a token.
-    pub fn has_token(&self) -> bool {
-        self.token.is_some()
-    }
-
-    fn req<B>(&self, r: ureq::RequestBuilder<B>) -> ureq::RequestBuilder<B> {
-        match &self.token {
-            Some(t) => r.header("authorization", format!("Bearer {t}")),
-            None => r,
-        }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
-    }
-
-    fn finish(
-        &self,
-        resp: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
-    ) -> anyhow::Result<Value> {
-        let mut resp = resp.map_err(|e| self.unreachable(e))?;
-        let status = resp.status();
-        let text = resp.body_mut().read_to_string().unwrap_or_default();
-        let body: Value = serde_json::from_str(&text).unwrap_or(Value::String(text));
-        if status.is_success() {
-            return Ok(body);
-        }
-        let e = &body["error"];
-        let field = e["field"]
-            .as_str()
-            .map(|f| format!(" (field `{f}`)"))
-            .unwrap_or_default();
-        bail!(
-            "{} {}: {}{field}",
-            status.as_u16(),
-            e["code"].as_str().unwrap_or("error"),
-            e["message"].as_str().unwrap_or(&body.to_string())
-        )
-    }
-
-    /// Why a request got no answer; TLS failures say so plainly.
-    fn unreachable(&self, e: ureq::Error) -> anyhow::Error {
-        let base = &self.label;
-        match tls_failure(&e) {
-            Some(rustls::Error::InvalidCertificate(why)) => anyhow::anyhow!(
-                "cannot verify the daemon's certificate: {} (server {base}; to trust a private CA or a self-signed certificate, pass --ca-cert FILE or set GANTRY_CA_CERT)",
-                certificate_problem(why)
-            ),
-            Some(other) => anyhow::anyhow!(
-                "TLS handshake with the gantry daemon at {base} failed: {other} (is it serving HTTPS?)"
-            ),
-            None if matches!(e, ureq::Error::Protocol(_)) && base.starts_with("http://") => {
-                anyhow::Error::new(e).context(format!(
-                    "the gantry daemon at {base} did not answer in HTTP (if it serves HTTPS, use https://)"
-                ))
-            }
-            None => {
-                anyhow::Error::new(e).context(format!("cannot reach the gantry daemon at {base}"))
-            }
-        }
-    }
-
-    /// GET a path.
-    pub fn get(&self, path: &str) -> anyhow::Result<Value> {
-        self.finish(self.req(self.agent.get(self.url(path))).call())
-    }
-
-    /// GET a path as text.
-    pub fn get_text(&self, path: &str) -> anyhow::Result<String> {
-        match self.finish(self.req(self.agent.get(self.url(path))).call())? {
-            Value::String(s) => Ok(s),
-            v => Ok(v.to_string()),
-        }
-    }
-
-    /// POST JSON.
-    pub fn post(&self, path: &str, body: &Value) -> anyhow::Result<Value> {
-        self.finish(self.req(self.agent.post(self.url(path))).send_json(body))
-    }
-
-    /// DELETE.
-    pub fn delete(&self, path: &str) -> anyhow::Result<Value> {
-        self.finish(self.req(self.agent.delete(self.url(path))).call())
-    }
-
-    /// PUT JSON.
-    pub fn put(&self, path: &str, body: &Value) -> anyhow::Result<Value> {
-        self.finish(self.req(self.agent.put(self.url(path))).send_json(body))
-    }
-
-    /// GET a streaming answer (e.g. `/attach`); the reader yields the body as it arrives.
-    pub fn stream(&self, path: &str) -> anyhow::Result<Box<dyn Read + Send>> {
-        let resp = self
-            .req(self.agent.get(self.url(path)))
-            .call()
-            .map_err(|e| self.unreachable(e))?;
-        if !resp.status().is_success() {
-            self.finish(Ok(resp))?;
-            bail!("unexpected answer");
-        }
-        Ok(Box::new(resp.into_body().into_reader()))
-    }
-
-    /// POST raw bytes.
-    pub fn post_bytes(&self, path: &str, bytes: &[u8]) -> anyhow::Result<Value> {
-        self.finish(
-            self.req(self.agent.post(self.url(path)))
-                .header("content-type", "application/wasm")
-                .send(bytes),
-        )
-    }
-}
-
-/// The rustls error behind a failed request, if TLS is what failed.
-fn tls_failure(e: &ureq::Error) -> Option<&rustls::Error> {
-    match e {
-        ureq::Error::Rustls(r) => Some(r),
-        ureq::Error::Io(io) => io.get_ref()?.downcast_ref::<rustls::Error>(),
-        _ => None,
-    }
-}
-
-/// Why a certificate was refused, in words for the common cases.
-fn certificate_problem(why: &rustls::CertificateError) -> String {
-    let text = why.to_string();
-    match why {
-        rustls::CertificateError::UnknownIssuer => {
-            "it is not signed by a CA this client trusts (unknown issuer)".into()
-        }
-        _ if text.contains("CaUsedAsEndEntity") => {
-            "it is a CA certificate (basicConstraints CA:TRUE) used as the server's own; make the self-signed certificate with CA:FALSE, or sign a server certificate with that CA".into()
-        }
-        _ => text,
-    }
+/// A client for `server` that trusts, for `https://`, only the certificates in the PEM
+/// file `ca_cert` (a private CA or the daemon's self-signed certificate) when given, and
+/// the public roots otherwise.
+pub fn client_for(
+    server: &str,
+    ca_cert: Option<&std::path::Path>,
+) -> Result<Client, gantry::tls::TlsError> {
+    Ok(Client::with_tls(
+        server,
+        gantry::tls::ureq_tls("--ca-cert", ca_cert)?,
+    ))
 }
 
 /// `--env K=V` options as the job spec's `env` object.
@@ -258,37 +77,36 @@ pub fn parse_duration_s(text: &str) -> anyhow::Result<u64> {
     Ok(n * mult)
 }
 
-fn cell(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        Value::Null => "-".into(),
-        v => v.to_string(),
+/// A value as a table cell: its JSON text, without quotes for a string (e.g. a `ReasonCode`).
+fn wire_text<T: serde::Serialize>(v: &T) -> String {
+    match serde_json::to_value(v) {
+        Ok(Value::String(s)) => s,
+        Ok(v) => v.to_string(),
+        Err(_) => "?".into(),
     }
 }
 
+/// `-` for a missing value, else the value.
+fn or_dash<T: std::fmt::Display>(v: Option<T>) -> String {
+    v.map_or_else(|| "-".into(), |v| v.to_string())
+}
+
 /// Prints jobs as a table.
-pub fn print_jobs(jobs: &Value) {
+pub fn print_jobs(jobs: &[JobRecord]) {
     println!(
         "{:>6}  {:<10} {:<20} {:<10} {:<8} {:>5}  REASON / GPUs",
         "ID", "STATE", "NAME", "USER", "QUEUE", "TASKS"
     );
-    for j in jobs.as_array().into_iter().flatten() {
-        let tasks = j["spec"]["tasks"].as_array().map_or(0, |t| {
-            t.iter()
-                .map(|g| g["count"].as_u64().unwrap_or(0))
-                .sum::<u64>()
-        });
-        let detail = if j["state"] == "running" {
-            let gpus: Vec<String> = j["tasks"]
-                .as_array()
-                .into_iter()
-                .flatten()
+    for j in jobs {
+        let tasks: u64 = j.spec.tasks.iter().map(|g| u64::from(g.count)).sum();
+        let detail = if j.state == JobState::Running {
+            let gpus: Vec<String> = j
+                .tasks
+                .iter()
                 .map(|t| {
-                    t["gpus"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .map(|g| cell(&g["index"]))
+                    t.gpus
+                        .iter()
+                        .map(|g| g.index.to_string())
                         .collect::<Vec<_>>()
                         .join(",")
                 })
@@ -297,18 +115,18 @@ pub fn print_jobs(jobs: &Value) {
         } else {
             format!(
                 "{}: {}",
-                cell(&j["reason"]["code"]),
-                cell(&j["reason"]["message"])
+                or_dash(j.reason.as_ref().map(|r| wire_text(&r.code))),
+                or_dash(j.reason.as_ref().map(|r| &r.message))
             )
         };
-        let name: String = cell(&j["spec"]["name"]).chars().take(20).collect();
+        let name: String = j.spec.name.chars().take(20).collect();
         println!(
             "{:>6}  {:<10} {:<20} {:<10} {:<8} {:>5}  {detail}",
-            cell(&j["id"]),
-            cell(&j["state"]),
+            j.id,
+            j.state.as_str(),
             name,
-            cell(&j["spec"]["user"]),
-            cell(&j["spec"]["queue"]),
+            j.spec.user,
+            j.spec.queue,
             tasks
         );
     }
@@ -316,98 +134,74 @@ pub fn print_jobs(jobs: &Value) {
 
 /// Prints nodes: state (with the drain's reason, who and how long ago), GPU groups,
 /// and per GPU its holders, health and MIG devices.
-pub fn print_nodes(nodes: &Value) {
-    for n in nodes.as_array().into_iter().flatten() {
+pub fn print_nodes(nodes: &[NodeView]) {
+    for n in nodes {
         println!(
             "{} ({}, GPUs from {}): CPU {}/{} milli, memory {}/{} MiB",
-            cell(&n["name"]),
-            cell(&n["state"]),
-            cell(&n["gpu_source"]),
-            cell(&n["cpu_milli_allocated"]),
-            cell(&n["cpu_milli"]),
-            cell(&n["memory_mib_allocated"]),
-            cell(&n["memory_mib"])
+            n.name,
+            n.state,
+            n.gpu_source,
+            n.cpu_milli_allocated,
+            n.cpu_milli,
+            n.memory_mib_allocated,
+            n.memory_mib
         );
-        if n["agent"].as_str().is_some_and(|a| a != "local") {
+        if n.agent != "local" {
             println!(
                 "  agent {} (address {}), last heartbeat {}",
-                cell(&n["agent"]),
-                cell(&n["addr"]),
-                ago(&n["last_heartbeat_ms"])
+                n.agent,
+                n.addr,
+                ago(n.last_heartbeat_ms)
             );
         }
-        if let Some(reason) = n["down_reason"].as_str() {
-            println!("  DOWN {}: {reason}", ago(&n["down_since_ms"]));
+        if let Some(reason) = &n.down_reason {
+            println!("  DOWN {}: {reason}", ago(n.down_since_ms));
         }
-        let d = &n["drain"];
-        if d.is_object() {
+        if let Some(d) = &n.drain {
             println!(
                 "  drained by {} {}: {}",
-                cell(&d["by"]),
-                ago(&d["since_ms"]),
-                cell(&d["reason"])
+                d.by,
+                ago(Some(d.since_ms)),
+                d.reason
             );
         }
-        if let Some(groups) = n["labels"]["gantry.io/gpu-groups"].as_str() {
+        if let Some(groups) = n.labels.get("gantry.io/gpu-groups") {
             println!("  GPU groups (NVLink): {groups}");
         }
-        for g in n["gpus"].as_array().into_iter().flatten() {
-            let holders: Vec<String> = g["jobs"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|h| format!("job {} ({} milli)", cell(&h[0]), cell(&h[1])))
+        for g in &n.gpus {
+            let holders: Vec<String> = g
+                .jobs
+                .iter()
+                .map(|(job, milli)| format!("job {job} ({milli} milli)"))
                 .collect();
-            let health = match &g["health"] {
-                h if h.is_object() => format!(
-                    "  UNHEALTHY {}: {}",
-                    ago(&h["since_ms"]),
-                    cell(&h["reason"])
-                ),
-                _ => String::new(),
+            let health = match &g.health {
+                Some(h) => format!("  UNHEALTHY {}: {}", ago(Some(h.since_ms)), h.reason),
+                None => String::new(),
             };
             println!(
                 "  GPU {:>2} {:<16} {:>4}/1000 milli  {}{health}",
-                cell(&g["index"]),
-                cell(&g["model"]),
-                cell(&g["allocated_milli"]),
+                g.index,
+                g.model,
+                g.allocated_milli,
                 if holders.is_empty() {
                     "free".to_string()
                 } else {
                     holders.join(", ")
                 }
             );
-            for m in g["mig_devices"].as_array().into_iter().flatten() {
-                println!(
-                    "       MIG {} {} MiB {}",
-                    cell(&m["profile"]),
-                    cell(&m["memory_mib"]),
-                    cell(&m["uuid"])
-                );
+            for m in &g.mig_devices {
+                println!("       MIG {} {} MiB {}", m.profile, m.memory_mib, m.uuid);
             }
         }
-        for note in n["notes"].as_array().into_iter().flatten() {
-            println!("  note: {}", cell(note));
+        for note in &n.notes {
+            println!("  note: {note}");
         }
     }
 }
 
-/// `text` percent-encoded for one URL path segment or query value (bytes outside
-/// `A-Za-z0-9-._~` become `%XX`).
-pub fn percent_encode(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
-                (b as char).to_string()
-            }
-            b => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
 /// "since 5m ago" for a time in ms since the Unix epoch.
-fn ago(ms: &Value) -> String {
-    let Some(then) = ms.as_u64() else {
+fn ago(ms: Option<u64>) -> String {
+    let Some(then) = ms else {
         return String::new();
     };
     let now = std::time::SystemTime::now()
@@ -435,23 +229,23 @@ pub fn read_file(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
 pub use gantry::pipeline_file::{parse_pipeline_text, read_pipeline};
 
 /// `service: <node>:<port> (healthy, 2 restarts)` for a service job, else `None`.
-pub fn service_line(job: &Value) -> Option<String> {
-    if job["spec"]["kind"] != "service" {
+pub fn service_line(job: &JobRecord) -> Option<String> {
+    if job.spec.kind != JobKind::Service {
         return None;
     }
-    let node = job["tasks"][0]["node"].as_str().unwrap_or("-");
-    let state = if job["state"] != "running" {
-        cell(&job["state"])
-    } else if !job["restart_at_ms"].is_null() {
-        "restarting".into()
+    let node = job.tasks.first().map_or("-", |t| t.node.as_str());
+    let state = if job.state != JobState::Running {
+        job.state.as_str()
+    } else if job.restart_at_ms.is_some() {
+        "restarting"
     } else {
-        job["health"]["state"].as_str().unwrap_or("starting").into()
+        job.health.as_ref().map_or("starting", |h| h.state.as_str())
     };
-    let restarts = job["restarts"].as_u64().unwrap_or(0);
+    let restarts = job.restarts;
     let plural = if restarts == 1 { "" } else { "s" };
     Some(format!(
         "service: {node}:{} ({state}, {restarts} restart{plural})",
-        cell(&job["service_port"])
+        or_dash(job.service_port)
     ))
 }
 

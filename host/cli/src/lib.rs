@@ -3,9 +3,10 @@
 //! (`submit_cli`, `sbatch`), `gantry run` (`run_cli`), `gantry accounting`
 //! (`accounting_cli`) and token sources and `gantry token create` (`auth_cli`).
 //!
-//! Owns the command-line side of the API. It uses the daemon library (`gantry`) for the job
-//! model, the configuration, the socket connector and TLS, and reads answers as JSON; the
-//! daemon does not know this crate. See `ARCHITECTURE.md`.
+//! Owns the command-line side of the API. Requests and answers go through the typed client
+//! and wire types of `gantry-api`; it still uses the daemon library (`gantry`) for the
+//! configuration and tokens (`gantry token create`), reading `--ca-cert` and pipeline files.
+//! The daemon does not know this crate. See `ARCHITECTURE.md`.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 

@@ -9,6 +9,7 @@
 
 use crate::cli::{Client, parse_duration_s};
 use anyhow::{Context, bail};
+use gantry_api::views::AttachFrame;
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
 use std::sync::Arc;
@@ -78,10 +79,7 @@ pub fn run_body(a: &RunArgs, with_token: bool) -> anyhow::Result<Value> {
 
 /// Runs `gantry run`; returns the process exit code.
 pub fn run(client: Arc<Client>, a: &RunArgs) -> anyhow::Result<i32> {
-    let job = client.post("/v1/jobs", &run_body(a, client.has_token())?)?;
-    let id = job["id"]
-        .as_u64()
-        .context("the daemon's answer has no job id")?;
+    let id = client.submit(&run_body(a, client.has_token())?)?.job.id;
     eprintln!("gantry: job {id} submitted");
     gantry_node::sys::count_interrupts();
     let done = Arc::new(AtomicBool::new(false));
@@ -103,15 +101,12 @@ fn forward_interrupts(client: &Client, id: u64, done: &AtomicBool) {
         let seen = gantry_node::sys::interrupts();
         if seen > handled {
             handled = seen;
-            let signalled = handled == 1
-                && client
-                    .post(&format!("/v1/jobs/{id}/signal"), &json!({"signal": "INT"}))
-                    .is_ok();
+            let signalled = handled == 1 && client.signal(id, "INT").is_ok();
             if signalled {
                 eprintln!("\ngantry: sent SIGINT to job {id} (Ctrl-C again cancels it)");
             } else {
                 eprintln!("\ngantry: cancelling job {id}");
-                if let Err(e) = client.post(&format!("/v1/jobs/{id}/cancel"), &json!({})) {
+                if let Err(e) = client.cancel(id) {
                     eprintln!("gantry: {e:#}");
                 }
             }
@@ -122,34 +117,34 @@ fn forward_interrupts(client: &Client, id: u64, done: &AtomicBool) {
 
 /// Streams the job until its last frame; returns its exit code.
 fn follow(client: &Client, id: u64) -> anyhow::Result<i32> {
-    let reader = BufReader::new(client.stream(&format!("/v1/jobs/{id}/attach"))?);
+    let reader = BufReader::new(client.attach(id)?);
     let mut stdout = std::io::stdout();
     let mut last_reason = String::new();
     for line in reader.lines() {
         let line = line.context("the stream from the daemon broke")?;
-        let frame: Value = serde_json::from_str(&line)
+        let frame: AttachFrame = serde_json::from_str(&line)
             .with_context(|| format!("unexpected line from the daemon: {line}"))?;
-        if let Some(out) = frame["out"].as_str() {
+        if let Some(out) = &frame.out {
             stdout.write_all(out.as_bytes())?;
             stdout.flush()?;
             continue;
         }
-        match frame["state"].as_str() {
+        match frame.state.as_deref() {
             Some("pending") => {
-                let reason = frame["reason"].as_str().unwrap_or("waiting").to_string();
+                let reason = frame.reason.unwrap_or_else(|| "waiting".into());
                 if reason != last_reason {
                     eprintln!("gantry: job {id} waits: {reason}");
                     last_reason = reason;
                 }
             }
             Some("running") => {
-                let node = frame["node"].as_str().unwrap_or("?");
+                let node = frame.node.as_deref().unwrap_or("?");
                 eprintln!("gantry: job {id} running on {node}");
             }
             Some(state) => {
-                let code = frame["exit_code"].as_i64().unwrap_or(1);
+                let code = frame.exit_code.unwrap_or(1);
                 if state != "succeeded" {
-                    let why = frame["reason"].as_str().unwrap_or(state);
+                    let why = frame.reason.as_deref().unwrap_or(state);
                     eprintln!("gantry: job {id} {state}: {why}");
                 }
                 return Ok(exit_status(state, code));

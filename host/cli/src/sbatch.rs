@@ -20,7 +20,7 @@ pub mod values;
 pub use spec::TaskShape;
 
 use apply::Directive;
-use gantry::job_options::{ArraySpec, Dependency, WarnSignal};
+use gantry_api::model::job_options::{ArraySpec, Dependency, WarnSignal};
 use gantry_contract::JobKind;
 
 /// How many GPUs a task gets, in the form it was asked for.

@@ -10,7 +10,7 @@
 use crate::cli::{Client, parse_duration_s};
 use crate::sbatch::{self, CpuAmount, GpuAmount, Ignored, MemAmount, Options};
 use anyhow::{Context, bail};
-use gantry::job_options::{ArraySpec, WarnSignal, parse_dependencies};
+use gantry_api::model::job_options::{ArraySpec, WarnSignal, parse_dependencies};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -112,6 +112,8 @@ pub struct Submission {
     pub ignored: Vec<Ignored>,
     /// How some options were applied.
     pub notes: Vec<String>,
+    /// The array asked for (its indices name the member jobs when they are printed).
+    pub array: Option<ArraySpec>,
 }
 
 /// Parses `--time`: Gantry's `90s`/`15m`/`4h`/`2d` (a bare number is seconds), or a SLURM
@@ -248,6 +250,7 @@ pub fn build(a: &SubmitArgs, script: Option<(&str, &str)>) -> anyhow::Result<Sub
         body: Value::Object(body),
         ignored: parsed.ignored,
         notes,
+        array: options.array.clone(),
     })
 }
 
@@ -274,23 +277,22 @@ pub fn run(client: &Client, a: &SubmitArgs) -> anyhow::Result<()> {
     }
     if client.has_token() {
         // The daemon takes the user from the token.
-        sub.body["user"] = Value::String(String::new());
-    }
-    let job = client.post("/v1/jobs", &sub.body)?;
-    let indices = &sub.body["array"]["indices"];
-    match job["array_job_ids"].as_array() {
-        Some(ids) => {
-            for (k, id) in ids.iter().enumerate() {
-                match indices
-                    .get(k)
-                    .filter(|_| indices.as_array().map(Vec::len) == Some(ids.len()))
-                {
-                    Some(index) => println!("submitted job {id} (array index {index})"),
-                    None => println!("submitted job {id}"),
-                }
-            }
+        if let Some(body) = sub.body.as_object_mut() {
+            body.insert("user".into(), Value::String(String::new()));
         }
-        None => println!("submitted job {}", job["id"]),
+    }
+    let submitted = client.submit(&sub.body)?;
+    let indices = sub.array.map(|a| a.indices).unwrap_or_default();
+    let ids = &submitted.array_job_ids;
+    if ids.is_empty() {
+        println!("submitted job {}", submitted.job.id);
+        return Ok(());
+    }
+    for (k, id) in ids.iter().enumerate() {
+        match indices.get(k).filter(|_| indices.len() == ids.len()) {
+            Some(index) => println!("submitted job {id} (array index {index})"),
+            None => println!("submitted job {id}"),
+        }
     }
     Ok(())
 }

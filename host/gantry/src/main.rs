@@ -7,6 +7,7 @@ use gantry::config::Config;
 use gantry_cli::auth_cli::{self, TokenCreateArgs};
 use gantry_cli::cli::{self, Client};
 use gantry_cli::submit_cli::{self, SubmitArgs};
+use serde_json::json;
 use std::path::PathBuf;
 
 #[derive(Parser, Debug)]
@@ -229,7 +230,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         .server
         .clone()
         .unwrap_or_else(gantry_cli::cli::default_server);
-    let client = Client::with_ca_cert(&server, ca_cert)?.with_token(token);
+    let client = cli::client_for(&server, ca_cert)?.with_token(token);
     match cli.command {
         Command::Serve {
             config,
@@ -272,59 +273,55 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             if let Some(u) = user {
                 q.push(format!("user={u}"));
             }
-            cli::print_jobs(&client.get(&format!("/v1/jobs?{}", q.join("&")))?);
+            cli::print_jobs(&client.jobs(&q.join("&"))?);
             Ok(())
         }
         Command::Job { id } => {
-            let job = client.get(&format!("/v1/jobs/{id}"))?;
-            cli::print_json(&job);
+            let job = client.job(id)?;
+            cli::print_json(&serde_json::to_value(&job)?);
             if let Some(line) = cli::service_line(&job) {
                 eprintln!("{line}"); // stderr: stdout stays JSON
             }
             Ok(())
         }
         Command::Cancel { id } => {
-            let j = client.post(&format!("/v1/jobs/{id}/cancel"), &serde_json::json!({}))?;
-            println!("job {id}: {}", j["state"]);
+            let j = client.cancel(id)?;
+            println!("job {id}: {}", serde_json::to_string(&j.state)?);
             Ok(())
         }
         Command::Logs { id, task } => {
-            print!(
-                "{}",
-                client.get_text(&format!("/v1/jobs/{id}/logs?task={task}"))?
-            );
+            print!("{}", client.logs(id, task)?);
             Ok(())
         }
         Command::Accounting(a) => gantry_cli::accounting_cli::run(&client, &a),
         Command::Nodes => {
-            cli::print_nodes(&client.get("/v1/nodes")?);
+            cli::print_nodes(&client.nodes()?);
             Ok(())
         }
         Command::Drain { node, reason } => {
-            let body = serde_json::json!({ "reason": reason });
-            let path = format!("/v1/nodes/{}/drain", cli::percent_encode(&node));
-            cli::print_nodes(&serde_json::json!([client.post(&path, &body)?]));
+            cli::print_nodes(&[client.drain(&node, &reason)?]);
             Ok(())
         }
         Command::RemoveNode { node } => {
-            let path = format!("/v1/nodes/{}", cli::percent_encode(&node));
-            client.delete(&path)?;
+            client.remove_node(&node)?;
             println!("node {node} removed");
             Ok(())
         }
         Command::Resume { node } => {
-            let path = format!("/v1/nodes/{}/resume", cli::percent_encode(&node));
-            let view = client.post(&path, &serde_json::json!({}))?;
-            cli::print_nodes(&serde_json::json!([view]));
+            cli::print_nodes(&[client.resume(&node)?]);
             Ok(())
         }
         Command::Plugin {
             action: PluginAction::Add { file },
         } => {
-            let info = client.post_bytes("/v1/plugins", &cli::read_file(&file)?)?;
+            let info = client.upload_plugin(&cli::read_file(&file)?)?;
+            // Each as JSON (names in quotes), as this line always showed them.
             println!(
                 "uploaded {} {} (sha256 {}), stages {}",
-                info["name"], info["version"], info["sha256"], info["stages"]
+                serde_json::to_string(&info.metadata.name)?,
+                serde_json::to_string(&info.metadata.version)?,
+                serde_json::to_string(&info.sha256)?,
+                serde_json::to_string(&info.metadata.stages)?
             );
             Ok(())
         }
@@ -341,17 +338,17 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Plugin {
             action: PluginAction::List,
         } => {
-            cli::print_json(&client.get("/v1/plugins")?);
+            cli::print_json(&client.get_json("/v1/plugins")?);
             Ok(())
         }
         Command::Policy { action } => policy(&client, action),
         Command::Simulate { mode } => gantry_sim::command::run(mode),
         Command::Replay { since, pipeline } => {
-            let body = serde_json::json!({
+            let body = json!({
                 "pipeline": cli::read_pipeline(&pipeline)?,
                 "since_s": cli::parse_duration_s(&since)?,
             });
-            cli::print_json(&client.post("/v1/replay", &body)?);
+            cli::print_json(&client.post_json("/v1/replay", &body)?);
             Ok(())
         }
         Command::Token {
@@ -388,15 +385,15 @@ fn plugin_test(
 
 fn policy(client: &Client, action: PolicyAction) -> anyhow::Result<()> {
     let v = match action {
-        PolicyAction::Show => client.get("/v1/policy")?,
-        PolicyAction::Set { file } => client.put("/v1/policy", &cli::read_pipeline(&file)?)?,
-        PolicyAction::Shadow { clear: true, .. } => client.delete("/v1/policy/shadow")?,
+        PolicyAction::Show => client.get_json("/v1/policy")?,
+        PolicyAction::Set { file } => client.put_json("/v1/policy", &cli::read_pipeline(&file)?)?,
+        PolicyAction::Shadow { clear: true, .. } => client.delete_json("/v1/policy/shadow")?,
         PolicyAction::Shadow {
             file: Some(file), ..
-        } => client.put("/v1/policy/shadow", &cli::read_pipeline(&file)?)?,
-        PolicyAction::Shadow { file: None, .. } => client.get("/v1/policy/shadow/diff")?,
-        PolicyAction::Rollback => client.post("/v1/policy/rollback", &serde_json::json!({}))?,
-        PolicyAction::History => client.get("/v1/policy/history")?,
+        } => client.put_json("/v1/policy/shadow", &cli::read_pipeline(&file)?)?,
+        PolicyAction::Shadow { file: None, .. } => client.get_json("/v1/policy/shadow/diff")?,
+        PolicyAction::Rollback => client.post_json("/v1/policy/rollback", &json!({}))?,
+        PolicyAction::History => client.get_json("/v1/policy/history")?,
     };
     cli::print_json(&v);
     Ok(())

@@ -8,8 +8,8 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// The longest time limit any job may have: one year, in seconds.
-pub const MAX_TIME_LIMIT_S: u64 = 365 * 24 * 3600;
+/// The longest time limit any job may have: one year, in seconds (defined with the job model).
+pub use gantry_api::model::MAX_TIME_LIMIT_S;
 
 /// Whether tasks get cgroups.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]

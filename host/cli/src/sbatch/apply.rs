@@ -9,7 +9,7 @@ use super::values::{
     self, Gres, parse_count, parse_gpu_count, parse_gres, parse_mem_mib, parse_nodes,
 };
 use super::{CpuAmount, GpuAmount, Ignored, MemAmount, Parsed};
-use gantry::job_options::{ArraySpec, WarnSignal, parse_dependencies};
+use gantry_api::model::job_options::{ArraySpec, WarnSignal, parse_dependencies};
 
 /// One directive being applied.
 pub(super) struct Directive<'a> {

@@ -2,7 +2,7 @@
 
 use super::values::{Gres, parse_gpu_count, parse_gres, parse_mem_mib, parse_time, split_words};
 use super::*;
-use gantry::job_options::DependencyKind;
+use gantry_api::model::job_options::DependencyKind;
 
 fn options(script: &str) -> Options {
     parse(script).unwrap().options
@@ -271,7 +271,7 @@ fn spec_fields_are_a_valid_job_spec() {
     );
     let mut fields = o.spec_fields().unwrap();
     fields.insert("script".into(), "echo $GANTRY_ARRAY_INDEX".into());
-    let mut spec: gantry::model::JobSpec =
+    let mut spec: gantry_api::model::JobSpec =
         serde_json::from_value(serde_json::Value::Object(fields)).unwrap();
     spec.validate().unwrap();
     assert_eq!(spec.name, "arr");

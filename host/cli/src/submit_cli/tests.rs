@@ -129,7 +129,7 @@ fn the_command_form_works_as_before_and_takes_the_new_flags() {
         (&2.into(), &2.into(), &1000.into())
     );
     // The body is a job spec the API accepts.
-    let mut spec: gantry::model::JobSpec = serde_json::from_value(b).unwrap();
+    let mut spec: gantry_api::model::JobSpec = serde_json::from_value(b).unwrap();
     spec.validate().unwrap();
 }
 

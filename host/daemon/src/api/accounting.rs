@@ -20,7 +20,8 @@ use crate::store::{AccountingFilter, AccountingRecord};
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
-use serde::{Deserialize, Serialize};
+pub use gantry_api::accounting::{AccountingReport, Totals};
+use serde::Deserialize;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -39,40 +40,6 @@ pub(super) struct AccountingQuery {
     until: Option<String>,
     job: Option<u64>,
     limit: Option<usize>,
-}
-
-/// Sums over a set of records.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct Totals {
-    /// The user or account (empty for the grand total).
-    pub name: String,
-    /// GPU-seconds (milli-GPU-seconds / 1000).
-    pub gpu_seconds: f64,
-    /// GPU-hours.
-    pub gpu_hours: f64,
-    /// CPU-seconds used.
-    pub cpu_seconds: f64,
-    /// CPU-hours used.
-    pub cpu_hours: f64,
-    /// Records (ended task processes).
-    pub records: u64,
-    /// Distinct jobs.
-    pub jobs: u64,
-}
-
-/// The answer.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct AccountingReport {
-    /// Matching records, oldest end first (the newest `limit` of them).
-    pub records: Vec<AccountingRecord>,
-    /// Whether records were left out by `limit`.
-    pub truncated: bool,
-    /// Over all matching records.
-    pub total: Totals,
-    /// Per user, by name.
-    pub users: Vec<Totals>,
-    /// Per account, by name.
-    pub accounts: Vec<Totals>,
 }
 
 /// Running sums for one name.

@@ -1,6 +1,6 @@
 //! The API's one error type: an HTTP status plus `{"error": {"code", "message",
-//! "field"}}`. Every failure of a request maps here; nothing answers with a bare
-//! text body or a panic.
+//! "field"}}` (the body's type is `gantry_api::error::ErrorBody`). Every failure of a
+//! request maps here; nothing answers with a bare text body or a panic.
 
 use axum::Json;
 use axum::http::StatusCode;
@@ -72,10 +72,15 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut error = serde_json::json!({ "code": self.code, "message": self.message });
-        if let Some(f) = self.field {
-            error["field"] = serde_json::Value::String(f);
-        }
-        (self.status, Json(serde_json::json!({ "error": error }))).into_response()
+        let body = gantry_api::error::ErrorBody {
+            error: gantry_api::error::ErrorDetail {
+                code: self.code.to_string(),
+                message: self.message,
+                field: self.field,
+            },
+        };
+        // Through a `Value`, whose keys are sorted: the same bytes as before the body had a type.
+        let body = serde_json::to_value(body).unwrap_or_default();
+        (self.status, Json(body)).into_response()
     }
 }

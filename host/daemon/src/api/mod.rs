@@ -34,6 +34,8 @@ mod redact;
 mod routes;
 mod streams;
 mod ui;
+#[cfg(test)]
+mod wire_tests;
 
 pub use body::{MAX_JSON_BODY, parse_json};
 pub use error::ApiError;

@@ -7,9 +7,8 @@
 //! replaced, never a file of another kind), bounding its connections overall and per account
 //! (`limited.rs`), the peer credentials of each connection ([`PeerCred`]) and the uid →
 //! account name look-up. Does not own what a caller may do
-//! (`crate::auth`) or the routes (`crate::api`).
+//! (`crate::auth`), the routes (`crate::api`) or the client side (`gantry_api::client`).
 
-pub mod client;
 mod limited;
 
 pub use limited::{CountedStream, LimitedUnixListener};

@@ -6,64 +6,9 @@
 //! one is written (`scheduler::accounting`).
 
 use super::{Store, StoreError, decode, encode};
-use crate::executor::TaskExit;
-use crate::model::GpuShareView;
-use serde::{Deserialize, Serialize};
+pub use gantry_api::accounting::AccountingRecord;
 use sled::Transactional;
 use sled::transaction::{ConflictableTransactionError, TransactionError};
-
-/// What one ended process of a task used.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct AccountingRecord {
-    /// Job id.
-    pub job_id: u64,
-    /// The task's index in its job.
-    pub task_index: u32,
-    /// Which run of the job: its requeues plus restarts when the process ended.
-    pub run: u32,
-    /// The job's name.
-    pub job_name: String,
-    /// Who submitted the job.
-    pub user: String,
-    /// The account charged.
-    pub account: String,
-    /// The job's queue.
-    pub queue: String,
-    /// The node the task ran on.
-    pub node: String,
-    /// GPU shares held (device index and milli-GPU).
-    pub gpus: Vec<GpuShareView>,
-    /// CPU allocated, milli-cores.
-    pub cpu_milli: u32,
-    /// Memory allocated, MiB.
-    pub memory_mib: u64,
-    /// When the process started, ms since the Unix epoch.
-    pub start_ms: u64,
-    /// When it ended, ms since the Unix epoch.
-    pub end_ms: u64,
-    /// Σ milli-GPU held × wall seconds (1000 = one GPU for one second).
-    pub gpu_milli_seconds: u64,
-    /// CPU time the process tree used (user + system), seconds.
-    pub cpu_seconds: f64,
-    /// Peak resident memory, MiB (0 when it was not measured).
-    pub memory_peak_mib: u64,
-    /// How it ended.
-    pub exit: TaskExit,
-    /// The out-of-memory killer ended a process of the task.
-    pub oom_killed: bool,
-}
-
-impl AccountingRecord {
-    /// GPU-seconds (one GPU for one second is 1.0).
-    pub fn gpu_seconds(&self) -> f64 {
-        self.gpu_milli_seconds as f64 / 1000.0
-    }
-
-    /// Wall seconds from start to end.
-    pub fn elapsed_s(&self) -> f64 {
-        self.end_ms.saturating_sub(self.start_ms) as f64 / 1000.0
-    }
-}
 
 /// Which records to read; every set field must match.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -167,6 +112,8 @@ impl Store {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+    use crate::executor::TaskExit;
+    use crate::model::GpuShareView;
 
     fn record(job_id: u64, task_index: u32, user: &str, end_ms: u64) -> AccountingRecord {
         AccountingRecord {

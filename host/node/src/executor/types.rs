@@ -2,13 +2,16 @@
 //! ([`TaskExit`]), what it used ([`TaskUsage`]), the event that reports both ([`TaskEvent`]),
 //! a started task ([`RunningTask`]) and why a start failed ([`ExecError`]).
 //!
-//! Owns these definitions only; the behaviour is in `mod.rs` and its siblings.
+//! Owns these definitions only; the behaviour is in `mod.rs` and its siblings. `TaskExit` and
+//! `TaskUsage` are defined in `gantry-api` (they are on the wire) and re-exported here.
 
 use std::io;
 use std::path::PathBuf;
 
 use super::cgroup::CgroupError;
 use super::identity::TaskIdentity;
+
+pub use gantry_api::task::{TaskExit, TaskUsage};
 
 /// Everything needed to start one task.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,29 +39,6 @@ pub struct TaskLaunch {
     pub memory_mib: u64,
     /// Who the command runs as (see [`super::Executor::identity`]); the daemon's user when `None`.
     pub identity: Option<TaskIdentity>,
-}
-
-/// How a task ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub enum TaskExit {
-    /// The command exited with this code.
-    Exited(i32),
-    /// The command (or the shim, if it had to be killed) was killed by this signal.
-    Signaled(i32),
-    /// The process vanished with no exit record.
-    Lost,
-}
-
-/// What a task's processes used, measured when it ended (from its cgroup when it had one,
-/// else from the kernel's accounting of the command's process tree).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-pub struct TaskUsage {
-    /// CPU time (user + system), milliseconds.
-    pub cpu_ms: u64,
-    /// Peak resident memory, MiB.
-    pub memory_peak_mib: u64,
-    /// The kernel's out-of-memory killer ended a process of the task.
-    pub oom_killed: bool,
 }
 
 /// The end of one task, sent on the executor's event channel.

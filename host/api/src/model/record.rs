@@ -5,7 +5,7 @@
 //! (`model`), or the transitions (`scheduler`).
 
 use super::JobSpec;
-use crate::executor::{TaskExit, TaskUsage};
+use crate::task::{TaskExit, TaskUsage};
 use gantry_contract::ReasonCode;
 use serde::{Deserialize, Serialize};
 

@@ -2,7 +2,8 @@
 //! (whatever the URL's host) so the CLI speaks the same HTTP over it as over TCP, and the
 //! kernel tells the daemon who is calling.
 //!
-//! Owns: the connector and its transport. Does not own requests (`cli.rs`).
+//! Owns: the connector and its transport. Does not own requests (`client`) or the
+//! daemon's side of the socket (the daemon's `local_socket`).
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;

@@ -1,0 +1,91 @@
+//! The typed calls of [`Client`]: one method per route the CLI uses, each naming its path
+//! once and reading the answer into this crate's types (jobs, nodes, accounting, plugins).
+//! Routes whose answers are only shown as they are (policy, plugins list, replay) are
+//! called with `get_json`/`put_json`/... and need no method here.
+//!
+//! Owns the paths and answer types of those calls. Does not own the transport or errors
+//! (`client`).
+
+use super::{Client, Result, percent_encode};
+use crate::accounting::AccountingReport;
+use crate::model::JobRecord;
+use crate::views::{NodeView, PluginInfo, Submitted};
+use serde::Serialize;
+use serde_json::json;
+use std::io::Read;
+
+impl Client {
+    /// `POST /v1/jobs`: submits a job spec (a `JobSpec` or its JSON).
+    pub fn submit<B: Serialize + ?Sized>(&self, spec: &B) -> Result<Submitted> {
+        self.post("/v1/jobs", spec)
+    }
+
+    /// `GET /v1/jobs?{query}`: jobs matching the query (`state=...&user=...`, as given).
+    pub fn jobs(&self, query: &str) -> Result<Vec<JobRecord>> {
+        self.get(&format!("/v1/jobs?{query}"))
+    }
+
+    /// `GET /v1/jobs/{id}`.
+    pub fn job(&self, id: u64) -> Result<JobRecord> {
+        self.get(&format!("/v1/jobs/{id}"))
+    }
+
+    /// `POST /v1/jobs/{id}/cancel`: the job as it is after the request.
+    pub fn cancel(&self, id: u64) -> Result<JobRecord> {
+        self.post(&format!("/v1/jobs/{id}/cancel"), &json!({}))
+    }
+
+    /// `POST /v1/jobs/{id}/signal`: sends `signal` (a name such as `INT`) to its tasks.
+    pub fn signal(&self, id: u64, signal: &str) -> Result<()> {
+        self.post_json(
+            &format!("/v1/jobs/{id}/signal"),
+            &json!({ "signal": signal }),
+        )
+        .map(drop)
+    }
+
+    /// `GET /v1/jobs/{id}/logs?task={task}`: the task's output.
+    pub fn logs(&self, id: u64, task: usize) -> Result<String> {
+        self.get_text(&format!("/v1/jobs/{id}/logs?task={task}"))
+    }
+
+    /// `GET /v1/jobs/{id}/attach`: the job's frames (`views::AttachFrame`, one JSON object a
+    /// line) as they come.
+    pub fn attach(&self, id: u64) -> Result<Box<dyn Read + Send>> {
+        self.stream(&format!("/v1/jobs/{id}/attach"))
+    }
+
+    /// `GET /v1/nodes`.
+    pub fn nodes(&self) -> Result<Vec<NodeView>> {
+        self.get("/v1/nodes")
+    }
+
+    /// `POST /v1/nodes/{node}/drain`: the node as it is after the drain.
+    pub fn drain(&self, node: &str, reason: &str) -> Result<NodeView> {
+        let path = format!("/v1/nodes/{}/drain", percent_encode(node));
+        self.post(&path, &json!({ "reason": reason }))
+    }
+
+    /// `POST /v1/nodes/{node}/resume`: the node as it is after the resume.
+    pub fn resume(&self, node: &str) -> Result<NodeView> {
+        let path = format!("/v1/nodes/{}/resume", percent_encode(node));
+        self.post(&path, &json!({}))
+    }
+
+    /// `DELETE /v1/nodes/{node}`: forgets a node.
+    pub fn remove_node(&self, node: &str) -> Result<()> {
+        let path = format!("/v1/nodes/{}", percent_encode(node));
+        self.delete_json(&path).map(drop)
+    }
+
+    /// `POST /v1/plugins`: uploads a plugin's bytes.
+    pub fn upload_plugin(&self, bytes: &[u8]) -> Result<PluginInfo> {
+        let path = "/v1/plugins";
+        Self::decode(path, self.post_bytes_json(path, bytes)?)
+    }
+
+    /// `GET {path}` of `/v1/accounting?...` (see the CLI's `accounting_cli::query_path`).
+    pub fn accounting(&self, path: &str) -> Result<AccountingReport> {
+        self.get(path)
+    }
+}

@@ -1,0 +1,336 @@
+//! The job model: what a user submits ([`JobSpec`]), what the daemon keeps about each job
+//! ([`JobRecord`], also the API's view of a job), and the validation of a submission with
+//! errors that name the offending field. The daemon re-exports it as `gantry::model`.
+//!
+//! Owns: field limits and defaults. Does not own scheduling (the engine), storage or the
+//! daemon's `[execution]` settings.
+
+mod exec_size;
+pub mod job_options;
+mod record;
+mod service_health;
+
+pub use exec_size::{MAX_ARG_LEN, MAX_ARG_STRLEN, MAX_EXEC_BYTES};
+pub use service_health::{HealthState, ServiceHealth};
+
+pub use record::{
+    ArrayMember, GpuShareView, JobRecord, JobState, ReasonView, StopCause, TaskRecord,
+};
+
+use gantry_contract::JobKind;
+use job_options::{ArraySpec, Dependency, ServiceSpec, WarnSignal};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Longest accepted time limit: one year, in seconds (also the cap of the daemon's
+/// `[execution]` time limits).
+pub const MAX_TIME_LIMIT_S: u64 = 365 * 24 * 3600;
+/// Most tasks in one gang.
+pub const MAX_TASKS: u32 = 1024;
+/// Longest accepted string field.
+pub const MAX_STRING: usize = 256;
+/// Longest accepted script (argv elements and env entries: [`MAX_ARG_LEN`], [`MAX_ARG_STRLEN`]).
+pub const MAX_SCRIPT: usize = 256 * 1024;
+/// Most argv elements.
+pub const MAX_ARGS: usize = 4096;
+/// Longest accepted working directory.
+pub const MAX_PATH: usize = 4096;
+/// Highest `max_requeues` of a job (the daemon's `execution.max_requeues` has the same cap).
+pub const MAX_REQUEUES: u32 = 1000;
+
+/// Per-task resources of one task group, as submitted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TaskSpec {
+    /// Identical tasks in the group (default 1).
+    pub count: u32,
+    /// Whole GPUs per task.
+    pub gpus: u32,
+    /// Fraction of one GPU per task in milli-GPU (1..=999), instead of `gpus`.
+    pub gpu_milli: u32,
+    /// CPU per task in milli-cores (default 1000).
+    pub cpu_milli: u32,
+    /// Memory per task in MiB (default 1024).
+    pub memory_mib: u64,
+    /// Allowed GPU models; empty means any.
+    pub gpu_models: Vec<String>,
+}
+
+impl Default for TaskSpec {
+    fn default() -> Self {
+        Self {
+            count: 1,
+            gpus: 0,
+            gpu_milli: 0,
+            cpu_milli: 1000,
+            memory_mib: 1024,
+            gpu_models: Vec::new(),
+        }
+    }
+}
+
+fn default_tasks() -> Vec<TaskSpec> {
+    vec![TaskSpec::default()]
+}
+
+fn default_queue() -> String {
+    "default".into()
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// A job as submitted over the API.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobSpec {
+    /// Human name.
+    #[serde(default)]
+    pub name: String,
+    /// Command and arguments (exactly one of `argv` or `script`).
+    #[serde(default)]
+    pub argv: Vec<String>,
+    /// A shell script (run with /bin/sh, or its own `#!` line).
+    #[serde(default)]
+    pub script: Option<String>,
+    /// Extra environment.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Working directory (default: the job's directory under the data dir).
+    #[serde(default)]
+    pub workdir: Option<String>,
+    /// The gang's task groups.
+    #[serde(default = "default_tasks")]
+    pub tasks: Vec<TaskSpec>,
+    /// Wall-clock limit in seconds; 0 means none.
+    #[serde(default)]
+    pub time_limit_s: u64,
+    /// Who submits.
+    #[serde(default)]
+    pub user: String,
+    /// Set by the daemon, never taken from a request: the submitter's identity was not
+    /// established (no API token configured, a TCP request rather than the Unix socket), so
+    /// `user` is only a label: the job's tasks run as `execution.fallback_user`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub anonymous: bool,
+    /// Account charged.
+    #[serde(default)]
+    pub account: String,
+    /// Queue.
+    #[serde(default = "default_queue")]
+    pub queue: String,
+    /// Priority tier (higher first).
+    #[serde(default)]
+    pub tier: i32,
+    /// Labels.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// batch, interactive or service.
+    #[serde(default)]
+    pub kind: JobKind,
+    /// May a preemption policy evict it.
+    #[serde(default)]
+    pub preemptible: bool,
+    /// Back to the queue when evicted (default true); otherwise it ends as preempted.
+    #[serde(default = "default_true")]
+    pub requeue: bool,
+    /// How many times it may go back to the queue (after eviction or node failure) before it
+    /// ends instead; none means the daemon's `execution.max_requeues`.
+    #[serde(default)]
+    pub max_requeues: Option<u32>,
+    /// Submit one job per index (`--array 0-199%8`).
+    #[serde(default)]
+    pub array: Option<ArraySpec>,
+    /// Start only after these jobs ended as asked.
+    #[serde(default)]
+    pub dependencies: Vec<Dependency>,
+    /// Signal sent ahead of the time limit and first on eviction (`--signal USR1@60`).
+    #[serde(default)]
+    pub signal: Option<WarnSignal>,
+    /// Port, health check and restart back-off of a `service` job.
+    #[serde(default)]
+    pub service: Option<ServiceSpec>,
+}
+
+/// A submission error naming the field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldError {
+    /// JSON path of the field, e.g. `tasks[0].gpus`.
+    pub field: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+fn bad(field: impl Into<String>, message: impl Into<String>) -> FieldError {
+    FieldError {
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+fn check_string(field: &str, value: &str) -> Result<(), FieldError> {
+    if value.len() > MAX_STRING {
+        return Err(bad(field, format!("longer than {MAX_STRING} bytes")));
+    }
+    if value.chars().any(char::is_control) {
+        return Err(bad(field, "contains control characters"));
+    }
+    Ok(())
+}
+
+/// `key` cut to 64 bytes, for naming a field without echoing a huge key.
+fn short(key: &str) -> &str {
+    let end = (0..=key.len().min(64))
+        .rev()
+        .find(|i| key.is_char_boundary(*i))
+        .unwrap_or(0);
+    &key[..end]
+}
+
+impl JobSpec {
+    /// Checks every field's range and fills defaults (user "anonymous", account = user).
+    pub fn validate(&mut self) -> Result<(), FieldError> {
+        match (&self.script, self.argv.is_empty()) {
+            (Some(_), false) => return Err(bad("argv", "give either argv or script, not both")),
+            (None, true) => return Err(bad("argv", "a job needs argv (a command) or script")),
+            (Some(s), true) if s.trim().is_empty() => return Err(bad("script", "is empty")),
+            (Some(s), true) if s.len() > MAX_SCRIPT => {
+                return Err(bad("script", format!("longer than {MAX_SCRIPT} bytes")));
+            }
+            _ => {}
+        }
+        if self.argv.first().is_some_and(|a| a.is_empty()) {
+            return Err(bad("argv[0]", "is empty"));
+        }
+        if self.argv.len() > MAX_ARGS {
+            return Err(bad("argv", format!("more than {MAX_ARGS} arguments")));
+        }
+        if let Some(dir) = &self.workdir
+            && (dir.is_empty() || dir.len() > MAX_PATH || dir.chars().any(char::is_control))
+        {
+            return Err(bad(
+                "workdir",
+                format!("must be a path of 1..={MAX_PATH} bytes without control characters"),
+            ));
+        }
+        for (f, v) in [
+            ("name", &self.name),
+            ("user", &self.user),
+            ("account", &self.account),
+            ("queue", &self.queue),
+        ] {
+            check_string(f, v)?;
+        }
+        if self.queue.is_empty() {
+            return Err(bad("queue", "is empty"));
+        }
+        if self.user.is_empty() {
+            self.user = "anonymous".into();
+        }
+        if self.account.is_empty() {
+            self.account = self.user.clone();
+        }
+        if self.env.len() > 256 {
+            return Err(bad("env", "more than 256 variables"));
+        }
+        for k in self.env.keys() {
+            if k.is_empty() || k.len() > MAX_STRING || k.contains('=') || k.contains('\0') {
+                return Err(bad(
+                    format!("env.{}", short(k)),
+                    format!("a variable name must be 1..={MAX_STRING} bytes without `=` or NUL"),
+                ));
+            }
+        }
+        exec_size::check(&self.argv, &self.env)?;
+        if let Some(n) = self.max_requeues.filter(|n| *n > MAX_REQUEUES) {
+            return Err(bad(
+                "max_requeues",
+                format!("must be at most {MAX_REQUEUES}; asked {n}"),
+            ));
+        }
+        if self.labels.len() > 64 {
+            return Err(bad("labels", "more than 64 labels"));
+        }
+        for (k, v) in &self.labels {
+            let field = format!("labels.{}", short(k));
+            check_string(&field, k)?;
+            check_string(&field, v)?;
+        }
+        job_options::validate(
+            self.array.as_ref(),
+            &self.dependencies,
+            self.signal.as_ref(),
+            self.service.as_ref(),
+        )?;
+        if self.service.is_some() && self.kind != JobKind::Service {
+            return Err(bad(
+                "service",
+                "only a job of kind `service` takes service settings",
+            ));
+        }
+        if self.time_limit_s > MAX_TIME_LIMIT_S {
+            return Err(bad(
+                "time_limit_s",
+                format!("more than {MAX_TIME_LIMIT_S} seconds (one year)"),
+            ));
+        }
+        self.validate_tasks()
+    }
+
+    fn validate_tasks(&self) -> Result<(), FieldError> {
+        if self.tasks.is_empty() {
+            return Err(bad("tasks", "a job needs at least one task group"));
+        }
+        if self.tasks.len() > 64 {
+            return Err(bad("tasks", "more than 64 task groups"));
+        }
+        let mut total: u32 = 0;
+        for (i, t) in self.tasks.iter().enumerate() {
+            let f = |name: &str| format!("tasks[{i}].{name}");
+            if t.count == 0 || t.count > MAX_TASKS {
+                return Err(bad(f("count"), format!("must be 1..={MAX_TASKS}")));
+            }
+            total = total.saturating_add(t.count);
+            if t.gpus > 64 {
+                return Err(bad(f("gpus"), "more than 64 GPUs per task"));
+            }
+            if t.gpu_milli >= 1000 {
+                return Err(bad(
+                    f("gpu_milli"),
+                    "must be 1..=999 (use gpus for whole GPUs)",
+                ));
+            }
+            if t.gpus > 0 && t.gpu_milli > 0 {
+                return Err(bad(
+                    f("gpu_milli"),
+                    "give whole gpus or a gpu_milli fraction, not both",
+                ));
+            }
+            if t.cpu_milli == 0 || t.cpu_milli > 1_024_000 {
+                return Err(bad(f("cpu_milli"), "must be 1..=1024000 milli-cores"));
+            }
+            if t.memory_mib == 0 || t.memory_mib > 16 << 20 {
+                return Err(bad(f("memory_mib"), "must be 1..=16777216 MiB"));
+            }
+            if t.gpu_models.len() > 16 {
+                return Err(bad(f("gpu_models"), "more than 16 models"));
+            }
+            for (j, m) in t.gpu_models.iter().enumerate() {
+                check_string(&f(&format!("gpu_models[{j}]")), m)?;
+            }
+            if !t.gpu_models.is_empty() && t.gpus == 0 && t.gpu_milli == 0 {
+                return Err(bad(f("gpu_models"), "models given for a task without GPUs"));
+            }
+        }
+        if total > MAX_TASKS {
+            return Err(bad("tasks", format!("more than {MAX_TASKS} tasks in all")));
+        }
+        Ok(())
+    }
+
+    /// Total tasks.
+    pub fn task_count(&self) -> usize {
+        self.tasks.iter().map(|t| t.count as usize).sum()
+    }
+}

@@ -1,0 +1,29 @@
+//! How a task ended ([`TaskExit`]) and what it used ([`TaskUsage`]): the plain records the
+//! node's executor writes (`task-N.exit`), the job record keeps and the cluster protocol
+//! carries.
+//!
+//! Owns these data types only. Measuring and recording them is `gantry-node`'s executor,
+//! which re-exports them as `gantry_node::executor::{TaskExit, TaskUsage}`.
+
+/// How a task ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum TaskExit {
+    /// The command exited with this code.
+    Exited(i32),
+    /// The command (or the shim, if it had to be killed) was killed by this signal.
+    Signaled(i32),
+    /// The process vanished with no exit record.
+    Lost,
+}
+
+/// What a task's processes used, measured when it ended (from its cgroup when it had one,
+/// else from the kernel's accounting of the command's process tree).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct TaskUsage {
+    /// CPU time (user + system), milliseconds.
+    pub cpu_ms: u64,
+    /// Peak resident memory, MiB.
+    pub memory_peak_mib: u64,
+    /// The kernel's out-of-memory killer ended a process of the task.
+    pub oom_killed: bool,
+}
