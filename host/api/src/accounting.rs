@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 /// What one ended process of a task used.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AccountingRecord {
     /// Job id.
     pub job_id: u64,
@@ -64,6 +65,7 @@ impl AccountingRecord {
 
 /// Sums over a set of records.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Totals {
     /// The user or account (empty for the grand total).
     pub name: String,
@@ -83,6 +85,7 @@ pub struct Totals {
 
 /// The answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AccountingReport {
     /// Matching records, oldest end first (the newest `limit` of them).
     pub records: Vec<AccountingRecord>,

@@ -80,6 +80,7 @@ pub struct EndReport {
 
 /// The node's load when the heartbeat was sent.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct NodeLoad {
     /// One-minute load average.
     pub load_1m: f64,

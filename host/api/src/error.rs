@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 /// The JSON body of an API error.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema), schema(as = Error))]
 pub struct ErrorBody {
     /// The error.
     pub error: ErrorDetail,
@@ -15,6 +16,7 @@ pub struct ErrorBody {
 
 /// What went wrong.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ErrorDetail {
     /// Machine-readable code (`invalid-field`, `not-found`, `forbidden`...).
     pub code: String,

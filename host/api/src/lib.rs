@@ -10,7 +10,9 @@
 //! - `views`, `accounting`, `error`: what the API answers besides jobs (the submit answer,
 //!   nodes, plugins, attach frames, accounting reports, the error body);
 //! - `client` (feature `client`): the typed HTTP client of the API, over TCP, TLS or the
-//!   daemon's Unix socket, used by the CLI.
+//!   daemon's Unix socket, used by the CLI;
+//! - feature `openapi`: `utoipa::ToSchema` on the types the API shows, from which the daemon
+//!   generates the schemas of its OpenAPI document (`host/daemon/src/api/openapi/schemas.rs`).
 //!
 //! The serde form of every type is the stored and wire form: records in the daemon's store
 //! and API answers depend on it, so a change must stay readable from old data (a serde

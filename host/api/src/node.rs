@@ -22,6 +22,7 @@ pub struct NvLinkInfo {
 /// A MIG device (listed for information: Gantry schedules whole GPUs and fractions,
 /// not MIG instances).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct MigDevice {
     /// Index of the GPU it is carved from.
     pub parent_index: u32,

@@ -7,6 +7,7 @@
 
 /// How a task ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum TaskExit {
     /// The command exited with this code.
     Exited(i32),
@@ -19,6 +20,7 @@ pub enum TaskExit {
 /// What a task's processes used, measured when it ended (from its cgroup when it had one,
 /// else from the kernel's accounting of the command's process tree).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TaskUsage {
     /// CPU time (user + system), milliseconds.
     pub cpu_ms: u64,

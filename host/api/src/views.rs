@@ -18,6 +18,7 @@ use std::collections::BTreeMap;
 /// The answer to `POST /v1/jobs`: the job (the first member of an array) and, for an array,
 /// every member's id.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Submitted {
     /// The job (the first member of an array).
     #[serde(flatten)]
@@ -29,6 +30,7 @@ pub struct Submitted {
 
 /// Why and by whom a node was drained.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct DrainView {
     /// The operator's reason.
     pub reason: String,
@@ -40,6 +42,7 @@ pub struct DrainView {
 
 /// Why a GPU takes no new tasks.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct GpuFaultView {
     /// The reason (health rule or configuration).
     pub reason: String,
@@ -49,6 +52,7 @@ pub struct GpuFaultView {
 
 /// One GPU in the node view.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct GpuView {
     /// Index.
     pub index: u32,
@@ -71,13 +75,16 @@ pub struct GpuView {
     /// Its MIG devices (listed, not scheduled separately).
     pub mig_devices: Vec<MigDevice>,
     /// Allocated milli-GPU.
+    #[cfg_attr(feature = "openapi", schema(maximum = 1000))]
     pub allocated_milli: u32,
     /// (job id, milli) holding it.
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<Vec<u64>>))]
     pub jobs: Vec<(u64, u32)>,
 }
 
 /// A node with per-GPU allocation, as `GET /v1/nodes` shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema), schema(as = Node))]
 pub struct NodeView {
     /// Name.
     pub name: String,

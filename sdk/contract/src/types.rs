@@ -16,6 +16,7 @@ pub const MILLI_PER_GPU: u32 = 1000;
 
 /// What kind of work a job is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum JobKind {
     /// Runs to completion.
@@ -316,6 +317,7 @@ impl Cycle {
 
 /// Why a job does not run, machine-readable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum ReasonCode {
     /// Admission holds it.

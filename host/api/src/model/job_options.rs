@@ -24,12 +24,15 @@ fn bad(field: impl Into<String>, message: impl Into<String>) -> FieldError {
 
 /// A job array: one job per index, at most `max_running` of them running at once.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ArraySpec {
     /// The indices, ascending, without duplicates.
+    #[cfg_attr(feature = "openapi", schema(min_items = 1, max_items = 10000))]
     pub indices: Vec<u32>,
     /// At most this many members run at once (`%N`); none means no limit.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1))]
     pub max_running: Option<u32>,
 }
 
@@ -110,6 +113,7 @@ impl ArraySpec {
 
 /// Which outcome of the other job a dependency waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum DependencyKind {
     /// The other job succeeded.
@@ -133,6 +137,7 @@ impl DependencyKind {
 
 /// Start only after `job` (or every member of the array `job`) ended as `kind` asks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Dependency {
     /// What is waited for.
@@ -176,12 +181,15 @@ pub fn parse_dependencies(text: &str) -> Result<Vec<Dependency>, String> {
 
 /// A signal sent ahead of a time limit, and first on eviction, so a job can checkpoint.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct WarnSignal {
     /// Signal name without `SIG` (`USR1`, `TERM`, `INT`...) or number.
+    #[cfg_attr(feature = "openapi", schema(max_length = 16))]
     pub signal: String,
     /// Seconds before the time limit (default 60).
     #[serde(default = "default_before_s")]
+    #[cfg_attr(feature = "openapi", schema(maximum = 86400))]
     pub before_s: u32,
 }
 
@@ -254,19 +262,24 @@ impl WarnSignal {
 
 /// A health check of a service.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct HealthCheck {
     /// HTTP GET of this path on the service's port (e.g. `/healthz`); 2xx is healthy.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(max_length = 1024))]
     pub http_path: Option<String>,
     /// Or a command run on the node; exit 0 is healthy.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(max_items = 4096))]
     pub command: Vec<String>,
     /// Seconds between checks (default 10).
     #[serde(default = "default_interval_s")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 3600))]
     pub interval_s: u32,
     /// Consecutive failures before a restart (default 3).
     #[serde(default = "default_failures")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 100))]
     pub failures: u32,
     /// Seconds after each (re)start before the first check (default 0).
     #[serde(default)]
@@ -282,6 +295,7 @@ fn default_failures() -> u32 {
 
 /// What a service needs beyond a batch job.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields, default)]
 pub struct ServiceSpec {
     /// The port it listens on; 0 (default) lets Gantry pick a free one, given to the task
@@ -290,6 +304,7 @@ pub struct ServiceSpec {
     /// Optional health check.
     pub health: Option<HealthCheck>,
     /// Longest wait between restarts, seconds (default 60); the wait doubles from 1 s.
+    #[cfg_attr(feature = "openapi", schema(maximum = 3600))]
     pub max_backoff_s: u32,
 }
 

@@ -38,21 +38,31 @@ pub const MAX_PATH: usize = 4096;
 /// Highest `max_requeues` of a job (the daemon's `execution.max_requeues` has the same cap).
 pub const MAX_REQUEUES: u32 = 1000;
 
+// The `#[schema(...)]` limits below (feature `openapi`) repeat these constants as literals,
+// which utoipa requires; `host/daemon/src/api/openapi/tests.rs` checks that they agree.
+
 /// Per-task resources of one task group, as submitted.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields, default)]
 pub struct TaskSpec {
     /// Identical tasks in the group (default 1).
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 1024))]
     pub count: u32,
     /// Whole GPUs per task.
+    #[cfg_attr(feature = "openapi", schema(maximum = 64))]
     pub gpus: u32,
     /// Fraction of one GPU per task in milli-GPU (1..=999), instead of `gpus`.
+    #[cfg_attr(feature = "openapi", schema(maximum = 999))]
     pub gpu_milli: u32,
     /// CPU per task in milli-cores (default 1000).
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 1024000))]
     pub cpu_milli: u32,
     /// Memory per task in MiB (default 1024).
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 16777216))]
     pub memory_mib: u64,
     /// Allowed GPU models; empty means any.
+    #[cfg_attr(feature = "openapi", schema(max_items = 16))]
     pub gpu_models: Vec<String>,
 }
 
@@ -83,42 +93,53 @@ fn default_true() -> bool {
 
 /// A job as submitted over the API.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct JobSpec {
     /// Human name.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(max_length = 256))]
     pub name: String,
     /// Command and arguments (exactly one of `argv` or `script`).
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(max_items = 4096))]
     pub argv: Vec<String>,
     /// A shell script (run with /bin/sh, or its own `#!` line).
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(max_length = 262144))]
     pub script: Option<String>,
     /// Extra environment.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
     /// Working directory (default: the job's directory under the data dir).
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 4096))]
     pub workdir: Option<String>,
     /// The gang's task groups.
     #[serde(default = "default_tasks")]
+    #[cfg_attr(feature = "openapi", schema(min_items = 1, max_items = 64))]
     pub tasks: Vec<TaskSpec>,
     /// Wall-clock limit in seconds; 0 means none.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(maximum = 31536000))]
     pub time_limit_s: u64,
     /// Who submits.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(max_length = 256))]
     pub user: String,
     /// Set by the daemon, never taken from a request: the submitter's identity was not
     /// established (no API token configured, a TCP request rather than the Unix socket), so
     /// `user` is only a label: the job's tasks run as `execution.fallback_user`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[cfg_attr(feature = "openapi", schema(read_only))]
     pub anonymous: bool,
     /// Account charged.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(max_length = 256))]
     pub account: String,
     /// Queue.
     #[serde(default = "default_queue")]
+    #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 256))]
     pub queue: String,
     /// Priority tier (higher first).
     #[serde(default)]
@@ -128,6 +149,7 @@ pub struct JobSpec {
     pub labels: BTreeMap<String, String>,
     /// batch, interactive or service.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(inline))]
     pub kind: JobKind,
     /// May a preemption policy evict it.
     #[serde(default)]
@@ -138,12 +160,14 @@ pub struct JobSpec {
     /// How many times it may go back to the queue (after eviction or node failure) before it
     /// ends instead; none means the daemon's `execution.max_requeues`.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(maximum = 1000))]
     pub max_requeues: Option<u32>,
     /// Submit one job per index (`--array 0-199%8`).
     #[serde(default)]
     pub array: Option<ArraySpec>,
     /// Start only after these jobs ended as asked.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(max_items = 64))]
     pub dependencies: Vec<Dependency>,
     /// Signal sent ahead of the time limit and first on eviction (`--signal USR1@60`).
     #[serde(default)]

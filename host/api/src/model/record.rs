@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 /// Where a job is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum JobState {
     /// Waiting to start.
@@ -51,6 +52,7 @@ impl JobState {
 
 /// Why a running job is being stopped.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum StopCause {
     /// A user cancelled it.
@@ -75,6 +77,7 @@ pub enum StopCause {
 
 /// The current reason a job waits (or why it ended).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ReasonView {
     /// The stage that gave it ("admission", "placement", "host"...).
     pub stage: String,
@@ -93,6 +96,7 @@ pub struct ReasonView {
 
 /// A GPU share on a node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct GpuShareView {
     /// Device index.
     pub index: u32,
@@ -102,6 +106,7 @@ pub struct GpuShareView {
 
 /// One task of a started job.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TaskRecord {
     /// Node name.
     pub node: String,
@@ -125,6 +130,7 @@ pub struct TaskRecord {
 
 /// Everything the daemon keeps about a job.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct JobRecord {
     /// Job id.
     pub id: u64,
@@ -147,6 +153,7 @@ pub struct JobRecord {
     /// Effective tier at the last cycle.
     pub tier: i32,
     /// Effective score at the last cycle.
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<f64>))]
     pub score: f64,
     /// Set while a stop is under way.
     pub stopping: Option<StopCause>,
@@ -181,6 +188,7 @@ pub struct JobRecord {
 
 /// A job's place in an array.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ArrayMember {
     /// Id of the array: the id of its first member.
     pub array_id: u64,

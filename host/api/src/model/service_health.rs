@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 /// What the last health checks of a service said.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum HealthState {
     /// (Re)started; no check has passed yet in this run.
@@ -33,6 +34,7 @@ impl HealthState {
 
 /// Health and restart state of a service, shown in its job record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ServiceHealth {
     /// What the checks of the current run say.
     pub state: HealthState,

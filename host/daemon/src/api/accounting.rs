@@ -9,7 +9,8 @@
 //! Authorization: a `user` token sees only its own records (asking for another user is
 //! 403 naming `user`); operators and admins see everyone's.
 //!
-//! Owns: the query, the report and its totals, the report's OpenAPI schema. Does not own
+//! Owns: the query, the report and its totals (its OpenAPI schema is generated from
+//! `gantry_api::accounting::AccountingReport`). Does not own
 //! the records (`scheduler::accounting`, `store::accounting`).
 
 use super::blocking;
@@ -177,34 +178,6 @@ pub(super) async fn list(
         .await?
         .map_err(ApiError::internal)?;
     Ok(Json(report(records, limit)))
-}
-
-/// The OpenAPI schema of [`AccountingReport`].
-pub(super) fn report_schema() -> Value {
-    let totals = json!({"type": "object", "properties": {
-        "name": {"type": "string"}, "gpu_seconds": {"type": "number"},
-        "gpu_hours": {"type": "number"}, "cpu_seconds": {"type": "number"},
-        "cpu_hours": {"type": "number"}, "records": {"type": "integer", "minimum": 0},
-        "jobs": {"type": "integer", "minimum": 0},
-    }});
-    let int = json!({"type": "integer", "minimum": 0});
-    let record = json!({"type": "object", "properties": {
-        "job_id": int, "task_index": int, "run": int, "job_name": {"type": "string"},
-        "user": {"type": "string"}, "account": {"type": "string"}, "queue": {"type": "string"},
-        "node": {"type": "string"},
-        "gpus": {"type": "array", "items": {"type": "object", "properties": {"index": int, "milli": int}}},
-        "cpu_milli": int, "memory_mib": int, "start_ms": int, "end_ms": int,
-        "gpu_milli_seconds": {"type": "integer", "minimum": 0, "description": "Σ milli-GPU × wall seconds"},
-        "cpu_seconds": {"type": "number"}, "memory_peak_mib": int,
-        "exit": {"description": "`{\"Exited\": code}`, `{\"Signaled\": signal}` or `\"Lost\"`"},
-        "oom_killed": {"type": "boolean"},
-    }});
-    json!({"type": "object", "properties": {
-        "records": {"type": "array", "items": record},
-        "truncated": {"type": "boolean"},
-        "total": totals, "users": {"type": "array", "items": totals},
-        "accounts": {"type": "array", "items": totals},
-    }})
 }
 
 /// The OpenAPI query parameters of `GET /v1/accounting`.

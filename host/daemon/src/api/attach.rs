@@ -49,10 +49,12 @@ pub(super) struct AttachQuery {
     task: usize,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = SignalRequest)]
 pub(super) struct SignalBody {
-    /// Signal name (`INT`, `TERM`, `USR1`...).
+    /// Signal name: `INT`, `TERM`, `USR1`, `USR2`, `HUP`, `QUIT`, `CONT`, `URG`, `WINCH` or
+    /// `ALRM`.
     signal: String,
 }
 

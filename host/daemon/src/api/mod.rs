@@ -28,7 +28,6 @@ mod locate;
 mod logs;
 mod nodes;
 mod openapi;
-mod openapi_schemas;
 mod policy;
 mod redact;
 mod routes;

@@ -37,10 +37,12 @@ impl<S: Send + Sync> FromRequestParts<S> for NodeName {
 }
 
 /// The body of a drain.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct DrainRequest {
-    /// Why (shown in `GET /v1/nodes` and in the reasons of jobs that wait).
+pub(super) struct DrainRequest {
+    /// Why (shown in `GET /v1/nodes` and in the reasons of jobs that wait; at most
+    /// `MAX_REASON` bytes, `host/daemon/src/scheduler/nodes.rs`).
+    #[schema(min_length = 1, max_length = 256)]
     reason: String,
 }
 

@@ -1,15 +1,16 @@
 //! The OpenAPI 3.0 document, `GET /v1/openapi.json`: every route of `api/mod.rs` with its
 //! method, parameters, request body (with the limits enforced), response codes and the
-//! error body. Hand-written as JSON values; schemas are in `openapi_schemas.rs`.
+//! error body. The operations are a table written by hand ([`OPERATIONS`]); the schemas they
+//! refer to are generated from the Rust types (`openapi/schemas.rs`).
 //!
 //! Served behind the token check like every route but `/v1/health` and `/metrics` (any
 //! role may read it). A unit test reads `api/mod.rs` and checks that every route
 //! registered there is in [`OPERATIONS`], and the other way round.
 
 use super::body::MAX_JSON_BODY;
-use super::openapi_schemas::{components, schema_ref};
 use axum::Json;
 use axum::response::IntoResponse;
+use schemas::{components, schema_ref};
 use serde_json::{Map, Value, json};
 
 /// What an operation takes.
@@ -73,7 +74,7 @@ const OPERATIONS: &[Operation] = &[
     ("get", "/v1/health", "Liveness (open without a token)", In::Nothing, 200, Out::Object, &[]),
     ("get", "/metrics", "Prometheus metrics (open without a token)", In::Nothing, 200, Out::Text, &[]),
     ("get", "/v1/openapi.json", "This document", In::Nothing, 200, Out::Object, &[401]),
-    ("post", "/v1/jobs", "Submit a job (user and account come from the token)", In::Body("JobSpec"), 201, Out::Schema("JobRecord"), &[400, 401, 403, 413, 422, 429]),
+    ("post", "/v1/jobs", "Submit a job (user and account come from the token)", In::Body("JobSpec"), 201, Out::Schema("Submitted"), &[400, 401, 403, 413, 422, 429]),
     ("get", "/v1/jobs", "List jobs, newest first (at most 10000; `X-Page-Limit` says the limit applied)", In::JobQuery, 200, Out::ListOf("JobRecord"), &[400, 401]),
     ("get", "/v1/jobs/{id}", "One job", In::Id, 200, Out::Schema("JobRecord"), &[400, 401, 404]),
     ("delete", "/v1/jobs/{id}", "Cancel a job (owner or operator)", In::Id, 200, Out::Schema("JobRecord"), &[400, 401, 403, 404, 409]),
@@ -332,5 +333,6 @@ pub(super) async fn serve() -> impl IntoResponse {
     Json(document())
 }
 
+mod schemas;
 #[cfg(test)]
 mod tests;

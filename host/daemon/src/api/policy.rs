@@ -134,10 +134,12 @@ pub(super) async fn clear_shadow(
 }
 
 /// `POST /v1/replay` body.
-#[derive(Debug, serde::Deserialize)]
+#[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct ReplayRequest {
+    /// The pipeline to replay the recorded cycles through.
     pipeline: PipelineSpec,
+    /// How far back, seconds (default 3600).
     #[serde(default = "default_since")]
     since_s: u64,
 }

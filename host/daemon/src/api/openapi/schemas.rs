@@ -1,0 +1,167 @@
+//! The schemas of the OpenAPI document (`components.schemas`), generated from the types
+//! themselves with `utoipa::ToSchema`: the wire types of `gantry-api` (its feature `openapi`,
+//! with `JobKind` and `ReasonCode` from `gantry-contract`'s) and the daemon's request bodies
+//! (`PipelineSpec`, `ReplayRequest`, `DrainRequest`, `SignalRequest`). Doc comments become
+//! descriptions; serde's attributes (renames, defaults, `deny_unknown_fields`, `flatten`)
+//! decide names, `required` and `additionalProperties`; limits are `#[schema(...)]` on the
+//! fields. A field added to a type appears here without an edit.
+//!
+//! utoipa writes OpenAPI 3.1 schemas; the document is 3.0.3, so [`to_openapi_3_0`] rewrites
+//! the 3.1 forms utoipa uses into 3.0's `nullable`. Owns the list of root types and that
+//! rewrite; the operations and their references are `openapi.rs`'s.
+
+use super::super::attach::SignalBody;
+use super::super::nodes::DrainRequest;
+use super::super::policy::ReplayRequest;
+use crate::policy::PipelineSpec;
+use gantry_api::accounting::AccountingReport;
+use gantry_api::error::ErrorBody;
+use gantry_api::model::{JobRecord, JobSpec};
+use gantry_api::views::{NodeView, Submitted};
+use serde_json::{Map, Value, json};
+use utoipa::ToSchema;
+use utoipa::openapi::RefOr;
+use utoipa::openapi::schema::Schema;
+
+/// A `$ref` to a schema of this document.
+pub fn schema_ref(name: &str) -> Value {
+    json!({ "$ref": format!("#/components/schemas/{name}") })
+}
+
+/// `components`: schemas and the bearer-token security scheme.
+pub fn components() -> Value {
+    json!({
+        "securitySchemes": {
+            "bearer": {
+                "type": "http",
+                "scheme": "bearer",
+                "description": "An API token from `gantry token create`; not needed while the daemon has no tokens configured.",
+            }
+        },
+        "schemas": schemas(),
+    })
+}
+
+/// (name, schema) of a type and of every type it refers to.
+type Collected = Vec<(String, RefOr<Schema>)>;
+
+fn add<T: ToSchema>(out: &mut Collected) {
+    out.push((T::name().into_owned(), T::schema()));
+    T::schemas(out);
+}
+
+/// Every schema the operations refer to (`Error`, `JobSpec`, `Submitted`, `JobRecord`,
+/// `Node`, `AccountingReport`, `PipelineSpec`, `ReplayRequest`, `DrainRequest`,
+/// `SignalRequest`) and the schemas they refer to, by name.
+pub fn schemas() -> Map<String, Value> {
+    let mut all = Collected::new();
+    add::<ErrorBody>(&mut all);
+    add::<JobSpec>(&mut all);
+    add::<Submitted>(&mut all);
+    add::<JobRecord>(&mut all);
+    add::<NodeView>(&mut all);
+    add::<AccountingReport>(&mut all);
+    add::<PipelineSpec>(&mut all);
+    add::<ReplayRequest>(&mut all);
+    add::<DrainRequest>(&mut all);
+    add::<SignalBody>(&mut all);
+    all.into_iter()
+        .map(|(name, schema)| {
+            // Serialising utoipa's schema types cannot fail (string keys only); should it,
+            // the document says so rather than leave a dangling `$ref`.
+            let value = serde_json::to_value(&schema)
+                .unwrap_or_else(|e| json!({"description": format!("not serialisable: {e}")}));
+            (name, to_openapi_3_0(value))
+        })
+        .collect()
+}
+
+/// Rewrites utoipa's OpenAPI 3.1 forms into OpenAPI 3.0, bottom-up:
+///
+/// - `"type": [T, "null"]` becomes `"type": T, "nullable": true`;
+/// - a `oneOf` (or `anyOf`) with `{"type": "null"}` (an `Option` of a referenced or inlined
+///   type) loses it and says `"nullable": true`;
+/// - a `oneOf` or `allOf` of one inline schema is merged into its parent (the parent's keys,
+///   such as the field's description, win); of one `$ref`, it stays `"allOf": [{"$ref"}]`;
+/// - 3.0 ignores the siblings of a `$ref`: they move next to an `allOf` of it (or are dropped
+///   from the members of a longer `allOf`);
+/// - `propertyNames` (the keys of a map, always strings here) is dropped.
+pub fn to_openapi_3_0(value: Value) -> Value {
+    match value {
+        Value::Array(items) => Value::Array(items.into_iter().map(to_openapi_3_0).collect()),
+        Value::Object(map) => {
+            let children = map
+                .into_iter()
+                .map(|(k, v)| (k, to_openapi_3_0(v)))
+                .collect();
+            Value::Object(object_to_3_0(children))
+        }
+        other => other,
+    }
+}
+
+/// One schema object whose children are already rewritten (see [`to_openapi_3_0`]).
+fn object_to_3_0(mut map: Map<String, Value>) -> Map<String, Value> {
+    map.remove("propertyNames");
+    for key in ["oneOf", "anyOf"] {
+        let Some(Value::Array(alternatives)) = map.remove(key) else {
+            continue;
+        };
+        let is_null = |v: &Value| v.get("type").is_some_and(|t| t == "null");
+        if alternatives.iter().any(is_null) {
+            map.insert("nullable".into(), Value::Bool(true));
+        }
+        let rest: Vec<Value> = alternatives.into_iter().filter(|a| !is_null(a)).collect();
+        let key = if rest.len() == 1 { "allOf" } else { key };
+        map.insert(key.into(), Value::Array(rest));
+    }
+    if let Some(Value::Array(mut members)) = map.remove("allOf") {
+        if let [Value::Object(only)] = members.as_mut_slice() {
+            let reference = only.remove("$ref");
+            for (k, v) in std::mem::take(only) {
+                map.entry(k).or_insert(v);
+            }
+            if let Some(reference) = reference {
+                map.insert("allOf".into(), json!([{ "$ref": reference }]));
+            }
+        } else {
+            for member in &mut members {
+                if let Some(reference) = lone_ref(member) {
+                    *member = json!({ "$ref": reference });
+                }
+            }
+            map.insert("allOf".into(), Value::Array(members));
+        }
+    }
+    if map.len() > 1
+        && let Some(reference) = map.remove("$ref")
+    {
+        map.insert("allOf".into(), json!([{ "$ref": reference }]));
+    }
+    if let Some(Value::Array(types)) = map.get("type").cloned() {
+        let mut rest: Vec<Value> = types.iter().filter(|t| *t != "null").cloned().collect();
+        if rest.len() < types.len() {
+            map.insert("nullable".into(), Value::Bool(true));
+        }
+        match rest.len() {
+            1 => map.insert("type".into(), rest.remove(0)),
+            _ => map.remove("type"),
+        };
+    }
+    map
+}
+
+/// The reference a schema stands for, annotations aside: `{"$ref"}` or `{"allOf": [{"$ref"}]}`.
+fn lone_ref(schema: &Value) -> Option<Value> {
+    if let Some(reference) = schema.get("$ref") {
+        return Some(reference.clone());
+    }
+    match schema
+        .get("allOf")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+    {
+        Some([only]) => only.get("$ref").cloned(),
+        _ => None,
+    }
+}
