@@ -225,8 +225,15 @@ impl Daemon {
     /// SIGKILLs the daemon (its tasks keep running) and starts a new one on the same data
     /// directory, on a new port.
     pub fn restart_after_sigkill(&mut self) {
+        self.restart_after_sigkill_with(|_| {});
+    }
+
+    /// Like [`Daemon::restart_after_sigkill`], running `between` on the data directory
+    /// while no daemon holds it (e.g. to write records into its store).
+    pub fn restart_after_sigkill_with(&mut self, between: impl FnOnce(&Path)) {
         self.child.kill().expect("cannot SIGKILL the daemon");
         self.child.wait().expect("cannot reap the daemon");
+        between(&self.dir.path().join("data"));
         self.generation += 1;
         let (child, base) = process::spawn(self.dir.path(), self.gpus, self.generation);
         self.child = child;

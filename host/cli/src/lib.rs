@@ -13,6 +13,7 @@
 pub mod accounting_cli;
 pub mod auth_cli;
 pub mod cli;
+pub mod history_cli;
 pub mod run_cli;
 pub mod sbatch;
 pub mod submit_cli;

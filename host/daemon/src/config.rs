@@ -53,6 +53,8 @@ pub struct Config {
     pub http: crate::http_server::HttpSettings,
     /// What one submission, user or task may take (`[limits]`).
     pub limits: crate::config_limits::LimitsConfig,
+    /// How long ended jobs stay in memory and on disk (`[retention]`).
+    pub retention: crate::config_retention::RetentionConfig,
 }
 
 /// Per-call sandbox limits.
@@ -95,6 +97,7 @@ impl Default for Config {
             cluster: Default::default(),
             http: Default::default(),
             limits: Default::default(),
+            retention: Default::default(),
         }
     }
 }
@@ -207,6 +210,7 @@ impl Config {
         self.cluster.check().map_err(ConfigError::Invalid)?;
         self.http.check().map_err(ConfigError::Invalid)?;
         self.limits.check().map_err(ConfigError::Invalid)?;
+        self.retention.check().map_err(ConfigError::Invalid)?;
         crate::auth::Tokens::new(&self.auth)?;
         crate::tls::ServerTls::load(&self.tls)?;
         Ok(())

@@ -19,6 +19,7 @@ pub mod auth_submit;
 pub mod cluster;
 pub mod config;
 pub mod config_limits;
+pub mod config_retention;
 pub mod conformance;
 pub mod http_server;
 pub mod instrumented;

@@ -96,6 +96,9 @@ pub struct Metrics {
     pub gpus_allocated: GpuGauge,
     /// GPUs by node and model (set at scrape).
     pub gpus: GpuGauge,
+    /// Jobs the scheduler holds in memory: active ones and those ended less than
+    /// `retention.min_job_age_s` ago (set at scrape).
+    pub jobs_in_memory: Gauge,
 }
 
 impl Default for Metrics {
@@ -113,6 +116,7 @@ impl Default for Metrics {
             jobs: Family::default(),
             gpus_allocated: GpuGauge::default(),
             gpus: GpuGauge::default(),
+            jobs_in_memory: Gauge::default(),
         };
         let mut registry = Registry::default();
         // Counters are registered without `_total`; the format adds it to their samples.
@@ -163,6 +167,11 @@ impl Default for Metrics {
             m.gpus_allocated.clone(),
         );
         registry.register("gantry_gpus", "GPUs by node and model", m.gpus.clone());
+        registry.register(
+            "gantry_jobs_in_memory",
+            "Jobs held in memory: active, and ended less than retention.min_job_age_s ago",
+            m.jobs_in_memory.clone(),
+        );
         Self { registry, ..m }
     }
 }

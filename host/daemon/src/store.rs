@@ -1,15 +1,19 @@
-//! Durable state in sled: jobs, the event log, plugin binaries by sha256, pipeline
-//! versions, counters, and per-task accounting records (`store/accounting.rs`). A write
-//! that acknowledges a client is flushed first.
+//! Durable state in sled: jobs and their indexes (`store/jobs.rs`), the event log with
+//! its index by job (`store/history.rs`), plugin binaries by sha256, pipeline versions,
+//! counters, and per-task accounting records (`store/accounting.rs`). A write that
+//! acknowledges a client is flushed first.
 //!
-//! Owns: keys, encoding (JSON values, big-endian u64 keys) and durability. Does not
-//! own what the records mean (the scheduler).
+//! Owns: keys, encoding (JSON values, big-endian u64 keys), durability and the size of
+//! sled's page cache. Does not own what the records mean (the scheduler) or when
+//! history is deleted (`scheduler::retention`).
 
 mod accounting;
+mod history;
+mod jobs;
 
 pub use accounting::{AccountingFilter, AccountingRecord};
+pub use jobs::JobIndex;
 
-use crate::model::JobRecord;
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 use std::path::Path;
 
@@ -58,7 +62,19 @@ pub struct Store {
     meta: sled::Tree,
     accounting: sled::Tree,
     accounting_runs: sled::Tree,
+    /// Index keys of `jobs` (`store/jobs.rs`).
+    job_index: sled::Tree,
+    /// (job, event seq) of each event that names a job (`store/history.rs`).
+    job_events: sled::Tree,
+    /// The decisions logged about a job, kept when it leaves memory (`store/history.rs`).
+    job_decisions: sled::Tree,
+    /// Accounting record keys by sequence number, in write order (`store/accounting.rs`).
+    accounting_seq: sled::Tree,
 }
+
+/// The page cache of a store opened with [`Store::open`]: sled's default (1 GiB) would
+/// let a store with years of history grow the daemon's memory by that much.
+pub const DEFAULT_CACHE_MIB: u64 = 64;
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -79,12 +95,30 @@ fn encode<T: Serialize>(value: &T) -> Vec<u8> {
 }
 
 impl Store {
-    /// Opens (or creates) the database under `dir`.
+    /// Opens (or creates) the database under `dir`, with the default page cache.
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
+        Self::open_with_cache(dir, DEFAULT_CACHE_MIB)
+    }
+
+    /// Opens (or creates) the database under `dir`, with a page cache of `cache_mib`.
+    pub fn open_with_cache(dir: &Path, cache_mib: u64) -> Result<Self, StoreError> {
         // The database holds every job's env and argv: the daemon's only.
         crate::private_files::dir_with_mode(&dir.join("db"), crate::private_files::DAEMON_ONLY)?;
-        let db = sled::open(dir.join("db"))?;
-        Ok(Self {
+        let db = sled::Config::new()
+            .path(dir.join("db"))
+            .cache_capacity(cache_mib.max(1) * 1024 * 1024)
+            .open()?;
+        Self::over(db)
+    }
+
+    /// A store that lives in a temporary file, deleted when it is dropped (tests).
+    #[cfg(test)]
+    pub(crate) fn temporary() -> Result<Self, StoreError> {
+        Self::over(sled::Config::new().temporary(true).open()?)
+    }
+
+    fn over(db: sled::Db) -> Result<Self, StoreError> {
+        let store = Self {
             jobs: db.open_tree("jobs")?,
             events: db.open_tree("events")?,
             plugins: db.open_tree("plugins")?,
@@ -92,8 +126,21 @@ impl Store {
             meta: db.open_tree("meta")?,
             accounting: db.open_tree("accounting")?,
             accounting_runs: db.open_tree("accounting_runs")?,
+            job_index: db.open_tree("job_index")?,
+            job_events: db.open_tree("job_events")?,
+            job_decisions: db.open_tree("job_decisions")?,
+            accounting_seq: db.open_tree("accounting_seq")?,
             db,
-        })
+        };
+        store.ensure_job_index()?;
+        store.ensure_event_index()?;
+        store.ensure_accounting_seq()?;
+        Ok(store)
+    }
+
+    /// Bytes the database takes on disk.
+    pub fn size_on_disk(&self) -> Result<u64, StoreError> {
+        Ok(self.db.size_on_disk()?)
     }
 
     /// Makes every write so far durable.
@@ -116,57 +163,6 @@ impl Store {
             .map(u64::from_be_bytes)
             .unwrap_or(1);
         Ok(n)
-    }
-
-    /// Writes a job.
-    pub fn put_job(&self, job: &JobRecord) -> Result<(), StoreError> {
-        self.jobs.insert(job.id.to_be_bytes(), encode(job))?;
-        Ok(())
-    }
-
-    /// Every job, in id order.
-    pub fn jobs(&self) -> Result<Vec<JobRecord>, StoreError> {
-        self.jobs
-            .iter()
-            .values()
-            .map(|v| decode("jobs", &v?))
-            .collect()
-    }
-
-    /// Appends to the event log.
-    pub fn event(
-        &self,
-        at_ms: u64,
-        job: Option<u64>,
-        kind: &str,
-        message: String,
-    ) -> Result<(), StoreError> {
-        let seq = self.db.generate_id()?;
-        let e = Event {
-            seq,
-            at_ms,
-            job,
-            kind: kind.into(),
-            message,
-        };
-        self.events.insert(seq.to_be_bytes(), encode(&e))?;
-        Ok(())
-    }
-
-    /// The last `limit` events, optionally of one job, oldest first.
-    pub fn events(&self, job: Option<u64>, limit: usize) -> Result<Vec<Event>, StoreError> {
-        let mut out = Vec::new();
-        for v in self.events.iter().values().rev() {
-            let e: Event = decode("events", &v?)?;
-            if job.is_none() || e.job == job {
-                out.push(e);
-                if out.len() >= limit {
-                    break;
-                }
-            }
-        }
-        out.reverse();
-        Ok(out)
     }
 
     /// Stores plugin bytes under their sha256.

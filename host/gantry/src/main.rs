@@ -63,14 +63,12 @@ enum Command {
     /// Run an interactive job: wait for it to start, stream its output, forward Ctrl-C,
     /// exit with its exit code: gantry run --gpus 1 --time 1h -- python
     Run(gantry_cli::run_cli::RunArgs),
-    /// List jobs.
-    Jobs {
-        /// Only this state (pending, running, succeeded, failed, cancelled, timed_out, preempted).
-        #[arg(long)]
-        state: Option<String>,
-        /// Only this user.
-        #[arg(long)]
-        user: Option<String>,
+    /// List jobs, newest first, from memory and history (`--all` for every page).
+    Jobs(gantry_cli::history_cli::JobsArgs),
+    /// Administration: `gantry admin gc` deletes what retention no longer keeps, now.
+    Admin {
+        #[command(subcommand)]
+        action: AdminAction,
     },
     /// Show one job (state, allocation, exit code, pending reason).
     Job { id: u64 },
@@ -138,6 +136,13 @@ enum Command {
     /// Internal: supervise one task (started by the daemon).
     #[command(hide = true, name = "task-shim")]
     TaskShim,
+}
+
+#[derive(Subcommand, Debug)]
+enum AdminAction {
+    /// Delete the job records, logs, events and accounting records older than the
+    /// `[retention]` settings now (admin), printing progress.
+    Gc,
 }
 
 #[derive(Subcommand, Debug)]
@@ -265,17 +270,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let code = gantry_cli::run_cli::run(std::sync::Arc::new(client), &a)?;
             std::process::exit(code);
         }
-        Command::Jobs { state, user } => {
-            let mut q = Vec::new();
-            if let Some(s) = state {
-                q.push(format!("state={s}"));
-            }
-            if let Some(u) = user {
-                q.push(format!("user={u}"));
-            }
-            cli::print_jobs(&client.jobs(&q.join("&"))?);
-            Ok(())
-        }
+        Command::Jobs(a) => gantry_cli::history_cli::jobs(&client, &a),
+        Command::Admin {
+            action: AdminAction::Gc,
+        } => gantry_cli::history_cli::gc(&client),
         Command::Job { id } => {
             let job = client.job(id)?;
             cli::print_json(&serde_json::to_value(&job)?);

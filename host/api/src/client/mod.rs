@@ -156,6 +156,24 @@ impl Client {
         self.finish(self.req(self.agent.get(self.url(path))).call())
     }
 
+    /// GET a path, its answer as JSON with the value of response header `header`, if any.
+    pub fn get_json_with_header(
+        &self,
+        path: &str,
+        header: &str,
+    ) -> Result<(Value, Option<String>)> {
+        let resp = self
+            .req(self.agent.get(self.url(path)))
+            .call()
+            .map_err(|e| self.unreachable(e))?;
+        let value = resp
+            .headers()
+            .get(header)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        Ok((self.finish(Ok(resp))?, value))
+    }
+
     /// GET a path, its answer as `T`.
     pub fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T> {
         Self::decode(path, self.get_json(path)?)

@@ -25,6 +25,22 @@ impl Client {
         self.get(&format!("/v1/jobs?{query}"))
     }
 
+    /// `GET /v1/jobs?{query}`, one page: the jobs and the `after` of the next page
+    /// (`X-Next-After`) when there may be more.
+    pub fn jobs_page(&self, query: &str) -> Result<(Vec<JobRecord>, Option<u64>)> {
+        let path = format!("/v1/jobs?{query}");
+        let (v, next) = self.get_json_with_header(&path, "x-next-after")?;
+        Ok((Self::decode(&path, v)?, next.and_then(|n| n.parse().ok())))
+    }
+
+    /// `POST /v1/admin/gc?max_batches=N`: one step of the retention collector (admin).
+    pub fn admin_gc(&self, max_batches: u64) -> Result<serde_json::Value> {
+        self.post_json(
+            &format!("/v1/admin/gc?max_batches={max_batches}"),
+            &json!({}),
+        )
+    }
+
     /// `GET /v1/jobs/{id}`.
     pub fn job(&self, id: u64) -> Result<JobRecord> {
         self.get(&format!("/v1/jobs/{id}"))

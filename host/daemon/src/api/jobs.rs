@@ -119,17 +119,64 @@ fn page_limit(asked: Option<usize>) -> usize {
     asked.unwrap_or(1000).min(MAX_JOBS_PAGE)
 }
 
+/// The query of `GET /v1/jobs`.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ListQuery {
+    state: Option<crate::model::JobState>,
+    user: Option<String>,
+    account: Option<String>,
+    queue: Option<String>,
+    /// Submitted at or after: ms since the Unix epoch or RFC 3339.
+    since: Option<String>,
+    /// Submitted before.
+    until: Option<String>,
+    /// The `X-Next-After` of the previous page: only older jobs.
+    after: Option<u64>,
+    limit: Option<usize>,
+}
+
+impl ListQuery {
+    fn filter(self) -> Result<JobFilter, ApiError> {
+        let time = |name: &str, v: Option<String>| {
+            v.as_deref()
+                .map(super::accounting::parse_time_ms)
+                .transpose()
+                .map_err(|m| ApiError::field("invalid-query", name, m))
+        };
+        Ok(JobFilter {
+            state: self.state,
+            user: self.user,
+            account: self.account,
+            queue: self.queue,
+            since_ms: time("since", self.since)?,
+            until_ms: time("until", self.until)?,
+            after: self.after,
+            limit: Some(page_limit(self.limit)),
+        })
+    }
+}
+
+/// A page of jobs, newest first, from memory and history. `X-Next-After`, when present, is
+/// the `after` that reads the next page.
 pub(super) async fn list(
     State(s): State<Scheduler>,
     caller: Caller,
-    q: Result<Query<JobFilter>, QueryRejection>,
+    q: Result<Query<ListQuery>, QueryRejection>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let mut f = query(q)?;
-    let limit = page_limit(f.limit);
-    f.limit = Some(limit);
-    let mut jobs = s.jobs(&f);
+    let f = query(q)?.filter()?;
+    let limit = f.limit.unwrap_or_default();
+    let page = blocking(move || s.jobs(&f))
+        .await?
+        .map_err(ApiError::internal)?;
+    let mut jobs = page.jobs;
     super::redact::redact_all(&caller, &mut jobs);
-    Ok(([("x-page-limit", limit.to_string())], Json(jobs)))
+    let mut headers = axum::http::HeaderMap::new();
+    headers.insert("x-page-limit", limit.into());
+    if let Some(next) = page.next_after {
+        headers.insert("x-next-after", next.into());
+    }
+    Ok((headers, Json(jobs)))
 }
 
 pub(super) async fn get_one(
@@ -157,6 +204,7 @@ pub(super) async fn cancel(
         CancelError::Ended(..) => {
             ApiError::new(StatusCode::CONFLICT, "already-ended", e.to_string())
         }
+        CancelError::Store(e) => ApiError::internal(e),
     })
 }
 

@@ -16,6 +16,7 @@
 //! (`gantry token create`).
 
 mod accounting;
+mod admin;
 mod attach;
 mod auth;
 mod body;

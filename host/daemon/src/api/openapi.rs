@@ -34,6 +34,8 @@ enum In {
     AccountingQuery,
     /// `{id}` and a JSON body of this schema.
     IdBody(&'static str),
+    /// `?max_batches=` of `POST /v1/admin/gc`.
+    GcQuery,
     /// A node's `{name}`, with a JSON body of this schema when given.
     Name(Option<&'static str>),
 }
@@ -75,7 +77,7 @@ const OPERATIONS: &[Operation] = &[
     ("get", "/metrics", "Prometheus metrics (open without a token)", In::Nothing, 200, Out::Text, &[]),
     ("get", "/v1/openapi.json", "This document", In::Nothing, 200, Out::Object, &[401]),
     ("post", "/v1/jobs", "Submit a job (user and account come from the token)", In::Body("JobSpec"), 201, Out::Schema("Submitted"), &[400, 401, 403, 413, 422, 429]),
-    ("get", "/v1/jobs", "List jobs, newest first (at most 10000; `X-Page-Limit` says the limit applied)", In::JobQuery, 200, Out::ListOf("JobRecord"), &[400, 401]),
+    ("get", "/v1/jobs", "List jobs, newest first, from memory and history (at most 10000; `X-Page-Limit` says the limit applied, `X-Next-After` the `after` of the next page)", In::JobQuery, 200, Out::ListOf("JobRecord"), &[400, 401]),
     ("get", "/v1/jobs/{id}", "One job", In::Id, 200, Out::Schema("JobRecord"), &[400, 401, 404]),
     ("delete", "/v1/jobs/{id}", "Cancel a job (owner or operator)", In::Id, 200, Out::Schema("JobRecord"), &[400, 401, 403, 404, 409]),
     ("post", "/v1/jobs/{id}/cancel", "Cancel a job (owner or operator)", In::Id, 200, Out::Schema("JobRecord"), &[400, 401, 403, 404, 409]),
@@ -103,6 +105,7 @@ const OPERATIONS: &[Operation] = &[
     ("get", "/v1/policy/shadow", "The shadow pipeline and its differences", In::Nothing, 200, Out::Object, &[401, 404]),
     ("put", "/v1/policy/shadow", "Set a shadow pipeline (admin)", In::Body("PipelineSpec"), 200, Out::Object, &[400, 401, 403, 413, 422]),
     ("delete", "/v1/policy/shadow", "Clear the shadow pipeline (admin)", In::Nothing, 200, Out::Object, &[401, 403, 404]),
+    ("post", "/v1/admin/gc", "Delete what retention no longer keeps, now (admin); `done` says whether anything is left", In::GcQuery, 200, Out::Object, &[400, 401, 403]),
     ("get", "/v1/policy/shadow/diff", "The shadow pipeline's differences", In::Nothing, 200, Out::Object, &[401, 404]),
     ("post", "/v1/replay", "What-if replay over recorded cycles (admin)", In::Body("ReplayRequest"), 200, Out::Object, &[400, 401, 403, 413, 422]),
 ];
@@ -175,11 +178,27 @@ fn parameters(input: In) -> Vec<Value> {
             query_param("account", text()),
             query_param("queue", text()),
             query_param(
+                "since",
+                json!({"type": "string", "description": "submitted at or after: ms since the Unix epoch or RFC 3339"}),
+            ),
+            query_param(
+                "until",
+                json!({"type": "string", "description": "submitted before: ms since the Unix epoch or RFC 3339"}),
+            ),
+            query_param(
+                "after",
+                json!({"type": "integer", "minimum": 0, "description": "only jobs older than this id: the `X-Next-After` of the previous page"}),
+            ),
+            query_param(
                 "limit",
                 json!({"type": "integer", "minimum": 0, "description": "most jobs, newest first (default 1000; a limit over 10000 is clamped to 10000)"}),
             ),
         ],
         In::AccountingQuery => super::accounting::query_parameters(),
+        In::GcQuery => vec![query_param(
+            "max_batches",
+            json!({"type": "integer", "minimum": 1, "description": "most batches of `retention.gc_batch` deletes before answering (default: until done)"}),
+        )],
         In::Nothing | In::Body(_) | In::Upload => Vec::new(),
     }
 }

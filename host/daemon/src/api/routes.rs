@@ -6,7 +6,7 @@
 //! Owns the list. The handlers live with their area (`jobs.rs`, `policy.rs`, ...); the
 //! layers every route shares (body limit, authentication, guard) are `mod.rs`'s.
 
-use super::{accounting, attach, jobs, live, logs, nodes, openapi, policy};
+use super::{accounting, admin, attach, jobs, live, logs, nodes, openapi, policy};
 use crate::scheduler::Scheduler;
 use axum::Json;
 use axum::extract::{DefaultBodyLimit, State};
@@ -105,5 +105,6 @@ pub(super) fn all() -> Vec<Route> {
         get("/v1/policy/shadow/diff", policy::shadow),
         post("/v1/replay", policy::replay),
         get("/v1/openapi.json", openapi::serve),
+        post("/v1/admin/gc", admin::gc),
     ]
 }

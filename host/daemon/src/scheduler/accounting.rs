@@ -55,12 +55,31 @@ impl Decayed {
     }
 }
 
+/// Records counted between two checkpoints of the ledger: a start replays at most about
+/// this many records after the last checkpoint, however long the history.
+const CHECKPOINT_EVERY: u64 = 10_000;
+const CHECKPOINT_META: &str = "ledger_checkpoint";
+
+/// The ledger as saved in the store's meta: its sums and the sequence number of the last
+/// record they count.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct Checkpoint {
+    half_life_s: f64,
+    through_seq: Option<u64>,
+    users: Vec<(String, f64, u64)>,
+    accounts: Vec<(String, f64, u64)>,
+}
+
 /// Decayed GPU-seconds of closed task runs per user and per account.
 #[derive(Debug, Clone)]
 pub struct Ledger {
     half_life_s: f64,
     users: BTreeMap<String, Decayed>,
     accounts: BTreeMap<String, Decayed>,
+    /// Sequence number of the last record counted (none yet: `None`).
+    through_seq: Option<u64>,
+    /// Records counted since the last checkpoint.
+    unsaved: u64,
 }
 
 impl Ledger {
@@ -70,16 +89,63 @@ impl Ledger {
             half_life_s,
             users: BTreeMap::new(),
             accounts: BTreeMap::new(),
+            through_seq: None,
+            unsaved: 0,
         }
     }
 
-    /// The ledger of every record in `store`.
+    /// The ledger of every record in `store`: its last checkpoint (when made with the same
+    /// half-life) and the records written after it.
     pub fn load(store: &Store, half_life_s: f64) -> Result<Self, StoreError> {
         let mut ledger = Self::new(half_life_s);
-        for r in store.accounting(&AccountingFilter::default())? {
-            ledger.add(&r);
+        if let Some(c) = store.meta::<Checkpoint>(CHECKPOINT_META)?
+            && c.half_life_s == half_life_s
+        {
+            let table = |rows: Vec<(String, f64, u64)>| {
+                rows.into_iter()
+                    .map(|(who, value, as_of_ms)| (who, Decayed { value, as_of_ms }))
+                    .collect()
+            };
+            ledger.users = table(c.users);
+            ledger.accounts = table(c.accounts);
+            ledger.through_seq = c.through_seq;
+        }
+        let replay = store.accounting_since(ledger.through_seq)?;
+        let replayed = !replay.is_empty();
+        for (seq, r) in replay {
+            ledger.counted(&r, seq);
+        }
+        if replayed {
+            ledger.save(store);
         }
         Ok(ledger)
+    }
+
+    /// Counts record `r`, written with sequence number `seq`.
+    fn counted(&mut self, r: &AccountingRecord, seq: u64) {
+        self.add(r);
+        self.through_seq = self.through_seq.max(Some(seq));
+        self.unsaved += 1;
+    }
+
+    /// Saves a checkpoint in `store`'s meta (a failure is logged: the next start replays
+    /// more records).
+    fn save(&mut self, store: &Store) {
+        let rows = |m: &BTreeMap<String, Decayed>| {
+            m.iter()
+                .map(|(who, d)| (who.clone(), d.value, d.as_of_ms))
+                .collect()
+        };
+        let c = Checkpoint {
+            half_life_s: self.half_life_s,
+            through_seq: self.through_seq,
+            users: rows(&self.users),
+            accounts: rows(&self.accounts),
+        };
+        match store.set_meta(CHECKPOINT_META, &c) {
+            Ok(()) => self.unsaved = 0,
+            Err(e) => tracing::warn!("cannot checkpoint the usage ledger: {e}"),
+        }
     }
 
     /// Counts a newly written record.
@@ -215,11 +281,19 @@ impl Scheduler {
         }
     }
 
-    /// Stores `r` unless it was stored already; counts it in the ledger when new.
+    /// Stores `r` unless it was stored already; counts it in the ledger when new (under
+    /// the ledger's lock, so the ledger counts records in their write order and a
+    /// checkpoint covers exactly the records up to its sequence number).
     fn write_accounting(&self, r: &AccountingRecord) {
-        match self.inner.store.put_accounting(r) {
-            Ok(true) => self.ledger().add(r),
-            Ok(false) => tracing::debug!(
+        let mut ledger = self.ledger();
+        match self.inner.store.put_accounting_seq(r) {
+            Ok(Some(seq)) => {
+                ledger.counted(r, seq);
+                if ledger.unsaved >= CHECKPOINT_EVERY {
+                    ledger.save(&self.inner.store);
+                }
+            }
+            Ok(None) => tracing::debug!(
                 job = r.job_id,
                 task = r.task_index,
                 run = r.run,

@@ -161,6 +161,11 @@ impl DecisionLog {
         changed
     }
 
+    /// Takes the decisions about `job` out of the log (it leaves memory).
+    pub fn take(&mut self, job: u64) -> Vec<LoggedDecision> {
+        self.by_job.remove(&job).map(Vec::from).unwrap_or_default()
+    }
+
     /// The recent decisions about `job`, oldest first.
     pub fn of_job(&self, job: u64) -> Vec<LoggedDecision> {
         self.by_job

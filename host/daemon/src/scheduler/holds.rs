@@ -66,8 +66,9 @@ pub(crate) fn evaluate(jobs: &JobTable) -> BTreeMap<u64, Hold> {
     holds
 }
 
-/// The jobs a dependency names: the job itself, or every member of the array with that id.
-fn targets<'a>(
+/// The jobs a dependency names that are in memory: the job itself, or the members of
+/// the array with that id.
+fn targets_in_memory<'a>(
     d: &Dependency,
     jobs: &'a JobTable,
     members: &'a BTreeMap<u64, Vec<&'a JobRecord>>,
@@ -86,14 +87,9 @@ fn dependency_hold(
     let mut waiting = None;
     for d in &job.spec.dependencies {
         let kind = d.kind.as_str();
-        let list = targets(d, jobs, members);
-        if list.is_empty() {
-            return Some(Hold::Never(format!(
-                "dependency {kind}:{} can never be satisfied: no such job",
-                d.job
-            )));
-        }
-        if let Some(other) = list.iter().find(|o| !o.state.is_terminal()) {
+        // A target still running is in memory: only when none is does history matter.
+        let near = targets_in_memory(d, jobs, members);
+        if let Some(other) = near.iter().find(|o| !o.state.is_terminal()) {
             waiting.get_or_insert_with(|| {
                 format!(
                     "waiting for dependency {kind}:{} (job {} is {})",
@@ -103,6 +99,20 @@ fn dependency_hold(
                 )
             });
             continue;
+        }
+        let list = match jobs.dependency_targets(d.job) {
+            Ok(list) => list,
+            Err(e) => {
+                // The store could not be read: wait, and decide at a later cycle.
+                waiting.get_or_insert_with(|| format!("cannot read dependency {}: {e}", d.job));
+                continue;
+            }
+        };
+        if list.is_empty() {
+            return Some(Hold::Never(format!(
+                "dependency {kind}:{} can never be satisfied: no such job",
+                d.job
+            )));
         }
         let unmet = list.iter().find(|o| {
             let ok = o.state == JobState::Succeeded;

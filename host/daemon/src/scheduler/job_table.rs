@@ -1,65 +1,239 @@
-//! The job table: the scheduler's jobs in memory and their records in the store. Every
-//! read and change of a job goes through its methods; the map itself is private, so how
-//! jobs are kept (which stay in memory, which are read back from the store, the indexes)
-//! can change behind this one type.
+//! The job table: the scheduler's active jobs in memory, and every job's record in the
+//! store. A job stays in memory while it is pending or running and for
+//! `retention.min_job_age_s` after it ended; then it leaves memory and is read back from
+//! the store's history when asked for. Every read and change of a job goes through these
+//! methods; the map is private.
 //!
-//! Owns: the map of jobs by id, loading it at start, writing a job's record, the queries
-//! the scheduler and the API make over jobs (running, unfinished, a user's pending, a
-//! list newest first). Does not own what a job's fields mean or when they change (the
-//! scheduler's lifecycle, apply, submit), the store's layout (`store`), or flushing (the
-//! caller decides when a batch of writes must be durable).
+//! Owns: the map of jobs in memory, loading the active ones at start, evicting ended ones,
+//! writing a job's record, and the queries the scheduler and the API make over jobs
+//! (running, unfinished, a user's pending, one job from memory or history, a page of a
+//! filtered list newest first). Does not own what a job's fields mean or when they change
+//! (the scheduler's lifecycle, apply, submit), the store's layout and indexes (`store`),
+//! or flushing (the caller decides when a batch of writes must be durable).
 
 use crate::model::{JobRecord, JobState};
-use crate::store::{Store, StoreError};
+use crate::store::{JobIndex, Store, StoreError};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-/// The jobs the scheduler knows, by id, with the store that keeps their records.
+/// Most stored records one list request examines before it answers with what it found and
+/// a cursor to go on from (so a filter that matches little cannot scan years of history
+/// in one request).
+pub(crate) const MAX_EXAMINED: usize = 100_000;
+
+/// Which jobs a list returns; every set field must match.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct JobQuery {
+    /// Only this state.
+    pub state: Option<JobState>,
+    /// Only this user.
+    pub user: Option<String>,
+    /// Only this account.
+    pub account: Option<String>,
+    /// Only this queue.
+    pub queue: Option<String>,
+    /// Only jobs submitted at or after this time (ms since the Unix epoch).
+    pub since_ms: Option<u64>,
+    /// Only jobs submitted before this time.
+    pub until_ms: Option<u64>,
+    /// Only jobs with ids below this one (the cursor of the previous page).
+    pub after: Option<u64>,
+}
+
+impl JobQuery {
+    fn matches(&self, j: &JobRecord) -> bool {
+        self.state.is_none_or(|s| j.state == s)
+            && self.user.as_ref().is_none_or(|u| &j.spec.user == u)
+            && self.account.as_ref().is_none_or(|a| &j.spec.account == a)
+            && self.queue.as_ref().is_none_or(|q| &j.spec.queue == q)
+            && self.since_ms.is_none_or(|t| j.submit_ms >= t)
+            && self.until_ms.is_none_or(|t| j.submit_ms < t)
+    }
+
+    /// The most selective index the query can be served from.
+    fn index(&self) -> Option<(JobIndex, &str)> {
+        fn by(i: JobIndex, v: &Option<String>) -> Option<(JobIndex, &str)> {
+            v.as_deref().map(|v| (i, v))
+        }
+        by(JobIndex::User, &self.user)
+            .or_else(|| by(JobIndex::Account, &self.account))
+            .or_else(|| by(JobIndex::Queue, &self.queue))
+            .or_else(|| self.state.map(|s| (JobIndex::State, s.as_str())))
+    }
+}
+
+/// One page of a job list.
+#[derive(Debug, Default)]
+pub(crate) struct JobPage {
+    /// The jobs, newest first.
+    pub jobs: Vec<JobRecord>,
+    /// Where the next page starts (`after`), when there may be more.
+    pub next_after: Option<u64>,
+}
+
+/// A list's view of memory ([`JobTable::list_snapshot`]), to merge with history.
+pub(crate) struct ListSnapshot {
+    memory: Vec<JobRecord>,
+    in_memory: std::collections::HashSet<u64>,
+    store: Store,
+}
+
+impl ListSnapshot {
+    /// At most `limit` jobs that `q` selects, newest first: those of memory as they were
+    /// when the snapshot was taken, those of history read from the store through the most
+    /// selective index `q` has.
+    pub(crate) fn page(self, q: &JobQuery, limit: usize) -> Result<JobPage, StoreError> {
+        let mut memory = self.memory.into_iter().peekable();
+        let in_memory = self.in_memory;
+        let mut stored = self
+            .store
+            .ids_newest_first(q.index(), q.after)
+            .filter(|id| !in_memory.contains(id))
+            .peekable();
+        let mut page = JobPage::default();
+        let mut examined = 0usize;
+        while page.jobs.len() < limit {
+            let take_memory = match (memory.peek(), stored.peek()) {
+                (None, None) => return Ok(page_end(page)),
+                (Some(m), Some(s)) => m.id > *s,
+                (m, _) => m.is_some(),
+            };
+            if take_memory {
+                if let Some(j) = memory.next() {
+                    page.next_after = Some(j.id);
+                    page.jobs.push(j);
+                }
+                continue;
+            }
+            let Some(id) = stored.next() else { continue };
+            page.next_after = Some(id);
+            examined += 1;
+            let Some(j) = self.store.job(id)? else {
+                continue;
+            };
+            // Ids grow with submission time: below `since` nothing older can match.
+            if q.since_ms.is_some_and(|t| j.submit_ms < t) && memory.peek().is_none() {
+                return Ok(page_end(page));
+            }
+            if q.matches(&j) {
+                page.jobs.push(j);
+            }
+            if examined >= MAX_EXAMINED {
+                return Ok(page);
+            }
+        }
+        if memory.peek().is_none() && stored.peek().is_none() {
+            page.next_after = None;
+        }
+        Ok(page)
+    }
+}
+
+/// A page after which nothing more matches.
+fn page_end(mut page: JobPage) -> JobPage {
+    page.next_after = None;
+    page
+}
+
+/// The jobs the scheduler keeps in memory, by id, and the store that keeps every record.
 pub(crate) struct JobTable {
     jobs: BTreeMap<u64, JobRecord>,
+    store: Store,
 }
 
 impl JobTable {
-    /// Every job recorded in `store`.
-    pub(crate) fn load(store: &Store) -> Result<Self, StoreError> {
-        let jobs = store.jobs()?.into_iter().map(|j| (j.id, j)).collect();
-        Ok(Self { jobs })
+    /// The active jobs in `store`, and those that ended within `min_age_ms` of `now_ms`.
+    pub(crate) fn load(store: &Store, now_ms: u64, min_age_ms: u64) -> Result<Self, StoreError> {
+        let mut jobs: BTreeMap<u64, JobRecord> = store
+            .active_jobs()?
+            .into_iter()
+            .map(|j| (j.id, j))
+            .collect();
+        for j in store.ended_since(now_ms.saturating_sub(min_age_ms))? {
+            jobs.insert(j.id, j);
+        }
+        Ok(Self {
+            jobs,
+            store: store.clone(),
+        })
     }
 
-    /// A table of `records`, not read from a store (tests).
+    /// A table of `records` in memory over a temporary store (tests).
     #[cfg(test)]
     pub(crate) fn in_memory(records: impl IntoIterator<Item = JobRecord>) -> Self {
         Self {
             jobs: records.into_iter().map(|j| (j.id, j)).collect(),
+            store: Store::temporary().unwrap_or_else(|e| panic!("temporary store: {e}")),
         }
     }
 
-    /// Job `id`.
+    /// Job `id`, if it is in memory (active or recently ended).
     pub(crate) fn get(&self, id: u64) -> Option<&JobRecord> {
         self.jobs.get(&id)
     }
 
-    /// Job `id`, to change (the caller persists it with [`JobTable::persist`]).
+    /// Job `id` in memory, to change (the caller persists it with [`write_record`]).
     pub(crate) fn get_mut(&mut self, id: u64) -> Option<&mut JobRecord> {
         self.jobs.get_mut(&id)
     }
 
-    /// Whether `id` names a job, or an array (the id of its first member's array).
-    pub(crate) fn names_job_or_array(&self, id: u64) -> bool {
-        self.jobs.contains_key(&id)
+    /// Job `id` from memory, else from history.
+    pub(crate) fn find(&self, id: u64) -> Result<Option<Cow<'_, JobRecord>>, StoreError> {
+        if let Some(j) = self.jobs.get(&id) {
+            return Ok(Some(Cow::Borrowed(j)));
+        }
+        Ok(self.store.job(id)?.map(Cow::Owned))
+    }
+
+    /// Whether `id` names a job, or an array (the id of its first member's array), in
+    /// memory or in history.
+    pub(crate) fn names_job_or_array(&self, id: u64) -> Result<bool, StoreError> {
+        Ok(self.jobs.contains_key(&id)
             || self
                 .jobs
                 .values()
                 .any(|j| j.array.is_some_and(|a| a.array_id == id))
+            || self.store.has_job(id)?
+            || !self.store.array_member_ids(id).is_empty())
     }
 
-    /// Every job, oldest id first.
+    /// What a dependency on `id` waits for: every member of the array `id`, or job `id`,
+    /// from memory or history.
+    pub(crate) fn dependency_targets(
+        &self,
+        id: u64,
+    ) -> Result<Vec<Cow<'_, JobRecord>>, StoreError> {
+        let mut ids: std::collections::BTreeSet<u64> =
+            self.store.array_member_ids(id).into_iter().collect();
+        ids.extend(
+            self.jobs
+                .values()
+                .filter(|j| j.array.is_some_and(|a| a.array_id == id))
+                .map(|j| j.id),
+        );
+        if ids.is_empty() {
+            ids.insert(id);
+        }
+        let mut out = Vec::with_capacity(ids.len());
+        for i in ids {
+            out.extend(self.find(i)?);
+        }
+        Ok(out)
+    }
+
+    /// Every job in memory, oldest id first.
     pub(crate) fn iter(&self) -> impl DoubleEndedIterator<Item = &JobRecord> + Clone {
         self.jobs.values()
     }
 
-    /// Every job, to change, oldest id first.
+    /// Every job in memory, to change, oldest id first.
     pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = &mut JobRecord> {
         self.jobs.values_mut()
+    }
+
+    /// How many jobs are in memory.
+    pub(crate) fn len(&self) -> usize {
+        self.jobs.len()
     }
 
     /// The running jobs.
@@ -87,15 +261,31 @@ impl JobTable {
             .count() as u64
     }
 
-    /// At most `limit` jobs that `keep` accepts, newest first.
-    pub(crate) fn newest(&self, keep: impl Fn(&JobRecord) -> bool, limit: usize) -> Vec<JobRecord> {
-        self.jobs
-            .values()
-            .rev()
-            .filter(|j| keep(j))
-            .take(limit)
-            .cloned()
-            .collect()
+    /// What a list needs from memory, taken under the scheduler's lock: the jobs in
+    /// memory that `q` selects (at most `limit`) and the ids of every job in memory. The
+    /// page is then read with [`ListSnapshot::page`] after the lock is released, so a list
+    /// that reads history never holds up a cycle.
+    pub(crate) fn list_snapshot(&self, q: &JobQuery, limit: usize) -> ListSnapshot {
+        let before = q.after.unwrap_or(u64::MAX);
+        ListSnapshot {
+            memory: self
+                .jobs
+                .range(..before)
+                .rev()
+                .map(|(_, j)| j)
+                .filter(|j| q.matches(j))
+                // One more than a page, so the page knows whether more follow.
+                .take(limit.saturating_add(1))
+                .cloned()
+                .collect(),
+            in_memory: self.jobs.keys().copied().collect(),
+            store: self.store.clone(),
+        }
+    }
+
+    /// The store that holds the history (to read it without the scheduler's lock).
+    pub(crate) fn store(&self) -> &Store {
+        &self.store
     }
 
     /// Adds jobs whose records are already durable (a submission writes and flushes them
@@ -104,6 +294,35 @@ impl JobTable {
         for r in records {
             self.jobs.insert(r.id, r.clone());
         }
+    }
+
+    /// Takes out of memory the jobs that ended at least `min_age_ms` before `now_ms`,
+    /// writing each record once more so history has its last state; returns their ids.
+    pub(crate) fn evict_ended(&mut self, now_ms: u64, min_age_ms: u64) -> Vec<u64> {
+        let due: Vec<u64> = self
+            .jobs
+            .values()
+            .filter(|j| {
+                j.state.is_terminal() && j.end_ms.unwrap_or(0).saturating_add(min_age_ms) <= now_ms
+            })
+            .map(|j| j.id)
+            .collect();
+        let mut gone = Vec::with_capacity(due.len());
+        for id in due {
+            let Some(j) = self.jobs.get(&id) else {
+                continue;
+            };
+            if let Err(e) = self.store.put_job(j) {
+                tracing::error!(
+                    job = id,
+                    "cannot write an ended job to history; kept in memory: {e}"
+                );
+                continue;
+            }
+            self.jobs.remove(&id);
+            gone.push(id);
+        }
+        gone
     }
 }
 
@@ -134,47 +353,5 @@ impl JobTable {
 }
 
 #[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
-    use crate::model::JobSpec;
-
-    fn job(id: u64, user: &str, state: JobState) -> JobRecord {
-        let mut spec: JobSpec = serde_json::from_str(r#"{"argv": ["true"]}"#).unwrap();
-        spec.user = user.into();
-        let mut j = JobRecord::new(id, spec, id);
-        j.state = state;
-        j
-    }
-
-    #[test]
-    fn queries_see_the_jobs_they_name_and_lists_are_newest_first() {
-        let t = JobTable::in_memory([
-            job(1, "ann", JobState::Pending),
-            job(2, "bob", JobState::Running),
-            job(3, "ann", JobState::Succeeded),
-            job(4, "ann", JobState::Pending),
-        ]);
-        assert_eq!(t.pending_of("ann"), 2);
-        assert_eq!(t.running().map(|j| j.id).collect::<Vec<_>>(), vec![2]);
-        assert_eq!(t.unfinished().count(), 3);
-        let ann = t.newest(|j| j.spec.user == "ann", 2);
-        assert_eq!(ann.iter().map(|j| j.id).collect::<Vec<_>>(), vec![4, 3]);
-        assert!(t.names_job_or_array(3) && !t.names_job_or_array(9));
-    }
-
-    #[test]
-    fn a_persisted_job_is_read_back_by_the_next_load() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        let mut t = JobTable::load(&store).unwrap();
-        let j = job(7, "ann", JobState::Pending);
-        store.put_job(&j).unwrap();
-        t.insert_stored(std::slice::from_ref(&j));
-        t.get_mut(7).unwrap().state = JobState::Running;
-        write_record(&store, t.get(7).unwrap());
-        store.flush().unwrap();
-        let again = JobTable::load(&store).unwrap();
-        assert_eq!(again.get(7).unwrap().state, JobState::Running);
-    }
-}
+#[path = "job_table_tests.rs"]
+mod tests;

@@ -9,7 +9,7 @@ use crate::model::{ArrayMember, FieldError, JobRecord, JobSpec, JobState, StopCa
 use crate::store::StoreError;
 use gantry_contract::ReasonCode;
 use gantry_engine::{Interner, SubmitDecision, fits_empty_cluster};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -71,11 +71,13 @@ pub enum CancelError {
     /// It already ended.
     #[error("job {0} already ended ({1})")]
     Ended(u64, &'static str),
+    /// History could not be read.
+    #[error(transparent)]
+    Store(#[from] StoreError),
 }
 
 /// Filters for listing jobs.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Default)]
 pub struct JobFilter {
     /// Only this state.
     pub state: Option<JobState>,
@@ -85,8 +87,37 @@ pub struct JobFilter {
     pub account: Option<String>,
     /// Only this queue.
     pub queue: Option<String>,
+    /// Only jobs submitted at or after this time, ms since the Unix epoch.
+    pub since_ms: Option<u64>,
+    /// Only jobs submitted before this time, ms since the Unix epoch.
+    pub until_ms: Option<u64>,
+    /// Only jobs older than this id (the `X-Next-After` of the previous page).
+    pub after: Option<u64>,
     /// At most this many (newest first), default 1000.
     pub limit: Option<usize>,
+}
+
+impl JobFilter {
+    fn query(&self) -> super::job_table::JobQuery {
+        super::job_table::JobQuery {
+            state: self.state,
+            user: self.user.clone(),
+            account: self.account.clone(),
+            queue: self.queue.clone(),
+            since_ms: self.since_ms,
+            until_ms: self.until_ms,
+            after: self.after,
+        }
+    }
+}
+
+/// One page of a job list, newest first.
+#[derive(Debug, Default)]
+pub struct JobsPage {
+    /// The jobs.
+    pub jobs: Vec<JobRecord>,
+    /// The `after` of the next page, when there may be more.
+    pub next_after: Option<u64>,
 }
 
 pub use super::node_view::{GpuView, NodeView};
@@ -165,7 +196,7 @@ impl Scheduler {
         }
         // After admission, so a policy's own time rules are the ones users see first.
         self.limit_interactive(&mut spec)?;
-        let records = self.new_records(spec, probe.submit_ms)?;
+        let records = self.new_records(spec)?;
         for record in &records {
             self.inner.store.put_job(record)?;
             self.inner.store.event(
@@ -198,8 +229,12 @@ impl Scheduler {
     }
 
     /// The records of a submission: one job, or one per array index with consecutive ids
-    /// (the first member's id is the array's).
-    fn new_records(&self, spec: JobSpec, submit_ms: u64) -> Result<Vec<JobRecord>, SubmitError> {
+    /// (the first member's id is the array's), stamped with a submit time that never goes
+    /// below an earlier id's.
+    fn new_records(&self, spec: JobSpec) -> Result<Vec<JobRecord>, SubmitError> {
+        let mut clock = lock(&self.inner.submit_clock);
+        let submit_ms = now_ms().max(*clock);
+        *clock = submit_ms;
         let Some(array) = spec.array.clone() else {
             let id = self.inner.store.next_id("job")?;
             return Ok(vec![JobRecord::new(id, spec, submit_ms)]);
@@ -224,7 +259,7 @@ impl Scheduler {
     fn check_dependencies(&self, spec: &JobSpec) -> Result<(), SubmitError> {
         let st = lock(&self.inner.state);
         for (i, d) in spec.dependencies.iter().enumerate() {
-            if !st.jobs.names_job_or_array(d.job) {
+            if !st.jobs.names_job_or_array(d.job)? {
                 return Err(SubmitError::Field(field_error(
                     format!("dependencies[{i}].job"),
                     format!("job {} does not exist", d.job),
@@ -262,7 +297,14 @@ impl Scheduler {
     /// Cancels a pending job at once, or stops a running one (SIGTERM, grace, SIGKILL).
     pub fn cancel(&self, id: u64) -> Result<JobRecord, CancelError> {
         let mut st = lock(&self.inner.state);
-        let job = st.jobs.get_mut(id).ok_or(CancelError::NotFound(id))?;
+        let Some(job) = st.jobs.get_mut(id) else {
+            // Only jobs that ended long enough ago are out of memory.
+            return Err(match st.jobs.find(id) {
+                Ok(Some(j)) => CancelError::Ended(id, j.state.as_str()),
+                Ok(None) => CancelError::NotFound(id),
+                Err(e) => CancelError::Store(e),
+            });
+        };
         match job.state {
             JobState::Pending => {
                 job.state = JobState::Cancelled;
@@ -305,21 +347,33 @@ impl Scheduler {
         Ok(snapshot)
     }
 
-    /// One job.
+    /// One job, from memory or history (`None` also when history cannot be read, which
+    /// is logged).
     pub fn job(&self, id: u64) -> Option<JobRecord> {
-        lock(&self.inner.state).jobs.get(id).cloned()
+        let store = {
+            let st = lock(&self.inner.state);
+            if let Some(j) = st.jobs.get(id) {
+                return Some(j.clone());
+            }
+            st.jobs.store().clone()
+        };
+        // Not in memory: from history, without the lock.
+        store.job(id).unwrap_or_else(|e| {
+            tracing::error!(job = id, "cannot read job history: {e}");
+            None
+        })
     }
 
-    /// Jobs matching `f`, newest first.
-    pub fn jobs(&self, f: &JobFilter) -> Vec<JobRecord> {
-        let keep = |j: &JobRecord| {
-            f.state.is_none_or(|s| j.state == s)
-                && f.user.as_ref().is_none_or(|u| &j.spec.user == u)
-                && f.account.as_ref().is_none_or(|a| &j.spec.account == a)
-                && f.queue.as_ref().is_none_or(|q| &j.spec.queue == q)
-        };
+    /// One page of the jobs matching `f`, newest first, from memory and history.
+    pub fn jobs(&self, f: &JobFilter) -> Result<JobsPage, StoreError> {
         let limit = f.limit.unwrap_or(1000).min(100_000);
-        lock(&self.inner.state).jobs.newest(keep, limit)
+        let q = f.query();
+        let snapshot = lock(&self.inner.state).jobs.list_snapshot(&q, limit);
+        let page = snapshot.page(&q, limit)?;
+        Ok(JobsPage {
+            jobs: page.jobs,
+            next_after: page.next_after,
+        })
     }
 
     /// Task `task` of `job` when it runs (or ran) on an agent's node: that agent and the run,
@@ -337,15 +391,23 @@ impl Scheduler {
         Some((agent, Self::task_key(job, task)))
     }
 
-    /// Recent decisions about a job, oldest first.
-    pub fn decisions(&self, id: u64) -> Vec<super::decisions::LoggedDecision> {
-        lock(&self.inner.decisions).of_job(id)
+    /// Recent decisions about a job, oldest first: from the log while the job is in
+    /// memory, from the store once it has left.
+    pub fn decisions(&self, id: u64) -> serde_json::Value {
+        let logged = lock(&self.inner.decisions).of_job(id);
+        if logged.is_empty()
+            && let Ok(Some(kept)) = self.inner.store.job_decisions(id)
+        {
+            return kept;
+        }
+        serde_json::to_value(logged).unwrap_or_default()
     }
 
     /// `/metrics` in the OpenMetrics text format (`metrics::CONTENT_TYPE`).
     pub fn metrics_text(&self) -> String {
         let st = lock(&self.inner.state);
         let mut jobs: BTreeMap<(JobState, String), i64> = BTreeMap::new();
+        self.inner.metrics.jobs_in_memory.set(st.jobs.len() as i64);
         for j in st.jobs.unfinished() {
             *jobs.entry((j.state, j.spec.queue.clone())).or_default() += 1;
         }

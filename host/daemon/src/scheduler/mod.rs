@@ -2,8 +2,9 @@
 //! durable records, runs a cycle on every event and on a timer (snapshot → engine →
 //! apply), launches and stops tasks through the executor, and reacts to task ends.
 //!
-//! Owns: in-memory job state (mirrored to the store), the live and fallback
-//! pipelines, recent plugin faults. Does not own HTTP (`api`), the policy logic
+//! Owns: in-memory job state (the active jobs and those ended within
+//! `retention.min_job_age_s`, mirrored to the store, which keeps history), the live and
+//! fallback pipelines, recent plugin faults. Does not own HTTP (`api`), the policy logic
 //! (`gantry-engine` + plugins) or processes (`executor`).
 
 pub mod accounting;
@@ -26,6 +27,7 @@ mod reconcile;
 mod remote;
 mod remote_launch;
 mod remote_runs;
+mod retention;
 pub mod service;
 pub mod shadow;
 pub mod signal_ops;
@@ -51,6 +53,7 @@ pub use jobs::{JobFilter, NodeView};
 pub use policy_ops as policy_api;
 pub use policy_ops::PolicyView;
 pub use remote::HeartbeatError;
+pub use retention::GcReport;
 
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> u64 {
@@ -111,6 +114,9 @@ pub(crate) struct Inner {
     pub(in crate::scheduler) recorder: Mutex<shadow::Recorder>,
     /// Decayed GPU usage of closed task runs (`accounting.rs`); locked after `state`.
     pub(in crate::scheduler) ledger: Mutex<accounting::Ledger>,
+    /// The submit time of the newest job: ids are given under it with a time never
+    /// below it, so job ids grow with submit time (a list's time range stops early).
+    pub(in crate::scheduler) submit_clock: Mutex<u64>,
 }
 
 /// A handle to the scheduler; cheap to clone.
@@ -135,7 +141,7 @@ impl Scheduler {
     ) -> anyhow::Result<(Self, mpsc::UnboundedReceiver<TaskEvent>)> {
         crate::private_files::restrict_umask();
         crate::private_files::dir_with_mode(&config.data_dir, crate::private_files::TRAVERSE_ONLY)?;
-        let store = Store::open(&config.data_dir)?;
+        let store = Store::open_with_cache(&config.data_dir, config.retention.store_cache_mib)?;
         let node = crate::inventory::discover(&config.node);
         let cluster_token = config.cluster.effective_token();
         let local = match config.cluster.local_node {
@@ -169,7 +175,8 @@ impl Scheduler {
         let metrics = Arc::new(crate::metrics::Metrics::default());
         let policy = policy_ops::load_policy(&config, &store, metrics.clone())?;
         let recorder = shadow::Recorder::new(config.record_snapshots);
-        let jobs = job_table::JobTable::load(&store)?;
+        let min_age_ms = config.retention.min_job_age_s * 1000;
+        let jobs = job_table::JobTable::load(&store, now_ms(), min_age_ms)?;
         let ledger = accounting::Ledger::load(&store, config.usage_half_life_s as f64)?;
         let inner = Inner {
             config,
@@ -192,6 +199,7 @@ impl Scheduler {
             faults: Mutex::default(),
             recorder: Mutex::new(recorder),
             ledger: Mutex::new(ledger),
+            submit_clock: Mutex::new(0),
         };
         Ok((
             Self {
@@ -212,6 +220,7 @@ impl Scheduler {
         self.adopt_survivors();
         self.start_gpu_health_watch();
         self.start_node_watch();
+        self.start_collector();
         let interval = Duration::from_millis(self.inner.config.cycle_interval_ms);
         loop {
             tokio::select! {
@@ -289,6 +298,7 @@ impl Scheduler {
             m.plugin_faults.get_or_create(&labels).inc();
         }
         self.apply(outcome);
+        self.evict_ended_jobs();
         m.cycle_duration.observe(t0.elapsed().as_secs_f64());
     }
 

@@ -36,8 +36,10 @@ impl AccountingFilter {
     }
 }
 
+const SEQ_INDEX_META: &str = "accounting_seq_version";
+
 /// Index key: job, task, run, start (big-endian, so one job's records are one prefix).
-fn run_key(r: &AccountingRecord) -> [u8; 24] {
+pub(super) fn run_key(r: &AccountingRecord) -> [u8; 24] {
     let mut k = [0u8; 24];
     k[..8].copy_from_slice(&r.job_id.to_be_bytes());
     k[8..12].copy_from_slice(&r.task_index.to_be_bytes());
@@ -58,22 +60,73 @@ impl Store {
     /// Writes `record` unless a record of the same job, task, run and start exists; returns
     /// whether it was written. Durable at the next [`Store::flush`].
     pub fn put_accounting(&self, record: &AccountingRecord) -> Result<bool, StoreError> {
+        Ok(self.put_accounting_seq(record)?.is_some())
+    }
+
+    /// As [`Store::put_accounting`], returning the record's sequence number when written
+    /// (sequence numbers grow in write order: `accounting_since` reads from one).
+    pub fn put_accounting_seq(&self, record: &AccountingRecord) -> Result<Option<u64>, StoreError> {
         let rk = run_key(record);
-        let tk = time_key(record.end_ms, self.db.generate_id()?);
+        let seq = self.db.generate_id()?;
+        let tk = time_key(record.end_ms, seq);
         let value = encode(record);
-        let result = (&self.accounting, &self.accounting_runs).transaction(|(recs, runs)| {
+        let trees = (
+            &self.accounting,
+            &self.accounting_runs,
+            &self.accounting_seq,
+        );
+        let result = trees.transaction(|(recs, runs, seqs)| {
             if runs.get(rk)?.is_some() {
-                return Ok(false);
+                return Ok(None);
             }
             runs.insert(&rk[..], &tk[..])?;
             recs.insert(&tk[..], value.as_slice())?;
-            Ok::<_, ConflictableTransactionError<()>>(true)
+            seqs.insert(&seq.to_be_bytes(), &tk[..])?;
+            Ok::<_, ConflictableTransactionError<()>>(Some(seq))
         });
         match result {
             Ok(written) => Ok(written),
             Err(TransactionError::Storage(e)) => Err(e.into()),
-            Err(TransactionError::Abort(())) => Ok(false),
+            Err(TransactionError::Abort(())) => Ok(None),
         }
+    }
+
+    /// Every record written after sequence number `after_seq` (every record: `None`),
+    /// with its sequence number, in write order.
+    pub fn accounting_since(
+        &self,
+        after_seq: Option<u64>,
+    ) -> Result<Vec<(u64, AccountingRecord)>, StoreError> {
+        use std::ops::Bound;
+        let mut out = Vec::new();
+        let from = match after_seq {
+            Some(s) => Bound::Excluded(s.to_be_bytes()),
+            None => Bound::Unbounded,
+        };
+        for kv in self.accounting_seq.range((from, Bound::Unbounded)) {
+            let (k, tk) = kv?;
+            let seq = k.as_ref().try_into().map(u64::from_be_bytes).unwrap_or(0);
+            if let Some(v) = self.accounting.get(tk)? {
+                out.push((seq, decode("accounting", &v)?));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Builds the write-order index of a database written before it existed: a record's
+    /// key holds its sequence number.
+    pub(super) fn ensure_accounting_seq(&self) -> Result<(), StoreError> {
+        if self.meta::<u64>(SEQ_INDEX_META)? == Some(1) {
+            return Ok(());
+        }
+        for k in self.accounting.iter().keys() {
+            let k = k?;
+            if let Some(seq) = k.get(8..16) {
+                self.accounting_seq.insert(seq, k.to_vec())?;
+            }
+        }
+        self.set_meta(SEQ_INDEX_META, &1u64)?;
+        self.flush()
     }
 
     /// The records that pass `filter`, oldest end first. A job filter reads only that job's

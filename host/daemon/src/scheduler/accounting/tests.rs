@@ -165,6 +165,36 @@ fn the_ledger_loaded_from_the_store_matches_the_one_built_as_records_were_writte
 }
 
 #[test]
+fn a_start_reads_the_checkpoint_and_only_the_records_written_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let rs = records(&[(40_000, "alice", "ml", 500), (20_000, "bob", "cv", 1000)]);
+    assert!(store.put_accounting(&rs[0]).unwrap());
+    // The first load counts every record and saves a checkpoint through it.
+    let first = Ledger::load(&store, HOUR_S).unwrap();
+    assert!(store.put_accounting(&rs[1]).unwrap());
+    assert_eq!(store.accounting_since(first.through_seq).unwrap().len(), 1);
+    let second = Ledger::load(&store, HOUR_S).unwrap();
+    let now = 100_000;
+    for who in ["alice", "bob"] {
+        let want = direct(&rs, |r| r.user == who, now);
+        assert!((second.closed(now).0[who] - want).abs() < 1e-9, "{who}");
+    }
+    // Records deleted by retention after a checkpoint do not change the loaded sums.
+    assert_eq!(store.delete_accounting_before(u64::MAX, 10).unwrap(), 2);
+    let third = Ledger::load(&store, HOUR_S).unwrap();
+    assert_eq!(third.closed(now), second.closed(now));
+    // Another half-life makes the checkpoint useless: everything left is read again.
+    assert!(
+        Ledger::load(&store, 2.0 * HOUR_S)
+            .unwrap()
+            .closed(now)
+            .0
+            .is_empty()
+    );
+}
+
+#[test]
 fn running_tasks_count_in_full_from_their_start_and_ended_ones_not_at_all() {
     let mut j = job(
         1,
