@@ -128,6 +128,7 @@ fn authorization_matrix_covers_every_route_and_role() {
         ("GET",    "/v1/policy/shadow/diff",     Empty, READ),
         ("POST",   "/v1/replay",                 replay, admin(200)),
         ("DELETE", "/v1/policy/shadow",          Empty, admin(200)),
+        ("POST",   "/v1/admin/gc",               Empty, admin(200)),
         ("POST",   "/v1/nodes/{node}/drain",     drain(), OPERATOR),
         ("POST",   "/v1/nodes/{node}/resume",    Empty, OPERATOR),
         ("POST",   "/v1/nodes/no-such-node/drain", drain(), OPERATOR_MISSING),

@@ -1,6 +1,7 @@
 //! `gantry jobs` (a page of the job list, or every page with `--all`, from memory and
-//! history alike) and `gantry admin gc` (runs the retention collector in small steps,
-//! printing each step's progress until nothing is left).
+//! history alike), `gantry admin gc` (runs the retention collector in small steps,
+//! printing each step's progress until nothing is left) and `gantry admin compact` (the
+//! store rewritten offline, so its files shrink).
 //!
 //! Owns: these commands' flags and output. Does not own the routes' answers
 //! (`gantry-api`) or what is collected (the daemon's `scheduler::retention`).
@@ -120,6 +121,29 @@ pub fn gc(client: &Client) -> Result<()> {
             return Ok(());
         }
     }
+}
+
+/// `gantry admin compact`: rewrites the store offline and says how much it shrank.
+pub fn compact(data_dir: &std::path::Path) -> Result<()> {
+    let r = gantry::store::compact(data_dir).map_err(|e| match e.to_string() {
+        m if m.contains("lock") => {
+            anyhow::anyhow!(
+                "{m}: is the daemon running on {}? stop it first",
+                data_dir.display()
+            )
+        }
+        m => anyhow::anyhow!(m),
+    })?;
+    let mib = |b: u64| b as f64 / (1 << 20) as f64;
+    println!(
+        "compacted {}: {:.1} MiB -> {:.1} MiB ({} keys, {:.1} s)",
+        data_dir.display(),
+        mib(r.bytes_before),
+        mib(r.bytes_after),
+        r.keys,
+        r.ms as f64 / 1000.0
+    );
+    Ok(())
 }
 
 #[cfg(test)]

@@ -8,10 +8,12 @@
 //! history is deleted (`scheduler::retention`).
 
 mod accounting;
+mod compact;
 mod history;
 mod jobs;
 
 pub use accounting::{AccountingFilter, AccountingRecord};
+pub use compact::{CompactReport, compact};
 pub use jobs::JobIndex;
 
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
@@ -102,6 +104,7 @@ impl Store {
 
     /// Opens (or creates) the database under `dir`, with a page cache of `cache_mib`.
     pub fn open_with_cache(dir: &Path, cache_mib: u64) -> Result<Self, StoreError> {
+        compact::recover_interrupted(dir)?;
         // The database holds every job's env and argv: the daemon's only.
         crate::private_files::dir_with_mode(&dir.join("db"), crate::private_files::DAEMON_ONLY)?;
         let db = sled::Config::new()

@@ -50,11 +50,17 @@ fn env_usize(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-const CONFIG: &str = "[execution]\ncgroups = \"off\"\n[retention]\nmin_job_age_s = 0\n";
+/// The benchmark's config: cgroups off, ended jobs leave memory at once, history kept
+/// `history_days`.
+fn config(history_days: u64) -> String {
+    format!(
+        "[execution]\ncgroups = \"off\"\n[retention]\nmin_job_age_s = 0\njob_history_days = {history_days}\n"
+    )
+}
 
-fn start(dir: &Path) -> Result<(Daemon, String, Duration)> {
+fn start(dir: &Path, history_days: u64) -> Result<(Daemon, String, Duration)> {
     let cfg = dir.join("gantry.toml");
-    std::fs::write(&cfg, CONFIG)?;
+    std::fs::write(&cfg, config(history_days))?;
     let t0 = Instant::now();
     let mut child = Command::new(env!("CARGO_BIN_EXE_gantry"))
         .args([
@@ -289,7 +295,7 @@ fn main() -> Result<()> {
     if seeded > 0 {
         seed(&data, seeded)?;
     }
-    let (daemon, base, first_start) = start(dir.path())?;
+    let (daemon, base, first_start) = start(dir.path(), 365)?;
     let pid = daemon.0.id();
     println!(
         "history: {seeded} seeded ended jobs, first start {:.0} ms, RSS {:.1} MiB; submitting {jobs} /bin/true jobs from {clients} clients (min_job_age_s = 0)",
@@ -348,19 +354,45 @@ fn main() -> Result<()> {
         bytes / total
     );
     let before = rss_mib(pid);
-    unsafe_free_sigterm(pid);
+    terminate(pid);
     drop(daemon);
-    let (daemon, _base, restart) = start(dir.path())?;
+    let (daemon, _base, restart) = start(dir.path(), 365)?;
     println!(
         "restart with {total:.0} jobs in history: {:.0} ms to the first /v1/health answer; RSS {before:.1} MiB before, {:.1} MiB after",
         restart.as_secs_f64() * 1000.0,
         rss_mib(daemon.0.id())
     );
+    if seeded > 0 {
+        // Keep 150 days: the collector deletes the half of the seeded jobs older than that.
+        terminate(daemon.0.id());
+        drop(daemon);
+        let (daemon, base, _) = start(dir.path(), 150)?;
+        let t = Instant::now();
+        let report: Value = agent()
+            .post(format!("{base}/v1/admin/gc"))
+            .send_json(json!({}))?
+            .body_mut()
+            .read_json()?;
+        println!(
+            "gc keeping 150 days: {:.1} s; {report}; files {:.1} MiB",
+            t.elapsed().as_secs_f64(),
+            dir_bytes(&data.join("db")) as f64 / (1 << 20) as f64
+        );
+        terminate(daemon.0.id());
+        drop(daemon);
+        let (daemon, _, restart) = start(dir.path(), 150)?;
+        println!(
+            "restart after gc: {:.0} ms; files {:.1} MiB; RSS {:.1} MiB",
+            restart.as_secs_f64() * 1000.0,
+            dir_bytes(&data.join("db")) as f64 / (1 << 20) as f64,
+            rss_mib(daemon.0.id())
+        );
+    }
     Ok(())
 }
 
 /// Asks the daemon to stop (SIGTERM) and waits for it, at most 30 s, via `kill(1)`.
-fn unsafe_free_sigterm(pid: u32) {
+fn terminate(pid: u32) {
     let _ = Command::new("kill")
         .args(["-TERM", &pid.to_string()])
         .status();

@@ -143,6 +143,13 @@ enum AdminAction {
     /// Delete the job records, logs, events and accounting records older than the
     /// `[retention]` settings now (admin), printing progress.
     Gc,
+    /// Rewrite the store into fresh files so they shrink after a large collection (the
+    /// daemon must be stopped; run on its machine, as root).
+    Compact {
+        /// The daemon's data directory.
+        #[arg(long, default_value = "gantry-data")]
+        data_dir: PathBuf,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -218,6 +225,9 @@ fn is_client(command: &Command) -> bool {
             | Command::Simulate { .. }
             | Command::Token { .. }
             | Command::TaskShim
+            | Command::Admin {
+                action: AdminAction::Compact { .. }
+            }
             | Command::Plugin {
                 action: PluginAction::Test { .. }
             }
@@ -271,9 +281,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             std::process::exit(code);
         }
         Command::Jobs(a) => gantry_cli::history_cli::jobs(&client, &a),
-        Command::Admin {
-            action: AdminAction::Gc,
-        } => gantry_cli::history_cli::gc(&client),
+        Command::Admin { action } => match action {
+            AdminAction::Gc => gantry_cli::history_cli::gc(&client),
+            AdminAction::Compact { data_dir } => gantry_cli::history_cli::compact(&data_dir),
+        },
         Command::Job { id } => {
             let job = client.job(id)?;
             cli::print_json(&serde_json::to_value(&job)?);
