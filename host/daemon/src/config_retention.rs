@@ -13,8 +13,8 @@
 //!   made of, so they outlive the jobs.
 //! - `gc_interval_s` (default 3600): how often the background collector runs; it deletes
 //!   in batches of `gc_batch` (default 500), releasing every lock between batches.
-//! - `store_cache_mib` (default 64): the store's page cache; the store's memory does not
-//!   grow with its size past this.
+//! - `store_cache_mib` (default 16): sled's page cache; the store's memory does not grow
+//!   with its size past this (the kernel's page cache still holds the files).
 //!
 //! Owns: these settings, their defaults and range checks. Does not own the deleting
 //! (`scheduler::retention`) or the store (`store`).
@@ -37,7 +37,7 @@ pub struct RetentionConfig {
     pub gc_interval_s: u64,
     /// Records deleted per batch (default 500; 1..=100000).
     pub gc_batch: usize,
-    /// MiB of the store's page cache (default 64; 4..=65536).
+    /// MiB of the store's page cache (default 16; 4..=65536).
     pub store_cache_mib: u64,
 }
 

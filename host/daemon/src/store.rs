@@ -76,7 +76,7 @@ pub struct Store {
 
 /// The page cache of a store opened with [`Store::open`]: sled's default (1 GiB) would
 /// let a store with years of history grow the daemon's memory by that much.
-pub const DEFAULT_CACHE_MIB: u64 = 64;
+pub const DEFAULT_CACHE_MIB: u64 = 16;
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -110,12 +110,9 @@ impl Ledger {
             ledger.accounts = table(c.accounts);
             ledger.through_seq = c.through_seq;
         }
-        let replay = store.accounting_since(ledger.through_seq)?;
-        let replayed = !replay.is_empty();
-        for (seq, r) in replay {
-            ledger.counted(&r, seq);
-        }
-        if replayed {
+        let after = ledger.through_seq;
+        let replayed = store.each_accounting_since(after, |seq, r| ledger.counted(&r, seq))?;
+        if replayed > 0 {
             ledger.save(store);
         }
         Ok(ledger)

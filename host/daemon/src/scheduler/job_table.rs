@@ -297,7 +297,7 @@ impl JobTable {
     }
 
     /// Takes out of memory the jobs that ended at least `min_age_ms` before `now_ms`,
-    /// writing each record once more so history has its last state; returns their ids.
+    /// first writing any whose stored record is not its last state; returns their ids.
     pub(crate) fn evict_ended(&mut self, now_ms: u64, min_age_ms: u64) -> Vec<u64> {
         let due: Vec<u64> = self
             .jobs
@@ -312,7 +312,11 @@ impl JobTable {
             let Some(j) = self.jobs.get(&id) else {
                 continue;
             };
-            if let Err(e) = self.store.put_job(j) {
+            // Usually the store has it already (every change is written): read, compare,
+            // and write only what differs, so eviction adds no garbage to sled's log.
+            let stored = self.store.job(id).ok().flatten();
+            let write = stored.as_ref() != Some(j);
+            if let Err(e) = write.then(|| self.store.put_job(j)).transpose() {
                 tracing::error!(
                     job = id,
                     "cannot write an ended job to history; kept in memory: {e}"

@@ -91,26 +91,29 @@ impl Store {
         }
     }
 
-    /// Every record written after sequence number `after_seq` (every record: `None`),
-    /// with its sequence number, in write order.
-    pub fn accounting_since(
+    /// Calls `f` with each record written after sequence number `after_seq` (every
+    /// record: `None`) and its sequence number, in write order, one at a time; returns how
+    /// many.
+    pub fn each_accounting_since(
         &self,
         after_seq: Option<u64>,
-    ) -> Result<Vec<(u64, AccountingRecord)>, StoreError> {
+        mut f: impl FnMut(u64, AccountingRecord),
+    ) -> Result<u64, StoreError> {
         use std::ops::Bound;
-        let mut out = Vec::new();
         let from = match after_seq {
             Some(s) => Bound::Excluded(s.to_be_bytes()),
             None => Bound::Unbounded,
         };
+        let mut n = 0;
         for kv in self.accounting_seq.range((from, Bound::Unbounded)) {
             let (k, tk) = kv?;
             let seq = k.as_ref().try_into().map(u64::from_be_bytes).unwrap_or(0);
             if let Some(v) = self.accounting.get(tk)? {
-                out.push((seq, decode("accounting", &v)?));
+                f(seq, decode("accounting", &v)?);
+                n += 1;
             }
         }
-        Ok(out)
+        Ok(n)
     }
 
     /// Builds the write-order index of a database written before it existed: a record's
