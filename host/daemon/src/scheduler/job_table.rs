@@ -85,9 +85,12 @@ impl ListSnapshot {
     pub(crate) fn page(self, q: &JobQuery, limit: usize) -> Result<JobPage, StoreError> {
         let mut memory = self.memory.into_iter().peekable();
         let in_memory = self.in_memory;
+        // Every pending or running job is in memory: a list of those reads no history.
+        let active_only = q.state.is_some_and(|s| !s.is_terminal());
         let mut stored = self
             .store
             .ids_newest_first(q.index(), q.after)
+            .take(if active_only { 0 } else { usize::MAX })
             .filter(|id| !in_memory.contains(id))
             .peekable();
         let mut page = JobPage::default();

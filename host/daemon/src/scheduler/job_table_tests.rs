@@ -93,6 +93,13 @@ fn an_ended_job_leaves_memory_after_its_age_and_is_still_found_listed_and_depend
         ids(&t.list_snapshot(&failed, 5).page(&failed, 5).unwrap()),
         vec![3]
     );
+    // Active jobs are all in memory: a list of them reads no history.
+    let running = JobQuery {
+        state: Some(JobState::Running),
+        ..JobQuery::default()
+    };
+    let page = t.list_snapshot(&running, 5).page(&running, 5).unwrap();
+    assert_eq!((ids(&page), page.next_after), (vec![2], None));
 }
 
 #[test]
