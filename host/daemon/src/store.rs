@@ -13,7 +13,7 @@ mod history;
 mod jobs;
 
 pub use accounting::{AccountingFilter, AccountingRecord};
-pub use compact::{CompactReport, compact};
+pub use compact::{CompactReport, compact, dir_bytes};
 pub use jobs::JobIndex;
 
 use serde::{Deserialize, Serialize, de::DeserializeOwned};

@@ -26,7 +26,7 @@
 
 use gantry::executor::TaskExit;
 use gantry::model::{GpuShareView, JobRecord, JobSpec, JobState, TaskRecord};
-use gantry::store::{AccountingRecord, Store};
+use gantry::store::{AccountingRecord, Store, dir_bytes};
 use serde_json::{Value, json};
 use std::error::Error;
 use std::io::{BufRead, BufReader};
@@ -119,19 +119,6 @@ fn rss_mib(pid: u32) -> f64 {
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
         .map_or(f64::NAN, |kb| kb / 1024.0)
-}
-
-fn dir_bytes(p: &Path) -> u64 {
-    let Ok(entries) = std::fs::read_dir(p) else {
-        return 0;
-    };
-    entries
-        .flatten()
-        .map(|e| match e.file_type() {
-            Ok(t) if t.is_dir() => dir_bytes(&e.path()),
-            _ => e.metadata().map(|m| m.len()).unwrap_or(0),
-        })
-        .sum()
 }
 
 /// Writes `n` ended jobs (with their events and accounting) into the store under `data`.

@@ -11,7 +11,7 @@ use super::error::ApiError;
 use crate::auth::Caller;
 use crate::model::{JobRecord, JobSpec};
 use crate::scheduler::jobs_api::{CancelError, SubmitError};
-use crate::scheduler::{JobFilter, Scheduler};
+use crate::scheduler::{JobQuery, Scheduler};
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{FromRequestParts, Path, Query, State};
@@ -137,14 +137,15 @@ pub(super) struct ListQuery {
 }
 
 impl ListQuery {
-    fn filter(self) -> Result<JobFilter, ApiError> {
+    /// The table's query and the page's size.
+    fn filter(self) -> Result<(JobQuery, usize), ApiError> {
         let time = |name: &str, v: Option<String>| {
             v.as_deref()
                 .map(super::accounting::parse_time_ms)
                 .transpose()
                 .map_err(|m| ApiError::field("invalid-query", name, m))
         };
-        Ok(JobFilter {
+        let query = JobQuery {
             state: self.state,
             user: self.user,
             account: self.account,
@@ -152,8 +153,8 @@ impl ListQuery {
             since_ms: time("since", self.since)?,
             until_ms: time("until", self.until)?,
             after: self.after,
-            limit: Some(page_limit(self.limit)),
-        })
+        };
+        Ok((query, page_limit(self.limit)))
     }
 }
 
@@ -164,9 +165,8 @@ pub(super) async fn list(
     caller: Caller,
     q: Result<Query<ListQuery>, QueryRejection>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let f = query(q)?.filter()?;
-    let limit = f.limit.unwrap_or_default();
-    let page = blocking(move || s.jobs(&f))
+    let (q, limit) = query(q)?.filter()?;
+    let page = blocking(move || s.jobs(&q, limit))
         .await?
         .map_err(ApiError::internal)?;
     let mut jobs = page.jobs;

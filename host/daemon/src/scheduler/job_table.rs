@@ -23,7 +23,7 @@ pub(crate) const MAX_EXAMINED: usize = 100_000;
 
 /// Which jobs a list returns; every set field must match.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct JobQuery {
+pub struct JobQuery {
     /// Only this state.
     pub state: Option<JobState>,
     /// Only this user.
@@ -64,7 +64,7 @@ impl JobQuery {
 
 /// One page of a job list.
 #[derive(Debug, Default)]
-pub(crate) struct JobPage {
+pub struct JobPage {
     /// The jobs, newest first.
     pub jobs: Vec<JobRecord>,
     /// Where the next page starts (`after`), when there may be more.

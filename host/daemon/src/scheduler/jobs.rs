@@ -4,6 +4,7 @@
 //! Owns: the rules of these operations. Does not own HTTP status codes (`api`).
 
 use super::apply::host_reason;
+use super::job_table::{JobPage, JobQuery};
 use super::{Scheduler, lock, now_ms, snapshot};
 use crate::model::{ArrayMember, FieldError, JobRecord, JobSpec, JobState, StopCause};
 use crate::store::StoreError;
@@ -74,50 +75,6 @@ pub enum CancelError {
     /// History could not be read.
     #[error(transparent)]
     Store(#[from] StoreError),
-}
-
-/// Filters for listing jobs.
-#[derive(Debug, Clone, Default)]
-pub struct JobFilter {
-    /// Only this state.
-    pub state: Option<JobState>,
-    /// Only this user.
-    pub user: Option<String>,
-    /// Only this account.
-    pub account: Option<String>,
-    /// Only this queue.
-    pub queue: Option<String>,
-    /// Only jobs submitted at or after this time, ms since the Unix epoch.
-    pub since_ms: Option<u64>,
-    /// Only jobs submitted before this time, ms since the Unix epoch.
-    pub until_ms: Option<u64>,
-    /// Only jobs older than this id (the `X-Next-After` of the previous page).
-    pub after: Option<u64>,
-    /// At most this many (newest first), default 1000.
-    pub limit: Option<usize>,
-}
-
-impl JobFilter {
-    fn query(&self) -> super::job_table::JobQuery {
-        super::job_table::JobQuery {
-            state: self.state,
-            user: self.user.clone(),
-            account: self.account.clone(),
-            queue: self.queue.clone(),
-            since_ms: self.since_ms,
-            until_ms: self.until_ms,
-            after: self.after,
-        }
-    }
-}
-
-/// One page of a job list, newest first.
-#[derive(Debug, Default)]
-pub struct JobsPage {
-    /// The jobs.
-    pub jobs: Vec<JobRecord>,
-    /// The `after` of the next page, when there may be more.
-    pub next_after: Option<u64>,
 }
 
 pub use super::node_view::{GpuView, NodeView};
@@ -364,16 +321,10 @@ impl Scheduler {
         })
     }
 
-    /// One page of the jobs matching `f`, newest first, from memory and history.
-    pub fn jobs(&self, f: &JobFilter) -> Result<JobsPage, StoreError> {
-        let limit = f.limit.unwrap_or(1000).min(100_000);
-        let q = f.query();
-        let snapshot = lock(&self.inner.state).jobs.list_snapshot(&q, limit);
-        let page = snapshot.page(&q, limit)?;
-        Ok(JobsPage {
-            jobs: page.jobs,
-            next_after: page.next_after,
-        })
+    /// One page of at most `limit` jobs matching `q`, newest first, from memory and history.
+    pub fn jobs(&self, q: &JobQuery, limit: usize) -> Result<JobPage, StoreError> {
+        let snapshot = lock(&self.inner.state).jobs.list_snapshot(q, limit);
+        snapshot.page(q, limit)
     }
 
     /// Task `task` of `job` when it runs (or ran) on an agent's node: that agent and the run,

@@ -48,8 +48,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::{Notify, mpsc};
 
+pub use job_table::{JobPage, JobQuery};
 pub use jobs as jobs_api;
-pub use jobs::{JobFilter, NodeView};
+pub use jobs::NodeView;
 pub use policy_ops as policy_api;
 pub use policy_ops::PolicyView;
 pub use remote::HeartbeatError;

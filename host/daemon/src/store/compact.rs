@@ -29,7 +29,8 @@ pub struct CompactReport {
     pub ms: u64,
 }
 
-fn dir_bytes(p: &Path) -> u64 {
+/// Bytes of the files under `p`, recursively (what a store takes on disk).
+pub fn dir_bytes(p: &Path) -> u64 {
     let Ok(entries) = std::fs::read_dir(p) else {
         return 0;
     };
