@@ -1,16 +1,22 @@
-//! Durable state in sled: jobs and their indexes (`store/jobs.rs`), the event log with
-//! its index by job (`store/history.rs`), plugin binaries by sha256, pipeline versions,
-//! counters, and per-task accounting records (`store/accounting.rs`). A write that
-//! acknowledges a client is flushed first.
+//! Durable state, in two databases under the data directory. sled (`db/`) holds what the
+//! scheduler keeps in memory — the jobs it holds, with their indexes (`store/jobs.rs`) —
+//! and plugin binaries by sha256, pipeline versions, counters and meta. The history
+//! database, SQLite (`history/`, `store/history_db.rs`), holds what grows with time: the
+//! jobs that left memory (`store/archive.rs`), the event log and kept decisions
+//! (`store/history.rs`) and accounting (`store/accounting.rs`). A write that acknowledges
+//! a client is flushed first.
 //!
 //! Owns: keys, encoding (JSON values, big-endian u64 keys), durability and the size of
-//! sled's page cache. Does not own what the records mean (the scheduler) or when
-//! history is deleted (`scheduler::retention`).
+//! both page caches. Does not own what the records mean (the scheduler) or when history is
+//! deleted (`scheduler::retention`).
 
 mod accounting;
+mod archive;
 mod compact;
 mod history;
+mod history_db;
 mod jobs;
+mod migrate;
 
 pub use accounting::{AccountingFilter, AccountingRecord};
 pub use compact::{CompactReport, compact, dir_bytes};
@@ -25,6 +31,12 @@ pub enum StoreError {
     /// sled failed.
     #[error("store: {0}")]
     Sled(#[from] sled::Error),
+    /// The history database (SQLite) failed.
+    #[error("store: history database: {0}")]
+    History(#[from] rusqlite::Error),
+    /// A thread panicked while it held the history database.
+    #[error("store: the history database's lock was poisoned by a panic")]
+    Poisoned,
     /// The database directory could not be made the daemon's own.
     #[error("store: cannot prepare the database directory: {0}")]
     Directory(#[from] std::io::Error),
@@ -53,29 +65,22 @@ pub struct Event {
     pub message: String,
 }
 
-/// The sled database.
+/// The store: sled and the history database.
 #[derive(Clone)]
 pub struct Store {
     db: sled::Db,
     jobs: sled::Tree,
-    events: sled::Tree,
     plugins: sled::Tree,
     pipelines: sled::Tree,
     meta: sled::Tree,
-    accounting: sled::Tree,
-    accounting_runs: sled::Tree,
     /// Index keys of `jobs` (`store/jobs.rs`).
     job_index: sled::Tree,
-    /// (job, event seq) of each event that names a job (`store/history.rs`).
-    job_events: sled::Tree,
-    /// The decisions logged about a job, kept when it leaves memory (`store/history.rs`).
-    job_decisions: sled::Tree,
-    /// Accounting record keys by sequence number, in write order (`store/accounting.rs`).
-    accounting_seq: sled::Tree,
+    /// Archived jobs, events, decisions, accounting (`store/history_db.rs`).
+    history: history_db::HistoryDb,
 }
 
-/// The page cache of a store opened with [`Store::open`]: sled's default (1 GiB) would
-/// let a store with years of history grow the daemon's memory by that much.
+/// The page cache of each database of a store opened with [`Store::open`]: sled's default
+/// (1 GiB) would let the daemon's memory grow by that much.
 pub const DEFAULT_CACHE_MIB: u64 = 16;
 
 impl std::fmt::Debug for Store {
@@ -111,45 +116,47 @@ impl Store {
             .path(dir.join("db"))
             .cache_capacity(cache_mib.max(1) * 1024 * 1024)
             .open()?;
-        Self::over(db)
+        let history = history_db::HistoryDb::open(&dir.join("history"), cache_mib)?;
+        Self::over(db, history)
     }
 
-    /// A store that lives in a temporary file, deleted when it is dropped (tests).
+    /// A store that lives in a temporary file and in memory, gone when it is dropped (tests).
     #[cfg(test)]
     pub(crate) fn temporary() -> Result<Self, StoreError> {
-        Self::over(sled::Config::new().temporary(true).open()?)
+        Self::over(
+            sled::Config::new().temporary(true).open()?,
+            history_db::HistoryDb::in_memory()?,
+        )
     }
 
-    fn over(db: sled::Db) -> Result<Self, StoreError> {
+    fn over(db: sled::Db, history: history_db::HistoryDb) -> Result<Self, StoreError> {
         let store = Self {
             jobs: db.open_tree("jobs")?,
-            events: db.open_tree("events")?,
             plugins: db.open_tree("plugins")?,
             pipelines: db.open_tree("pipelines")?,
             meta: db.open_tree("meta")?,
-            accounting: db.open_tree("accounting")?,
-            accounting_runs: db.open_tree("accounting_runs")?,
             job_index: db.open_tree("job_index")?,
-            job_events: db.open_tree("job_events")?,
-            job_decisions: db.open_tree("job_decisions")?,
-            accounting_seq: db.open_tree("accounting_seq")?,
+            history,
             db,
         };
         store.ensure_job_index()?;
-        store.ensure_event_index()?;
-        store.ensure_accounting_seq()?;
+        if store.meta::<u64>(migrate::MOVED_META)? != Some(1) {
+            migrate::move_sled_history(&store.db, &store.history)?;
+            store.set_meta(migrate::MOVED_META, &1u64)?;
+            store.flush()?;
+        }
         Ok(store)
     }
 
-    /// Bytes the database takes on disk.
+    /// Bytes the store's two databases take on disk.
     pub fn size_on_disk(&self) -> Result<u64, StoreError> {
-        Ok(self.db.size_on_disk()?)
+        Ok(self.db.size_on_disk()? + self.history.bytes_on_disk())
     }
 
     /// Makes every write so far durable.
     pub fn flush(&self) -> Result<(), StoreError> {
         self.db.flush()?;
-        Ok(())
+        self.history.sync()
     }
 
     /// Next value of a named counter (starting at 1), durable before it is returned.

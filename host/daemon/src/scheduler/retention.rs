@@ -35,6 +35,8 @@ pub struct GcReport {
     pub store_bytes_before: u64,
     /// After.
     pub store_bytes_after: u64,
+    /// Bytes the history database gave back to the file system.
+    pub bytes_released: u64,
     /// Job records in the store after.
     pub jobs_stored: u64,
     /// How long it took, ms.
@@ -97,8 +99,11 @@ impl Scheduler {
         let batches = budget.used;
         report.batches = batches;
         report.done = budget.left > 0;
+        if report.jobs_deleted + report.events_deleted + report.accounting_deleted > 0 {
+            report.bytes_released = store.release_free_space()?;
+        }
         report.store_bytes_after = store.size_on_disk()?;
-        report.jobs_stored = store.job_count() as u64;
+        report.jobs_stored = store.job_count()?;
         report.ms = started.elapsed().as_millis() as u64;
         Ok(report)
     }
@@ -107,7 +112,7 @@ impl Scheduler {
     /// before `cutoff` and are not in memory.
     fn delete_jobs(&self, cutoff: u64, batch: usize) -> Batch {
         let store = &self.inner.store;
-        let due = store.ended_before(cutoff, batch);
+        let due = store.ended_before(cutoff, batch)?;
         if due.is_empty() {
             return Ok(None);
         }
@@ -135,7 +140,7 @@ impl Scheduler {
     fn delete_job_dirs(&self, cutoff: u64, batch: usize) -> Batch {
         let store = &self.inner.store;
         let from: (u64, u64) = store.meta(LOGS_DONE_META)?.unwrap_or((0, 0));
-        let due = store.ended_between(from, cutoff, batch);
+        let due = store.ended_between(from, cutoff, batch)?;
         let Some(&last) = due.last() else {
             return Ok(None);
         };

@@ -1,14 +1,15 @@
-//! The accounting trees: one [`AccountingRecord`] per ended task process, kept in the order
-//! the processes ended, and an index by (job, task, run, start) so a record is written at
-//! most once however often its end is seen (a replayed event after a crash, an adoption).
+//! Accounting, in the history database (`store/history_db.rs`): one [`AccountingRecord`]
+//! per ended task process, numbered in write order, unique by (job, task, run, start) so a
+//! record is written at most once however often its end is seen (a replayed event after a
+//! crash, an adoption), with indexes by end time, user and account.
 //!
-//! Owns: the keys and the at-most-once write. Does not own what goes into a record or when
+//! Owns: the rows and the at-most-once write. Does not own what goes into a record or when
 //! one is written (`scheduler::accounting`).
 
+use super::history_db::{from_sql_int, sql_int};
 use super::{Store, StoreError, decode, encode};
 pub use gantry_api::accounting::AccountingRecord;
-use sled::Transactional;
-use sled::transaction::{ConflictableTransactionError, TransactionError};
+use rusqlite::params;
 
 /// Which records to read; every set field must match.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -36,26 +37,6 @@ impl AccountingFilter {
     }
 }
 
-const SEQ_INDEX_META: &str = "accounting_seq_version";
-
-/// Index key: job, task, run, start (big-endian, so one job's records are one prefix).
-pub(super) fn run_key(r: &AccountingRecord) -> [u8; 24] {
-    let mut k = [0u8; 24];
-    k[..8].copy_from_slice(&r.job_id.to_be_bytes());
-    k[8..12].copy_from_slice(&r.task_index.to_be_bytes());
-    k[12..16].copy_from_slice(&r.run.to_be_bytes());
-    k[16..].copy_from_slice(&r.start_ms.to_be_bytes());
-    k
-}
-
-/// Record key: end time, then a unique sequence number (time order; ties in write order).
-fn time_key(end_ms: u64, seq: u64) -> [u8; 16] {
-    let mut k = [0u8; 16];
-    k[..8].copy_from_slice(&end_ms.to_be_bytes());
-    k[8..].copy_from_slice(&seq.to_be_bytes());
-    k
-}
-
 impl Store {
     /// Writes `record` unless a record of the same job, task, run and start exists; returns
     /// whether it was written. Durable at the next [`Store::flush`].
@@ -64,98 +45,94 @@ impl Store {
     }
 
     /// As [`Store::put_accounting`], returning the record's sequence number when written
-    /// (sequence numbers grow in write order: `accounting_since` reads from one).
+    /// (sequence numbers grow in write order: `each_accounting_since` reads from one).
     pub fn put_accounting_seq(&self, record: &AccountingRecord) -> Result<Option<u64>, StoreError> {
-        let rk = run_key(record);
-        let seq = self.db.generate_id()?;
-        let tk = time_key(record.end_ms, seq);
-        let value = encode(record);
-        let trees = (
-            &self.accounting,
-            &self.accounting_runs,
-            &self.accounting_seq,
-        );
-        let result = trees.transaction(|(recs, runs, seqs)| {
-            if runs.get(rk)?.is_some() {
-                return Ok(None);
-            }
-            runs.insert(&rk[..], &tk[..])?;
-            recs.insert(&tk[..], value.as_slice())?;
-            seqs.insert(&seq.to_be_bytes(), &tk[..])?;
-            Ok::<_, ConflictableTransactionError<()>>(Some(seq))
-        });
-        match result {
-            Ok(written) => Ok(written),
-            Err(TransactionError::Storage(e)) => Err(e.into()),
-            Err(TransactionError::Abort(())) => Ok(None),
-        }
+        self.history.with(true, |c| {
+            let written = c
+                .prepare_cached(
+                    "INSERT OR IGNORE INTO accounting \
+                     (job_id, task_index, run, start_ms, end_ms, user, account, record) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                )?
+                .execute(params![
+                    sql_int(record.job_id),
+                    record.task_index,
+                    record.run,
+                    sql_int(record.start_ms),
+                    sql_int(record.end_ms),
+                    record.user,
+                    record.account,
+                    encode(record),
+                ])?;
+            Ok((written > 0).then(|| from_sql_int(c.last_insert_rowid())))
+        })
     }
 
     /// Calls `f` with each record written after sequence number `after_seq` (every
     /// record: `None`) and its sequence number, in write order, one at a time; returns how
-    /// many.
+    /// many. Reads a chunk at a time, never holding the connection between chunks.
     pub fn each_accounting_since(
         &self,
         after_seq: Option<u64>,
         mut f: impl FnMut(u64, AccountingRecord),
     ) -> Result<u64, StoreError> {
-        use std::ops::Bound;
-        let from = match after_seq {
-            Some(s) => Bound::Excluded(s.to_be_bytes()),
-            None => Bound::Unbounded,
-        };
+        const CHUNK: i64 = 1024;
+        let mut after = after_seq.map_or(0, sql_int);
         let mut n = 0;
-        for kv in self.accounting_seq.range((from, Bound::Unbounded)) {
-            let (k, tk) = kv?;
-            let seq = k.as_ref().try_into().map(u64::from_be_bytes).unwrap_or(0);
-            if let Some(v) = self.accounting.get(tk)? {
-                f(seq, decode("accounting", &v)?);
+        loop {
+            let chunk: Vec<(i64, Vec<u8>)> = self.history.with(false, |c| {
+                c.prepare_cached(
+                    "SELECT seq, record FROM accounting WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+                )?
+                .query_map([after, CHUNK], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect()
+            })?;
+            let Some(&(last, _)) = chunk.last() else {
+                return Ok(n);
+            };
+            for (seq, bytes) in chunk {
+                f(from_sql_int(seq), decode("accounting", &bytes)?);
                 n += 1;
             }
+            after = last;
         }
-        Ok(n)
     }
 
-    /// Builds the write-order index of a database written before it existed: a record's
-    /// key holds its sequence number.
-    pub(super) fn ensure_accounting_seq(&self) -> Result<(), StoreError> {
-        if self.meta::<u64>(SEQ_INDEX_META)? == Some(1) {
-            return Ok(());
-        }
-        for k in self.accounting.iter().keys() {
-            let k = k?;
-            if let Some(seq) = k.get(8..16) {
-                self.accounting_seq.insert(seq, k.to_vec())?;
-            }
-        }
-        self.set_meta(SEQ_INDEX_META, &1u64)?;
-        self.flush()
-    }
-
-    /// The records that pass `filter`, oldest end first. A job filter reads only that job's
-    /// records; otherwise the scan covers the `since`..`until` range of end times.
+    /// The records that pass `filter`, oldest end first (one job's: by end, then task).
+    /// Served from the index of the most selective field set (job, user, account, end time).
     pub fn accounting(
         &self,
         filter: &AccountingFilter,
     ) -> Result<Vec<AccountingRecord>, StoreError> {
-        let mut out: Vec<AccountingRecord> = Vec::new();
-        if let Some(job) = filter.job {
-            for kv in self.accounting_runs.scan_prefix(job.to_be_bytes()) {
-                let (_, tk) = kv?;
-                if let Some(v) = self.accounting.get(tk)? {
-                    let r: AccountingRecord = decode("accounting", &v)?;
-                    if filter.matches(&r) {
-                        out.push(r);
-                    }
-                }
-            }
-            out.sort_by_key(|r| (r.end_ms, r.task_index));
-            return Ok(out);
-        }
-        let from = time_key(filter.since_ms.unwrap_or(0), 0);
-        let to = time_key(filter.until_ms.unwrap_or(u64::MAX), 0);
-        for v in self.accounting.range(from..to).values() {
-            let r: AccountingRecord = decode("accounting", &v?)?;
+        let (by, value): (&str, rusqlite::types::Value) = if let Some(job) = filter.job {
+            ("job_id = ?1", sql_int(job).into())
+        } else if let Some(user) = &filter.user {
+            ("user = ?1", user.clone().into())
+        } else if let Some(account) = &filter.account {
+            ("account = ?1", account.clone().into())
+        } else {
+            ("?1 IS NULL", rusqlite::types::Value::Null)
+        };
+        let order = if filter.job.is_some() {
+            "end_ms, task_index"
+        } else {
+            "end_ms, seq"
+        };
+        // `by` and `order` are fixed strings above, never user input.
+        let sql = format!(
+            "SELECT record FROM accounting WHERE {by} AND end_ms >= ?2 AND end_ms < ?3 \
+             ORDER BY {order}"
+        );
+        let since = sql_int(filter.since_ms.unwrap_or(0));
+        let until = sql_int(filter.until_ms.unwrap_or(u64::MAX));
+        let rows: Vec<Vec<u8>> = self.history.with(false, |c| {
+            c.prepare_cached(&sql)?
+                .query_map(params![value, since, until], |r| r.get(0))?
+                .collect()
+        })?;
+        let mut out = Vec::with_capacity(rows.len());
+        for bytes in rows {
+            let r: AccountingRecord = decode("accounting", &bytes)?;
             if filter.matches(&r) {
                 out.push(r);
             }

@@ -1,29 +1,28 @@
-//! The event log and what a job leaves behind besides its record: events in the order
-//! they happened with an index by job, the decisions logged about a job (kept when it
-//! leaves memory), and the deletes retention makes in bounded batches (old events, a
-//! job's events and decisions, old accounting records).
+//! The event log and what a job leaves behind besides its record, in the history database
+//! (`store/history_db.rs`): events in the order they happened with an index by job, the
+//! decisions logged about a job (kept when it leaves memory), and the deletes retention
+//! makes in bounded batches (old events, a job's events and decisions, old accounting
+//! records).
 //!
-//! Owns: these keys and deletes. Does not own when anything is deleted or how old is
-//! too old (`scheduler::retention`), or the job records (`store/jobs.rs`).
+//! Owns: these rows and deletes. Does not own when anything is deleted or how old is too
+//! old (`scheduler::retention`), or the job records (`store/jobs.rs`, `store/archive.rs`).
 
+use super::history_db::{from_sql_int, sql_int};
 use super::{Event, Store, StoreError, decode, encode};
+use rusqlite::{OptionalExtension, params};
 
-const EVENT_INDEX_VERSION: u64 = 1;
-const EVENT_INDEX_META: &str = "event_index_version";
-
-fn job_event_key(job: u64, seq: u64) -> [u8; 16] {
-    let mut k = [0u8; 16];
-    k[..8].copy_from_slice(&job.to_be_bytes());
-    k[8..].copy_from_slice(&seq.to_be_bytes());
-    k
-}
-
-fn u64_at(bytes: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_be_bytes(bytes.get(at..at + 8)?.try_into().ok()?))
+fn event_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Event> {
+    Ok(Event {
+        seq: from_sql_int(r.get(0)?),
+        at_ms: from_sql_int(r.get(1)?),
+        job: r.get::<_, Option<i64>>(2)?.map(from_sql_int),
+        kind: r.get(3)?,
+        message: r.get(4)?,
+    })
 }
 
 impl Store {
-    /// Appends to the event log (and to the job's index, when it names one).
+    /// Appends to the event log.
     pub fn event(
         &self,
         at_ms: u64,
@@ -31,75 +30,68 @@ impl Store {
         kind: &str,
         message: String,
     ) -> Result<(), StoreError> {
-        let seq = self.db.generate_id()?;
-        let e = Event {
-            seq,
-            at_ms,
-            job,
-            kind: kind.into(),
-            message,
-        };
-        if let Some(job) = job {
-            self.job_events.insert(job_event_key(job, seq), &[])?;
-        }
-        self.events.insert(seq.to_be_bytes(), encode(&e))?;
-        Ok(())
+        self.history.with(true, |c| {
+            c.prepare_cached(
+                "INSERT INTO events (at_ms, job, kind, message) VALUES (?1, ?2, ?3, ?4)",
+            )?
+            .execute(params![sql_int(at_ms), job.map(sql_int), kind, message])
+            .map(drop)
+        })
     }
 
     /// The last `limit` events, of one job or of all, oldest first. A job's are read
     /// through its index, so the cost does not grow with the log.
     pub fn events(&self, job: Option<u64>, limit: usize) -> Result<Vec<Event>, StoreError> {
-        let mut out = Vec::new();
-        match job {
-            None => {
-                for v in self.events.iter().values().rev().take(limit) {
-                    out.push(decode("events", &v?)?);
-                }
-            }
-            Some(job) => {
-                let keys = self.job_events.scan_prefix(job.to_be_bytes()).keys().rev();
-                for k in keys.take(limit) {
-                    let Some(seq) = u64_at(&k?, 8) else { continue };
-                    if let Some(v) = self.events.get(seq.to_be_bytes())? {
-                        out.push(decode("events", &v)?);
-                    }
-                }
-            }
-        }
+        let limit = sql_int(limit as u64);
+        let mut out: Vec<Event> = self.history.with(false, |c| match job {
+            None => c
+                .prepare_cached(
+                    "SELECT seq, at_ms, job, kind, message FROM events ORDER BY seq DESC LIMIT ?1",
+                )?
+                .query_map([limit], event_row)?
+                .collect(),
+            Some(job) => c
+                .prepare_cached(
+                    "SELECT seq, at_ms, job, kind, message FROM events WHERE job = ?1 \
+                     ORDER BY seq DESC LIMIT ?2",
+                )?
+                .query_map([sql_int(job), limit], event_row)?
+                .collect(),
+        })?;
         out.reverse();
         Ok(out)
     }
 
-    /// Deletes at most `limit` of the oldest events that happened before `before_ms`;
-    /// returns how many.
+    /// Deletes at most `limit` of the oldest events, stopping at the first that happened
+    /// at or after `before_ms`; returns how many.
     pub fn delete_events_before(&self, before_ms: u64, limit: usize) -> Result<usize, StoreError> {
-        let mut n = 0;
-        for kv in self.events.iter().take(limit) {
-            let (k, v) = kv?;
-            let e: Event = decode("events", &v)?;
-            if e.at_ms >= before_ms {
-                break;
-            }
-            if let Some(job) = e.job {
-                self.job_events.remove(job_event_key(job, e.seq))?;
-            }
-            self.events.remove(k)?;
-            n += 1;
-        }
-        Ok(n)
+        self.history.with(true, |c| {
+            let oldest: Vec<(i64, i64)> = c
+                .prepare_cached("SELECT seq, at_ms FROM events ORDER BY seq LIMIT ?1")?
+                .query_map([sql_int(limit as u64)], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<rusqlite::Result<_>>()?;
+            let due = oldest
+                .iter()
+                .take_while(|(_, at)| from_sql_int(*at) < before_ms)
+                .count();
+            let Some(&(last, _)) = due.checked_sub(1).and_then(|i| oldest.get(i)) else {
+                return Ok(0);
+            };
+            c.prepare_cached("DELETE FROM events WHERE seq <= ?1")?
+                .execute([last])
+        })
     }
 
     /// Deletes job `job`'s events and archived decisions.
     pub fn delete_job_history(&self, job: u64) -> Result<(), StoreError> {
-        for k in self.job_events.scan_prefix(job.to_be_bytes()).keys() {
-            let k = k?;
-            if let Some(seq) = u64_at(&k, 8) {
-                self.events.remove(seq.to_be_bytes())?;
-            }
-            self.job_events.remove(k)?;
-        }
-        self.job_decisions.remove(job.to_be_bytes())?;
-        Ok(())
+        self.history.with(true, |c| {
+            let tx = c.transaction()?;
+            tx.prepare_cached("DELETE FROM events WHERE job = ?1")?
+                .execute([sql_int(job)])?;
+            tx.prepare_cached("DELETE FROM decisions WHERE job = ?1")?
+                .execute([sql_int(job)])?;
+            tx.commit()
+        })
     }
 
     /// Keeps the decisions logged about `job` (a JSON array) when it leaves memory.
@@ -108,17 +100,21 @@ impl Store {
         job: u64,
         decisions: &serde_json::Value,
     ) -> Result<(), StoreError> {
-        self.job_decisions
-            .insert(job.to_be_bytes(), encode(decisions))?;
-        Ok(())
+        self.history.with(true, |c| {
+            c.prepare_cached("INSERT OR REPLACE INTO decisions (job, value) VALUES (?1, ?2)")?
+                .execute(params![sql_int(job), encode(decisions)])
+                .map(drop)
+        })
     }
 
     /// The decisions kept about `job`, if it left memory with some.
     pub fn job_decisions(&self, job: u64) -> Result<Option<serde_json::Value>, StoreError> {
-        self.job_decisions
-            .get(job.to_be_bytes())?
-            .map(|v| decode("job_decisions", &v))
-            .transpose()
+        let bytes: Option<Vec<u8>> = self.history.with(false, |c| {
+            c.prepare_cached("SELECT value FROM decisions WHERE job = ?1")?
+                .query_row([sql_int(job)], |r| r.get(0))
+                .optional()
+        })?;
+        bytes.map(|b| decode("decisions", &b)).transpose()
     }
 
     /// Deletes at most `limit` accounting records of processes that ended before
@@ -128,33 +124,17 @@ impl Store {
         before_ms: u64,
         limit: usize,
     ) -> Result<usize, StoreError> {
-        let mut n = 0;
-        for kv in self.accounting.range(..before_ms.to_be_bytes()).take(limit) {
-            let (k, v) = kv?;
-            let r: super::AccountingRecord = decode("accounting", &v)?;
-            self.accounting_runs
-                .remove(super::accounting::run_key(&r))?;
-            if let Some(seq) = k.get(8..16) {
-                self.accounting_seq.remove(seq)?;
-            }
-            self.accounting.remove(k)?;
-            n += 1;
-        }
-        Ok(n)
+        self.history.with(true, |c| {
+            c.prepare_cached(
+                "DELETE FROM accounting WHERE seq IN (SELECT seq FROM accounting \
+                 WHERE end_ms < ?1 ORDER BY end_ms, seq LIMIT ?2)",
+            )?
+            .execute([sql_int(before_ms), sql_int(limit as u64)])
+        })
     }
 
-    /// Builds the job index of the event log of a database written before it existed.
-    pub(super) fn ensure_event_index(&self) -> Result<(), StoreError> {
-        if self.meta::<u64>(EVENT_INDEX_META)? == Some(EVENT_INDEX_VERSION) {
-            return Ok(());
-        }
-        for v in self.events.iter().values() {
-            let e: Event = decode("events", &v?)?;
-            if let Some(job) = e.job {
-                self.job_events.insert(job_event_key(job, e.seq), &[])?;
-            }
-        }
-        self.set_meta(EVENT_INDEX_META, &EVENT_INDEX_VERSION)?;
-        self.flush()
+    /// Gives the space deleted history freed back to the file system; returns the bytes.
+    pub fn release_free_space(&self) -> Result<u64, StoreError> {
+        self.history.release_free_pages()
     }
 }

@@ -1,13 +1,15 @@
-//! The job trees: every job's record by id (active and history alike, until retention
-//! deletes it), and one index tree whose keys find jobs by user, account, queue, state,
-//! array and end time without reading every record. A record and its index keys change
-//! in one sled transaction, so the index never names a state the record does not have.
+//! The live job trees in sled: the record by id of every job the scheduler holds in memory
+//! (active, or ended less than `retention.min_job_age_s` ago), and one index tree whose
+//! keys find them by user, account, queue, state, array and end time. A record and its
+//! index keys change in one sled transaction, so the index never names a state the record
+//! does not have. A job leaving memory moves to the archive (`store/archive.rs`); every
+//! read here covers both, so callers see one store of every job until retention deletes it.
 //!
 //! Owns: the index keys, keeping them in step with the records, rebuilding them for a
-//! database written before they existed, and the reads they serve (active jobs, recently
-//! ended ones, one id, ids newest first under one index, ended before a time). Does not
-//! own which jobs stay in memory (`scheduler::job_table`) or when history is deleted
-//! (`scheduler::retention`).
+//! database written before they existed, moving ended jobs that sled still holds to the
+//! archive, and the reads (active jobs, recently ended ones, one id, ids newest first under
+//! one index, ended before a time). Does not own which jobs stay in memory
+//! (`scheduler::job_table`) or when history is deleted (`scheduler::retention`).
 
 use super::{Store, StoreError, decode, encode};
 use crate::model::{JobRecord, JobState};
@@ -16,6 +18,8 @@ use sled::transaction::{ConflictableTransactionError, TransactionError};
 
 /// Version of the index layout; a database whose meta names another is re-indexed at open.
 const INDEX_VERSION: u64 = 1;
+/// Ended jobs moved from sled to the archive per transaction.
+const ARCHIVE_BATCH: usize = 5_000;
 const INDEX_META: &str = "job_index_version";
 
 /// What a job index key is by (its first byte).
@@ -121,8 +125,14 @@ impl Store {
             .map_err(abort)
     }
 
-    /// Deletes a job's record and its index keys.
+    /// Deletes a job's record, wherever it is, with its index keys.
     pub fn delete_job(&self, id: u64) -> Result<(), StoreError> {
+        self.delete_live_job(id)?;
+        self.delete_archived(id)
+    }
+
+    /// Deletes a job's record and its index keys from sled.
+    pub(super) fn delete_live_job(&self, id: u64) -> Result<(), StoreError> {
         (&self.jobs, &self.job_index)
             .transaction(|(jobs, index)| {
                 if let Some(old) = jobs.remove(&id.to_be_bytes())?
@@ -137,22 +147,23 @@ impl Store {
             .map_err(abort)
     }
 
-    /// Job `id`, from the store.
+    /// Job `id`, from sled (the newer copy, if a crash left it in both), else the archive.
     pub fn job(&self, id: u64) -> Result<Option<JobRecord>, StoreError> {
-        self.jobs
-            .get(id.to_be_bytes())?
-            .map(|v| decode("jobs", &v))
-            .transpose()
+        match self.jobs.get(id.to_be_bytes())? {
+            Some(v) => decode("jobs", &v).map(Some),
+            None => self.archived_job(id),
+        }
     }
 
     /// Whether a record of job `id` is stored.
     pub fn has_job(&self, id: u64) -> Result<bool, StoreError> {
-        Ok(self.jobs.contains_key(id.to_be_bytes())?)
+        Ok(self.jobs.contains_key(id.to_be_bytes())? || self.is_archived(id)?)
     }
 
-    /// How many job records are stored.
-    pub fn job_count(&self) -> usize {
-        self.jobs.len()
+    /// How many job records are stored (live and archived; a job a crash left in both
+    /// counts twice until the next start).
+    pub fn job_count(&self) -> Result<u64, StoreError> {
+        Ok(self.jobs.len() as u64 + self.archived_count()?)
     }
 
     /// The jobs that have not ended (pending or running), oldest id first.
@@ -165,7 +176,7 @@ impl Store {
         self.records(ids)
     }
 
-    /// The jobs that ended at or after `since_ms`, oldest id first.
+    /// The jobs in sled (not archived) that ended at or after `since_ms`, oldest id first.
     pub fn ended_since(&self, since_ms: u64) -> Result<Vec<JobRecord>, StoreError> {
         let from = tagged_pair(ENDED_TAG, since_ms, 0);
         let mut ids: Vec<u64> = self
@@ -181,13 +192,36 @@ impl Store {
     }
 
     /// At most `limit` (end time, id) of jobs that ended before `before_ms`, earliest first.
-    pub fn ended_before(&self, before_ms: u64, limit: usize) -> Vec<(u64, u64)> {
+    pub fn ended_before(
+        &self,
+        before_ms: u64,
+        limit: usize,
+    ) -> Result<Vec<(u64, u64)>, StoreError> {
         self.ended_between((0, 0), before_ms, limit)
     }
 
     /// At most `limit` (end time, id) of jobs that ended before `before_ms`, after the job
     /// `from` names (end time, id; excluded), earliest first.
-    pub fn ended_between(&self, from: (u64, u64), before_ms: u64, limit: usize) -> Vec<(u64, u64)> {
+    pub fn ended_between(
+        &self,
+        from: (u64, u64),
+        before_ms: u64,
+        limit: usize,
+    ) -> Result<Vec<(u64, u64)>, StoreError> {
+        let mut all = self.live_ended_between(from, before_ms, limit);
+        all.extend(self.archived_ended_between(from, before_ms, limit)?);
+        all.sort_unstable();
+        all.dedup();
+        all.truncate(limit);
+        Ok(all)
+    }
+
+    fn live_ended_between(
+        &self,
+        from: (u64, u64),
+        before_ms: u64,
+        limit: usize,
+    ) -> Vec<(u64, u64)> {
         use std::ops::Bound;
         let from = tagged_pair(ENDED_TAG, from.0, from.1);
         let to = tagged_pair(ENDED_TAG, before_ms, 0);
@@ -207,25 +241,41 @@ impl Store {
     }
 
     /// The ids of the members of array `array_id` still stored, lowest first.
-    pub fn array_member_ids(&self, array_id: u64) -> Vec<u64> {
+    pub fn array_member_ids(&self, array_id: u64) -> Result<Vec<u64>, StoreError> {
         let mut p = vec![ARRAY_TAG];
         p.extend_from_slice(&array_id.to_be_bytes());
-        self.job_index
+        let mut ids: Vec<u64> = self
+            .job_index
             .scan_prefix(p)
             .keys()
             .map_while(|k| k.ok())
             .filter_map(|k| trailing_id(&k))
-            .collect()
+            .collect();
+        ids.extend(self.archived_array_members(array_id)?);
+        ids.sort_unstable();
+        ids.dedup();
+        Ok(ids)
     }
 
-    /// Job ids newest first: of every job, or of those `index` names; only ids below
-    /// `before` when given (the cursor of a paginated list).
+    /// Job ids newest first, live and archived: of every job, or of those `index` names;
+    /// only ids below `before` when given (the cursor of a paginated list).
     pub fn ids_newest_first(
         &self,
         index: Option<(JobIndex, &str)>,
         before: Option<u64>,
     ) -> Box<dyn Iterator<Item = u64> + '_> {
         let before = before.unwrap_or(u64::MAX);
+        Box::new(NewestFirst {
+            a: self.live_ids_newest_first(index, before).peekable(),
+            b: self.archived_ids_newest_first(index, before).peekable(),
+        })
+    }
+
+    fn live_ids_newest_first(
+        &self,
+        index: Option<(JobIndex, &str)>,
+        before: u64,
+    ) -> Box<dyn Iterator<Item = u64> + '_> {
         match index {
             None => Box::new(
                 self.jobs
@@ -261,6 +311,35 @@ impl Store {
         Ok(out)
     }
 
+    /// Moves the ended jobs sled still holds that ended before `before_ms` to the archive
+    /// (those a crash caught between the archive's write and sled's delete, and every ended
+    /// job of a database written before the archive existed); returns how many.
+    pub fn archive_ended_before(&self, before_ms: u64) -> Result<u64, StoreError> {
+        let started = std::time::Instant::now();
+        let mut moved = 0u64;
+        loop {
+            let due = self.live_ended_between((0, 0), before_ms, ARCHIVE_BATCH);
+            if due.is_empty() {
+                break;
+            }
+            let jobs = self.records(due.iter().map(|(_, id)| *id).collect())?;
+            self.put_archived(&jobs)?;
+            for (_, id) in &due {
+                self.delete_live_job(*id)?;
+            }
+            moved += due.len() as u64;
+        }
+        if moved > 0 {
+            self.flush()?;
+            tracing::info!(
+                jobs = moved,
+                ms = started.elapsed().as_millis() as u64,
+                "ended jobs moved from sled to the history archive"
+            );
+        }
+        Ok(moved)
+    }
+
     /// Builds the index of a database written before it existed (or by an older layout);
     /// once, at open.
     pub(super) fn ensure_job_index(&self) -> Result<(), StoreError> {
@@ -285,6 +364,28 @@ impl Store {
             "job index built"
         );
         Ok(())
+    }
+}
+
+/// Two walks of ids, each newest first, merged into one (an id in both comes once).
+struct NewestFirst<A: Iterator<Item = u64>, B: Iterator<Item = u64>> {
+    a: std::iter::Peekable<A>,
+    b: std::iter::Peekable<B>,
+}
+
+impl<A: Iterator<Item = u64>, B: Iterator<Item = u64>> Iterator for NewestFirst<A, B> {
+    type Item = u64;
+
+    fn next(&mut self) -> Option<u64> {
+        match (self.a.peek().copied(), self.b.peek().copied()) {
+            (Some(x), Some(y)) if x == y => {
+                self.b.next();
+                self.a.next()
+            }
+            (Some(x), Some(y)) if x < y => self.b.next(),
+            (Some(_), _) => self.a.next(),
+            (None, _) => self.b.next(),
+        }
     }
 }
 

@@ -1,0 +1,224 @@
+//! The history database: SQLite in one file beside sled (`history/jobs.sqlite3` under the
+//! data directory), holding what grows with time — the records of jobs that left memory
+//! (`store/archive.rs`), the event log and the decisions a job leaves behind
+//! (`store/history.rs`), and accounting (`store/accounting.rs`). sled keeps its bookkeeping
+//! for every page it has ever written in memory, so a sled that held years of history grew
+//! the daemon with it; SQLite reads through a page cache of a fixed size
+//! (`retention.store_cache_mib`), so the daemon's memory does not depend on how much
+//! history there is.
+//!
+//! Durability: the database runs in WAL mode with `synchronous = NORMAL`, so a commit is
+//! one `write` to the WAL (it survives the daemon being killed). [`HistoryDb::sync`], called
+//! by `Store::flush`, fsyncs the WAL when something was written since the last sync, so a
+//! flushed write also survives the machine losing power. Freed pages are given back to the
+//! file system in steps ([`HistoryDb::release_free_pages`]), so the file shrinks after a
+//! collection with the daemon running.
+//!
+//! Owns: the connection, the schema, pragmas, sync and shrinking. Does not own what the
+//! rows mean (the modules named above) or when anything is deleted (`scheduler::retention`).
+
+use super::StoreError;
+use rusqlite::Connection;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// The schema; every statement is idempotent, so it runs at every open.
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS jobs (
+    id INTEGER PRIMARY KEY,
+    user TEXT NOT NULL,
+    account TEXT NOT NULL,
+    queue TEXT NOT NULL,
+    state TEXT NOT NULL,
+    array_id INTEGER,
+    end_ms INTEGER NOT NULL,
+    record BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS jobs_user ON jobs(user, id);
+CREATE INDEX IF NOT EXISTS jobs_account ON jobs(account, id);
+CREATE INDEX IF NOT EXISTS jobs_queue ON jobs(queue, id);
+CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state, id);
+CREATE INDEX IF NOT EXISTS jobs_array ON jobs(array_id, id) WHERE array_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS jobs_end ON jobs(end_ms, id);
+CREATE TABLE IF NOT EXISTS events (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    at_ms INTEGER NOT NULL,
+    job INTEGER,
+    kind TEXT NOT NULL,
+    message TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS events_job ON events(job, seq) WHERE job IS NOT NULL;
+CREATE TABLE IF NOT EXISTS decisions (
+    job INTEGER PRIMARY KEY,
+    value BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS accounting (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    job_id INTEGER NOT NULL,
+    task_index INTEGER NOT NULL,
+    run INTEGER NOT NULL,
+    start_ms INTEGER NOT NULL,
+    end_ms INTEGER NOT NULL,
+    user TEXT NOT NULL,
+    account TEXT NOT NULL,
+    record BLOB NOT NULL,
+    UNIQUE (job_id, task_index, run, start_ms)
+);
+CREATE INDEX IF NOT EXISTS accounting_end ON accounting(end_ms, seq);
+CREATE INDEX IF NOT EXISTS accounting_user ON accounting(user, end_ms);
+CREATE INDEX IF NOT EXISTS accounting_account ON accounting(account, end_ms);
+";
+
+/// Pages given back to the file system per step of [`HistoryDb::release_free_pages`]
+/// (4 KiB each by default), so one step holds the connection for milliseconds.
+const FREE_PAGES_PER_STEP: u32 = 2048;
+
+/// The SQLite connection, shared by every clone of the store.
+#[derive(Clone)]
+pub(super) struct HistoryDb {
+    conn: Arc<Mutex<Connection>>,
+    /// The database file (`None` in memory).
+    path: Option<PathBuf>,
+    /// The WAL file, to fsync (`None` for an in-memory database).
+    wal: Option<PathBuf>,
+    /// Whether anything was written since the last [`HistoryDb::sync`].
+    dirty: Arc<AtomicBool>,
+}
+
+/// SQLite stores integers as i64; every id and time here fits (a `u64::MAX` bound saturates).
+pub(super) fn sql_int(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// The reverse of [`sql_int`] (a negative value, never written, reads as 0).
+pub(super) fn from_sql_int(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+impl HistoryDb {
+    /// Opens (or creates) the history database in `dir`, with a page cache of `cache_mib`.
+    pub(super) fn open(dir: &Path, cache_mib: u64) -> Result<Self, StoreError> {
+        crate::private_files::dir_with_mode(dir, crate::private_files::DAEMON_ONLY)?;
+        let path = dir.join("jobs.sqlite3");
+        let conn = Connection::open(&path)?;
+        Self::prepare(&conn, cache_mib)?;
+        let mut wal = path.clone().into_os_string();
+        wal.push("-wal");
+        Ok(Self {
+            conn: Arc::new(Mutex::new(conn)),
+            path: Some(path),
+            wal: Some(PathBuf::from(wal)),
+            dirty: Arc::new(AtomicBool::new(false)),
+        })
+    }
+
+    /// A database in memory (tests).
+    #[cfg(test)]
+    pub(super) fn in_memory() -> Result<Self, StoreError> {
+        let conn = Connection::open_in_memory()?;
+        Self::prepare(&conn, 4)?;
+        Ok(Self {
+            conn: Arc::new(Mutex::new(conn)),
+            path: None,
+            wal: None,
+            dirty: Arc::new(AtomicBool::new(false)),
+        })
+    }
+
+    fn prepare(conn: &Connection, cache_mib: u64) -> Result<(), StoreError> {
+        // auto_vacuum takes effect only before the first table exists: a new database
+        // gives freed pages back in steps, an old one keeps what it had.
+        conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        // A negative cache size is KiB: a fixed bound whatever the file's size.
+        conn.pragma_update(None, "cache_size", -(sql_int(cache_mib.max(1)) * 1024))?;
+        conn.pragma_update(None, "temp_store", "FILE")?;
+        conn.execute_batch(SCHEMA)?;
+        Ok(())
+    }
+
+    /// Runs `f` on the connection (marking the database written when `writes`).
+    pub(super) fn with<T>(
+        &self,
+        writes: bool,
+        f: impl FnOnce(&mut Connection) -> rusqlite::Result<T>,
+    ) -> Result<T, StoreError> {
+        let mut conn = self.conn.lock().map_err(|_| StoreError::Poisoned)?;
+        if writes {
+            self.dirty.store(true, Ordering::Release);
+        }
+        Ok(f(&mut conn)?)
+    }
+
+    /// Makes every committed write durable against a power loss: fsyncs the WAL when
+    /// anything was written since the last sync.
+    pub(super) fn sync(&self) -> Result<(), StoreError> {
+        if !self.dirty.swap(false, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let Some(wal) = &self.wal else {
+            return Ok(());
+        };
+        // The lock keeps a checkpoint from truncating the WAL while it is opened.
+        let _conn = self.conn.lock().map_err(|_| StoreError::Poisoned)?;
+        match std::fs::File::open(wal) {
+            Ok(f) => f.sync_data()?,
+            // No WAL: everything was checkpointed into the database file, which SQLite
+            // synced when it did so.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e.into()),
+        }
+        Ok(())
+    }
+
+    /// Bytes of the database file and its WAL.
+    pub(super) fn bytes_on_disk(&self) -> u64 {
+        [&self.path, &self.wal]
+            .into_iter()
+            .flatten()
+            .filter_map(|p| std::fs::metadata(p).ok())
+            .map(|m| m.len())
+            .sum()
+    }
+
+    /// Gives the pages deleted rows freed back to the file system, a step at a time so
+    /// writers wait at most one step; returns the bytes released.
+    pub(super) fn release_free_pages(&self) -> Result<u64, StoreError> {
+        let (page_size, mode): (i64, i64) = self.with(false, |c| {
+            let size = c.query_row("PRAGMA page_size", [], |r| r.get(0))?;
+            Ok((size, c.query_row("PRAGMA auto_vacuum", [], |r| r.get(0))?))
+        })?;
+        // 2 is INCREMENTAL; a database made without it keeps its free pages for reuse.
+        if mode != 2 {
+            return Ok(0);
+        }
+        let mut released = 0u64;
+        let mut last_free = i64::MAX;
+        loop {
+            let step = self.with(true, |c| {
+                let free: i64 = c.query_row("PRAGMA freelist_count", [], |r| r.get(0))?;
+                if free == 0 || free >= last_free {
+                    return Ok(0);
+                }
+                last_free = free;
+                let n = free.min(i64::from(FREE_PAGES_PER_STEP));
+                c.execute_batch(&format!("PRAGMA incremental_vacuum({n})"))?;
+                Ok(from_sql_int(n))
+            })?;
+            if step == 0 {
+                return Ok(released * from_sql_int(page_size));
+            }
+            released += step;
+        }
+    }
+
+    /// Moves the WAL's pages into the database file and truncates the WAL (after a large
+    /// write such as a migration, so the WAL does not stay at that size).
+    pub(super) fn checkpoint(&self) -> Result<(), StoreError> {
+        self.with(false, |c| {
+            c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        })
+    }
+}
