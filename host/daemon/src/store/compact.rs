@@ -1,7 +1,9 @@
-//! Compaction: sled reuses the space deleted history frees but never gives it back to the
-//! file system, so after a large collection the files stay as big as they were. `gantry
-//! admin compact` (with the daemon stopped) copies every tree into a fresh database and
-//! swaps it in, so the files shrink to the live data.
+//! Compaction of sled: sled reuses the space deleted records free but never gives it back
+//! to the file system, so after the one-time move of an older database's history to SQLite
+//! (`store/migrate.rs`) its files stay as big as they were. `gantry admin compact` (with the
+//! daemon stopped) copies every tree into a fresh database and swaps it in, so the files
+//! shrink to the live data. (The history database gives its free pages back online:
+//! `store/history_db.rs`.)
 //!
 //! The swap is two renames: `db` → `db.before-compact`, then `db.compact` → `db`. A crash
 //! between them leaves no `db`; [`recover_interrupted`] (called by every open) puts the old
