@@ -102,6 +102,11 @@ fn start(dir: &Path, history_days: u64) -> Result<(Daemon, String, Duration)> {
     Ok((daemon, base, t0.elapsed()))
 }
 
+/// Bytes of the store's two databases under `data`: sled (`db`) and the history (`history`).
+fn store_bytes(data: &Path) -> u64 {
+    dir_bytes(&data.join("db")) + dir_bytes(&data.join("history"))
+}
+
 fn agent() -> ureq::Agent {
     ureq::Agent::new_with_config(
         ureq::Agent::config_builder()
@@ -306,7 +311,7 @@ fn main() -> Result<()> {
             pct(&lat, 50.0),
             pct(&lat, 99.0),
             rss_mib(pid),
-            dir_bytes(&data.join("db")) as f64 / (1 << 20) as f64
+            store_bytes(&data) as f64 / (1 << 20) as f64
         );
     }
     let a = agent();
@@ -338,7 +343,7 @@ fn main() -> Result<()> {
         "oldest job {oldest}: GET /v1/jobs/{oldest} median {api:.2} ms; `gantry job {oldest}` (a process) median {cli:.1} ms; a page of 100 of user seed's jobs median {page:.2} ms"
     );
     let total = (done + seeded) as f64;
-    let bytes = dir_bytes(&data.join("db")) as f64;
+    let bytes = store_bytes(&data) as f64;
     println!(
         "store: {:.1} MiB for {total:.0} jobs = {:.0} bytes per job",
         bytes / (1 << 20) as f64,
@@ -375,7 +380,7 @@ fn main() -> Result<()> {
         println!(
             "gc keeping 150 days: {:.1} s; {report}; files {:.1} MiB",
             t.elapsed().as_secs_f64(),
-            dir_bytes(&data.join("db")) as f64 / (1 << 20) as f64
+            store_bytes(&data) as f64 / (1 << 20) as f64
         );
         terminate(daemon.0.id());
         drop(daemon);

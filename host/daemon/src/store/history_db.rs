@@ -132,6 +132,9 @@ impl HistoryDb {
         conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
+        // After a checkpoint the WAL is cut back to this size (a large collection or
+        // migration would otherwise leave it as big as the most it ever held).
+        conn.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)?;
         // A negative cache size is KiB: a fixed bound whatever the file's size.
         conn.pragma_update(None, "cache_size", -(sql_int(cache_mib.max(1)) * 1024))?;
         conn.pragma_update(None, "temp_store", "FILE")?;
@@ -195,23 +198,31 @@ impl HistoryDb {
             return Ok(0);
         }
         let mut released = 0u64;
-        let mut last_free = i64::MAX;
         loop {
             let step = self.with(true, |c| {
-                let free: i64 = c.query_row("PRAGMA freelist_count", [], |r| r.get(0))?;
-                if free == 0 || free >= last_free {
+                let free = |c: &Connection| -> rusqlite::Result<i64> {
+                    c.query_row("PRAGMA freelist_count", [], |r| r.get(0))
+                };
+                let before = free(c)?;
+                if before == 0 {
                     return Ok(0);
                 }
-                last_free = free;
-                let n = free.min(i64::from(FREE_PAGES_PER_STEP));
-                c.execute_batch(&format!("PRAGMA incremental_vacuum({n})"))?;
-                Ok(from_sql_int(n))
+                let n = before.min(i64::from(FREE_PAGES_PER_STEP));
+                // The pragma frees one page per step of the statement: run it to the end.
+                let mut vacuum = c.prepare(&format!("PRAGMA incremental_vacuum({n})"))?;
+                let mut rows = vacuum.query([])?;
+                while rows.next()?.is_some() {}
+                drop(rows);
+                Ok(from_sql_int(before - free(c)?))
             })?;
             if step == 0 {
-                return Ok(released * from_sql_int(page_size));
+                break;
             }
             released += step;
         }
+        // The moves went through the WAL: fold it into the file and cut it back.
+        self.checkpoint()?;
+        Ok(released * from_sql_int(page_size))
     }
 
     /// Moves the WAL's pages into the database file and truncates the WAL (after a large
