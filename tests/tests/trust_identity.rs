@@ -333,7 +333,10 @@ fn socket_get(socket: &Path, path: &str) -> Option<String> {
 fn one_local_account_cannot_hold_every_connection_of_the_socket() {
     let d = Daemon::start_with_config(1, "[http]\nmax_connections_per_ip = 3\n");
     let socket = d.out_dir().parent().unwrap().join("data/gantry.sock");
-    let ok = socket_get(&socket, "/v1/health").expect("served");
+    // Polled: under load the daemon may be slow to answer its first request on the socket.
+    let ok = d.wait_for("the socket to answer", WAIT, || {
+        socket_get(&socket, "/v1/health")
+    });
     assert!(ok.contains(" 200 "), "{ok}");
     let held: Vec<_> = (0..3)
         .map(|_| std::os::unix::net::UnixStream::connect(&socket).unwrap())
@@ -379,6 +382,7 @@ fn the_data_dir_database_and_job_files_are_private_and_other_users_details_hidde
     let data = d.out_dir().parent().unwrap().join("data");
     assert_eq!(mode(&data), 0o711, "data dir");
     assert_eq!(mode(&data.join("db")), 0o700, "database");
+    assert_eq!(mode(&data.join("history")), 0o700, "history database");
     let job_dir = data.join(format!("jobs/{id}"));
     assert_eq!(mode(&job_dir), 0o711, "job dir");
     for (name, want_mode, want_uid) in [
