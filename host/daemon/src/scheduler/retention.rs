@@ -3,10 +3,12 @@
 //! settings — job records with their events and decisions, job directories (logs), the
 //! event log, accounting records — in batches of `retention.gc_batch`, taking the
 //! scheduler's lock only to check that a job is not in memory, so a cycle never waits on
-//! it. It runs every `retention.gc_interval_s` and on demand (`POST /v1/admin/gc`).
+//! it; then the history database gives the space it freed back to the file system. It
+//! runs every `retention.gc_interval_s` and on demand (`POST /v1/admin/gc`).
 //!
 //! Owns: when a job leaves memory and what a collection deletes. Does not own the store's
-//! keys (`store/jobs.rs`, `store/history.rs`) or the settings (`config_retention`).
+//! rows and keys (`store/archive.rs`, `store/history.rs`) or the settings
+//! (`config_retention`).
 
 use super::{Scheduler, lock, now_ms};
 use crate::config_retention::DAY_MS;
