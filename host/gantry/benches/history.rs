@@ -10,7 +10,9 @@
 //!    record each, as a job that ran leaves them. This stands in for months of history
 //!    that would take hours to run through the API on this machine.
 //! 2. **Submits** `GANTRY_BENCH_JOBS` (default 100,000) tiny `/bin/true` jobs (0 GPUs)
-//!    through the API from `GANTRY_BENCH_CLIENTS` (default 4) clients, in ten windows; after
+//!    through the API from `GANTRY_BENCH_CLIENTS` (default 4) clients, in
+//!    `GANTRY_BENCH_WINDOWS` (default 10) windows (a window's jobs are the backlog the
+//!    daemon works through: 10,000 at once keeps submissions waiting over a minute); after
 //!    each window it waits for the jobs to end and prints the window's submit p50/p99, the
 //!    daemon's RSS (`VmRSS`), the jobs in memory (`gantry_jobs` gauges are of memory) and
 //!    the store's size.
@@ -298,7 +300,7 @@ fn main() -> Result<()> {
         first_start.as_secs_f64() * 1000.0,
         rss_mib(pid)
     );
-    let window = (jobs / 10).max(clients);
+    let window = (jobs / env_usize("GANTRY_BENCH_WINDOWS", 10).max(1)).max(clients);
     let mut done = 0;
     while done < jobs {
         let lat = submit_window(&base, clients, window.min(jobs - done), done)?;

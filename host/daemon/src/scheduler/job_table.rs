@@ -306,28 +306,27 @@ impl JobTable {
     /// Takes out of memory the jobs that ended at least `min_age_ms` before `now_ms`,
     /// moving their records from sled to the store's archive; returns their ids.
     pub(crate) fn evict_ended(&mut self, now_ms: u64, min_age_ms: u64) -> Vec<u64> {
-        let due: Vec<u64> = self
+        let due: Vec<&JobRecord> = self
             .jobs
             .values()
             .filter(|j| {
                 j.state.is_terminal() && j.end_ms.unwrap_or(0).saturating_add(min_age_ms) <= now_ms
             })
-            .map(|j| j.id)
             .collect();
-        let mut gone = Vec::with_capacity(due.len());
-        for id in due {
-            let Some(j) = self.jobs.get(&id) else {
-                continue;
-            };
-            if let Err(e) = self.store.archive_job(j) {
-                tracing::error!(
-                    job = id,
-                    "cannot write an ended job to history; kept in memory: {e}"
-                );
-                continue;
-            }
-            self.jobs.remove(&id);
-            gone.push(id);
+        if due.is_empty() {
+            return Vec::new();
+        }
+        // One transaction for the lot: eviction runs under the scheduler's lock.
+        if let Err(e) = self.store.archive_jobs(&due) {
+            tracing::error!(
+                jobs = due.len(),
+                "cannot write ended jobs to history; kept in memory: {e}"
+            );
+            return Vec::new();
+        }
+        let gone: Vec<u64> = due.iter().map(|j| j.id).collect();
+        for id in &gone {
+            self.jobs.remove(id);
         }
         gone
     }

@@ -30,12 +30,20 @@ impl Store {
     /// first, then deleted from sled, so a crash between the two leaves it in both (the
     /// next start archives it again) and never in neither.
     pub fn archive_job(&self, job: &JobRecord) -> Result<(), StoreError> {
-        self.put_archived(std::slice::from_ref(job))?;
-        self.delete_live_job(job.id)
+        self.archive_jobs(&[job])
+    }
+
+    /// As [`Store::archive_job`] for several jobs, written to the archive in one transaction.
+    pub fn archive_jobs(&self, jobs: &[&JobRecord]) -> Result<(), StoreError> {
+        self.put_archived(jobs)?;
+        for j in jobs {
+            self.delete_live_job(j.id)?;
+        }
+        Ok(())
     }
 
     /// Writes `jobs` to the archive in one transaction (replacing what it had of them).
-    pub(super) fn put_archived(&self, jobs: &[JobRecord]) -> Result<(), StoreError> {
+    pub(super) fn put_archived(&self, jobs: &[&JobRecord]) -> Result<(), StoreError> {
         self.history.with(true, |c| {
             let tx = c.transaction()?;
             {

@@ -66,7 +66,7 @@ fn an_archived_job_leaves_sled_and_every_read_still_finds_it() {
 fn a_job_a_crash_left_in_both_places_is_read_once_and_archived_at_the_next_load() {
     let store = Store::temporary().unwrap();
     let mut old = ended(5, "ann", 50);
-    store.put_archived(std::slice::from_ref(&old)).unwrap();
+    store.put_archived(&[&old]).unwrap();
     // sled's copy is the newer one (the archive's write landed, sled's delete did not).
     old.exit_code = Some(3);
     store.put_job(&old).unwrap();

@@ -323,7 +323,7 @@ impl Store {
                 break;
             }
             let jobs = self.records(due.iter().map(|(_, id)| *id).collect())?;
-            self.put_archived(&jobs)?;
+            self.put_archived(&jobs.iter().collect::<Vec<_>>())?;
             for (_, id) in &due {
                 self.delete_live_job(*id)?;
             }
