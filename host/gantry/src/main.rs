@@ -291,7 +291,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 .build()?;
             rt.block_on(gantry::serve::serve(cfg))
         }
-        Command::Agent(a) => gantry::agent::main(a, cli.ca_cert),
+        Command::Agent(a) => {
+            limit_malloc_arenas();
+            gantry::agent::main(a, cli.ca_cert)
+        }
         Command::Submit(a) => submit_cli::run(&client, &a),
         Command::Run(a) => {
             let code = gantry_cli::run_cli::run(std::sync::Arc::new(client), &a)?;
