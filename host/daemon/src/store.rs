@@ -4,7 +4,7 @@
 //! database, SQLite (`history/`, `store/history_db.rs`), holds what grows with time: the
 //! jobs that left memory (`store/archive.rs`), the event log and kept decisions
 //! (`store/history.rs`) and accounting (`store/accounting.rs`). A write that acknowledges
-//! a client is flushed first.
+//! a client is flushed first; history is fsynced in the background every half second.
 //!
 //! Owns: keys, encoding (JSON values, big-endian u64 keys), durability and the size of
 //! both page caches. Does not own what the records mean (the scheduler) or when history is
@@ -117,6 +117,7 @@ impl Store {
             .cache_capacity(cache_mib.max(1) * 1024 * 1024)
             .open()?;
         let history = history_db::HistoryDb::open(&dir.join("history"), cache_mib)?;
+        history.start_background_sync();
         Self::over(db, history)
     }
 
@@ -153,10 +154,11 @@ impl Store {
         Ok(self.db.size_on_disk()? + self.history.bytes_on_disk())
     }
 
-    /// Makes every write so far durable.
+    /// Makes every write to sled so far durable (history is fsynced in the background
+    /// every half second: `store/history_db.rs`).
     pub fn flush(&self) -> Result<(), StoreError> {
         self.db.flush()?;
-        self.history.sync()
+        Ok(())
     }
 
     /// Next value of a named counter (starting at 1), durable before it is returned.

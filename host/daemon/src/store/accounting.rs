@@ -39,7 +39,8 @@ impl AccountingFilter {
 
 impl Store {
     /// Writes `record` unless a record of the same job, task, run and start exists; returns
-    /// whether it was written. Durable at the next [`Store::flush`].
+    /// whether it was written. Durable against a crash at once, against a power loss within
+    /// half a second (`store/history_db.rs`).
     pub fn put_accounting(&self, record: &AccountingRecord) -> Result<bool, StoreError> {
         Ok(self.put_accounting_seq(record)?.is_some())
     }

@@ -8,9 +8,11 @@
 //! history there is.
 //!
 //! Durability: the database runs in WAL mode with `synchronous = NORMAL`, so a commit is
-//! one `write` to the WAL (it survives the daemon being killed). [`HistoryDb::sync`], called
-//! by `Store::flush`, fsyncs the WAL when something was written since the last sync, so a
-//! flushed write also survives the machine losing power. Freed pages are given back to the
+//! one `write` to the WAL (it survives the daemon being killed). A background thread
+//! fsyncs the WAL every half second when something was written ([`HistoryDb::sync`]), so
+//! history survives the machine losing power but for its last half second, as sled's own
+//! unflushed writes do; the records that acknowledge a client (jobs, in sled) are flushed
+//! before the answer, and no fsync of history sits on that path. Freed pages are given back to the
 //! file system in steps ([`HistoryDb::release_free_pages`]), so the file shrinks after a
 //! collection with the daemon running.
 //!
@@ -74,6 +76,9 @@ CREATE INDEX IF NOT EXISTS accounting_account ON accounting(account, end_ms);
 /// (4 KiB each by default), so one step holds the connection for milliseconds.
 const FREE_PAGES_PER_STEP: u32 = 2048;
 
+/// How often the background thread fsyncs written history.
+const SYNC_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// The SQLite connection, shared by every clone of the store.
 #[derive(Clone)]
 pub(super) struct HistoryDb {
@@ -111,6 +116,33 @@ impl HistoryDb {
             wal: Some(PathBuf::from(wal)),
             dirty: Arc::new(AtomicBool::new(false)),
         })
+    }
+
+    /// Starts the thread that fsyncs the WAL every [`SYNC_EVERY`] when anything was
+    /// written; it ends when the last clone of this database is dropped.
+    pub(super) fn start_background_sync(&self) {
+        let conn = Arc::downgrade(&self.conn);
+        let (wal, dirty) = (self.wal.clone(), Arc::clone(&self.dirty));
+        let spawned = std::thread::Builder::new()
+            .name("history-sync".into())
+            .spawn(move || {
+                loop {
+                    std::thread::sleep(SYNC_EVERY);
+                    let Some(conn) = conn.upgrade() else { return };
+                    let db = HistoryDb {
+                        conn,
+                        path: None,
+                        wal: wal.clone(),
+                        dirty: Arc::clone(&dirty),
+                    };
+                    if let Err(e) = db.sync() {
+                        tracing::warn!("history database: background fsync failed: {e}");
+                    }
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::warn!("history database: no background fsync thread: {e}");
+        }
     }
 
     /// A database in memory (tests).
@@ -156,7 +188,8 @@ impl HistoryDb {
     }
 
     /// Makes every committed write durable against a power loss: fsyncs the WAL when
-    /// anything was written since the last sync.
+    /// anything was written since the last sync (the background thread, and after a
+    /// migration).
     pub(super) fn sync(&self) -> Result<(), StoreError> {
         if !self.dirty.swap(false, Ordering::AcqRel) {
             return Ok(());
