@@ -159,6 +159,7 @@ fn seed(data: &Path, n: usize) -> Result<()> {
             pid: None,
             exit: Some(TaskExit::Exited(0)),
             started_ms: Some(at + 1_000),
+            ended_ms: None,
             usage: None,
         }];
         // As eviction leaves it: the record in the history archive.

@@ -123,6 +123,10 @@ pub struct TaskRecord {
     /// When its current (or last) process started, ms since the Unix epoch.
     #[serde(default)]
     pub started_ms: Option<u64>,
+    /// When its last process ended, ms since the Unix epoch (the time its exit record was
+    /// written where the daemon can see it, else when the daemon learnt of the end).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_ms: Option<u64>,
     /// CPU time and memory peak of its ended processes (summed over service restarts).
     #[serde(default)]
     pub usage: Option<TaskUsage>,

@@ -239,7 +239,10 @@ impl Scheduler {
         };
         let exit = task.exit.unwrap_or(TaskExit::Lost);
         let start = task.started_ms.or(job.start_ms).unwrap_or(0);
-        let end = self.process_end_ms(job.id, index, start);
+        let end = match task.ended_ms {
+            Some(end) => end,
+            None => self.process_end_ms(job.id, index, start),
+        };
         if let Some(r) = record(job, index, end, exit, usage) {
             self.write_accounting(&r);
         }
@@ -265,7 +268,7 @@ impl Scheduler {
 
     /// When task `index` of job `id` ended: its exit record's time if that lies between
     /// `start_ms` and now (it was written by this run), else now.
-    fn process_end_ms(&self, id: u64, index: usize, start_ms: u64) -> u64 {
+    pub(crate) fn process_end_ms(&self, id: u64, index: usize, start_ms: u64) -> u64 {
         let now = now_ms();
         let written = std::fs::metadata(self.exit_path(id, index))
             .and_then(|m| m.modified())

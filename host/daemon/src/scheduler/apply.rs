@@ -200,6 +200,7 @@ impl Scheduler {
                 pid: None,
                 exit: None,
                 started_ms: Some(now_ms()),
+                ended_ms: None,
                 usage: None,
             })
             .collect();

@@ -28,6 +28,8 @@ impl Scheduler {
             return;
         }
         task.exit = Some(ev.exit);
+        let start = task.started_ms.or(job.start_ms).unwrap_or(0);
+        task.ended_ms = Some(self.process_end_ms(job.id, ev.task_index as usize, start));
         task.usage = Some(match task.usage {
             // A restarted service task sums its runs.
             Some(before) => TaskUsage {
@@ -71,7 +73,7 @@ impl Scheduler {
             Some(TaskExit::Lost) => Some(-1),
         });
         job.exit_code = Some(code.unwrap_or(0));
-        job.end_ms = Some(now_ms());
+        job.end_ms = Some(last_process_end(job).unwrap_or_else(now_ms));
         let oom = job
             .tasks
             .iter()
@@ -245,4 +247,51 @@ fn warn_due(job: &JobRecord, now: u64) -> Option<(i32, u64)> {
     let before_ms = u64::from(warn.before_s) * 1000;
     let signal = warn.number().ok()?;
     (now + before_ms >= limit).then_some((signal, before_ms))
+}
+
+/// When the last of `job`'s tasks ended, if every task's end time is known: the job's end as
+/// its processes saw it, not as late as the daemon learnt of it (what accounting records use).
+fn last_process_end(job: &JobRecord) -> Option<u64> {
+    let ends: Option<Vec<u64>> = job.tasks.iter().map(|t| t.ended_ms).collect();
+    let last = ends?.into_iter().max()?;
+    Some(last.max(job.start_ms.unwrap_or(0)))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::last_process_end;
+    use crate::model::{JobRecord, JobSpec, TaskRecord};
+
+    fn job_with_ends(ends: &[Option<u64>]) -> JobRecord {
+        let spec: JobSpec = serde_json::from_str(r#"{"argv": ["true"]}"#).unwrap();
+        let mut j = JobRecord::new(1, spec, 0);
+        j.start_ms = Some(1_000);
+        j.tasks = ends
+            .iter()
+            .map(|&ended_ms| TaskRecord {
+                node: "n0".into(),
+                gpus: Vec::new(),
+                cpu_milli: 0,
+                memory_mib: 0,
+                pid: None,
+                exit: None,
+                started_ms: Some(1_000),
+                ended_ms,
+                usage: None,
+            })
+            .collect();
+        j
+    }
+
+    #[test]
+    fn a_job_ends_when_its_last_process_did_and_only_when_every_end_is_known() {
+        assert_eq!(
+            last_process_end(&job_with_ends(&[Some(5_000), Some(5_040)])),
+            Some(5_040)
+        );
+        assert_eq!(last_process_end(&job_with_ends(&[Some(5_000), None])), None);
+        // A clock that put an end before the start does not make the job end before it began.
+        assert_eq!(last_process_end(&job_with_ends(&[Some(900)])), Some(1_000));
+    }
 }

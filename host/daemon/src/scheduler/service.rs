@@ -154,6 +154,7 @@ impl Scheduler {
             t.exit = None;
             t.pid = None;
             t.started_ms = Some(now);
+            t.ended_ms = None;
             // Without the old exit record a crash before the launch is seen as "never
             // launched" by adoption, not as this run's end.
             let _ = std::fs::remove_file(self.exit_path(job.id, i));

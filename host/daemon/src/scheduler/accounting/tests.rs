@@ -21,6 +21,7 @@ fn task(shares: &[(u32, u32)], started_ms: Option<u64>) -> TaskRecord {
         pid: Some(4242),
         exit: None,
         started_ms,
+        ended_ms: None,
         usage: None,
     }
 }

@@ -38,6 +38,7 @@ fn running(id: u64, placed: &[(&str, u32, u32)]) -> JobRecord {
             pid: Some(1),
             exit: None,
             started_ms: Some(1),
+            ended_ms: None,
             usage: None,
         })
         .collect();
