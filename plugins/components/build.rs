@@ -46,6 +46,11 @@ const COMPONENTS: &[(&str, &str, &str)] = &[
     ),
     ("FGD", "gantry-plugin-fgd", "gantry_plugin_fgd"),
     (
+        "STRANDING",
+        "gantry-plugin-stranding",
+        "gantry_plugin_stranding",
+    ),
+    (
         "MULTIFACTOR",
         "gantry-plugin-multifactor",
         "gantry_plugin_multifactor",
@@ -134,6 +139,7 @@ fn main() {
         "plugins/gpu-packing",
         "plugins/best-fit",
         "plugins/fgd",
+        "plugins/stranding",
         "plugins/multifactor",
         "plugins/quota",
         "plugins/reclaim",

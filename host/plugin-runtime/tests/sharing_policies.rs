@@ -1,5 +1,6 @@
 //! The six placement policies of the FGD paper (`random`, `dot-product`,
-//! `gpu-clustering`, `gpu-packing`, `best-fit`, `fgd`) as wasm components give exactly
+//! `gpu-clustering`, `gpu-packing`, `best-fit`, `fgd`) and Gantry's `stranding` as wasm
+//! components give exactly
 //! the plans of their native builds, on one mixed scenario: nodes of several models,
 //! some GPUs partly used or unhealthy, a node down, running jobs, and whole-GPU,
 //! sharing, CPU-only and gang jobs, some with model constraints.
@@ -172,6 +173,14 @@ fn cases() -> Vec<(&'static str, &'static [u8], Vec<&'static str>)> {
             vec![r#"{"seed": 11, "strict": true}"#, r#"{"seed": 11}"#],
         ),
         ("fgd", comp::FGD, vec![FGD_TARGET, r#"{"seed": 11}"#]),
+        (
+            "stranding",
+            comp::STRANDING,
+            vec![
+                r#"{"seed": 11}"#,
+                r#"{"seed": 11, "memory": false, "scale": 0, "weigh": "gpu-demand"}"#,
+            ],
+        ),
     ]
 }
 
@@ -195,6 +204,9 @@ fn native(name: &str, config: &str) -> Box<dyn PlacementStage> {
             Box::new(Native::new(gantry_plugin_best_fit::BestFit::default(), config).unwrap())
         }
         "fgd" => Box::new(Native::new(gantry_plugin_fgd::Fgd::default(), config).unwrap()),
+        "stranding" => {
+            Box::new(Native::new(gantry_plugin_stranding::Stranding::default(), config).unwrap())
+        }
         other => panic!("unknown policy {other}"),
     }
 }

@@ -113,7 +113,7 @@ pub struct GridArgs {
     /// Placement policies, comma-separated.
     #[arg(
         long,
-        default_value = "random,dot-product,gpu-clustering,gpu-packing,best-fit,fgd"
+        default_value = "random,dot-product,gpu-clustering,gpu-packing,best-fit,fgd,stranding"
     )]
     pub policies: String,
     /// Keep every N-th node and pod (1: the whole trace), for quick runs.

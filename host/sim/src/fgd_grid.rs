@@ -19,14 +19,15 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-/// The six policies of the paper, by plugin name.
-pub const POLICIES: [&str; 6] = [
+/// The six policies of the paper, then Gantry's own `stranding`, by plugin name.
+pub const POLICIES: [&str; 7] = [
     "random",
     "dot-product",
     "gpu-clustering",
     "gpu-packing",
     "best-fit",
     "fgd",
+    "stranding",
 ];
 
 /// The three workloads of the paper (pod list suffixes).

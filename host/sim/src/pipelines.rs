@@ -194,6 +194,9 @@ fn native_placement(name: &str, config: &str) -> anyhow::Result<Box<dyn Placemen
             Box::new(Native::new(gantry_plugin_best_fit::BestFit::default(), config).map_err(p)?)
         }
         "fgd" => Box::new(Native::new(gantry_plugin_fgd::Fgd::default(), config).map_err(p)?),
+        "stranding" => {
+            Box::new(Native::new(gantry_plugin_stranding::Stranding::default(), config).map_err(p)?)
+        }
         other => bail!("placement.plugin: {other} has no native build; run without --native"),
     })
 }

@@ -18,6 +18,7 @@ pub const BUILTIN: &[(&str, &[u8])] = &[
     ("gpu-packing", GPU_PACKING),
     ("best-fit", BEST_FIT),
     ("fgd", FGD),
+    ("stranding", STRANDING),
     ("multifactor", MULTIFACTOR),
     ("quota", QUOTA),
     ("reclaim", RECLAIM),

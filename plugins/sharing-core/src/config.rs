@@ -2,11 +2,13 @@
 //!
 //! Owns parsing and validation: `{"seed"?: u64, "strict"?: bool}` for every policy,
 //! plus `"target"?: [{"cpu_milli", "gpu_milli", "gpus", "models"?, "count"}]` and
-//! `"total_pods"?: u64` for `fgd`. Unknown keys are rejected with an error naming the
+//! `"total_pods"?: u64` for `fgd`, and `"weigh"`, `"coverage_pct"`, `"memory"`, `"scale"`
+//! and `"cpu_only_ties"` for `stranding`. Unknown keys are rejected with an error naming the
 //! key. Does not own what the settings do (`place`, `fgd`).
 
 use crate::fgd::{Target, TargetEntry};
 use crate::policies::Policy;
+use crate::stranding::{StrandingOptions, Weigh};
 use serde::Deserialize;
 
 /// The settings a plugin runs with.
@@ -18,6 +20,8 @@ pub struct Settings {
     pub strict: bool,
     /// FGD's configured target; `None` derives one per call.
     pub target: Option<Target>,
+    /// The `stranding` policy's knobs.
+    pub stranding: StrandingOptions,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -42,14 +46,77 @@ struct Fgd {
     total_pods: Option<u64>,
 }
 
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Stranding {
+    #[serde(default)]
+    seed: Option<u64>,
+    #[serde(default)]
+    strict: bool,
+    #[serde(default)]
+    weigh: Option<String>,
+    #[serde(default)]
+    coverage_pct: Option<u32>,
+    #[serde(default)]
+    memory: Option<bool>,
+    #[serde(default)]
+    scale: Option<u32>,
+    #[serde(default)]
+    cpu_only_ties: Option<String>,
+}
+
+fn parse_stranding(json: &str) -> Result<Settings, String> {
+    let c: Stranding = gantry_sdk::parse_config(json)?;
+    let mut opts = StrandingOptions::default();
+    opts.weigh = match c.weigh.as_deref() {
+        None => opts.weigh,
+        Some("tasks") => Weigh::Tasks,
+        Some("gpu-demand") => Weigh::GpuDemand,
+        Some(other) => {
+            return Err(format!(
+                "invalid config: `weigh` is \"tasks\" or \"gpu-demand\", not {other:?}"
+            ));
+        }
+    };
+    opts.cpu_only_packed = match c.cpu_only_ties.as_deref() {
+        None => opts.cpu_only_packed,
+        Some("packed") => true,
+        Some("rank") => false,
+        Some(other) => {
+            return Err(format!(
+                "invalid config: `cpu_only_ties` is \"packed\" or \"rank\", not {other:?}"
+            ));
+        }
+    };
+    if let Some(p) = c.coverage_pct {
+        if !(1..=100).contains(&p) {
+            return Err(format!(
+                "invalid config: `coverage_pct` is 1..=100, not {p}"
+            ));
+        }
+        opts.coverage_pct = p;
+    }
+    opts.measure.memory = c.memory.unwrap_or(opts.measure.memory);
+    opts.measure.scale = c.scale.unwrap_or(opts.measure.scale);
+    Ok(Settings {
+        seed: c.seed,
+        strict: c.strict,
+        target: None,
+        stranding: opts,
+    })
+}
+
 /// Parses the config of `policy` ("" counts as `{}`).
 pub fn parse(policy: Policy, json: &str) -> Result<Settings, String> {
+    if policy == Policy::Stranding {
+        return parse_stranding(json);
+    }
     if policy != Policy::Fgd {
         let c: Common = gantry_sdk::parse_config(json)?;
         return Ok(Settings {
             seed: c.seed,
             strict: c.strict,
-            target: None,
+            ..Settings::default()
         });
     }
     let c: Fgd = gantry_sdk::parse_config(json)?;
@@ -76,6 +143,7 @@ pub fn parse(policy: Policy, json: &str) -> Result<Settings, String> {
         seed: c.seed,
         strict: c.strict,
         target,
+        ..Settings::default()
     })
 }
 

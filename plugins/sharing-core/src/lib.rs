@@ -29,6 +29,7 @@ mod plugin_macro;
 pub mod policies;
 pub mod rank;
 pub mod shape;
+pub mod stranding;
 
 pub use fgd::{Target, TargetEntry, TraceShape, build_target};
 pub use place::SharingPlacer;

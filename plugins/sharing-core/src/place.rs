@@ -13,10 +13,12 @@ use crate::assign::{ShareRule, assign};
 use crate::config::{Settings, parse};
 use crate::explain::explain;
 use crate::fgd::FgdScorer;
+use crate::fgd::target::resolve;
 use crate::node_view::{Booking, ClusterView};
 use crate::policies::{Policy, random};
 use crate::rank::{Rng, tie_order};
-use crate::shape::PodShape;
+use crate::shape::{PodKind, PodShape};
+use crate::stranding::demand_target;
 use gantry_sdk::{
     Cycle, GpuShare, Job, Metadata, Node, Pending, Plan, RunningJob, Stage, Start, TaskAllocation,
 };
@@ -61,6 +63,9 @@ impl SharingPlacer {
     pub fn configure(&mut self, config_json: &str) -> Result<(), String> {
         let settings = parse(self.policy, config_json)?;
         self.fgd.set_target(settings.target.clone());
+        if self.policy == Policy::Stranding {
+            self.fgd.set_measure(settings.stranding.measure);
+        }
         self.settings = settings;
         Ok(())
     }
@@ -78,6 +83,10 @@ impl SharingPlacer {
         match self.policy {
             Policy::GpuClustering => self.view.load_tags(running),
             Policy::Fgd => self.fgd.prepare(ctx, jobs, running),
+            Policy::Stranding => {
+                let target = demand_target(ctx, jobs, running, &self.settings.stranding);
+                self.fgd.use_shapes(resolve(ctx, &target));
+            }
             _ => {}
         }
         let mut plan = Plan::default();
@@ -139,7 +148,7 @@ impl SharingPlacer {
             return Some((node, gpus));
         }
         let (node, fgd_gpu) = self.argmax(ctx, pod)?;
-        let rule = if self.policy == Policy::Fgd {
+        let rule = if matches!(self.policy, Policy::Fgd | Policy::Stranding) {
             ShareRule::Given(fgd_gpu)
         } else {
             ShareRule::BestFit
@@ -152,6 +161,9 @@ impl SharingPlacer {
     /// FGD's GPU position on it.
     fn argmax(&mut self, ctx: &Cycle, pod: &PodShape) -> Option<(usize, usize)> {
         let simple = self.policy.simple_score();
+        let packed = self.policy == Policy::Stranding
+            && self.settings.stranding.cpu_only_packed
+            && pod.kind == PodKind::CpuOnly;
         let view = &self.view;
         let mut best: Option<(i64, usize, usize)> = None;
         for i in 0..view.nodes().len() {
@@ -164,7 +176,7 @@ impl SharingPlacer {
             };
             let better = match best {
                 None => true,
-                Some((b, j, _)) => score > b || (score == b && tie_before(ctx, view, i, j)),
+                Some((b, j, _)) => score > b || (score == b && tie_wins(ctx, view, packed, i, j)),
             };
             if better {
                 best = Some((score, i, gpu));
@@ -172,6 +184,20 @@ impl SharingPlacer {
         }
         best.map(|(_, i, gpu)| (i, gpu))
     }
+}
+
+/// Whether node `a` wins a score tie against node `b`: with `packed`, the node with less
+/// free GPU first (a CPU-only task then strands the fewest GPUs), else (and on equal free
+/// GPU) [`tie_before`].
+fn tie_wins(ctx: &Cycle, view: &ClusterView, packed: bool, a: usize, b: usize) -> bool {
+    if packed {
+        let free = |i: usize| -> u64 { view.gpus(i).iter().map(|g| u64::from(g.free)).sum() };
+        let (fa, fb) = (free(a), free(b));
+        if fa != fb {
+            return fa < fb;
+        }
+    }
+    tie_before(ctx, view, a, b)
 }
 
 /// Whether node `a` wins a score tie against node `b`.

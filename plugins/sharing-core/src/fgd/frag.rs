@@ -39,6 +39,42 @@ pub struct ShapeFit {
     pub sum: u64,
 }
 
+/// What a node has free besides GPUs: CPU (milli-cores) and memory (MiB). FGD counts CPU
+/// only, which a room built from a CPU amount (`Room::from(cpu)`) expresses: memory then
+/// never lacks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Room {
+    /// Free CPU, milli-cores.
+    pub cpu: i64,
+    /// Free memory, MiB.
+    pub memory: i64,
+}
+
+impl Room {
+    /// The room left after taking `cpu` and `memory`.
+    pub fn minus(self, cpu: i64, memory: i64) -> Self {
+        Self {
+            cpu: self.cpu - cpu,
+            memory: self.memory - memory,
+        }
+    }
+}
+
+impl From<i64> for Room {
+    fn from(cpu: i64) -> Self {
+        Self {
+            cpu,
+            memory: i64::MAX / 2,
+        }
+    }
+}
+
+impl From<u32> for Room {
+    fn from(cpu: u32) -> Self {
+        Self::from(i64::from(cpu))
+    }
+}
+
 /// The summary of `gpus` for `shape` (unused for CPU-only shapes).
 pub fn fit_of(shape: &ResolvedShape, gpus: &[GpuFree]) -> ShapeFit {
     let mut f = ShapeFit::default();
@@ -74,11 +110,18 @@ pub fn refit(shape: &ResolvedShape, fit: ShapeFit, changed: &[(u8, u32, u32)]) -
     f
 }
 
-/// The bucket of `shape` on a node with free CPU `cpu`, free milli-GPU `total` and
-/// GPU summary `fit`, and its fragment `frag_t` (milli-GPU). For a satisfied shape the
-/// fragment goes to [`LACK_GPU`] and `total − frag` to [`SATISFIED`].
-pub fn classify(shape: &ResolvedShape, cpu: i64, total: u64, fit: ShapeFit) -> (usize, u64) {
-    let cpu_ok = cpu >= shape.cpu;
+/// The bucket of `shape` on a node with free CPU and memory `room`, free milli-GPU
+/// `total` and GPU summary `fit`, and its fragment `frag_t` (milli-GPU). For a satisfied
+/// shape the fragment goes to [`LACK_GPU`] and `total − frag` to [`SATISFIED`]. A shape
+/// whose memory does not fit counts as lacking CPU (FGD's shapes ask for no memory).
+pub fn classify(
+    shape: &ResolvedShape,
+    room: impl Into<Room>,
+    total: u64,
+    fit: ShapeFit,
+) -> (usize, u64) {
+    let room = room.into();
+    let cpu_ok = room.cpu >= shape.cpu && room.memory >= shape.memory;
     if shape.cpu_only {
         return (
             if cpu_ok {
@@ -103,13 +146,14 @@ pub fn classify(shape: &ResolvedShape, cpu: i64, total: u64, fit: ShapeFit) -> (
 /// `F` of a node state in floating point, in the authors' evaluation order.
 pub fn fragmentation(
     shapes: &[ResolvedShape],
-    cpu: i64,
+    room: impl Into<Room>,
     total: u64,
     fit: impl Fn(usize, &ResolvedShape) -> ShapeFit,
 ) -> f64 {
+    let room = room.into();
     let mut b = [0.0f64; 7];
     for (t, s) in shapes.iter().enumerate() {
-        let (bucket, frag) = classify(s, cpu, total, fit(t, s));
+        let (bucket, frag) = classify(s, room, total, fit(t, s));
         if bucket == SATISFIED {
             b[LACK_GPU] += s.weight * frag as f64;
             b[SATISFIED] += s.weight * (total - frag) as f64;
@@ -128,15 +172,16 @@ pub fn fragmentation(
 /// `F` exactly, scaled by the sum of kept counts: `Σ count_t·frag_t`.
 pub fn fragmentation_exact(
     shapes: &[ResolvedShape],
-    cpu: i64,
+    room: impl Into<Room>,
     total: u64,
     fit: impl Fn(usize, &ResolvedShape) -> ShapeFit,
 ) -> i128 {
+    let room = room.into();
     shapes
         .iter()
         .enumerate()
         .map(|(t, s)| {
-            let (_, frag) = classify(s, cpu, total, fit(t, s));
+            let (_, frag) = classify(s, room, total, fit(t, s));
             i128::from(s.count) * i128::from(frag)
         })
         .sum()
@@ -145,6 +190,13 @@ pub fn fragmentation_exact(
 /// The FGD score from `F` before and after: `trunc(100·sigmoid(−ΔF/1000))`.
 pub fn gradient_score(f_before: f64, f_after: f64) -> i64 {
     (100.0 * sigmoid((f_before - f_after) / 1000.0)) as i64
+}
+
+/// The score of the policies that compare gradients exactly: `−ΔF` in thousandths of a
+/// milli-GPU, rounded (larger is better, like [`gradient_score`], without its truncation to
+/// 101 levels).
+pub fn fine_score(f_before: f64, f_after: f64) -> i64 {
+    ((f_before - f_after) * 1000.0).round() as i64
 }
 
 /// The same score from an exact `ΔF` scaled by `cum` (the sum of kept counts).

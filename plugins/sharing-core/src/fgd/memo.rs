@@ -1,7 +1,8 @@
 //! A bounded, pure memo of FGD node scores.
 //!
 //! Owns the key (a node's free CPU, model and per-GPU free milli in index order, plus
-//! the pod's non-zero CPU, GPU count and milli), a fast hasher for it, and the map
+//! the pod's non-zero CPU, GPU count and milli; with memory counted, the node's free
+//! memory and the pod's), a fast hasher for it, and the map
 //! `key → (score, GPU position)`, cleared when it grows past [`MEMO_LIMIT`]. A score
 //! depends only on this key and the resolved target, so the owner clears the memo
 //! whenever the target changes. Only nodes with at most 8 usable GPUs of one model
@@ -18,7 +19,7 @@ pub const MEMO_LIMIT: usize = 1 << 17;
 
 /// A node state and a pod shape.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MemoKey([u64; 4]);
+pub struct MemoKey([u64; 5]);
 
 impl Hash for MemoKey {
     fn hash<H: Hasher>(&self, state: &mut H) {
@@ -30,7 +31,12 @@ impl Hash for MemoKey {
 
 impl MemoKey {
     /// The key of `pod` on a node, or `None` when the node cannot have one.
-    pub fn new(node: &NodeView, gpus: &[GpuFree], pod: &PodShape) -> Option<Self> {
+    pub fn new(
+        node: &NodeView,
+        gpus: &[GpuFree],
+        pod: &PodShape,
+        with_memory: bool,
+    ) -> Option<Self> {
         if gpus.len() > 8 || node.model == MIXED_MODEL || pod.milli > 0xffff || pod.gpus > 0xff {
             return None;
         }
@@ -48,7 +54,14 @@ impl MemoKey {
             0,
             0,
             u64::from(pod.cpu) | u64::from(pod.milli) << 32,
+            0,
         ];
+        if with_memory {
+            if node.memory_mib > 0xffff_ffff || pod.memory_mib > 0xffff_ffff {
+                return None;
+            }
+            words[4] = node.memory_mib | pod.memory_mib << 32;
+        }
         for (i, g) in gpus.iter().enumerate() {
             words[1 + i / 4] |= u64::from(g.free.min(0xffff)) << (16 * (i % 4));
         }
@@ -81,15 +94,13 @@ impl Hasher for KeyHasher {
 /// Scores by key.
 #[derive(Debug, Default)]
 pub struct Memo {
-    map: HashMap<MemoKey, (i16, u8), BuildHasherDefault<KeyHasher>>,
+    map: HashMap<MemoKey, (i64, u8), BuildHasherDefault<KeyHasher>>,
 }
 
 impl Memo {
     /// The stored `(score, GPU position)`.
     pub fn get(&self, key: &MemoKey) -> Option<(i64, usize)> {
-        self.map
-            .get(key)
-            .map(|&(s, p)| (i64::from(s), usize::from(p)))
+        self.map.get(key).map(|&(s, p)| (s, usize::from(p)))
     }
 
     /// Stores a result, clearing everything first when the memo is full.
@@ -97,8 +108,7 @@ impl Memo {
         if self.map.len() >= MEMO_LIMIT {
             self.map.clear();
         }
-        self.map
-            .insert(key, (score.clamp(0, 100) as i16, pos.min(255) as u8));
+        self.map.insert(key, (score, pos.min(255) as u8));
     }
 
     /// Forgets everything.
@@ -125,18 +135,21 @@ mod tests {
     #[test]
     fn keys_tell_states_and_pods_apart() {
         let v = view(64_000);
-        let a = MemoKey::new(&v, &gpus(&[1000, 500]), &pod(0, 300, 1000));
-        let b = MemoKey::new(&v, &gpus(&[500, 1000]), &pod(0, 300, 1000));
-        let c = MemoKey::new(&v, &gpus(&[1000, 500]), &pod(0, 300, 2000));
-        let d = MemoKey::new(&v, &gpus(&[1000, 500]), &pod(1, 0, 1000));
+        let a = MemoKey::new(&v, &gpus(&[1000, 500]), &pod(0, 300, 1000), false);
+        let b = MemoKey::new(&v, &gpus(&[500, 1000]), &pod(0, 300, 1000), false);
+        let c = MemoKey::new(&v, &gpus(&[1000, 500]), &pod(0, 300, 2000), false);
+        let d = MemoKey::new(&v, &gpus(&[1000, 500]), &pod(1, 0, 1000), false);
         assert!(a.is_some() && a != b && a != c && a != d);
-        assert_eq!(a, MemoKey::new(&v, &gpus(&[1000, 500]), &pod(0, 300, 1000)));
-        assert!(MemoKey::new(&v, &gpus(&[1000; 9]), &pod(1, 0, 1)).is_none());
+        assert_eq!(
+            a,
+            MemoKey::new(&v, &gpus(&[1000, 500]), &pod(0, 300, 1000), false)
+        );
+        assert!(MemoKey::new(&v, &gpus(&[1000; 9]), &pod(1, 0, 1), false).is_none());
         let mixed = NodeView {
             model: MIXED_MODEL,
             ..v
         };
-        assert!(MemoKey::new(&mixed, &gpus(&[1000]), &pod(1, 0, 1)).is_none());
+        assert!(MemoKey::new(&mixed, &gpus(&[1000]), &pod(1, 0, 1), false).is_none());
     }
 
     #[test]
@@ -144,13 +157,13 @@ mod tests {
         let v = view(0);
         let mut m = Memo::default();
         for cpu in 0..(MEMO_LIMIT as u32 + 5) {
-            let key = MemoKey::new(&v, &gpus(&[1000]), &pod(0, 0, cpu + 1));
+            let key = MemoKey::new(&v, &gpus(&[1000]), &pod(0, 0, cpu + 1), false);
             if let Some(k) = key {
                 m.put(k, 50, 0);
             }
         }
         assert!(m.len() <= MEMO_LIMIT && !m.is_empty());
-        let k = MemoKey::new(&v, &gpus(&[1000]), &pod(0, 0, MEMO_LIMIT as u32 + 5));
+        let k = MemoKey::new(&v, &gpus(&[1000]), &pod(0, 0, MEMO_LIMIT as u32 + 5), false);
         assert_eq!(k.and_then(|k| m.get(&k)), Some((50, 0)));
         m.clear();
         assert!(m.is_empty());

@@ -38,6 +38,7 @@ mod tests {
             gpus: n,
             models: models.iter().map(|s| s.to_string()).collect(),
             count,
+            memory_mib: 0,
         }
     }
 
@@ -102,8 +103,8 @@ mod tests {
         let g = gpus(&[1000, 600, 200, 0]);
         let fit = |_: usize, t: &ResolvedShape| fit_of(t, &g);
         // 7·F = 2·1800 + 3·200 + 1800 + 1800 = 7800.
-        assert_eq!(fragmentation_exact(&s, 3000, 1800, fit), 7800);
-        let f = fragmentation(&s, 3000, 1800, fit);
+        assert_eq!(fragmentation_exact(&s, 3000i64, 1800, fit), 7800);
+        let f = fragmentation(&s, 3000i64, 1800, fit);
         assert!((f - 7800.0 / 7.0).abs() < 1e-9, "{f}");
     }
 

@@ -9,16 +9,63 @@
 //! O(shapes) by adjusting the summaries for the changed GPUs.
 //! Does not own fragmentation arithmetic (`frag`) or node choice (`place`).
 
-use crate::fgd::frag::{ShapeFit, fit_of, fragmentation, gradient_score, refit};
+use crate::fgd::frag::{Room, ShapeFit, fine_score, fit_of, fragmentation, gradient_score, refit};
 use crate::fgd::memo::{Memo, MemoKey};
 use crate::fgd::target::{ResolvedShape, Target, derive_target, resolve};
 use crate::node_view::{ClusterView, GpuFree};
 use crate::shape::{PodKind, PodShape};
 use gantry_sdk::{Cycle, Job, MILLI_PER_GPU, RunningJob};
 
+/// How a [`FgdScorer`] measures. The default is FGD as published: CPU and GPU only, the
+/// score `trunc(100·sigmoid(−ΔF/1000))`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Measure {
+    /// Memory counts like CPU: a shape whose memory does not fit cannot use the node's GPUs.
+    pub memory: bool,
+    /// The score is `trunc(100·sigmoid(−ΔF/scale))` (FGD: 1000); 0 scores the exact `−ΔF`
+    /// ([`fine_score`]).
+    pub scale: u32,
+}
+
+impl Default for Measure {
+    fn default() -> Self {
+        Self {
+            memory: false,
+            scale: 1000,
+        }
+    }
+}
+
+impl Measure {
+    /// The score of `F` going from `before` to `after` (larger is better).
+    pub fn score(self, before: f64, after: f64) -> i64 {
+        match self.scale {
+            0 => fine_score(before, after),
+            1000 => gradient_score(before, after),
+            s => gradient_score(
+                before / f64::from(s) * 1000.0,
+                after / f64::from(s) * 1000.0,
+            ),
+        }
+    }
+
+    /// A node's room: its CPU, and its memory when memory counts.
+    fn room(self, cpu: u32, memory_mib: u64) -> Room {
+        let room = Room::from(cpu);
+        if !self.memory {
+            return room;
+        }
+        Room {
+            memory: i64::try_from(memory_mib).unwrap_or(i64::MAX / 2),
+            ..room
+        }
+    }
+}
+
 /// FGD's per-plugin state: target, resolved shapes, memo and scratch buffers.
 #[derive(Debug, Default)]
 pub struct FgdScorer {
+    measure: Measure,
     configured: Option<Target>,
     shapes: Vec<ResolvedShape>,
     memo: Memo,
@@ -34,12 +81,23 @@ impl FgdScorer {
         self.memo.clear();
     }
 
+    /// Measures with `measure` from now on.
+    pub fn set_measure(&mut self, measure: Measure) {
+        self.measure = measure;
+        self.memo.clear();
+    }
+
     /// Resolves the target for this call; clears the memo when it changed.
     pub fn prepare(&mut self, ctx: &Cycle, jobs: &[Job], running: &[RunningJob]) {
         let shapes = match &self.configured {
             Some(t) => resolve(ctx, t),
             None => resolve(ctx, &derive_target(ctx, jobs, running)),
         };
+        self.use_shapes(shapes);
+    }
+
+    /// Uses `shapes` as the target; clears the memo when they changed.
+    pub fn use_shapes(&mut self, shapes: Vec<ResolvedShape>) {
         if shapes != self.shapes {
             self.shapes = shapes;
             self.memo.clear();
@@ -56,15 +114,20 @@ impl FgdScorer {
     pub fn score(&mut self, view: &ClusterView, i: usize, pod: &PodShape) -> (i64, usize) {
         let node = &view.nodes()[i];
         let gpus = view.gpus(i);
-        let key = MemoKey::new(node, gpus, pod);
+        let with_memory = self.measure.memory;
+        let key = MemoKey::new(node, gpus, pod, with_memory);
         if let Some(hit) = key.as_ref().and_then(|k| self.memo.get(k)) {
             return hit;
         }
-        let result = evaluate(
+        let result = evaluate_with(
             &self.shapes,
             &mut self.fits,
             &mut self.changed,
-            node.cpu,
+            Scoring {
+                room: self.measure.room(node.cpu, node.memory_mib),
+                pod_memory: if with_memory { pod.memory_mib } else { 0 },
+                measure: self.measure,
+            },
             gpus,
             pod,
         );
@@ -85,6 +148,36 @@ pub fn evaluate(
     gpus: &[GpuFree],
     pod: &PodShape,
 ) -> (i64, usize) {
+    let scoring = Scoring {
+        room: Room::from(cpu),
+        pod_memory: 0,
+        measure: Measure::default(),
+    };
+    evaluate_with(shapes, fits, changed, scoring, gpus, pod)
+}
+
+/// What one evaluation measures against: the node's room, the memory the pod takes from
+/// it (0 when memory is not counted) and the score of `F` before and after.
+#[derive(Debug, Clone, Copy)]
+pub struct Scoring {
+    /// The node's free CPU and memory.
+    pub room: Room,
+    /// Memory the pod takes, MiB.
+    pub pod_memory: u64,
+    /// How a change of `F` scores.
+    pub measure: Measure,
+}
+
+/// [`evaluate`] with a given [`Scoring`].
+pub fn evaluate_with(
+    shapes: &[ResolvedShape],
+    fits: &mut Vec<ShapeFit>,
+    changed: &mut Vec<(u8, u32, u32)>,
+    scoring: Scoring,
+    gpus: &[GpuFree],
+    pod: &PodShape,
+) -> (i64, usize) {
+    let gradient_score = |before, after| scoring.measure.score(before, after);
     let total: u64 = gpus.iter().map(|g| u64::from(g.free)).sum();
     fits.clear();
     fits.extend(shapes.iter().map(|s| {
@@ -95,11 +188,13 @@ pub fn evaluate(
         }
     }));
     let fits: &[ShapeFit] = fits;
-    let cpu = i64::from(cpu);
-    let before = fragmentation(shapes, cpu, total, |t, _| fits[t]);
-    let cpu_after = cpu - i64::from(pod.cpu);
+    let before = fragmentation(shapes, scoring.room, total, |t, _| fits[t]);
+    let room_after = scoring.room.minus(
+        i64::from(pod.cpu),
+        i64::try_from(scoring.pod_memory).unwrap_or(i64::MAX / 2),
+    );
     let after = |changed: &[(u8, u32, u32)], total_after: u64| {
-        fragmentation(shapes, cpu_after, total_after, |t, s| {
+        fragmentation(shapes, room_after, total_after, |t, s| {
             refit(s, fits[t], changed)
         })
     };

@@ -25,6 +25,9 @@ pub struct TraceShape {
     pub gpus: u32,
     /// Allowed models (empty = any).
     pub models: Vec<String>,
+    /// Memory, MiB (0 for FGD's shapes, which ignore memory).
+    #[serde(default)]
+    pub memory_mib: u64,
 }
 
 impl TraceShape {
@@ -39,6 +42,7 @@ impl TraceShape {
                 gpu_milli: 0,
                 gpus: 0,
                 models: Vec::new(),
+                memory_mib: 0,
             };
         }
         Self {
@@ -50,10 +54,12 @@ impl TraceShape {
                 .filter(|m| !m.is_empty())
                 .map(str::to_string)
                 .collect(),
+            memory_mib: 0,
         }
     }
 
-    /// The shape of one task of `group`; models are the names of the mask's bits.
+    /// The shape of one task of `group`; models are the names of the mask's bits; memory
+    /// is left at 0 (FGD's shapes).
     pub fn of_task(ctx: &Cycle, group: &TaskGroup) -> Self {
         let pod = PodShape::of(group);
         let models = if pod.kind == PodKind::CpuOnly {
@@ -71,6 +77,7 @@ impl TraceShape {
             gpu_milli: pod.milli,
             gpus: pod.gpus,
             models,
+            memory_mib: 0,
         }
     }
 
@@ -95,6 +102,13 @@ pub struct TargetEntry {
     pub models: Vec<String>,
     /// Pods of this shape in the original list.
     pub count: u64,
+    /// Memory each pod asks for, MiB (default 0: FGD's shapes ignore memory).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub memory_mib: u64,
+}
+
+fn is_zero(x: &u64) -> bool {
+    *x == 0
 }
 
 /// A target workload: the kept shapes and the size of the list they came from.
@@ -129,6 +143,11 @@ impl Target {
 /// Builds the target from the `(shape, count)` pairs of an original pod list, exactly
 /// as `docs/fgd-replay/method.md` §8 says (duplicate shapes are merged; a CPU request of 0 counts as 100).
 pub fn build_target(pods: &[(TraceShape, u64)]) -> Target {
+    build_target_covering(pods, 95)
+}
+
+/// [`build_target`] keeping the shortest prefix that covers `coverage_pct` % of the pods.
+pub fn build_target_covering(pods: &[(TraceShape, u64)], coverage_pct: u32) -> Target {
     let mut merged: BTreeMap<TraceShape, u64> = BTreeMap::new();
     for (shape, count) in pods {
         let mut s = shape.clone();
@@ -156,7 +175,9 @@ pub fn build_target(pods: &[(TraceShape, u64)]) -> Target {
     let mut cum = 0u64;
     let mut target = Vec::new();
     for (s, count, _) in list {
-        if u128::from(cum) * 100 >= u128::from(total) * 95 && !target.is_empty() {
+        if u128::from(cum) * 100 >= u128::from(total) * u128::from(coverage_pct)
+            && !target.is_empty()
+        {
             break;
         }
         cum += count;
@@ -166,6 +187,7 @@ pub fn build_target(pods: &[(TraceShape, u64)]) -> Target {
             gpus: s.gpus,
             models: s.models,
             count,
+            memory_mib: s.memory_mib,
         });
     }
     Target {
@@ -204,6 +226,8 @@ pub struct ResolvedShape {
     pub restricted: bool,
     /// The allowed models as a bitmask over `Cycle::gpu_models`.
     pub mask: u64,
+    /// Memory `mem_t`, MiB (0 for FGD's shapes).
+    pub memory: i64,
     /// Pods of this shape (integer weight).
     pub count: u64,
     /// Weight `(count/total)/(cum/total)`.
@@ -242,6 +266,7 @@ pub fn resolve(ctx: &Cycle, target: &Target) -> Vec<ResolvedShape> {
                 cpu_only: e.gpu_milli == 0 || e.gpus == 0,
                 restricted: !e.models.is_empty(),
                 mask,
+                memory: i64::try_from(e.memory_mib).unwrap_or(i64::MAX),
                 count: e.count,
                 weight: (e.count as f64 / total) / share,
             }
@@ -259,6 +284,7 @@ mod tests {
             gpu_milli: m,
             gpus: n,
             models: models.iter().map(|s| s.to_string()).collect(),
+            memory_mib: 0,
         }
     }
 
@@ -323,6 +349,7 @@ mod tests {
                     gpus: 1,
                     models: vec!["A10".into(), "H100".into()],
                     count: 3,
+                    memory_mib: 0,
                 },
                 TargetEntry {
                     cpu_milli: 1000,
@@ -330,6 +357,7 @@ mod tests {
                     gpus: 0,
                     models: vec![],
                     count: 1,
+                    memory_mib: 0,
                 },
             ],
             total_pods: 5,

@@ -1,5 +1,5 @@
-//! The six policies of the FGD paper (`docs/fgd-replay/method.md` §7) and their names, config hints and
-//! per-node scores.
+//! The six policies of the FGD paper (`docs/fgd-replay/method.md` §7), Gantry's
+//! `stranding` (`crate::stranding`), and their names, config hints and per-node scores.
 //!
 //! Owns the [`Policy`] enum and the dispatch to each integer score. The simple scores
 //! live one per module here; FGD's lives in `crate::fgd`. Does not own the node
@@ -32,19 +32,23 @@ pub enum Policy {
     BestFit,
     /// Fragmentation gradient descent.
     Fgd,
+    /// FGD's gradient counting memory, weighing shapes by GPU demand learnt online, and
+    /// compared exactly (`crate::stranding`).
+    Stranding,
 }
 
 const SEED_NOTE: &str = "seed: the tie-break rank (and random draws) use this seed, default the cycle seed; the daemon changes the cycle seed every cycle, so set it for stable ranks (the simulator keeps it fixed for a run)";
 
 impl Policy {
-    /// All six, in the paper's order.
-    pub const ALL: [Policy; 6] = [
+    /// The paper's six, in its order, then Gantry's own.
+    pub const ALL: [Policy; 7] = [
         Policy::Random,
         Policy::DotProduct,
         Policy::GpuClustering,
         Policy::GpuPacking,
         Policy::BestFit,
         Policy::Fgd,
+        Policy::Stranding,
     ];
 
     /// The plugin name.
@@ -56,6 +60,7 @@ impl Policy {
             Policy::GpuPacking => "gpu-packing",
             Policy::BestFit => "best-fit",
             Policy::Fgd => "fgd",
+            Policy::Stranding => "stranding",
         }
     }
 
@@ -64,6 +69,9 @@ impl Policy {
         match self {
             Policy::Fgd => format!(
                 "{{\"seed\"?: u64, \"strict\"?: bool (default false), \"target\"?: [{{\"cpu_milli\": u32, \"gpu_milli\": u32 (per GPU, 0 for CPU-only), \"gpus\": u32, \"models\": [string] (empty = any), \"count\": u64}}] (in target order, already cut to the 95% prefix; default: derived each call from the pending and running tasks), \"total_pods\"?: u64 (pods of the original list, default the sum of counts; weights are (count/total)/(cum/total))}}. {SEED_NOTE}"
+            ),
+            Policy::Stranding => format!(
+                "{{\"seed\"?: u64, \"strict\"?: bool (default false), \"memory\"?: bool (default true: memory strands GPUs like CPU), \"coverage_pct\"?: 1..=100 (default 100: every task shape seen), \"scale\"?: u32 (default 1400: score trunc(100·sigmoid(−ΔF/scale)); 0 compares ΔF exactly), \"cpu_only_ties\"?: \"packed\" (default) | \"rank\", \"weigh\"?: \"tasks\" (default) | \"gpu-demand\"}}; the target is learnt each call from the pending and running tasks. {SEED_NOTE}"
             ),
             _ => format!(
                 "{{\"seed\"?: u64, \"strict\"?: bool (default false: a job that does not fit does not stop later ones)}}. {SEED_NOTE}"
@@ -78,7 +86,7 @@ impl Policy {
             Policy::GpuClustering => Some(gpu_clustering::score),
             Policy::GpuPacking => Some(gpu_packing::score),
             Policy::BestFit => Some(best_fit::score),
-            Policy::Random | Policy::Fgd => None,
+            Policy::Random | Policy::Fgd | Policy::Stranding => None,
         }
     }
 }
@@ -132,7 +140,8 @@ pub(crate) mod tests {
                 "gpu-clustering",
                 "gpu-packing",
                 "best-fit",
-                "fgd"
+                "fgd",
+                "stranding"
             ]
         );
         assert!(Policy::Random.simple_score().is_none());
