@@ -1,4 +1,5 @@
-//! `gantry plugin test` as an author runs it: the built-in plugins and the Rust example
+//! `gantry plugin test` as an author runs it: the built-in plugins (the default pipeline's
+//! and `stranding`) and the Rust example
 //! pass; every hostile fixture fails with a readable report naming the problem
 //! (deadline, trap, memory, invalid plan, forbidden WASI import, contract version) and
 //! a non-zero exit status.
@@ -33,6 +34,7 @@ fn builtin_plugins_and_the_rust_example_conform() {
         ("first-fit", gantry_components::FIRST_FIT),
         ("priority-preempt", gantry_components::PRIORITY_PREEMPT),
         ("shortest-first", gantry_components::SHORTEST_FIRST),
+        ("stranding", gantry_components::STRANDING),
         ("gpu0-reserve", gantry_components::EXAMPLE_GPU0_RESERVE),
     ] {
         let (code, text) = plugin_test(name, bytes, &[]);

@@ -10,7 +10,7 @@ use super::progress::Bar;
 use super::report::{self, PipelineRun};
 use super::{fgd_workload, workload};
 use anyhow::{Context, bail};
-use gantry_engine::sim::{TimelineOptions, allocation_curve, run_fill, run_timeline};
+use gantry_engine::sim::{SimJob, TimelineOptions, allocation_curve, run_fill, run_timeline};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -72,6 +72,10 @@ pub struct TimelineArgs {
     /// Half-life of the decayed usage plugins see (fair-share), hours (default 168).
     #[arg(long)]
     pub usage_half_life_h: Option<f64>,
+    /// Divide every submit time by this (≥ 1; durations unchanged): a trace recorded on a
+    /// lightly loaded cluster, replayed K times faster, offers K times the load.
+    #[arg(long, default_value_t = 1.0)]
+    pub arrival_speedup: f64,
     /// Pipelines, plugins and output.
     #[command(flatten)]
     pub common: PipelineArgs,
@@ -187,9 +191,21 @@ pub fn run(cmd: SimulateCommand) -> anyhow::Result<()> {
     }
 }
 
+/// Divides every submit time by `k` (≥ 1); durations stay.
+fn speed_up_arrivals(jobs: &mut [SimJob], k: f64) -> anyhow::Result<()> {
+    if !(k.is_finite() && k >= 1.0) {
+        bail!("--arrival-speedup must be a number ≥ 1, not {k}");
+    }
+    for j in jobs {
+        j.submit_ms = (j.submit_ms as f64 / k) as u64;
+    }
+    Ok(())
+}
+
 fn timeline(a: TimelineArgs) -> anyhow::Result<()> {
     let nodes = workload::read_cluster(&a.cluster, false)?;
-    let jobs = workload::read_workload(&a.workload)?;
+    let mut jobs = workload::read_workload(&a.workload)?;
+    speed_up_arrivals(&mut jobs, a.arrival_speedup)?;
     let events = match &a.node_events {
         Some(p) => workload::read_node_events(p, &nodes)?,
         None => Vec::new(),
@@ -343,4 +359,26 @@ fn grid(a: GridArgs) -> anyhow::Result<()> {
     print!("{}", std::fs::read_to_string(a.out.join("results.md"))?);
     eprintln!("grid wall time {wall:.1} s; results in {}", a.out.display());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::speed_up_arrivals;
+
+    #[test]
+    fn arrivals_speed_up_and_durations_stay() {
+        let csv = "name,submit_s,duration_s,gpus\na,0,60,1\nb,3600,60,1\n";
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("jobs.csv");
+        std::fs::write(&path, csv).unwrap();
+        let mut jobs = crate::workload::read_workload(&path).unwrap();
+        speed_up_arrivals(&mut jobs, 100.0).unwrap();
+        let got: Vec<(u64, u64)> = jobs.iter().map(|j| (j.submit_ms, j.duration_ms)).collect();
+        assert_eq!(got, vec![(0, 60_000), (36_000, 60_000)]);
+        for bad in [0.5, f64::NAN, f64::INFINITY] {
+            let err = speed_up_arrivals(&mut jobs, bad).unwrap_err().to_string();
+            assert!(err.contains("--arrival-speedup"), "{err}");
+        }
+    }
 }
