@@ -19,8 +19,8 @@
 
 use crate::fgd::scorer::Measure;
 use crate::fgd::target::{Target, TraceShape, build_target_covering};
-use gantry_sdk::{Cycle, Job, RunningJob};
-use std::collections::BTreeMap;
+use gantry_sdk::{Cycle, Job, RunningJob, TaskGroup};
+use std::collections::{BTreeMap, HashMap};
 
 /// How the target weighs shapes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,21 +71,35 @@ pub fn demand_target(
     running: &[RunningJob],
     opts: &StrandingOptions,
 ) -> Target {
-    let mut weights: BTreeMap<TraceShape, u64> = BTreeMap::new();
+    // Tasks counted by their raw request first (no allocation per task: a call may carry
+    // thousands of running jobs), then turned into shapes once per distinct request.
+    let mut by_request: HashMap<(u32, u32, u32, u64, u64), u64> = HashMap::new();
     let groups = jobs
         .iter()
         .chain(running.iter().map(|r| &r.job))
         .flat_map(|j| j.tasks.iter());
     for g in groups {
-        let mut shape = TraceShape::of_task(ctx, g);
-        if opts.measure.memory {
-            shape.memory_mib = g.memory_mib;
-        }
+        let memory = if opts.measure.memory { g.memory_mib } else { 0 };
+        let key = (g.gpus, g.gpu_milli, g.cpu_milli, memory, g.gpu_model_mask);
+        *by_request.entry(key).or_default() += u64::from(g.count);
+    }
+    let mut weights: BTreeMap<TraceShape, u64> = BTreeMap::new();
+    for ((gpus, gpu_milli, cpu_milli, memory_mib, gpu_model_mask), count) in by_request {
+        let group = TaskGroup {
+            count: 1,
+            gpus,
+            gpu_milli,
+            cpu_milli,
+            memory_mib,
+            gpu_model_mask,
+        };
+        let mut shape = TraceShape::of_task(ctx, &group);
+        shape.memory_mib = memory_mib;
         let per_task = match opts.weigh {
             Weigh::Tasks => 1,
             Weigh::GpuDemand => u64::from(shape.gpus) * u64::from(shape.gpu_milli),
         };
-        let w = per_task.saturating_mul(u64::from(g.count));
+        let w = per_task.saturating_mul(count);
         if w > 0 {
             *weights.entry(shape).or_default() += w;
         }
@@ -98,7 +112,6 @@ pub fn demand_target(
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use gantry_sdk::TaskGroup;
 
     fn job(id: u64, count: u32, gpus: u32, gpu_milli: u32, memory_mib: u64) -> Job {
         Job {
