@@ -97,6 +97,7 @@ impl Agent {
             with_execution_defaults(&format!("{AGENT_CONFIG}{extra_toml}")),
         )
         .expect("cannot write the agent config");
+        crate::make_private(&dir.path().join("agent.toml"));
         if let Some(ca) = ca_cert {
             fs::copy(ca, dir.path().join("ca.pem")).expect("cannot copy the CA certificate");
         }

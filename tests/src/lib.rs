@@ -39,7 +39,7 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
-use std::process::Child;
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 /// Default bound for waiting on the daemon.
@@ -149,6 +149,14 @@ pub fn poll_until<T>(
     }
 }
 
+/// Makes a file readable by its owner only: the daemon refuses a config file that holds a
+/// cluster token and that others may read.
+pub fn make_private(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(path, fs::Permissions::from_mode(0o600))
+        .expect("cannot make a file private");
+}
+
 /// A running `gantry serve` with its own temporary directory.
 pub struct Daemon {
     child: Child,
@@ -186,10 +194,26 @@ impl Daemon {
         Self::start_inner(gpus, &tls, Some(trusted))
     }
 
+    /// Like [`Daemon::start_with_config`], letting `prepare` change the daemon's command
+    /// before it starts (e.g. give it a controlling terminal or an extra descriptor, as an
+    /// operator's shell might); a restart starts it plainly.
+    pub fn start_prepared(gpus: u32, extra_toml: &str, prepare: &dyn Fn(&mut Command)) -> Self {
+        Self::start_inner_prepared(gpus, extra_toml, None, prepare)
+    }
+
     fn start_inner(
         gpus: u32,
         extra_toml: &str,
         trusted: Option<ureq::tls::Certificate<'static>>,
+    ) -> Self {
+        Self::start_inner_prepared(gpus, extra_toml, trusted, &|_| {})
+    }
+
+    fn start_inner_prepared(
+        gpus: u32,
+        extra_toml: &str,
+        trusted: Option<ureq::tls::Certificate<'static>>,
+        prepare: &dyn Fn(&mut Command),
     ) -> Self {
         let dir = tempfile::Builder::new()
             .prefix("gantry-e2e-")
@@ -200,8 +224,9 @@ impl Daemon {
             with_execution_defaults(&format!("{CONFIG}\n{extra_toml}")),
         )
         .expect("cannot write the config");
+        make_private(&dir.path().join("gantry.toml"));
         fs::create_dir_all(dir.path().join("out")).expect("cannot create the out dir");
-        let (child, base) = process::spawn(dir.path(), gpus, 0);
+        let (child, base) = process::spawn_prepared(dir.path(), gpus, 0, prepare);
         let mut tls = ureq::tls::TlsConfig::builder();
         if let Some(cert) = trusted {
             tls = tls.root_certs(ureq::tls::RootCerts::new_with_certs(&[cert]));

@@ -52,9 +52,20 @@ pub(crate) fn kill_tasks_under(dir: &Path) {
 
 /// Starts `gantry serve` on `dir` and waits for the address it prints.
 pub(crate) fn spawn(dir: &Path, gpus: u32, generation: u32) -> (Child, String) {
+    spawn_prepared(dir, gpus, generation, &|_| {})
+}
+
+/// Like [`spawn`], letting `prepare` change the command first (its stdin, a `pre_exec`).
+pub(crate) fn spawn_prepared(
+    dir: &Path,
+    gpus: u32,
+    generation: u32,
+    prepare: &dyn Fn(&mut Command),
+) -> (Child, String) {
     let out_path = dir.join(format!("daemon-{generation}.out"));
     let err_path = dir.join(format!("daemon-{generation}.err"));
-    let mut child = Command::new(gantry_bin())
+    let mut command = Command::new(gantry_bin());
+    command
         .arg("serve")
         .arg("--config")
         .arg(dir.join("gantry.toml"))
@@ -71,9 +82,9 @@ pub(crate) fn spawn(dir: &Path, gpus: u32, generation: u32) -> (Child, String) {
         .env("RUST_LOG", "info")
         .stdin(Stdio::null())
         .stdout(File::create(&out_path).expect("cannot create the daemon's stdout file"))
-        .stderr(File::create(&err_path).expect("cannot create the daemon's stderr file"))
-        .spawn()
-        .expect("cannot start gantry");
+        .stderr(File::create(&err_path).expect("cannot create the daemon's stderr file"));
+    prepare(&mut command);
+    let mut child = command.spawn().expect("cannot start gantry");
     let deadline = Instant::now() + READY_TIMEOUT;
     let logs = || {
         let read = |p: &Path| fs::read_to_string(p).unwrap_or_default();

@@ -175,6 +175,9 @@ fn controller_and_agent_speak_https_both_ways() {
     let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
     std::fs::write(&cert, made.cert.pem()).unwrap();
     std::fs::write(&key, made.signing_key.serialize_pem()).unwrap();
+    // A key others may read is refused, as ssh refuses one.
+    let private = <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o600);
+    std::fs::set_permissions(&key, private).unwrap();
     // One self-signed certificate for 127.0.0.1: the controller serves it and trusts it for
     // its agents (`cluster.ca_cert`); the agent serves it and trusts it for the controller.
     let d = Daemon::start_tls(

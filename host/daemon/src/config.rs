@@ -112,6 +112,26 @@ impl Default for PluginLimits {
     }
 }
 
+/// Refuses a configuration file that holds the cluster token and that its group or others
+/// may read (`docs/security.md`, attack U8).
+fn refuse_exposed_secret(path: &Path, config: &Config) -> Result<(), ConfigError> {
+    if config.cluster.token.is_empty() {
+        return Ok(());
+    }
+    let exposed =
+        crate::private_files::readable_by_others(path).map_err(|source| ConfigError::Read {
+            path: path.into(),
+            source,
+        })?;
+    match exposed {
+        Some(mode) => Err(ConfigError::Invalid(format!(
+            "{} holds [cluster] token but its group or others may read it (mode {mode:04o}): make it private (chmod 600)",
+            path.display()
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// A configuration error.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -152,10 +172,12 @@ impl Config {
                     path: p.into(),
                     source,
                 })?;
-                toml::from_str(&text).map_err(|e| ConfigError::Parse {
+                let config: Self = toml::from_str(&text).map_err(|e| ConfigError::Parse {
                     path: p.into(),
                     message: e.to_string(),
-                })?
+                })?;
+                refuse_exposed_secret(p, &config)?;
+                config
             }
         };
         config.check()?;

@@ -11,7 +11,9 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
-pub use gantry_node::{config_execution, executor, inventory, private_files};
+pub use gantry_node::{
+    config_execution, executor, inventory, private_files, process_hygiene, trusted_dir,
+};
 pub mod agent;
 pub mod api;
 pub mod auth;

@@ -14,9 +14,10 @@ use crate::tls::ServerTls;
 use anyhow::Context;
 
 /// Runs the daemon.
-pub async fn serve(config: Config) -> anyhow::Result<()> {
+pub async fn serve(mut config: Config) -> anyhow::Result<()> {
     let shim = std::env::current_exe()
         .context("cannot find the gantry executable (needed as the task shim)")?;
+    trust_state_paths(&mut config)?;
     let listen = config.listen.clone();
     let data_dir = config.data_dir.clone();
     let socket = config.socket_path();
@@ -35,9 +36,12 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     tracing::info!(%addr, data_dir = %data_dir.display(), "gantry is serving");
     let scheme = if tls.is_some() { "https" } else { "http" };
     println!("gantry listening on {scheme}://{addr}");
-    tokio::spawn(scheduler.clone().run(events));
-    let app = crate::api::router(scheduler, tokens);
+    let app = crate::api::router(scheduler.clone(), tokens);
     serve_local_socket(&socket, app.clone(), &http)?;
+    // Every path the daemon keeps is absolute by now; nothing may resolve against the
+    // directory it was started in (a job's relative path would reach the operator's files).
+    std::env::set_current_dir("/").context("cannot change to /")?;
+    tokio::spawn(scheduler.run(events));
     // Connection limits, header and idle timeouts, Host rules: `http_server`.
     let options = crate::http_server::ServeOptions {
         settings: http,
@@ -48,6 +52,24 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     tracing::info!(
         "gantry stopped; running tasks keep running and are re-attached at the next start"
     );
+    Ok(())
+}
+
+/// Makes the data directory and the socket's path absolute, and refuses to start on a
+/// directory that another account owns or others may write (`crate::trusted_dir`).
+fn trust_state_paths(config: &mut Config) -> anyhow::Result<()> {
+    crate::private_files::restrict_umask();
+    config.data_dir = crate::trusted_dir::absolute_and_trusted(&config.data_dir)
+        .context("refusing the data directory (data_dir)")?;
+    if let Some(socket) = &config.socket {
+        let socket = std::path::absolute(socket)
+            .with_context(|| format!("socket {} is not usable", socket.display()))?;
+        if let Some(parent) = socket.parent() {
+            crate::trusted_dir::absolute_and_trusted(parent)
+                .context("refusing the directory of the API socket (socket)")?;
+        }
+        config.socket = Some(socket);
+    }
     Ok(())
 }
 

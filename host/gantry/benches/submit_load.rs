@@ -41,6 +41,11 @@ fn self_signed(dir: &std::path::Path) -> Result<(String, ureq::tls::Certificate<
     let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
     std::fs::write(&cert, made.cert.pem())?;
     std::fs::write(&key, made.signing_key.serialize_pem())?;
+    // A key others may read is refused.
+    std::fs::set_permissions(
+        &key,
+        <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o600),
+    )?;
     let table = format!(
         "[tls]\ncert = {:?}\nkey = {:?}\n",
         cert.display().to_string(),

@@ -2,6 +2,7 @@
 //! client of its HTTP API (sending the token from `--token-file`, `GANTRY_TOKEN` or
 //! `~/.config/gantry/token`). `gantry task-shim` is internal (it supervises one task).
 
+use anyhow::Context;
 use clap::{Parser, Subcommand};
 use gantry::config::Config;
 use gantry_cli::auth_cli::{self, TokenCreateArgs};
@@ -286,6 +287,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             cfg.check()?;
             limit_malloc_arenas();
+            gantry::process_hygiene::mark_inherited_fds_cloexec()
+                .context("cannot mark inherited file descriptors close-on-exec")?;
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()?;
@@ -293,6 +296,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Agent(a) => {
             limit_malloc_arenas();
+            gantry::process_hygiene::mark_inherited_fds_cloexec()
+                .context("cannot mark inherited file descriptors close-on-exec")?;
             gantry::agent::main(a, cli.ca_cert)
         }
         Command::Submit(a) => submit_cli::run(&client, &a),

@@ -34,6 +34,10 @@ pub struct ExecutionConfig {
     pub cgroup_parent: String,
     /// Most processes per task (cgroup pids limit; default 4096).
     pub pids_max: u32,
+    /// Most processes of all tasks of the node together (the parent cgroup's pids limit;
+    /// default 0: half of the kernel's `pid_max`, so tasks can never take every process
+    /// number of the host).
+    pub node_pids_max: u32,
     /// Device node of GPU `{index}` (default `/dev/nvidia{index}`); a task is denied the
     /// nodes of the GPUs it was not given.
     pub gpu_device_pattern: String,
@@ -63,6 +67,7 @@ impl Default for ExecutionConfig {
             cgroups: CgroupMode::Auto,
             cgroup_parent: "gantry".into(),
             pids_max: 4096,
+            node_pids_max: 0,
             gpu_device_pattern: "/dev/nvidia{index}".into(),
             run_as_user: true,
             fallback_user: "nobody".into(),
@@ -75,6 +80,18 @@ impl Default for ExecutionConfig {
 }
 
 impl ExecutionConfig {
+    /// The pids limit of the parent cgroup: `node_pids_max`, or half of the kernel's
+    /// `pid_max` when it is 0 (16,384 when that cannot be read).
+    pub fn node_pids_limit(&self) -> u32 {
+        if self.node_pids_max > 0 {
+            return self.node_pids_max;
+        }
+        std::fs::read_to_string("/proc/sys/kernel/pid_max")
+            .ok()
+            .and_then(|s| s.trim().parse::<u32>().ok())
+            .map_or(16_384, |max| (max / 2).max(8))
+    }
+
     /// Range checks, as messages naming the key.
     pub fn check(&self) -> Result<(), String> {
         if self.cgroup_parent.is_empty()
@@ -85,6 +102,12 @@ impl ExecutionConfig {
         }
         if self.pids_max < 8 {
             return Err("execution.pids_max must be at least 8".into());
+        }
+        if self.node_pids_max != 0 && self.node_pids_max < self.pids_max {
+            return Err(
+                "execution.node_pids_max must be 0 (half of the kernel's pid_max) or at least execution.pids_max"
+                    .into(),
+            );
         }
         if !self.gpu_device_pattern.contains("{index}") {
             return Err("execution.gpu_device_pattern must contain {index}".into());

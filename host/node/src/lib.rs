@@ -7,7 +7,9 @@
 //!   GPU health;
 //! - `config_execution`: the `[execution]` settings the executor acts on;
 //! - `private_files`: the umask and directory modes of what the daemon keeps on disk;
+//! - `process_hygiene`: a new session and no inherited descriptors for what Gantry starts;
 //! - `port_owner`: which users listen on a TCP port (for service health checks);
+//! - `trusted_dir`: whether a directory may hold what the daemon writes as root;
 //! - `sys`: safe wrappers of the few other system calls Gantry makes.
 //!
 //! This is the only daemon-side crate with `unsafe` code; each block says why it is sound.
@@ -19,4 +21,6 @@ pub mod executor;
 pub mod inventory;
 pub mod port_owner;
 pub mod private_files;
+pub mod process_hygiene;
 pub mod sys;
+pub mod trusted_dir;

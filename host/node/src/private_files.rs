@@ -26,10 +26,32 @@ pub fn restrict_umask() {
     }
 }
 
-/// Creates `dir` (and its parents) when missing and sets its mode to `mode`.
+/// Creates `dir` (and its parents) when missing and sets its mode to `mode`. Refuses a `dir`
+/// that is a link or not the daemon's own (someone else's directory put in its place), so
+/// nothing the daemon then writes into it goes through another account's link.
 pub fn dir_with_mode(dir: &Path, mode: u32) -> io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
     std::fs::create_dir_all(dir)?;
+    let meta = std::fs::symlink_metadata(dir)?;
+    if !meta.is_dir() || meta.uid() != crate::sys::effective_uid() {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "{} is not a directory of the daemon's own (a link, or owned by uid {}): refusing to write into it",
+                dir.display(),
+                meta.uid()
+            ),
+        ));
+    }
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode))
+}
+
+/// The permission bits of `path` when its group or others may read it, `None` when only its
+/// owner may: a file that holds a secret (a cluster token, a TLS key) must be private, as
+/// `ssh` demands of a private key.
+pub fn readable_by_others(path: &Path) -> io::Result<Option<u32>> {
+    let mode = std::fs::metadata(path)?.permissions().mode() & 0o7777;
+    Ok((mode & 0o044 != 0).then_some(mode))
 }
 
 #[cfg(test)]
@@ -51,5 +73,16 @@ mod tests {
             .permissions()
             .mode();
         assert_eq!(mode & 0o777, 0o700);
+    }
+
+    #[test]
+    fn a_file_readable_by_group_or_others_is_named() {
+        let root = tempfile::tempdir().unwrap();
+        let file = root.path().join("secret");
+        std::fs::write(&file, "x").unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o640)).unwrap();
+        assert_eq!(readable_by_others(&file).unwrap(), Some(0o640));
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(readable_by_others(&file).unwrap(), None);
     }
 }

@@ -74,9 +74,13 @@ impl Client {
         }
     }
 
-    /// The same client, sending `token` with every request.
+    /// The same client, sending `token` with every request; over the Unix socket never (the
+    /// kernel names the caller there, and a token sent to a socket someone else planted
+    /// would be theirs).
     pub fn with_token(mut self, token: Option<String>) -> Self {
-        self.token = token;
+        if !self.label.starts_with("unix:") {
+            self.token = token;
+        }
         self
     }
 

@@ -36,7 +36,9 @@ impl Connector<()> for UnixConnector {
         details: &ConnectionDetails,
         _chained: Option<()>,
     ) -> Result<Option<Self::Out>, Error> {
-        let stream = Arc::new(Socket(UnixStream::connect(&self.path)?));
+        let stream = UnixStream::connect(&self.path)?;
+        check_peer(&stream, &self.path)?;
+        let stream = Arc::new(Socket(stream));
         let buffers = LazyBuffers::new(
             details.config.input_buffer_size(),
             details.config.output_buffer_size(),
@@ -47,6 +49,32 @@ impl Connector<()> for UnixConnector {
             buffers,
         }))
     }
+}
+
+/// An extra uid whose socket the CLI trusts besides root's and its own: a daemon run by a
+/// dedicated account (`GANTRY_DAEMON_UID=<uid>`).
+pub const DAEMON_UID_ENV: &str = "GANTRY_DAEMON_UID";
+
+/// Refuses a socket whose listening end is not root, the caller itself or the account named
+/// by [`DAEMON_UID_ENV`]: anyone may make a `gantry-data/gantry.sock` in a shared directory,
+/// and what the CLI sends it (a job's command, its environment) must reach the daemon only.
+fn check_peer(stream: &UnixStream, path: &std::path::Path) -> std::io::Result<()> {
+    let peer = rustix::net::sockopt::socket_peercred(stream)?;
+    let peer_uid = peer.uid.as_raw();
+    let me = rustix::process::getuid().as_raw();
+    let daemon = std::env::var(DAEMON_UID_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse::<u32>().ok());
+    if peer_uid == 0 || peer_uid == me || daemon == Some(peer_uid) {
+        return Ok(());
+    }
+    Err(std::io::Error::new(
+        std::io::ErrorKind::PermissionDenied,
+        format!(
+            "the socket {} is served by uid {peer_uid}, not by root or you: not talking to it (a daemon of another account: set {DAEMON_UID_ENV}={peer_uid} if you trust it)",
+            path.display()
+        ),
+    ))
 }
 
 /// The connected socket, shared with the agent's shutdown handle.

@@ -111,9 +111,12 @@ pub struct JobSpec {
     /// Extra environment.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
-    /// Working directory (default: the job's directory under the data dir).
+    /// Working directory, an absolute path (default: the job's directory under the data dir).
     #[serde(default)]
-    #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 4096))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(min_length = 1, max_length = 4096, pattern = "^/")
+    )]
     pub workdir: Option<String>,
     /// The gang's task groups.
     #[serde(default = "default_tasks")]
@@ -236,6 +239,16 @@ impl JobSpec {
             return Err(bad(
                 "workdir",
                 format!("must be a path of 1..={MAX_PATH} bytes without control characters"),
+            ));
+        }
+        // Relative to what? The daemon's own directory is nobody's business (it changes to
+        // `/` at start); a client resolves a relative directory where its user stands.
+        if let Some(dir) = &self.workdir
+            && !dir.starts_with('/')
+        {
+            return Err(bad(
+                "workdir",
+                "must be an absolute path (a client resolves a relative one against its own directory)",
             ));
         }
         for (f, v) in [

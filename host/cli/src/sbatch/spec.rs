@@ -156,7 +156,18 @@ impl Options {
         put("name", self.name.clone().map(Value::from));
         put("queue", self.queue.clone().map(Value::from));
         put("account", self.account.clone().map(Value::from));
-        put("workdir", self.workdir.clone().map(Value::from));
+        // A relative `--chdir` is relative to where the user submits, as with sbatch (the
+        // daemon accepts only absolute working directories).
+        put(
+            "workdir",
+            self.workdir
+                .as_deref()
+                .map(|dir| {
+                    std::path::absolute(dir)
+                        .map_or_else(|_| dir.to_owned(), |p| p.to_string_lossy().into_owned())
+                })
+                .map(Value::from),
+        );
         put("time_limit_s", self.time_limit_s.map(Value::from));
         put("requeue", self.requeue.map(Value::from));
         put("max_requeues", self.max_requeues.map(Value::from));

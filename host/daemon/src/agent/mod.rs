@@ -133,9 +133,9 @@ pub async fn run(options: AgentOptions) -> anyhow::Result<()> {
     let controller = heartbeat::Controller::new(&options.controller, &token, options.ca_cert)?;
     let shim = std::env::current_exe()
         .context("cannot find the gantry executable (needed as the task shim)")?;
-    let data_dir = std::path::absolute(&config.data_dir)
-        .with_context(|| format!("data_dir {} is not usable", config.data_dir.display()))?;
     crate::private_files::restrict_umask();
+    let data_dir = crate::trusted_dir::absolute_and_trusted(&config.data_dir)
+        .context("refusing the data directory (data_dir)")?;
     crate::private_files::dir_with_mode(&data_dir, crate::private_files::TRAVERSE_ONLY)
         .with_context(|| format!("data_dir {} is not usable", data_dir.display()))?;
     let node_config = config.node.clone();
@@ -173,6 +173,8 @@ pub async fn run(options: AgentOptions) -> anyhow::Result<()> {
         tracing::info!("TLS: {}", tls.summary());
     }
     println!("gantry agent {} listening on {scheme}://{local}", node.name);
+    // Every path the agent keeps is absolute by now (see `crate::serve`).
+    std::env::set_current_dir("/").context("cannot change to /")?;
     std::io::stdout().flush()?;
     tracing::info!(%agent_url, controller = %options.controller, "agent serving");
 

@@ -48,7 +48,8 @@ use axum::extract::DefaultBodyLimit;
 /// All routes (`routes.rs`), behind the token check (`tokens` empty: no authentication),
 /// then the dashboard's files and the agents' heartbeats.
 pub fn router(scheduler: Scheduler, tokens: Tokens) -> Router {
-    let streams = streams::StreamSlots::new(scheduler.config().http.max_streams_per_caller);
+    let http = &scheduler.config().http;
+    let streams = streams::StreamSlots::new(http.max_streams_per_caller, http.caller_prefixes());
     let mut api = Router::new();
     for route in routes::all() {
         // Methods of one path merge into one route.

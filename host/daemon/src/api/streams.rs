@@ -13,6 +13,7 @@
 use super::error::ApiError;
 use crate::auth::Caller;
 use crate::http_server::ConnInfo;
+use crate::http_server::limits::{CallerPrefixes, caller_address};
 use axum::extract::FromRequestParts;
 use axum::http::StatusCode;
 use axum::http::request::Parts;
@@ -24,6 +25,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 #[derive(Debug, Clone)]
 pub(super) struct StreamSlots {
     max: usize,
+    prefixes: CallerPrefixes,
     open: Arc<Mutex<HashMap<String, usize>>>,
 }
 
@@ -35,21 +37,26 @@ pub(super) struct StreamSlot {
 }
 
 /// Who is counted for a request: the token's name, else the peer's address.
-pub(super) fn caller_key(caller: &Caller, peer: Option<IpAddr>) -> String {
+pub(super) fn caller_key(
+    caller: &Caller,
+    peer: Option<IpAddr>,
+    prefixes: CallerPrefixes,
+) -> String {
     match caller {
         Caller::Token(id) => format!("token {}", id.name),
         _ => peer.map_or_else(
             || "local".to_string(),
-            |ip| format!("address {}", ip.to_canonical()),
+            |ip| format!("address {}", caller_address(ip, prefixes)),
         ),
     }
 }
 
 impl StreamSlots {
-    /// At most `max` open streams per caller.
-    pub(super) fn new(max: usize) -> Self {
+    /// At most `max` open streams per caller (addresses grouped by `prefixes`).
+    pub(super) fn new(max: usize, prefixes: CallerPrefixes) -> Self {
         Self {
             max,
+            prefixes,
             open: Arc::new(Mutex::new(HashMap::new())),
         }
     }
@@ -118,10 +125,8 @@ impl<S: Send + Sync> FromRequestParts<S> for StreamGate {
             .get::<StreamSlots>()
             .cloned()
             .ok_or_else(|| ApiError::internal("the stream limits are not installed"))?;
-        Ok(Self {
-            slots,
-            key: caller_key(&caller, peer),
-        })
+        let key = caller_key(&caller, peer, slots.prefixes);
+        Ok(Self { slots, key })
     }
 }
 
@@ -132,7 +137,8 @@ mod tests {
 
     #[test]
     fn each_caller_has_its_own_cap_and_slots_come_back() {
-        let slots = StreamSlots::new(2);
+        let prefixes = CallerPrefixes { v4: 32, v6: 64 };
+        let slots = StreamSlots::new(2, prefixes);
         let alice = Caller::Token(Identity {
             name: "alice-laptop".into(),
             user: "alice".into(),
@@ -140,17 +146,22 @@ mod tests {
             role: Role::User,
             local_uid: None,
         });
-        let key = caller_key(&alice, "10.0.0.1".parse().ok());
+        let key = caller_key(&alice, "10.0.0.1".parse().ok(), prefixes);
         assert_eq!(key, "token alice-laptop");
         let a = slots.acquire(key.clone()).expect("first");
         let _b = slots.acquire(key.clone()).expect("second");
         let e = slots.acquire(key.clone()).expect_err("third");
         assert_eq!(e.status, StatusCode::TOO_MANY_REQUESTS);
-        let open = caller_key(&Caller::Open, "::ffff:10.0.0.9".parse().ok());
+        let open = caller_key(&Caller::Open, "::ffff:10.0.0.9".parse().ok(), prefixes);
         assert_eq!(open, "address 10.0.0.9");
         assert!(slots.acquire(open).is_ok(), "another caller");
         drop(a);
         assert!(slots.acquire(key).is_ok(), "a slot came back");
-        assert_eq!(caller_key(&Caller::Open, None), "local");
+        assert_eq!(caller_key(&Caller::Open, None, prefixes), "local");
+        let loopback = caller_key(&Caller::Open, "127.0.0.41".parse().ok(), prefixes);
+        assert_eq!(
+            loopback, "address 127.0.0.1",
+            "the loopback range is one caller"
+        );
     }
 }

@@ -3,14 +3,17 @@
 //! gets a [`ConnPermit`] when it is accepted, or is refused when a limit is reached, and
 //! gives it back when it closes.
 //!
-//! Addresses are counted as they are (an IPv4-mapped IPv6 address as its IPv4 one); a whole
-//! IPv6 prefix is not grouped.
+//! Addresses are counted by caller, not as they are ([`caller_address`]): the whole loopback
+//! range (127.0.0.0/8 and ::1, which any local user may bind) is one caller, an IPv4-mapped
+//! IPv6 address counts as its IPv4 one, and remote addresses are grouped by a prefix
+//! (`[http] caller_prefix_v4`, default /32, and `caller_prefix_v6`, default /64: one host's
+//! usual IPv6 allocation).
 //!
 //! Owns: the counts and the permits. Does not own what a refused connection is told
 //! (`http_server`).
 
 use std::collections::HashMap;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::sync::Notify;
@@ -26,6 +29,36 @@ pub enum ConnRefused {
     PerIp(IpAddr, usize),
 }
 
+/// The prefix lengths remote addresses are grouped by (`[http] caller_prefix_v4`/`_v6`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallerPrefixes {
+    /// Bits of an IPv4 address that name a caller (8..=32).
+    pub v4: u8,
+    /// Bits of an IPv6 address that name a caller (16..=128).
+    pub v6: u8,
+}
+
+/// The address a connection from `ip` is counted under: loopback as one caller, others
+/// masked to their prefix.
+pub fn caller_address(ip: IpAddr, prefixes: CallerPrefixes) -> IpAddr {
+    let ip = ip.to_canonical();
+    if ip.is_loopback() {
+        return IpAddr::V4(Ipv4Addr::LOCALHOST);
+    }
+    match ip {
+        IpAddr::V4(a) => {
+            let bits = u32::from(prefixes.v4.min(32));
+            let mask = u32::MAX.checked_shl(32 - bits).unwrap_or(0);
+            IpAddr::V4(Ipv4Addr::from(u32::from(a) & mask))
+        }
+        IpAddr::V6(a) => {
+            let bits = u32::from(prefixes.v6.min(128));
+            let mask = u128::MAX.checked_shl(128 - bits).unwrap_or(0);
+            IpAddr::V6(Ipv6Addr::from(u128::from(a) & mask))
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct Counts {
     total: usize,
@@ -37,6 +70,7 @@ struct Counts {
 pub struct ConnLimiter {
     max_total: usize,
     max_per_ip: usize,
+    prefixes: CallerPrefixes,
     counts: Mutex<Counts>,
     closed: Notify,
 }
@@ -49,11 +83,13 @@ pub struct ConnPermit {
 }
 
 impl ConnLimiter {
-    /// A limiter allowing `max_total` connections, `max_per_ip` from one address.
-    pub fn new(max_total: usize, max_per_ip: usize) -> Arc<Self> {
+    /// A limiter allowing `max_total` connections, `max_per_ip` from one caller (addresses
+    /// grouped by [`caller_address`] with `prefixes`).
+    pub fn new(max_total: usize, max_per_ip: usize, prefixes: CallerPrefixes) -> Arc<Self> {
         Arc::new(Self {
             max_total,
             max_per_ip,
+            prefixes,
             counts: Mutex::new(Counts::default()),
             closed: Notify::new(),
         })
@@ -65,7 +101,7 @@ impl ConnLimiter {
 
     /// Counts a new connection from `ip`, unless a limit is reached.
     pub fn try_acquire(self: &Arc<Self>, ip: IpAddr) -> Result<ConnPermit, ConnRefused> {
-        let ip = ip.to_canonical();
+        let ip = caller_address(ip, self.prefixes);
         let mut c = self.counts();
         if c.total >= self.max_total {
             return Err(ConnRefused::Total(c.total));
@@ -125,9 +161,29 @@ mod tests {
         s.parse().expect("ip")
     }
 
+    const EXACT: CallerPrefixes = CallerPrefixes { v4: 32, v6: 128 };
+
+    #[test]
+    fn the_loopback_range_is_one_caller_and_remote_addresses_group_by_prefix() {
+        let p = CallerPrefixes { v4: 24, v6: 64 };
+        for local in ["127.0.0.2", "127.0.0.41", "::1", "::ffff:127.9.9.9"] {
+            assert_eq!(caller_address(ip(local), p), ip("127.0.0.1"), "{local}");
+        }
+        assert_eq!(caller_address(ip("10.1.2.3"), p), ip("10.1.2.0"));
+        assert_eq!(caller_address(ip("2001:db8::1:2"), p), ip("2001:db8::"));
+        assert_eq!(caller_address(ip("10.1.2.3"), EXACT), ip("10.1.2.3"));
+        let l = ConnLimiter::new(100, 2, EXACT);
+        let _a = l.try_acquire(ip("127.0.0.2")).expect("first");
+        let _b = l.try_acquire(ip("127.0.0.3")).expect("second");
+        assert!(
+            l.try_acquire(ip("127.0.0.4")).is_err(),
+            "a third loopback address"
+        );
+    }
+
     #[test]
     fn limits_apply_per_address_then_overall_and_permits_give_back() {
-        let l = ConnLimiter::new(3, 2);
+        let l = ConnLimiter::new(3, 2, EXACT);
         let a1 = l.try_acquire(ip("10.0.0.1")).expect("first");
         let _a2 = l.try_acquire(ip("::ffff:10.0.0.1")).expect("second");
         assert_eq!(
@@ -146,7 +202,7 @@ mod tests {
 
     #[tokio::test]
     async fn waiting_for_connections_to_close_is_bounded() {
-        let l = ConnLimiter::new(4, 4);
+        let l = ConnLimiter::new(4, 4, EXACT);
         let p = l.try_acquire(ip("127.0.0.1")).expect("permit");
         assert!(!l.wait_closed(Duration::from_millis(20)).await);
         let waiter = {

@@ -90,7 +90,11 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send,
 ) -> std::io::Result<()> {
     let s = &options.settings;
-    let limiter = ConnLimiter::new(s.max_connections, s.max_connections_per_ip);
+    let limiter = ConnLimiter::new(
+        s.max_connections,
+        s.max_connections_per_ip,
+        s.caller_prefixes(),
+    );
     let rules = Arc::new(HostRules::new(&s.allowed_hosts, &options.extra_hosts));
     let timeouts = Timeouts {
         header_read: Duration::from_secs(s.header_read_timeout_s),

@@ -17,8 +17,15 @@ pub struct HttpSettings {
     pub allowed_hosts: Vec<String>,
     /// Open connections at most (default 1024); more are answered 503 and closed.
     pub max_connections: usize,
-    /// Open connections from one IP address at most (default 256).
+    /// Open connections from one caller at most (default 256): the whole loopback range is
+    /// one caller, remote addresses are grouped by `caller_prefix_v4` / `caller_prefix_v6`.
     pub max_connections_per_ip: usize,
+    /// Leading bits of an IPv4 address that name one caller for the limits (8..=32, default
+    /// 32: each address).
+    pub caller_prefix_v4: u8,
+    /// Leading bits of an IPv6 address that name one caller for the limits (16..=128,
+    /// default 64: one host's usual allocation).
+    pub caller_prefix_v6: u8,
     /// Seconds a client has to send a request's headers, on a new connection and between
     /// requests on a kept-alive one (default 15).
     pub header_read_timeout_s: u64,
@@ -37,6 +44,8 @@ impl Default for HttpSettings {
             allowed_hosts: Vec::new(),
             max_connections: 1024,
             max_connections_per_ip: 256,
+            caller_prefix_v4: 32,
+            caller_prefix_v6: 64,
             header_read_timeout_s: 15,
             idle_timeout_s: 60,
             max_streams_per_caller: 32,
@@ -48,6 +57,14 @@ impl Default for HttpSettings {
 const MAX_HOSTS: usize = 256;
 
 impl HttpSettings {
+    /// How remote addresses group into callers for the per-caller limits.
+    pub fn caller_prefixes(&self) -> super::limits::CallerPrefixes {
+        super::limits::CallerPrefixes {
+            v4: self.caller_prefix_v4,
+            v6: self.caller_prefix_v6,
+        }
+    }
+
     /// Range checks; the message names the key.
     pub fn check(&self) -> Result<(), String> {
         if !(1..=65_536).contains(&self.max_connections) {
@@ -55,6 +72,12 @@ impl HttpSettings {
         }
         if self.max_connections_per_ip == 0 || self.max_connections_per_ip > self.max_connections {
             return Err("http.max_connections_per_ip must be 1..=http.max_connections".into());
+        }
+        if !(8..=32).contains(&self.caller_prefix_v4) {
+            return Err("http.caller_prefix_v4 must be 8..=32".into());
+        }
+        if !(16..=128).contains(&self.caller_prefix_v6) {
+            return Err("http.caller_prefix_v6 must be 16..=128".into());
         }
         if !(1..=3600).contains(&self.header_read_timeout_s) {
             return Err("http.header_read_timeout_s must be 1..=3600".into());

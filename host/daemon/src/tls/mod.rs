@@ -54,6 +54,14 @@ pub enum TlsError {
         /// Cause.
         source: std::io::Error,
     },
+    /// The key file may be read by its group or others.
+    #[error("tls.key: {} may be read by its group or others (mode {mode:04o}): make it private (chmod 600)", path.display())]
+    ExposedKey {
+        /// The file.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
     /// A file is not valid PEM.
     #[error("{setting}: {} is not valid PEM: {message}", path.display())]
     BadPem {
@@ -198,12 +206,27 @@ pub fn read_certificates(
     Ok(certs)
 }
 
+/// Reads the private key; a key its group or others may read is refused (as ssh refuses
+/// one), after the file is known to hold a key.
 fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
     let bytes = read("tls.key", path)?;
-    PrivateKeyDer::from_pem_slice(&bytes).map_err(|e| match e {
+    let key = PrivateKeyDer::from_pem_slice(&bytes).map_err(|e| match e {
         pem::Error::NoItemsFound => TlsError::NoKey { path: path.into() },
         e => bad_pem("tls.key", path, &e),
-    })
+    })?;
+    let exposed =
+        crate::private_files::readable_by_others(path).map_err(|source| TlsError::Read {
+            setting: "tls.key",
+            path: path.into(),
+            source,
+        })?;
+    match exposed {
+        Some(mode) => Err(TlsError::ExposedKey {
+            path: path.into(),
+            mode,
+        }),
+        None => Ok(key),
+    }
 }
 
 /// The certificates a client trusts when `ca` is given (`--ca-cert`): every certificate in

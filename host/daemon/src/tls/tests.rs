@@ -15,10 +15,17 @@ fn write_pair(dir: &Path, cert: &str, key: &str) -> TlsSettings {
     let (c, k) = (dir.join("cert.pem"), dir.join("key.pem"));
     std::fs::write(&c, cert).unwrap();
     std::fs::write(&k, key).unwrap();
+    private(&k);
     TlsSettings {
         cert: Some(c),
         key: Some(k),
     }
+}
+
+/// Makes `path` readable by its owner only (a key others may read is refused).
+fn private(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
 }
 
 fn load_error(settings: &TlsSettings) -> String {
@@ -117,6 +124,13 @@ fn config_errors_name_the_setting_and_the_file_problem() {
     let (_, other_key) = self_signed();
     let other = dir.path().join("other-key.pem");
     std::fs::write(&other, other_key).unwrap();
+    // A key its group or others may read is refused before anything else is said of it.
+    let e = load_error(&TlsSettings {
+        key: Some(other.clone()),
+        ..good.clone()
+    });
+    assert!(e.contains("may be read by its group or others"), "{e}");
+    private(&other);
     let e = load_error(&TlsSettings {
         key: Some(other),
         ..good

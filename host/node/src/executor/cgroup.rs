@@ -312,12 +312,24 @@ impl TaskCgroup {
 
 /// Creates the parent cgroup `parent` in every controller `version` uses, to check that this
 /// host lets us (the daemon must be root, and the controllers mounted and writable).
-pub(crate) fn create_parent(version: CgroupVersion, parent: &str) -> Result<(), String> {
+/// Creates the parent cgroup of every task and bounds the processes of all tasks together
+/// by `pids_max` (each task's own limit cannot add up past it: the kernel counts a
+/// parent's limit over its whole subtree).
+pub(crate) fn create_parent(
+    version: CgroupVersion,
+    parent: &str,
+    pids_max: u32,
+) -> Result<(), String> {
     let cg = load(version, parent);
     cg.create().map_err(|e| e.to_string())?;
-    match dirs(&cg, version).into_iter().find(|d| !d.is_dir()) {
-        Some(missing) => Err(format!("cannot create {}", missing.display())),
-        None => Ok(()),
+    if let Some(missing) = dirs(&cg, version).into_iter().find(|d| !d.is_dir()) {
+        return Err(format!("cannot create {}", missing.display()));
+    }
+    match cg.controller_of::<PidController>() {
+        Some(pids) => pids
+            .set_pid_max(MaxValue::Value(i64::from(pids_max)))
+            .map_err(|e| format!("cannot set pids.max of {parent} to {pids_max}: {e}")),
+        None => Err(format!("the parent cgroup {parent} has no pids controller")),
     }
 }
 

@@ -65,12 +65,16 @@ impl Executor {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
-            .process_group(0)
             .kill_on_drop(true);
-        // SAFETY: `apply` makes only async-signal-safe calls on data prepared before the fork
-        // (see child.rs).
+        // A session of its own (no controlling terminal, its own process group) and no
+        // descriptor above 2, then the user switch.
+        // SAFETY: `apply` and `new_session_for_child` make only async-signal-safe calls on
+        // data prepared before the fork (see child.rs, process_hygiene.rs).
         unsafe {
-            cmd.pre_exec(move || setup.apply());
+            cmd.pre_exec(move || {
+                crate::process_hygiene::new_session_for_child()?;
+                setup.apply()
+            });
         }
         Ok(cmd)
     }

@@ -59,7 +59,9 @@ impl Isolation {
     pub fn setup(config: &ExecutionConfig, node_gpus: Vec<u32>) -> Result<Self, IsolationError> {
         let cgroups = match config.cgroups {
             CgroupMode::Off => Err("execution.cgroups = \"off\"".to_owned()),
-            CgroupMode::Auto | CgroupMode::Required => detect(&config.cgroup_parent),
+            CgroupMode::Auto | CgroupMode::Required => {
+                detect(&config.cgroup_parent, config.node_pids_limit())
+            }
         };
         match (&cgroups, config.cgroups) {
             (Err(why), CgroupMode::Required) => return Err(IsolationError::Required(why.clone())),
@@ -142,7 +144,7 @@ impl Isolation {
 }
 
 /// The cgroup version usable under `parent`, or why none is.
-fn detect(parent: &str) -> Result<CgroupVersion, String> {
+fn detect(parent: &str, node_pids_max: u32) -> Result<CgroupVersion, String> {
     let (version, wanted): (_, &[&str]) = if cgroups_rs::hierarchies::is_cgroup2_unified_mode() {
         (CgroupVersion::V2, &V2_CONTROLLERS)
     } else {
@@ -179,7 +181,7 @@ fn detect(parent: &str) -> Result<CgroupVersion, String> {
             missing.join(", ")
         ));
     }
-    cgroup::create_parent(version, parent)
+    cgroup::create_parent(version, parent, node_pids_max)
         .map_err(|e| format!("cannot create the parent cgroup {parent}: {e}"))?;
     Ok(version)
 }

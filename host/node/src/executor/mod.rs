@@ -208,14 +208,19 @@ impl Executor {
             // environment.
             .env_clear()
             .envs(environment::shim_env())
-            .process_group(0)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .kill_on_drop(false);
-        // SAFETY: `block_for_shim` only calls sigprocmask, which is async-signal-safe.
+        // The shim leads a session of its own (no controlling terminal; its process group is
+        // the one `terminate` signals) and inherits no descriptor above 2.
+        // SAFETY: both calls make only async-signal-safe system calls (setsid, close_range,
+        // fcntl, sigprocmask).
         unsafe {
-            cmd.pre_exec(shim_signals::block_for_shim);
+            cmd.pre_exec(|| {
+                crate::process_hygiene::new_session_for_child()?;
+                shim_signals::block_for_shim()
+            });
         }
         let spawned = cmd
             .spawn()

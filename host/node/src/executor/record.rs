@@ -68,7 +68,22 @@ pub(crate) fn write_atomic(path: &Path, record: &ExitRecord) -> io::Result<()> {
     }
     let body = serde_json::to_vec(record).map_err(io::Error::other)?;
     let tmp = tmp_path(path);
-    let mut file = fs::File::create(&tmp)?;
+    // A fresh file, never through a link (whoever could plant one there must not make root
+    // write through it): a leftover is removed (unlink does not follow links), then the file
+    // is created exclusively.
+    match fs::remove_file(&tmp) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    let mut file = {
+        use std::os::unix::fs::OpenOptionsExt;
+        fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&tmp)?
+    };
     file.write_all(&body)?;
     file.write_all(b"\n")?;
     file.sync_all()?;
@@ -132,6 +147,21 @@ pub(crate) fn exit_from_status(status: ExitStatus) -> TaskExit {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_planted_link_at_the_temporary_file_is_replaced_never_written_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("root-only");
+        fs::write(&target, "keep").unwrap();
+        let path = dir.path().join("task-0.exit");
+        std::os::unix::fs::symlink(&target, tmp_path(&path)).unwrap();
+        write_atomic(&path, &ExitRecord::exit_only(TaskExit::Exited(0))).unwrap();
+        assert_eq!(fs::read_to_string(&target).unwrap(), "keep");
+        assert_eq!(
+            read(&path).unwrap(),
+            Some(ExitRecord::exit_only(TaskExit::Exited(0)))
+        );
+    }
 
     #[test]
     fn round_trip_and_format() {

@@ -45,6 +45,15 @@ const LOST_CODE: i32 = 255;
 /// could not be started, 2 if the shim's own arguments are wrong.
 pub fn run_shim(args: &[String]) -> i32 {
     shim_signals::shield_shim();
+    // Whatever started the shim, nothing above fd 2 reaches the command (its own pipes and
+    // log are opened close-on-exec and handed over as stdout and stderr).
+    if let Err(e) = crate::process_hygiene::mark_inherited_fds_cloexec() {
+        let _ = writeln!(
+            std::io::stderr(),
+            "gantry {SHIM_SUBCOMMAND}: cannot mark inherited descriptors close-on-exec: {e}"
+        );
+        return USAGE_CODE;
+    }
     match shim_args::parse(args) {
         Ok(parsed) => execute(&parsed),
         Err(e) => {

@@ -108,15 +108,19 @@ pub(crate) fn same_group(pgid: u32, leader_start: Option<u64>) -> bool {
     }
 }
 
-/// Whether `pid` is alive and is the shim that writes `exit_path`: its command line must contain
-/// `exit_path` as one argument, which guards against the pid having been reused while the daemon
-/// was down. Without a readable `/proc` the command line is not checked.
+/// Whether `pid` is alive and is the shim that writes `exit_path`: it must run as the daemon's
+/// account and lead a session of its own, as every shim does (a user's process that merely
+/// names the path is not adopted), and its command line must contain `exit_path` as one
+/// argument, which guards against the pid having been reused while the daemon was down.
+/// Without a readable `/proc` neither is checked.
 pub(crate) fn shim_alive(pid: u32, exit_path: &Path) -> bool {
     if !process_alive(pid) {
         return false;
     }
     match std::fs::read(format!("/proc/{pid}/cmdline")) {
-        Ok(cmdline) => cmdline_has_arg(&cmdline, exit_path.as_os_str()),
+        Ok(cmdline) => {
+            cmdline_has_arg(&cmdline, exit_path.as_os_str()) && started_by_the_daemon(pid)
+        }
         Err(e) if e.kind() == io::ErrorKind::NotFound => !Path::new("/proc/self").exists(),
         Err(_) => true,
     }
@@ -134,8 +138,35 @@ pub(crate) fn find_shim(exit_path: &Path) -> Option<u32> {
         .find(|pid| {
             std::fs::read(format!("/proc/{pid}/cmdline"))
                 .is_ok_and(|c| cmdline_has_arg(&c, exit_path.as_os_str()))
+                && started_by_the_daemon(*pid)
                 && process_alive(*pid)
         })
+}
+
+/// Whether `pid` looks as only a shim the daemon started can: its real and effective uid are
+/// the daemon's (no other account can make a process of root's), and it leads its own session
+/// (`process_hygiene::new_session_for_child`).
+fn started_by_the_daemon(pid: u32) -> bool {
+    let own = crate::sys::effective_uid();
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return false;
+    };
+    let uids_are_ours = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .is_some_and(|ids| {
+            let ids: Vec<&str> = ids.split_whitespace().collect();
+            ids.len() == 4 && ids.iter().all(|id| id.parse::<u32>() == Ok(own))
+        });
+    uids_are_ours && session_of(pid) == Some(pid)
+}
+
+/// The session id of `pid` (field 6 of `/proc/<pid>/stat`).
+fn session_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may hold spaces: count after it.
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().nth(3)?.parse().ok()
 }
 
 /// Whether the NUL-separated `cmdline` contains `arg` as a whole argument.
@@ -215,6 +246,75 @@ mod tests {
         child.kill().unwrap();
         child.wait().unwrap();
         assert!(!same_group(pid, start), "the group is gone");
+    }
+
+    /// `sh -c 'sleep 30; true' <exit path>`: a process whose command line names the path (the
+    /// `; true` keeps the shell from exec'ing sleep in its place), started by `prepare`.
+    fn naming(
+        exit: &Path,
+        prepare: impl FnOnce(&mut std::process::Command),
+    ) -> std::process::Child {
+        let mut cmd = std::process::Command::new("sh");
+        cmd.args(["-c", "sleep 30; true"]).arg(exit);
+        prepare(&mut cmd);
+        let child = cmd.spawn().unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !std::fs::read(format!("/proc/{}/cmdline", child.id()))
+            .is_ok_and(|c| cmdline_has_arg(&c, exit.as_os_str()))
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the process never started"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        child
+    }
+
+    fn stop(mut child: std::process::Child) {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    #[test]
+    fn only_a_shim_the_daemon_started_is_adopted_not_a_process_that_names_its_exit_file() {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: no preconditions.
+        assert_eq!(
+            unsafe { libc::geteuid() },
+            0,
+            "this test starts a decoy as another user and needs root (CI runs it as root)"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let exit = dir.path().join("task-0.exit");
+        // A decoy of the daemon's own account, not leading a session.
+        let decoy = naming(&exit, |c| {
+            c.process_group(0);
+        });
+        assert!(!shim_alive(decoy.id(), &exit));
+        assert_eq!(find_shim(&exit), None);
+        stop(decoy);
+        // Another account's decoy that leads a session of its own, as alice's could.
+        let decoy = naming(&exit, |c| {
+            c.uid(65534).gid(65534);
+            // SAFETY: new_session_for_child makes only async-signal-safe calls.
+            unsafe {
+                c.pre_exec(crate::process_hygiene::new_session_for_child);
+            }
+        });
+        assert!(!shim_alive(decoy.id(), &exit));
+        assert_eq!(find_shim(&exit), None);
+        stop(decoy);
+        // Started as the executor starts a shim: the daemon's account, a session of its own.
+        let shim = naming(&exit, |c| {
+            // SAFETY: as above.
+            unsafe {
+                c.pre_exec(crate::process_hygiene::new_session_for_child);
+            }
+        });
+        assert!(shim_alive(shim.id(), &exit));
+        assert_eq!(find_shim(&exit), Some(shim.id()));
+        stop(shim);
     }
 
     #[test]
