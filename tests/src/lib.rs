@@ -51,6 +51,12 @@ pub(crate) const POLL: Duration = Duration::from_millis(50);
 /// Fast cycles and a short kill grace, so tests stay quick.
 const CONFIG: &str = "cycle_interval_ms = 200\nkill_grace_s = 2\n\n[plugins]\ndeadline_ms = 100\n";
 
+/// Test daemons trust their anonymous TCP callers (the harness's requests) as admins, as
+/// the tests were written for: they drain nodes, swap policies and submit as made-up users
+/// over plain HTTP. The default is `user` (`docs/security.md`); a test whose extra config
+/// has an `[auth]` table of its own decides for itself (`tests/tests/trust_anonymous.rs`).
+const ANONYMOUS_ADMIN: &str = "[auth]\nanonymous_role = \"admin\"\n";
+
 /// The `[execution]` settings of test daemons, for every key a test does not set itself:
 /// tasks keep the daemon's user (tests run the daemon as root and submit jobs as made-up users
 /// whose tasks write into 0700 temp dirs) and get no cgroups (tests ask for tiny memory and
@@ -221,7 +227,14 @@ impl Daemon {
             .expect("cannot create a temp dir");
         fs::write(
             dir.path().join("gantry.toml"),
-            with_execution_defaults(&format!("{CONFIG}\n{extra_toml}")),
+            with_execution_defaults(&format!(
+                "{CONFIG}\n{extra_toml}\n{}",
+                if extra_toml.contains("[auth]") {
+                    ""
+                } else {
+                    ANONYMOUS_ADMIN
+                }
+            )),
         )
         .expect("cannot write the config");
         make_private(&dir.path().join("gantry.toml"));

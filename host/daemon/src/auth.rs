@@ -13,11 +13,17 @@ use std::io::Read;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+/// The user every job of a caller without identity is charged to (limits, accounting,
+/// fair-share, job lists), whatever name its request gives, unless `auth.anonymous_role`
+/// trusts such callers as admins.
+pub const ANONYMOUS_USER: &str = "anonymous";
+
 /// What a token may do; each role includes the ones before it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     /// Submit; see jobs, nodes and the queue; see logs of and cancel own jobs.
+    #[default]
     User,
     /// Also: cancel any job and see any job's logs, events and decisions.
     Operator,
@@ -72,6 +78,11 @@ pub struct AuthConfig {
     /// `{ alice = "operator" }`); root and the daemon's own account are admins, every other
     /// account a user.
     pub local_roles: std::collections::BTreeMap<String, Role>,
+    /// The role of a caller without identity (TCP without tokens; default `user`): as a
+    /// user it submits as the one user `anonymous` and sees only anonymous jobs whole.
+    /// `admin` trusts every local process as root on the socket (a single-user machine
+    /// only: it may drain nodes, change the policy and name any user), and is announced.
+    pub anonymous_role: Role,
 }
 
 /// Why a config's `[auth]` is unusable, or why the daemon refuses to start.
@@ -112,10 +123,11 @@ pub struct Identity {
 /// The caller of one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Caller {
-    /// No tokens are configured and the request came over TCP: it has no identity. It may do
-    /// what the roles allow anyone on loopback, but the user its body names is only a label:
-    /// its jobs run as `execution.fallback_user` (`JobSpec::anonymous`).
-    Open,
+    /// No tokens are configured and the request came over TCP: it has no identity, and the
+    /// role `auth.anonymous_role` (default `user`). Its jobs run as
+    /// `execution.fallback_user` (`JobSpec::anonymous`) and, below admin, belong to the one
+    /// user [`ANONYMOUS_USER`].
+    Open(Role),
     /// A valid token, or a local account on the Unix socket (`Identity::local_uid`).
     Token(Identity),
 }
@@ -130,6 +142,14 @@ pub struct Denied {
 }
 
 impl Caller {
+    /// The caller's role and the user it acts as ([`ANONYMOUS_USER`] without identity).
+    pub fn role_and_user(&self) -> (Role, &str) {
+        match self {
+            Caller::Token(id) => (id.role, id.user.as_str()),
+            Caller::Open(role) => (*role, ANONYMOUS_USER),
+        }
+    }
+
     /// Allows callers with at least `role`; `what` names the action for the message.
     pub fn require(&self, role: Role, what: &str) -> Result<(), Denied> {
         match self {
@@ -140,6 +160,14 @@ impl Caller {
                     role.name(),
                     id.name,
                     id.role.name()
+                ),
+            }),
+            Caller::Open(own) if *own < role => Err(Denied {
+                field: None,
+                message: format!(
+                    "{what} needs role {}; a caller without identity (TCP without a token) has role {} (auth.anonymous_role): use the Unix socket or a token",
+                    role.name(),
+                    own.name()
                 ),
             }),
             _ => Ok(()),
@@ -156,6 +184,14 @@ impl Caller {
                     id.user
                 ),
             }),
+            Caller::Open(role) if *role < Role::Operator && owner != ANONYMOUS_USER => {
+                Err(Denied {
+                    field: None,
+                    message: format!(
+                        "{what}: the job belongs to user {owner}; a caller without identity (TCP without a token) may act only on anonymous jobs: use the Unix socket or a token"
+                    ),
+                })
+            }
             _ => Ok(()),
         }
     }
@@ -164,8 +200,15 @@ impl Caller {
     /// account outside the token's is refused; an empty account is the token's first. Root
     /// on the Unix socket may submit for any user and account (as SLURM's root may).
     pub fn stamp(&self, user: &mut String, account: &mut String) -> Result<(), Denied> {
-        let Caller::Token(id) = self else {
-            return Ok(());
+        let id = match self {
+            Caller::Token(id) => id,
+            // Whatever name it gives, one user for limits, accounting and fair-share.
+            Caller::Open(role) if *role < Role::Admin => {
+                *user = ANONYMOUS_USER.to_owned();
+                *account = ANONYMOUS_USER.to_owned();
+                return Ok(());
+            }
+            Caller::Open(_) => return Ok(()),
         };
         if id.local_uid == Some(0) && !user.is_empty() {
             if account.is_empty() {
@@ -202,6 +245,7 @@ impl Caller {
 pub struct Tokens {
     entries: Arc<Vec<([u8; 32], Identity)>>,
     local_roles: Arc<std::collections::BTreeMap<String, Role>>,
+    anonymous_role: Role,
 }
 
 /// The sha256 of a token, as it is written in the config (lowercase hex).
@@ -246,7 +290,13 @@ impl Tokens {
         Ok(Self {
             entries: Arc::new(entries),
             local_roles: Arc::new(config.local_roles.clone()),
+            anonymous_role: config.anonymous_role,
         })
+    }
+
+    /// The caller of a TCP request on a daemon without tokens.
+    pub fn anonymous(&self) -> Caller {
+        Caller::Open(self.anonymous_role)
     }
 
     /// The identity of the local account `uid` calling over the Unix socket (`None` when it

@@ -4,8 +4,8 @@
 //! The rule: operators and admins (a token of that role) are trusted with any tier;
 //! everyone else is a user for this purpose. A caller without a token (`Caller::Open`, a
 //! daemon with no `[[auth.tokens]]`) has no trusted identity, only what its request says,
-//! so it is a user too: otherwise a user could raise its own priority by going around its
-//! token. Any other kind of caller is a user unless it is added here (fail closed).
+//! so it is a user too (otherwise a user could raise its own priority by going around its
+//! token), unless `auth.anonymous_role` trusts it as an operator or admin. Any other kind of caller is a user unless it is added here (fail closed).
 //!
 //! Owns: [`Submitter`] and [`Caller::submitter`]. Does not own the limits
 //! (`config_limits`) or enforcing them (`scheduler::submit_limits`).
@@ -26,6 +26,7 @@ impl Caller {
     pub fn submitter(&self) -> Submitter {
         match self {
             Caller::Token(id) if id.role >= Role::Operator => Submitter::Privileged,
+            Caller::Open(role) if *role >= Role::Operator => Submitter::Privileged,
             _ => Submitter::User,
         }
     }
@@ -50,7 +51,8 @@ mod tests {
 
     #[test]
     fn only_operators_and_admins_are_privileged_and_no_token_is_a_user() {
-        assert_eq!(Caller::Open.submitter(), Submitter::User);
+        assert_eq!(Caller::Open(Role::User).submitter(), Submitter::User);
+        assert_eq!(Caller::Open(Role::Admin).submitter(), Submitter::Privileged);
         assert_eq!(token("user").submitter(), Submitter::User);
         assert_eq!(token("operator").submitter(), Submitter::Privileged);
         assert_eq!(token("admin").submitter(), Submitter::Privileged);

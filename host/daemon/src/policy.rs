@@ -21,13 +21,22 @@ pub struct PluginRef {
     /// JSON config passed to `configure` (default `{}`).
     #[serde(default = "empty_object")]
     pub config: serde_json::Value,
-    /// Deadline per call in ms (default from the daemon config).
+    /// Deadline per call in ms (default from the daemon config), at most 5,000: a longer
+    /// call would hold every cycle.
     #[serde(default)]
+    #[schema(minimum = 1, maximum = 5000)]
     pub deadline_ms: Option<u64>,
-    /// Memory cap in MiB (default from the daemon config).
+    /// Memory cap in MiB (default from the daemon config), 16..=4096.
     #[serde(default)]
+    #[schema(minimum = 16, maximum = 4096)]
     pub memory_mib: Option<u64>,
 }
+
+/// Largest `deadline_ms` a pipeline may give one plugin.
+pub const MAX_PLUGIN_DEADLINE_MS: u64 = 5_000;
+
+/// Largest `memory_mib` a pipeline may give one plugin.
+pub const MAX_PLUGIN_MEMORY_MIB: u64 = 4_096;
 
 fn empty_object() -> serde_json::Value {
     serde_json::Value::Object(Default::default())
@@ -216,6 +225,26 @@ impl Registry {
                 field: format!("{field}.config"),
                 message: "must be a JSON object".into(),
             });
+        }
+        let out_of = |key: &str, range: String| PolicyError {
+            field: format!("{field}.{key}"),
+            message: format!("must be {range}"),
+        };
+        if r.deadline_ms
+            .is_some_and(|ms| !(1..=MAX_PLUGIN_DEADLINE_MS).contains(&ms))
+        {
+            return Err(out_of(
+                "deadline_ms",
+                format!("1..={MAX_PLUGIN_DEADLINE_MS} (ms per call)"),
+            ));
+        }
+        if r.memory_mib
+            .is_some_and(|mib| !(16..=MAX_PLUGIN_MEMORY_MIB).contains(&mib))
+        {
+            return Err(out_of(
+                "memory_mib",
+                format!("16..={MAX_PLUGIN_MEMORY_MIB} (MiB)"),
+            ));
         }
         let limits = Limits {
             deadline_ms: r

@@ -29,9 +29,11 @@ pub async fn serve(mut config: Config) -> anyhow::Result<()> {
         .with_context(|| format!("cannot listen on {listen}"))?;
     let addr = listener.local_addr()?;
     let mode = startup_mode(&tokens, &config.auth, addr)?;
+    let config_anonymous_role = config.auth.anonymous_role;
     let (scheduler, events) =
         tokio::task::spawn_blocking(move || Scheduler::open(config, shim)).await??;
     announce(mode, addr);
+    announce_anonymous(mode, config_anonymous_role);
     announce_tls(tls.as_ref(), addr);
     tracing::info!(%addr, data_dir = %data_dir.display(), "gantry is serving");
     let scheme = if tls.is_some() { "https" } else { "http" };
@@ -127,6 +129,32 @@ fn announce(mode: Mode, addr: std::net::SocketAddr) {
             eprintln!("WARNING: {text}");
             println!("gantry auth: off on a non-loopback address (allowed explicitly)");
         }
+    }
+}
+
+/// Says what a caller without identity may do, when there are such callers.
+fn announce_anonymous(mode: Mode, role: crate::auth::Role) {
+    if matches!(mode, Mode::Tokens(_)) {
+        return;
+    }
+    if role >= crate::auth::Role::Operator {
+        let text = format!(
+            "auth.anonymous_role = \"{}\": every local process that reaches the TCP port may act as {} (drain nodes{}, name any user); use this on a single-user machine only",
+            role.name(),
+            role.name(),
+            if role == crate::auth::Role::Admin {
+                ", change the policy"
+            } else {
+                ""
+            }
+        );
+        tracing::warn!("{text}");
+        eprintln!("WARNING: {text}");
+    } else {
+        println!(
+            "gantry auth: TCP callers without a token are the user `anonymous` (role {}); the Unix socket names local users",
+            role.name()
+        );
     }
 }
 

@@ -64,7 +64,7 @@ fn wait_line(child: &mut Child, prefix: &str) -> Result<String> {
 fn execution(parent: &str) -> String {
     let cgroups = std::env::var("BENCH_CGROUPS").unwrap_or_else(|_| "off".into());
     format!(
-        "[execution]\ncgroups = \"{cgroups}\"\nrun_as_user = false\ncgroup_parent = \"{parent}\"\n"
+        "[auth]\nanonymous_role = \"admin\"\n[execution]\ncgroups = \"{cgroups}\"\nrun_as_user = false\ncgroup_parent = \"{parent}\"\n"
     )
 }
 

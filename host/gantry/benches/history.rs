@@ -59,7 +59,7 @@ fn env_usize(name: &str, default: usize) -> usize {
 /// `history_days`.
 fn config(history_days: u64) -> String {
     format!(
-        "[execution]\ncgroups = \"off\"\n[retention]\nmin_job_age_s = 0\njob_history_days = {history_days}\n"
+        "[auth]\nanonymous_role = \"admin\"\n[execution]\ncgroups = \"off\"\n[retention]\nmin_job_age_s = 0\njob_history_days = {history_days}\n"
     )
 }
 

@@ -27,7 +27,11 @@ fn call(agent: &ureq::Agent, method: &str, url: &str, body: Option<&Value>) -> V
 fn main() {
     let dir = tempfile::tempdir().expect("tempdir");
     let cfg = dir.path().join("gantry.toml");
-    std::fs::write(&cfg, "cycle_interval_ms = 1000\n").expect("config");
+    std::fs::write(
+        &cfg,
+        "cycle_interval_ms = 1000\n[auth]\nanonymous_role = \"admin\"\n",
+    )
+    .expect("config");
     let mut child = Command::new(env!("CARGO_BIN_EXE_gantry"))
         .args([
             "serve",

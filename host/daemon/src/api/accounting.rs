@@ -137,21 +137,19 @@ fn filter(q: AccountingQuery, caller: &Caller) -> Result<AccountingFilter, ApiEr
         since_ms: time("since", q.since)?,
         until_ms: time("until", q.until)?,
     };
-    if let Caller::Token(id) = caller
-        && id.role < Role::Operator
-    {
+    let (role, own) = caller.role_and_user();
+    if role < Role::Operator {
         match &f.user {
-            Some(u) if *u != id.user => {
+            Some(u) if u != own => {
                 return Err(Denied {
                     field: Some("user"),
                     message: format!(
-                        "user {} may read only their own accounting, not {u}'s; an operator may read anyone's",
-                        id.user
+                        "user {own} may read only their own accounting, not {u}'s; an operator may read anyone's"
                     ),
                 }
                 .into());
             }
-            _ => f.user = Some(id.user.clone()),
+            _ => f.user = Some(own.to_owned()),
         }
     }
     Ok(f)

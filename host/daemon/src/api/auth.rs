@@ -69,7 +69,8 @@ fn bearer(parts: &Request) -> Result<Option<&str>, &'static str> {
 
 /// Resolves the caller of every request and stores it in the request's extensions. Over
 /// the Unix socket the kernel names the caller (a bearer token, if sent, is checked instead);
-/// over TCP a token does, or nobody (`Caller::Open`) when none is configured.
+/// over TCP a token does, or nobody (`Caller::Open`, with `auth.anonymous_role`) when none is
+/// configured.
 pub(super) async fn authenticate(
     State(tokens): State<Tokens>,
     mut req: Request,
@@ -91,7 +92,7 @@ pub(super) async fn authenticate(
             }
         }
     } else if !tokens.enabled() {
-        Caller::Open
+        tokens.anonymous()
     } else if OPEN_PATHS.contains(&req.uri().path()) {
         // No caller at all: a handler here that asked for one would fail loudly.
         return next.run(req).await;

@@ -70,7 +70,7 @@ pub(super) async fn submit(
     let mut spec: JobSpec = parse_json(&body)?;
     caller.stamp(&mut spec.user, &mut spec.account)?;
     // Never taken from the request: a caller without an identity names its user only as a label.
-    spec.anonymous = matches!(caller, Caller::Open);
+    spec.anonymous = matches!(caller, Caller::Open(_));
     let submitter = caller.submitter();
     let record = blocking(move || s.submit(spec, submitter))
         .await?

@@ -45,12 +45,12 @@ const PARTS: [&str; 4] = ["jobs", "nodes", "policy", "faults"];
 pub(super) fn caller_user(caller: &Caller) -> String {
     match caller {
         Caller::Token(id) => id.user.clone(),
-        Caller::Open => "unauthenticated".into(),
+        Caller::Open(_) => "unauthenticated".into(),
     }
 }
 
-/// `GET /v1/whoami`: `{user, token, accounts, role, authenticated}`. On a daemon
-/// without tokens everyone may do everything: role `admin`, no user.
+/// `GET /v1/whoami`: `{user, token, accounts, role, authenticated}`. A caller without
+/// identity (TCP, no tokens) is the user `anonymous` with `auth.anonymous_role`.
 pub(super) async fn whoami(caller: Caller) -> impl IntoResponse {
     Json(match caller {
         Caller::Token(id) => json!({
@@ -60,12 +60,12 @@ pub(super) async fn whoami(caller: Caller) -> impl IntoResponse {
             "accounts": id.accounts,
             "role": id.role.name(),
         }),
-        Caller::Open => json!({
+        Caller::Open(role) => json!({
             "authenticated": false,
-            "user": null,
+            "user": crate::auth::ANONYMOUS_USER,
             "token": null,
-            "accounts": [],
-            "role": "admin",
+            "accounts": [crate::auth::ANONYMOUS_USER],
+            "role": role.name(),
         }),
     })
 }
@@ -98,6 +98,9 @@ pub(super) async fn fairshare(State(s): State<Scheduler>, caller: Caller) -> imp
     let sees = |name: &str, accounts_too: bool| match &caller {
         Caller::Token(id) if id.role < crate::auth::Role::Operator => {
             id.user == name || (accounts_too && id.accounts.iter().any(|a| a == name))
+        }
+        Caller::Open(role) if *role < crate::auth::Role::Operator => {
+            name == crate::auth::ANONYMOUS_USER
         }
         _ => true,
     };

@@ -50,7 +50,7 @@ pub(super) struct DrainRequest {
 fn who(caller: &Caller) -> String {
     match caller {
         Caller::Token(id) => id.user.clone(),
-        Caller::Open => "unauthenticated".into(),
+        Caller::Open(_) => "unauthenticated".into(),
     }
 }
 

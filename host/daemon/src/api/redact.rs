@@ -1,38 +1,181 @@
-//! What a caller may see of other users' jobs: a `user`-role caller (a token, or a local
-//! account on the Unix socket) sees its own jobs whole, and of everyone else's only what the
-//! queue needs to be understood (name, user, account, queue, resources, state, reasons) —
-//! never their `env`, `argv`, `script` or `workdir`, which hold paths and secrets.
-//! Operators and admins see everything. A caller without an identity (no tokens configured,
-//! over loopback TCP) is not narrowed here: that mode trusts every local process to read, and
-//! says so at start and in `docs/security.md`.
+//! What a caller may see of other users' jobs. Operators and admins see everything; a
+//! `user`-role caller (a token, a local account on the Unix socket) sees its own jobs whole;
+//! an anonymous caller (TCP without a token, `auth.anonymous_role` below operator) sees the
+//! anonymous jobs whole. Of everyone else's jobs they see only what the queue needs to be
+//! understood: an **allow-list** of fields (name, user, account, queue, resources, state,
+//! times, reasons, exit, health state). Everything else (`env`, `argv`, `script`,
+//! `workdir`, labels, a service's health command, a health check's error text, ...) is
+//! hidden. Both structs are rebuilt field by field without `..`, so a field added to
+//! `JobSpec`, `JobRecord`, `TaskRecord` or `ServiceHealth` does not compile here until
+//! someone decides whether others may see it (`docs/security.md`, attack U10).
 //!
 //! Owns: the redaction. Does not own who may act on a job (`crate::auth`).
 
-use crate::auth::{Caller, Role};
-use crate::model::JobRecord;
+use crate::auth::{ANONYMOUS_USER, Caller, Role};
+use crate::model::{JobRecord, JobSpec, ServiceHealth, TaskRecord};
 
 /// What stands in for a hidden `argv` or `script`.
 const HIDDEN: &str = "(hidden: another user's job)";
 
 /// Hides the private fields of `job` from `caller` unless it may see them.
 pub(super) fn redact(caller: &Caller, job: &mut JobRecord) {
-    let Caller::Token(id) = caller else {
-        return;
+    let sees_whole = match caller {
+        Caller::Token(id) => id.role >= Role::Operator || id.user == job.spec.user,
+        Caller::Open(role) => {
+            *role >= Role::Operator || (job.spec.anonymous && job.spec.user == ANONYMOUS_USER)
+        }
     };
-    if id.role >= Role::Operator || id.user == job.spec.user {
-        return;
+    if !sees_whole {
+        *job = for_others(job);
     }
-    job.spec.env.clear();
-    job.spec.argv = vec![HIDDEN.to_owned()];
-    if job.spec.script.is_some() {
-        job.spec.script = Some(HIDDEN.to_owned());
-    }
-    job.spec.workdir = None;
 }
 
 /// [`redact`] over a list.
 pub(super) fn redact_all(caller: &Caller, jobs: &mut [JobRecord]) {
     for job in jobs {
         redact(caller, job);
+    }
+}
+
+/// The fields of `job` anyone who may list the queue may see.
+fn for_others(job: &JobRecord) -> JobRecord {
+    let JobRecord {
+        id,
+        spec,
+        state,
+        submit_ms,
+        start_ms,
+        end_ms,
+        tasks,
+        exit_code,
+        reason,
+        tier,
+        score,
+        stopping,
+        requeues,
+        array,
+        end_reason,
+        restarts,
+        restart_at_ms,
+        service_port,
+        health,
+        warned,
+        rendezvous_port,
+    } = job;
+    JobRecord {
+        id: *id,
+        spec: spec_for_others(spec),
+        state: *state,
+        submit_ms: *submit_ms,
+        start_ms: *start_ms,
+        end_ms: *end_ms,
+        tasks: tasks.iter().map(task_for_others).collect(),
+        exit_code: *exit_code,
+        reason: reason.clone(),
+        tier: *tier,
+        score: *score,
+        stopping: stopping.clone(),
+        requeues: *requeues,
+        array: *array,
+        end_reason: end_reason.clone(),
+        restarts: *restarts,
+        restart_at_ms: *restart_at_ms,
+        service_port: *service_port,
+        health: health.as_ref().map(health_for_others),
+        warned: *warned,
+        rendezvous_port: *rendezvous_port,
+    }
+}
+
+fn spec_for_others(spec: &JobSpec) -> JobSpec {
+    let JobSpec {
+        name,
+        argv: _,
+        script,
+        env: _,
+        workdir: _,
+        tasks,
+        time_limit_s,
+        user,
+        anonymous,
+        account,
+        queue,
+        tier,
+        labels: _,
+        kind,
+        preemptible,
+        requeue,
+        max_requeues,
+        array,
+        dependencies,
+        signal,
+        service: _,
+    } = spec;
+    JobSpec {
+        name: name.clone(),
+        argv: vec![HIDDEN.to_owned()],
+        script: script.as_ref().map(|_| HIDDEN.to_owned()),
+        env: Default::default(),
+        workdir: None,
+        tasks: tasks.clone(),
+        time_limit_s: *time_limit_s,
+        user: user.clone(),
+        anonymous: *anonymous,
+        account: account.clone(),
+        queue: queue.clone(),
+        tier: *tier,
+        labels: Default::default(),
+        kind: *kind,
+        preemptible: *preemptible,
+        requeue: *requeue,
+        max_requeues: *max_requeues,
+        array: array.clone(),
+        dependencies: dependencies.clone(),
+        signal: signal.clone(),
+        service: None,
+    }
+}
+
+fn task_for_others(task: &TaskRecord) -> TaskRecord {
+    let TaskRecord {
+        node,
+        gpus,
+        cpu_milli,
+        memory_mib,
+        pid: _,
+        exit,
+        started_ms,
+        ended_ms,
+        usage,
+    } = task;
+    TaskRecord {
+        node: node.clone(),
+        gpus: gpus.clone(),
+        cpu_milli: *cpu_milli,
+        memory_mib: *memory_mib,
+        pid: None,
+        exit: *exit,
+        started_ms: *started_ms,
+        ended_ms: *ended_ms,
+        usage: *usage,
+    }
+}
+
+fn health_for_others(health: &ServiceHealth) -> ServiceHealth {
+    let ServiceHealth {
+        state,
+        last_error: _,
+        checked_ms,
+        failures,
+        last_exit: _,
+        backoff_s,
+    } = health;
+    ServiceHealth {
+        state: *state,
+        last_error: None,
+        checked_ms: *checked_ms,
+        failures: *failures,
+        last_exit: None,
+        backoff_s: *backoff_s,
     }
 }

@@ -152,13 +152,24 @@ mod tests {
         let _b = slots.acquire(key.clone()).expect("second");
         let e = slots.acquire(key.clone()).expect_err("third");
         assert_eq!(e.status, StatusCode::TOO_MANY_REQUESTS);
-        let open = caller_key(&Caller::Open, "::ffff:10.0.0.9".parse().ok(), prefixes);
+        let open = caller_key(
+            &Caller::Open(Role::User),
+            "::ffff:10.0.0.9".parse().ok(),
+            prefixes,
+        );
         assert_eq!(open, "address 10.0.0.9");
         assert!(slots.acquire(open).is_ok(), "another caller");
         drop(a);
         assert!(slots.acquire(key).is_ok(), "a slot came back");
-        assert_eq!(caller_key(&Caller::Open, None, prefixes), "local");
-        let loopback = caller_key(&Caller::Open, "127.0.0.41".parse().ok(), prefixes);
+        assert_eq!(
+            caller_key(&Caller::Open(Role::User), None, prefixes),
+            "local"
+        );
+        let loopback = caller_key(
+            &Caller::Open(Role::User),
+            "127.0.0.41".parse().ok(),
+            prefixes,
+        );
         assert_eq!(
             loopback, "address 127.0.0.1",
             "the loopback range is one caller"

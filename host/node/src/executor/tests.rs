@@ -338,13 +338,20 @@ async fn kill_now_kills_the_whole_group() {
 async fn orphan_like(dir: &Path, script: &str) -> (ChildGuard, PathBuf) {
     let exit_path = dir.join("exit.json");
     let marker = dir.join("started");
-    let child = std::process::Command::new("sh")
+    let mut command = std::process::Command::new("sh");
+    command
         .args(["-c", script, "sh"])
         .arg(&exit_path)
-        .arg(&marker)
-        .spawn()
-        .unwrap();
-    let child = ChildGuard(child);
+        .arg(&marker);
+    // Started as the executor starts a shim: a session of its own (adoption checks it).
+    // SAFETY: new_session_for_child makes only async-signal-safe calls.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(
+            &mut command,
+            crate::process_hygiene::new_session_for_child,
+        );
+    }
+    let child = ChildGuard(command.spawn().unwrap());
     assert!(wait_until(|| marker.exists()).await);
     (child, exit_path)
 }

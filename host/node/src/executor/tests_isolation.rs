@@ -256,20 +256,22 @@ async fn adopt_and_sweep_clean_up_after_a_restart() {
     // The test binary acts as the shim (see `tests::shim_entry`); the exit path, given as an
     // extra test filter, puts it on the command line where `adopt` recognises its shim.
     let joined = shim_args::build(&args).join(&SEP.to_string());
-    let shim = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "executor::tests::shim_entry",
-            "--nocapture",
-            "--test-threads=1",
-            "-q",
-        ])
-        .arg(&l.exit_path)
-        .env(SHIM_ARGS_ENV, joined)
-        .process_group(0)
-        .spawn()
-        .unwrap();
-    let shim = ChildGuard(shim);
+    let mut shim = std::process::Command::new(std::env::current_exe().unwrap());
+    shim.args([
+        "--exact",
+        "executor::tests::shim_entry",
+        "--nocapture",
+        "--test-threads=1",
+        "-q",
+    ])
+    .arg(&l.exit_path)
+    .env(SHIM_ARGS_ENV, joined);
+    // A session of its own, as the executor starts a shim (adoption checks it).
+    // SAFETY: new_session_for_child makes only async-signal-safe calls.
+    unsafe {
+        shim.pre_exec(crate::process_hygiene::new_session_for_child);
+    }
+    let shim = ChildGuard(shim.spawn().unwrap());
     wait_for_log(&l, "ready").await;
     // A stray cgroup of a task that ended while the daemon was down, with a process in it.
     let stray_name = cgroup::task_name(&parent.name, 9, 0);

@@ -138,7 +138,19 @@ fn a_user_token_reads_only_its_own_records() {
         filter(q(Some("bob")), &olga).unwrap().user.as_deref(),
         Some("bob")
     );
-    assert_eq!(filter(q(None), &Caller::Open).unwrap().user, None);
+    assert_eq!(
+        filter(q(None), &Caller::Open(Role::Admin)).unwrap().user,
+        None
+    );
+    // Without identity, only the anonymous jobs' accounting.
+    assert_eq!(
+        filter(q(None), &Caller::Open(Role::User))
+            .unwrap()
+            .user
+            .as_deref(),
+        Some(crate::auth::ANONYMOUS_USER)
+    );
+    assert!(filter(q(Some("bob")), &Caller::Open(Role::User)).is_err());
     let bad_time = AccountingQuery {
         until: Some("soon".into()),
         ..Default::default()
