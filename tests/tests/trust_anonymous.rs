@@ -180,3 +180,43 @@ fn an_anonymous_caller_gets_the_least_and_is_one_user_whatever_it_claims() {
     let (status, _) = socket_request(&socket, "POST", &format!("/v1/jobs/{bob_job}/cancel"), None);
     assert_eq!(status, 200);
 }
+
+#[test]
+fn two_api_users_without_an_account_never_share_a_uid() {
+    require_root();
+    let tokens = tempfile::tempdir().unwrap();
+    let file = tokens.path().join("tokens.toml");
+    let carol = gantry_e2e::token_into(&file, "carol", "ml", "user");
+    let dave = gantry_e2e::token_into(&file, "dave", "ml", "user");
+    // carol is mapped to an account of her own (`daemon` here); dave has none.
+    let extra = format!(
+        "{}\n[execution]\nrun_as_user = true\ncgroups = \"off\"\nuser_map = {{ carol = \"daemon\" }}\n",
+        std::fs::read_to_string(&file).unwrap()
+    );
+    let d = Daemon::start_with_config(1, &extra);
+    let spec = json!({
+        "name": "who",
+        "argv": ["id", "-un"],
+        "tasks": [{"count": 1, "gpus": 0, "cpu_milli": 100, "memory_mib": 64}],
+    });
+    let id = d.submit_as(&carol, &spec);
+    d.wait_for("carol's job to end", WAIT, || {
+        let (_, job) = d.get_as(&carol, &format!("/v1/jobs/{id}"));
+        (job["state"] == "succeeded").then_some(())
+    });
+    let (_, log) = d.get_text_as(&carol, &format!("/v1/jobs/{id}/logs"));
+    assert_eq!(log.trim(), "daemon", "carol runs as her mapped account");
+    // dave would share the fallback account with every other stranger: refused at submit.
+    let (status, body) = d.post_as(&dave, "/v1/jobs", &spec);
+    assert_eq!(
+        (status, &body["error"]["field"]),
+        (400, &json!("user")),
+        "{body}"
+    );
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("user_map")),
+        "{body}"
+    );
+}

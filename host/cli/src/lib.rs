@@ -1,7 +1,8 @@
 //! `gantry-cli`: the client commands of the `gantry` binary: the HTTP client (`cli::Client`,
 //! over the Unix socket or TCP) and its tables, `gantry submit` with `#SBATCH` directives
 //! (`submit_cli`, `sbatch`), `gantry run` (`run_cli`), `gantry accounting`
-//! (`accounting_cli`) and token sources and `gantry token create` (`auth_cli`).
+//! (`accounting_cli`), token sources and `gantry token create` (`auth_cli`), and job text
+//! shown on a terminal (`terminal_text`).
 //!
 //! Owns the command-line side of the API. Requests and answers go through the typed client
 //! and wire types of `gantry-api`; it still uses the daemon library (`gantry`) for the
@@ -17,3 +18,4 @@ pub mod history_cli;
 pub mod run_cli;
 pub mod sbatch;
 pub mod submit_cli;
+pub mod terminal_text;

@@ -251,7 +251,21 @@ fn is_client(command: &Command) -> bool {
     )
 }
 
+/// A client command ends quietly when its reader goes away (`gantry jobs | head -1`), as
+/// other Unix tools do, instead of panicking on the broken pipe. The daemon keeps ignoring
+/// SIGPIPE (a client that hangs up must not kill it).
+fn quiet_on_broken_pipe() {
+    // SAFETY: restoring a signal's default disposition has no preconditions; it is done
+    // before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn run(cli: Cli) -> anyhow::Result<()> {
+    if is_client(&cli.command) {
+        quiet_on_broken_pipe();
+    }
     let token = if is_client(&cli.command) {
         auth_cli::read_token(cli.token_file.as_deref())?
     } else {
@@ -324,7 +338,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Logs { id, task } => {
-            print!("{}", client.logs(id, task)?);
+            let text = client.logs(id, task)?;
+            // A job's control sequences are shown, not obeyed, on a terminal.
+            if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+                print!("{}", gantry_cli::terminal_text::escape_controls(&text));
+            } else {
+                print!("{text}");
+            }
             Ok(())
         }
         Command::Accounting(a) => gantry_cli::accounting_cli::run(&client, &a),

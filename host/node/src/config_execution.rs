@@ -43,9 +43,14 @@ pub struct ExecutionConfig {
     pub gpu_device_pattern: String,
     /// When the daemon runs as root, run each task as the job's user (default true).
     pub run_as_user: bool,
-    /// The account a task runs as when its user has no account on the node (default
-    /// `nobody`); empty refuses such jobs at launch.
+    /// The account anonymous jobs run as (submitted over TCP without a token; default
+    /// `nobody`); empty refuses them. A user with an identity never runs as it: two API
+    /// users must not share a uid (`docs/security.md`, attack U6).
     pub fallback_user: String,
+    /// Accounts for API users without one of their own on the node, by user name (e.g.
+    /// `{ carol = "svc-carol" }`); a token user with neither an account nor an entry here
+    /// is refused (default empty).
+    pub user_map: BTreeMap<String, String>,
     /// May a job run as root (default false).
     pub allow_root: bool,
     /// How many times a job may be requeued (eviction, node failure, failed gang start)
@@ -71,6 +76,7 @@ impl Default for ExecutionConfig {
             gpu_device_pattern: "/dev/nvidia{index}".into(),
             run_as_user: true,
             fallback_user: "nobody".into(),
+            user_map: BTreeMap::new(),
             allow_root: false,
             max_requeues: 5,
             interactive_max_time_s: BTreeMap::from([("*".to_string(), 4 * 3600)]),

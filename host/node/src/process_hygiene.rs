@@ -57,6 +57,14 @@ pub fn new_session_for_child() -> io::Result<()> {
     Ok(())
 }
 
+/// Makes `command` start its child through [`new_session_for_child`] (for callers that may
+/// not write `unsafe`, such as the daemon's tests standing in for a shim).
+pub fn in_new_session(command: &mut std::process::Command) -> &mut std::process::Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: new_session_for_child makes only async-signal-safe calls.
+    unsafe { command.pre_exec(new_session_for_child) }
+}
+
 /// `close_range(3, ~0, CLOSE_RANGE_CLOEXEC)`: 0 on success, -1 when the kernel lacks it.
 fn close_range_cloexec() -> libc::c_long {
     // SAFETY: close_range takes plain integers and only changes descriptor flags; a kernel

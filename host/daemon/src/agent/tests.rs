@@ -9,7 +9,6 @@
 use super::tasks::{ACKED, TaskTable};
 use crate::cluster::proto::{LaunchRequest, PROTOCOL_VERSION, TaskKey};
 use crate::executor::{Executor, TaskExit};
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -208,13 +207,12 @@ async fn bad_launches_name_their_field_and_leave_no_directory() {
     assert_eq!(std::fs::read_dir(&table.root).unwrap().count(), 0);
 }
 
-/// A stand-in for a shim that outlived the agent: a process whose command line carries the
-/// exit path (as the real shim's does), leading its own group.
+/// A stand-in for a shim that outlived the agent: a process of the agent's account whose
+/// command line carries the exit path (as the real shim's does), leading its own session.
 fn fake_survivor(exit_path: &Path) -> std::process::Child {
-    std::process::Command::new("sh")
-        .args(["-c", "sleep 30; true"])
-        .arg(exit_path)
-        .process_group(0)
+    let mut command = std::process::Command::new("sh");
+    command.args(["-c", "sleep 30; true"]).arg(exit_path);
+    crate::process_hygiene::in_new_session(&mut command)
         .spawn()
         .unwrap()
 }

@@ -24,6 +24,7 @@ fn table() -> Tokens {
     Tokens::new(&AuthConfig {
         allow_unauthenticated: false,
         local_roles: Default::default(),
+        anonymous_role: Role::User,
         tokens: vec![
             entry("alice", "tok-alice", "alice", &["ml", "vision"], Role::User),
             entry("ops", "tok-ops", "olga", &["infra"], Role::Operator),
@@ -65,6 +66,7 @@ fn uppercase_hashes_are_accepted() {
     let t = Tokens::new(&AuthConfig {
         allow_unauthenticated: false,
         local_roles: Default::default(),
+        anonymous_role: Role::User,
         tokens: vec![e],
     })
     .unwrap();
@@ -102,6 +104,7 @@ fn malformed_entries_are_refused_with_their_index() {
         let config = AuthConfig {
             allow_unauthenticated: false,
             local_roles: Default::default(),
+            anonymous_role: Role::User,
             tokens: vec![good.clone(), bad],
         };
         let e = Tokens::new(&config).unwrap_err().to_string();

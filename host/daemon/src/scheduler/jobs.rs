@@ -56,6 +56,27 @@ pub struct Submitted {
     pub array_job_ids: Vec<u64>,
 }
 
+impl Scheduler {
+    /// Refuses, naming `user`, a job whose user cannot run here (root without
+    /// `execution.allow_root`, no account and no `execution.user_map` entry) when this node is
+    /// the cluster's only one; it would be accepted and then fail at every launch. With
+    /// agents, accounts may differ per node and the launch decides.
+    fn check_runnable_user(&self, spec: &JobSpec) -> Result<(), SubmitError> {
+        let only_local = {
+            let members = lock(&self.inner.members);
+            let mut all = members.all();
+            matches!((all.next(), all.next()), (Some((_, m)), None) if m.agent().is_none())
+        };
+        if !only_local {
+            return Ok(());
+        }
+        match self.inner.executor.identity(&spec.user, spec.anonymous) {
+            Ok(_) => Ok(()),
+            Err(e) => Err(SubmitError::Field(field_error("user", e.to_string()))),
+        }
+    }
+}
+
 fn field_error(field: impl Into<String>, message: impl Into<String>) -> FieldError {
     FieldError {
         field: field.into(),
@@ -105,6 +126,7 @@ impl Scheduler {
         submitter: crate::auth_submit::Submitter,
     ) -> Result<Submitted, SubmitError> {
         spec.validate().map_err(SubmitError::Field)?;
+        self.check_runnable_user(&spec)?;
         // Held to the end: the new jobs count as pending for their user until they are in
         // the job table.
         let _reserved = self.check_submit_limits(&spec, submitter)?;

@@ -1,7 +1,9 @@
 //! The user a task runs as (README "Isolation", `docs/security.md`): when the daemon runs as root and
 //! `execution.run_as_user` is on, a task runs with the uid, gid and supplementary groups of its
-//! job's user, looked up by name in the node's user database; a user with no local account runs
-//! as `execution.fallback_user`; root only with `execution.allow_root`.
+//! job's user, looked up by name in the node's user database, else the account
+//! `execution.user_map` gives it (a user with neither is refused: two users never share a
+//! uid); an anonymous job (no identity) runs as `execution.fallback_user`; root only with
+//! `execution.allow_root`.
 //!
 //! Owns the look-up (`getpwnam_r`, `getgrouplist`) and the rules. It does not switch identity:
 //! the shim does, in its child, just before `exec` (`child.rs`).
@@ -31,9 +33,21 @@ pub enum IdentityError {
     /// The user resolves to uid 0 and `execution.allow_root` is off.
     #[error("jobs may not run as root (execution.allow_root)")]
     Root,
-    /// The user has no account here and there is no fallback account.
-    #[error("user {0:?} has no account on this node and execution.fallback_user is empty")]
+    /// The user has no account here and `execution.user_map` gives it none.
+    #[error(
+        "user {0:?} has no account on this node: add one, or map the user to an account of its own in execution.user_map (users never share the fallback account)"
+    )]
     NoAccount(String),
+    /// `execution.user_map` names an account that does not exist.
+    #[error(
+        "execution.user_map maps user {user:?} to {account:?}, which has no account on this node"
+    )]
+    NoMappedAccount {
+        /// The job's user.
+        user: String,
+        /// The account it is mapped to.
+        account: String,
+    },
     /// The fallback account does not exist either.
     #[error("user {user:?} has no account on this node, nor has the fallback user {fallback:?}")]
     NoFallback {
@@ -91,15 +105,15 @@ pub(crate) fn resolve(
         }
         return Ok(Some(found));
     }
-    let found = match lookup(user)? {
-        Some(found) => found,
-        None if config.fallback_user.is_empty() => {
-            return Err(IdentityError::NoAccount(user.to_owned()));
+    let found = match (lookup(user)?, config.user_map.get(user)) {
+        (Some(found), _) => found,
+        (None, Some(account)) => {
+            lookup(account)?.ok_or_else(|| IdentityError::NoMappedAccount {
+                user: user.to_owned(),
+                account: account.clone(),
+            })?
         }
-        None => lookup(&config.fallback_user)?.ok_or_else(|| IdentityError::NoFallback {
-            user: user.to_owned(),
-            fallback: config.fallback_user.clone(),
-        })?,
+        (None, None) => return Err(IdentityError::NoAccount(user.to_owned())),
     };
     if found.uid == 0 && !config.allow_root {
         return Err(IdentityError::Root);
@@ -214,31 +228,38 @@ mod tests {
 
     #[test]
     fn rules_for_root_fallback_and_off() {
-        if !am_root() {
-            eprintln!("skipped: identity switching needs root");
-            return;
-        }
+        assert!(am_root(), "identity switching needs root (CI runs as root)");
         let on = config(true, "nobody", false);
         assert_eq!(resolve(&on, "root", false), Err(IdentityError::Root));
         assert_eq!(
             IdentityError::Root.to_string(),
             "jobs may not run as root (execution.allow_root)"
         );
-        let stranger = resolve(&on, "gantry-no-such-user-xyz", false)
-            .unwrap()
-            .unwrap();
-        assert_eq!((stranger.name.as_str(), stranger.uid), ("nobody", 65534));
+        // A user without an account is refused, never run as the fallback account.
+        assert_eq!(
+            resolve(&on, "gantry-no-such-user-xyz", false),
+            Err(IdentityError::NoAccount("gantry-no-such-user-xyz".into()))
+        );
         assert_eq!(resolve(&on, "nobody", false).unwrap().unwrap().uid, 65534);
         let root_ok = config(true, "nobody", true);
         assert_eq!(resolve(&root_ok, "root", false).unwrap().unwrap().uid, 0);
-        let no_fallback = config(true, "", false);
+        // Unless an admin maps it to an account of its own.
+        let mut mapped = config(true, "nobody", false);
+        mapped.user_map.insert("carol".into(), "daemon".into());
+        mapped
+            .user_map
+            .insert("dave".into(), "gantry-no-such-account".into());
         assert_eq!(
-            resolve(&no_fallback, "gantry-no-such-user-xyz", false),
-            Err(IdentityError::NoAccount("gantry-no-such-user-xyz".into()))
+            resolve(&mapped, "carol", false).unwrap().unwrap().name,
+            "daemon"
         );
+        assert!(matches!(
+            resolve(&mapped, "dave", false),
+            Err(IdentityError::NoMappedAccount { .. })
+        ));
         let bad_fallback = config(true, "gantry-no-such-fallback", false);
         assert!(matches!(
-            resolve(&bad_fallback, "gantry-no-such-user-xyz", false),
+            resolve(&bad_fallback, "gantry-no-such-user-xyz", true),
             Err(IdentityError::NoFallback { .. })
         ));
         assert_eq!(

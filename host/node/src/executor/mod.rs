@@ -17,6 +17,7 @@ mod bpf;
 mod cgroup;
 mod check;
 mod child;
+mod command_file;
 mod devices;
 mod ending;
 mod environment;
@@ -176,6 +177,11 @@ impl Executor {
             path: env_file.clone(),
             source,
         })?;
+        let argv_file = l.exit_path.with_extension("argv");
+        command_file::write(&argv_file, &l.argv).map_err(|source| ExecError::Prepare {
+            path: argv_file.clone(),
+            source,
+        })?;
         let key = (l.job_id, l.task_index);
         lock(&self.watched).insert(key);
         let cgroup = match self.task_cgroup(l) {
@@ -200,7 +206,8 @@ impl Executor {
                 gid: i.gid,
                 groups: i.groups.clone(),
             }),
-            argv: l.argv.clone(),
+            argv_file: Some(argv_file),
+            argv: Vec::new(),
         };
         let mut cmd = tokio::process::Command::new(&self.shim_exe);
         cmd.args(shim_args::build(&args))

@@ -92,7 +92,20 @@ pub(crate) fn execute(args: &ShimArgs) -> i32 {
 /// waits for it.
 fn run_command(args: &ShimArgs, log: &File) -> ExitRecord {
     let failed = ExitRecord::exit_only(TaskExit::Exited(SPAWN_FAILED_CODE));
-    let Some((program, rest)) = args.argv.split_first() else {
+    let argv = match &args.argv_file {
+        Some(file) => match super::command_file::read(file) {
+            Ok(argv) => argv,
+            Err(e) => {
+                log_line(
+                    log,
+                    &format!("cannot read the command file {}: {e}", file.display()),
+                );
+                return failed;
+            }
+        },
+        None => args.argv.clone(),
+    };
+    let Some((program, rest)) = argv.split_first() else {
         return failed;
     };
     let setup = ChildSetup::new(
@@ -239,6 +252,7 @@ mod tests {
             workdir: None,
             cgroup_procs: vec![],
             ids: None,
+            argv_file: None,
             argv: strings(argv),
         }
     }

@@ -2,8 +2,12 @@
 //!
 //! ```text
 //! task-shim --exit-file F --log L [--log-max-bytes N] [--env-file E] [--workdir D]
-//!           [--cgroup-procs P]... [--uid U --gid G [--groups G1,G2,...]] -- argv...
+//!           [--cgroup-procs P]... [--uid U --gid G [--groups G1,G2,...]]
+//!           (--argv-file A | -- argv...)
 //! ```
+//!
+//! The executor passes the command in a file (`--argv-file`, `command_file.rs`): the job's
+//! arguments stay off the shim's command line, which every account can read.
 //!
 //! Owns the format. It does not run anything (`shim.rs`).
 
@@ -27,6 +31,8 @@ pub(crate) struct ShimArgs {
     pub cgroup_procs: Vec<PathBuf>,
     /// The user the command runs as; the shim's own when `None`.
     pub ids: Option<Ids>,
+    /// The file holding the command (`command_file.rs`); then `argv` is empty.
+    pub argv_file: Option<PathBuf>,
     pub argv: Vec<String>,
 }
 
@@ -41,7 +47,7 @@ pub(crate) enum ShimArgError {
     MissingOption(&'static str),
     #[error("option {0} has a bad value {1:?}")]
     BadValue(&'static str, String),
-    #[error("no command after --")]
+    #[error("the command must be given either after -- or in --argv-file, not both")]
     NoCommand,
 }
 
@@ -76,6 +82,9 @@ pub(crate) fn build(args: &ShimArgs) -> Vec<String> {
             out.extend(["--groups".to_owned(), list.join(",")]);
         }
     }
+    if let Some(file) = &args.argv_file {
+        out.extend(["--argv-file".to_owned(), path(file)]);
+    }
     out.push("--".to_owned());
     out.extend(args.argv.iter().cloned());
     out
@@ -90,6 +99,7 @@ fn number(option: &'static str, value: &str) -> Result<u32, ShimArgError> {
 /// Parses the arguments that follow `task-shim`.
 pub(crate) fn parse(args: &[String]) -> Result<ShimArgs, ShimArgError> {
     let (mut exit_file, mut log, mut workdir, mut env_file) = (None, None, None, None);
+    let mut argv_file = None;
     let mut log_max_bytes = None;
     let (mut uid, mut gid, mut groups) = (None, None, Vec::new());
     let mut cgroup_procs = Vec::new();
@@ -104,6 +114,7 @@ pub(crate) fn parse(args: &[String]) -> Result<ShimArgs, ShimArgError> {
                 | "--log"
                 | "--log-max-bytes"
                 | "--env-file"
+                | "--argv-file"
                 | "--workdir"
                 | "--cgroup-procs"
                 | "--uid"
@@ -125,6 +136,7 @@ pub(crate) fn parse(args: &[String]) -> Result<ShimArgs, ShimArgError> {
                 log_max_bytes = Some(max);
             }
             "--env-file" => env_file = Some(PathBuf::from(value)),
+            "--argv-file" => argv_file = Some(PathBuf::from(value)),
             "--workdir" => workdir = Some(PathBuf::from(value)),
             "--cgroup-procs" => cgroup_procs.push(PathBuf::from(value)),
             "--uid" => uid = Some(number("--uid", value)?),
@@ -139,7 +151,7 @@ pub(crate) fn parse(args: &[String]) -> Result<ShimArgs, ShimArgError> {
         }
     }
     let argv: Vec<String> = rest.cloned().collect();
-    if argv.is_empty() {
+    if argv.is_empty() == argv_file.is_none() {
         return Err(ShimArgError::NoCommand);
     }
     let ids = match (uid, gid) {
@@ -156,6 +168,7 @@ pub(crate) fn parse(args: &[String]) -> Result<ShimArgs, ShimArgError> {
         workdir,
         cgroup_procs,
         ids,
+        argv_file,
         argv,
     })
 }
@@ -256,6 +269,47 @@ mod tests {
     }
 
     #[test]
+    fn a_command_file_keeps_the_arguments_off_the_command_line() {
+        let args = ShimArgs {
+            exit_file: PathBuf::from("/e"),
+            log: PathBuf::from("/l"),
+            log_max_bytes: None,
+            env_file: None,
+            workdir: None,
+            cgroup_procs: vec![],
+            ids: None,
+            argv_file: Some(PathBuf::from("/e.argv")),
+            argv: vec![],
+        };
+        let built = build(&args);
+        assert_eq!(
+            built,
+            strings(&[
+                "task-shim",
+                "--exit-file",
+                "/e",
+                "--log",
+                "/l",
+                "--argv-file",
+                "/e.argv",
+                "--"
+            ])
+        );
+        assert_eq!(parse(&built[1..]).unwrap(), args);
+        let both = strings(&[
+            "--exit-file",
+            "/e",
+            "--log",
+            "/l",
+            "--argv-file",
+            "/a",
+            "--",
+            "x",
+        ]);
+        assert_eq!(parse(&both), Err(ShimArgError::NoCommand));
+    }
+
+    #[test]
     fn built_args_parse_back() {
         let args = ShimArgs {
             exit_file: PathBuf::from("/e"),
@@ -269,6 +323,7 @@ mod tests {
                 gid: 65534,
                 groups: vec![65534],
             }),
+            argv_file: None,
             argv: strings(&["sh", "-c", "echo hi"]),
         };
         let built = build(&args);

@@ -251,6 +251,7 @@ async fn adopt_and_sweep_clean_up_after_a_restart() {
         workdir: None,
         cgroup_procs: cg.procs_files(),
         ids: None,
+        argv_file: None,
         argv: l.argv.clone(),
     };
     // The test binary acts as the shim (see `tests::shim_entry`); the exit path, given as an
