@@ -225,13 +225,41 @@ fn a_jobs_env_never_reaches_a_root_process_and_its_workdir_is_entered_as_its_use
         "the library ran in a root process: {seen}"
     );
 
-    // A directory only root may enter: the job's user cannot work there.
+    // A directory only root may enter: the job's user cannot work there. Refused at submit,
+    // naming it (this is the daemon's only node).
     let private = tempfile::tempdir().unwrap();
     fs::set_permissions(private.path(), fs::Permissions::from_mode(0o700)).unwrap();
     fs::write(private.path().join("root-secret"), "x").unwrap();
     let mut spec = job("peek", "nobody", json!(["ls", "-a"]));
     spec["workdir"] = json!(private.path());
+    let (status, body) = d.post("/v1/jobs", &spec);
+    assert_eq!(
+        (status, &body["error"]["field"]),
+        (400, &json!("workdir")),
+        "{body}"
+    );
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("cannot enter") && m.contains("0700")),
+        "{body}"
+    );
+    // And if it closes after the submit, the kernel refuses the user at start: the job
+    // waits behind a blocker while the directory is still open, then it is closed.
+    fs::set_permissions(private.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let shared = open_dir();
+    let release = shared.path().join("release");
+    let blocker = d.submit(&json!({
+        "name": "blocker",
+        "user": "nobody",
+        "argv": ["sh", "-c", format!("while [ ! -e {} ]; do sleep 0.05; done", release.display())],
+        "tasks": [{"count": 1, "gpus": 1, "cpu_milli": 100, "memory_mib": 64}],
+    }));
+    d.wait_state(blocker, "running");
+    spec["tasks"] = json!([{"count": 1, "gpus": 1, "cpu_milli": 100, "memory_mib": 64}]);
     let id = d.submit(&spec);
+    fs::set_permissions(private.path(), fs::Permissions::from_mode(0o700)).unwrap();
+    fs::write(&release, "").unwrap();
     let ended = d.wait_state(id, "failed");
     let log = logs(&d, id);
     assert!(

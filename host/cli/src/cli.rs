@@ -18,18 +18,54 @@ use gantry_contract::JobKind;
 use serde_json::Value;
 use std::io::Read;
 
-/// The socket `gantry serve` makes with its default data directory, relative to where it runs.
+/// The socket `gantry serve` makes with its default data directory, relative to where it runs
+/// (a daemon not run as root).
 const DEFAULT_SOCKET: &str = "gantry-data/gantry.sock";
 
-/// The server when none is given: the default daemon's Unix socket when it exists here, else
-/// `http://127.0.0.1:8420`.
+/// The server when none is given: the Unix socket of a daemon started here
+/// (`gantry-data/gantry.sock`), else the system daemon's (`/run/gantry/gantry.sock`, root's
+/// default), else `http://127.0.0.1:8420`.
 pub fn default_server() -> String {
     use std::os::unix::fs::FileTypeExt;
-    let socket = std::fs::symlink_metadata(DEFAULT_SOCKET).is_ok_and(|m| m.file_type().is_socket());
-    match socket {
-        true => format!("unix:{DEFAULT_SOCKET}"),
-        false => format!("http://{}", gantry::config::DEFAULT_LISTEN),
+    let is_socket = |p: &str| std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_socket());
+    [DEFAULT_SOCKET, gantry::config::SYSTEM_SOCKET]
+        .into_iter()
+        .find(|p| is_socket(p))
+        .map_or_else(
+            || format!("http://{}", gantry::config::DEFAULT_LISTEN),
+            |p| format!("unix:{p}"),
+        )
+}
+
+/// Says on stderr, once, that a request goes without an identity (TCP without a token), what
+/// that means and how to have one.
+pub fn warn_if_anonymous(client: &Client) {
+    if client.has_token() || client.server().starts_with("unix:") {
+        return;
     }
+    eprintln!(
+        "gantry: note: no identity: {} without a token, so the job belongs to the user `anonymous` and runs as the daemon's fallback account. To be yourself, run where the daemon's socket is ({DEFAULT_SOCKET}, or {}), pass --server unix:PATH, or set GANTRY_TOKEN (see `gantry whoami`).",
+        client.server(),
+        gantry::config::SYSTEM_SOCKET
+    );
+}
+
+/// `gantry whoami`: who the daemon takes you for, over which way in.
+pub fn whoami(client: &Client) -> anyhow::Result<()> {
+    let who = client.get_json("/v1/whoami")?;
+    let role = who["role"].as_str().unwrap_or("?");
+    if who["authenticated"].as_bool() == Some(true) {
+        let user = who["user"].as_str().unwrap_or("?");
+        let via = who["token"].as_str().unwrap_or("?");
+        println!("{user} (role {role}; {via}; server {})", client.server());
+    } else {
+        println!(
+            "anonymous (role {role}; no identity: TCP without a token; server {})",
+            client.server()
+        );
+        warn_if_anonymous(client);
+    }
+    Ok(())
 }
 
 /// A client of the daemon: the typed client of `gantry-api`.

@@ -89,9 +89,17 @@ pub struct SubmitArgs {
     /// Job kind.
     #[arg(long, value_parser = ["batch", "interactive", "service"])]
     pub kind: Option<String>,
-    /// Environment variable K=V (repeatable).
+    /// Environment variable K=V (repeatable; on top of what `--export` sends).
     #[arg(long = "env")]
     pub env: Vec<String>,
+    /// Which of your shell's variables the job gets, as sbatch's `--export`: ALL (default),
+    /// NONE, or a list such as `PATH,HOME,LR=0.1` (`ALL,LR=0.1` adds to everything). Your
+    /// `GANTRY_*` settings (the token among them) are never sent.
+    #[arg(long, default_value = "ALL")]
+    pub export: String,
+    /// Working directory of the job (sbatch's `-D`/`--chdir`; default: where you submit).
+    #[arg(long, short = 'D')]
+    pub chdir: Option<PathBuf>,
     /// Run this script file (like the SCRIPT argument).
     #[arg(long, conflicts_with = "script_file")]
     pub script: Option<PathBuf>,
@@ -160,7 +168,10 @@ impl SubmitArgs {
             name: self.name.clone(),
             queue: self.queue.clone(),
             account: self.account.clone(),
-            workdir: None,
+            workdir: self
+                .chdir
+                .as_ref()
+                .map(|d| d.to_string_lossy().into_owned()),
             nodes: self.nodes,
             ntasks: self.tasks,
             ntasks_per_node: self.ntasks_per_node,
@@ -225,7 +236,14 @@ pub fn build(a: &SubmitArgs, script: Option<(&str, &str)>) -> anyhow::Result<Sub
     let mut notes = parsed.notes;
     notes.extend(options.notes(&shape));
     let mut body = serde_json::Map::new();
-    let env = crate::cli::env_vars(&a.env)?;
+    let mut env = crate::export::exported(&a.export, std::env::vars_os())?;
+    let cwd = std::env::current_dir().ok();
+    if let Some(dir) = &cwd {
+        let dir = Value::String(dir.to_string_lossy().into_owned());
+        env.insert("SLURM_SUBMIT_DIR".into(), dir.clone());
+        env.insert("GANTRY_SUBMIT_DIR".into(), dir);
+    }
+    env.extend(crate::cli::env_vars(&a.env)?);
     let default_name = match script {
         Some((file, _)) => Path::new(file)
             .file_name()
@@ -236,7 +254,6 @@ pub fn build(a: &SubmitArgs, script: Option<(&str, &str)>) -> anyhow::Result<Sub
     body.insert("argv".into(), Value::from(a.command.clone()));
     body.insert("script".into(), Value::from(script.map(|(_, t)| t)));
     body.insert("env".into(), Value::Object(env));
-    let cwd = std::env::current_dir().ok();
     body.insert(
         "workdir".into(),
         Value::from(cwd.map(|d| d.to_string_lossy().into_owned())),
@@ -280,6 +297,8 @@ pub fn run(client: &Client, a: &SubmitArgs) -> anyhow::Result<()> {
         if let Some(body) = sub.body.as_object_mut() {
             body.insert("user".into(), Value::String(String::new()));
         }
+    } else {
+        crate::cli::warn_if_anonymous(client);
     }
     let submitted = client.submit(&sub.body)?;
     let indices = sub.array.map(|a| a.indices).unwrap_or_default();

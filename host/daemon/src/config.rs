@@ -13,6 +13,23 @@ pub use crate::telemetry::TelemetryConfig;
 /// Default API address.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8420";
 
+/// The data directory of a daemon run as root, when none is given.
+pub const SYSTEM_DATA_DIR: &str = "/var/lib/gantry";
+
+/// The API socket of a daemon run as root on [`SYSTEM_DATA_DIR`], found by the CLI from any
+/// directory.
+pub const SYSTEM_SOCKET: &str = "/run/gantry/gantry.sock";
+
+/// The data directory when none is given: [`SYSTEM_DATA_DIR`] for root, else `gantry-data`
+/// where the daemon starts.
+fn default_data_dir() -> PathBuf {
+    if crate::local_socket::own_uid() == 0 {
+        PathBuf::from(SYSTEM_DATA_DIR)
+    } else {
+        PathBuf::from("gantry-data")
+    }
+}
+
 /// The whole configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -20,10 +37,11 @@ pub struct Config {
     /// Address of the HTTP API.
     pub listen: String,
     /// Where jobs, logs, plugins and the compile cache live (made 0711: only the daemon
-    /// reads it; a job's user reaches its own files by name).
+    /// reads it; a job's user reaches its own files by name); default `/var/lib/gantry` as
+    /// root, else `gantry-data` where the daemon starts (made absolute at start).
     pub data_dir: PathBuf,
     /// The Unix socket of the API, where the kernel names the caller (default
-    /// `<data_dir>/gantry.sock`).
+    /// `/run/gantry/gantry.sock` on the system data directory, else `<data_dir>/gantry.sock`).
     pub socket: Option<PathBuf>,
     /// A cycle runs on every event and at least this often, in ms.
     pub cycle_interval_ms: u64,
@@ -70,11 +88,14 @@ pub struct PluginLimits {
 }
 
 impl Config {
-    /// The Unix socket of the API.
+    /// The Unix socket of the API: `socket`, else [`SYSTEM_SOCKET`] on the system data
+    /// directory, else `<data_dir>/gantry.sock`.
     pub fn socket_path(&self) -> PathBuf {
-        self.socket
-            .clone()
-            .unwrap_or_else(|| self.data_dir.join("gantry.sock"))
+        match &self.socket {
+            Some(socket) => socket.clone(),
+            None if self.data_dir == Path::new(SYSTEM_DATA_DIR) => PathBuf::from(SYSTEM_SOCKET),
+            None => self.data_dir.join("gantry.sock"),
+        }
     }
 }
 
@@ -82,7 +103,7 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             listen: DEFAULT_LISTEN.into(),
-            data_dir: PathBuf::from("gantry-data"),
+            data_dir: default_data_dir(),
             socket: None,
             cycle_interval_ms: 1000,
             usage_half_life_s: 7 * 24 * 3600,

@@ -63,15 +63,23 @@ fn trust_state_paths(config: &mut Config) -> anyhow::Result<()> {
     crate::private_files::restrict_umask();
     config.data_dir = crate::trusted_dir::absolute_and_trusted(&config.data_dir)
         .context("refusing the data directory (data_dir)")?;
-    if let Some(socket) = &config.socket {
-        let socket = std::path::absolute(socket)
-            .with_context(|| format!("socket {} is not usable", socket.display()))?;
-        if let Some(parent) = socket.parent() {
-            crate::trusted_dir::absolute_and_trusted(parent)
-                .context("refusing the directory of the API socket (socket)")?;
+    let socket = config.socket_path();
+    let socket = std::path::absolute(&socket)
+        .with_context(|| format!("socket {} is not usable", socket.display()))?;
+    if let Some(parent) = socket.parent()
+        && parent != config.data_dir
+    {
+        let made = !parent.exists();
+        let parent = crate::trusted_dir::absolute_and_trusted(parent)
+            .context("refusing the directory of the API socket (socket)")?;
+        if made {
+            // Every local account may reach the socket (it names each caller itself).
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&parent, std::fs::Permissions::from_mode(0o755))
+                .with_context(|| format!("cannot open {} to local users", parent.display()))?;
         }
-        config.socket = Some(socket);
     }
+    config.socket = Some(socket);
     Ok(())
 }
 

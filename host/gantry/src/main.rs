@@ -81,6 +81,8 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         task: usize,
     },
+    /// Who the daemon takes you for (user, role, and how: socket, token or none).
+    Whoami,
     /// List nodes and who holds each GPU.
     Nodes,
     /// Usage records of ended tasks and GPU/CPU-hour totals per user and account (like sacct).
@@ -348,6 +350,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Accounting(a) => gantry_cli::accounting_cli::run(&client, &a),
+        Command::Whoami => gantry_cli::cli::whoami(&client),
         Command::Nodes => {
             cli::print_nodes(&client.nodes()?);
             Ok(())

@@ -89,6 +89,11 @@ impl Client {
         self.token.is_some()
     }
 
+    /// The server as given (`unix:PATH` or the URL).
+    pub fn server(&self) -> &str {
+        &self.label
+    }
+
     fn req<B>(&self, r: ureq::RequestBuilder<B>) -> ureq::RequestBuilder<B> {
         match &self.token {
             Some(t) => r.header("authorization", format!("Bearer {t}")),

@@ -58,9 +58,10 @@ pub struct Submitted {
 
 impl Scheduler {
     /// Refuses, naming `user`, a job whose user cannot run here (root without
-    /// `execution.allow_root`, no account and no `execution.user_map` entry) when this node is
-    /// the cluster's only one; it would be accepted and then fail at every launch. With
-    /// agents, accounts may differ per node and the launch decides.
+    /// `execution.allow_root`, no account and no `execution.user_map` entry), and, naming
+    /// `workdir`, one whose working directory that user cannot enter, when this node is the
+    /// cluster's only one; it would be accepted and then fail at every launch. With agents,
+    /// accounts and directories may differ per node and the launch decides.
     fn check_runnable_user(&self, spec: &JobSpec) -> Result<(), SubmitError> {
         let only_local = {
             let members = lock(&self.inner.members);
@@ -70,10 +71,16 @@ impl Scheduler {
         if !only_local {
             return Ok(());
         }
-        match self.inner.executor.identity(&spec.user, spec.anonymous) {
-            Ok(_) => Ok(()),
-            Err(e) => Err(SubmitError::Field(field_error("user", e.to_string()))),
+        let identity = self
+            .inner
+            .executor
+            .identity(&spec.user, spec.anonymous)
+            .map_err(|e| SubmitError::Field(field_error("user", e.to_string())))?;
+        if let (Some(who), Some(dir)) = (&identity, &spec.workdir) {
+            crate::executor::task_files::check_enterable(std::path::Path::new(dir), who)
+                .map_err(|why| SubmitError::Field(field_error("workdir", why)))?;
         }
+        Ok(())
     }
 }
 

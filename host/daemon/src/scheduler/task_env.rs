@@ -62,6 +62,13 @@ impl Scheduler {
             ("MASTER_ADDR".into(), gang.master_addr),
             ("MASTER_PORT".into(), master_port.to_string()),
         ]);
+        env.extend(slurm_env(
+            job,
+            task,
+            &gang.nodelist,
+            gang.node_rank,
+            gang.local_rank,
+        ));
         if let Some(a) = job.array {
             env.extend([
                 ("GANTRY_ARRAY_JOB_ID".into(), a.array_id.to_string()),
@@ -79,6 +86,37 @@ impl Scheduler {
         env.extend(fraction_env(&t.gpus, &devices));
         env
     }
+}
+
+/// The variables existing SLURM batch scripts read, with Gantry's values (`SLURM_ARRAY_*` are
+/// set with the array's own).
+fn slurm_env(
+    job: &JobRecord,
+    task: usize,
+    nodelist: &[String],
+    node_rank: usize,
+    local_rank: usize,
+) -> Vec<(String, String)> {
+    let cpus_per_task = job
+        .tasks
+        .get(task)
+        .map_or(0, |t| t.cpu_milli.div_ceil(1000).max(1));
+    vec![
+        ("SLURM_JOB_ID".into(), job.id.to_string()),
+        ("SLURM_JOBID".into(), job.id.to_string()),
+        ("SLURM_JOB_NAME".into(), job.spec.name.clone()),
+        ("SLURM_PROCID".into(), task.to_string()),
+        ("SLURM_LOCALID".into(), local_rank.to_string()),
+        ("SLURM_NODEID".into(), node_rank.to_string()),
+        ("SLURM_NTASKS".into(), job.tasks.len().to_string()),
+        ("SLURM_NPROCS".into(), job.tasks.len().to_string()),
+        ("SLURM_JOB_NUM_NODES".into(), nodelist.len().to_string()),
+        ("SLURM_JOB_NODELIST".into(), nodelist.join(",")),
+        ("SLURM_CPUS_PER_TASK".into(), cpus_per_task.to_string()),
+        ("SLURM_JOB_PARTITION".into(), job.spec.queue.clone()),
+        ("SLURM_JOB_ACCOUNT".into(), job.spec.account.clone()),
+        ("SLURM_JOB_USER".into(), job.spec.user.clone()),
+    ]
 }
 
 /// Where one task sits in its gang: nodes in order of first appearance among the tasks (rank

@@ -18,6 +18,66 @@ pub enum IsolationError {
     /// `execution.cgroups = "required"` on a host where they cannot be used.
     #[error("execution.cgroups = \"required\" but cgroups are unavailable: {0}")]
     Required(String),
+    /// Another daemon of this host uses the same parent cgroup: starting would sweep (kill)
+    /// its tasks as leftovers.
+    #[error(
+        "the parent cgroup {parent:?} is in use by another gantry daemon on this host ({holder}): give this one an execution.cgroup_parent of its own, or stop that one"
+    )]
+    ParentInUse {
+        /// `execution.cgroup_parent`.
+        parent: String,
+        /// What the holder wrote into the lock (its pid and command line).
+        holder: String,
+    },
+}
+
+/// Where the locks on parent cgroups are kept (root's; a daemon that is not root makes no
+/// cgroups of its own).
+const PARENT_LOCK_DIR: &str = "/run/gantry";
+
+/// Takes the host-wide lock on the parent cgroup `parent`, held for the daemon's life (the
+/// kernel drops it when the process ends). `Ok(None)` when the daemon is not root.
+fn claim_parent(parent: &str) -> Result<Option<std::sync::Arc<std::fs::File>>, IsolationError> {
+    use std::io::{Read, Seek, Write};
+    use std::os::unix::fs::OpenOptionsExt;
+    if crate::sys::effective_uid() != 0 {
+        return Ok(None);
+    }
+    let in_use = |holder: String| IsolationError::ParentInUse {
+        parent: parent.to_owned(),
+        holder,
+    };
+    let io = |e: std::io::Error| in_use(format!("cannot take the lock in {PARENT_LOCK_DIR}: {e}"));
+    crate::trusted_dir::absolute_and_trusted(std::path::Path::new(PARENT_LOCK_DIR))
+        .map_err(|e| in_use(e.to_string()))?;
+    let name = parent.replace('/', "%");
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(std::path::Path::new(PARENT_LOCK_DIR).join(format!("cgroup-{name}.lock")))
+        .map_err(io)?;
+    if file.try_lock().is_err() {
+        let mut holder = String::new();
+        let _ = file.read_to_string(&mut holder);
+        return Err(in_use(holder.trim().to_owned()));
+    }
+    let me = std::process::id();
+    let cmdline = std::fs::read(format!("/proc/{me}/cmdline"))
+        .map(|c| {
+            String::from_utf8_lossy(&c)
+                .replace('\0', " ")
+                .trim()
+                .to_owned()
+        })
+        .unwrap_or_default();
+    file.set_len(0).map_err(io)?;
+    file.rewind().map_err(io)?;
+    writeln!(file, "pid {me}: {cmdline}").map_err(io)?;
+    Ok(Some(std::sync::Arc::new(file)))
 }
 
 /// What isolation is in effect (for `GET /v1/health`).
@@ -38,6 +98,8 @@ pub struct Isolation {
     cgroups: Result<CgroupVersion, String>,
     config: ExecutionConfig,
     node_gpus: Vec<u32>,
+    /// The host-wide lock on the parent cgroup, held while tasks get cgroups.
+    _parent_lock: Option<std::sync::Arc<std::fs::File>>,
 }
 
 impl Isolation {
@@ -51,6 +113,7 @@ impl Isolation {
                 ..ExecutionConfig::default()
             },
             node_gpus: Vec::new(),
+            _parent_lock: None,
         }
     }
 
@@ -77,10 +140,15 @@ impl Isolation {
                 "cgroups in use: each task gets its own cgroup (memory, CPU, pids, GPU devices)"
             ),
         }
+        let parent_lock = match cgroups {
+            Ok(_) => claim_parent(&config.cgroup_parent)?,
+            Err(_) => None,
+        };
         let me = Self {
             cgroups,
             config: config.clone(),
             node_gpus,
+            _parent_lock: parent_lock,
         };
         tracing::info!(
             run_as_user = me.summary().run_as_user,

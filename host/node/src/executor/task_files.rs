@@ -7,7 +7,8 @@
 //! cannot plant links there). The task's directory and its parent are 0711 and the daemon's:
 //! the user reaches its files by name, nobody lists them.
 //!
-//! Owns: these two rules. Does not own where the directory is (the caller's) or launching.
+//! Owns: these two rules, and whether a user may enter a given working directory
+//! ([`check_enterable`]). Does not own where the directory is (the caller's) or launching.
 
 use super::TaskIdentity;
 use std::io;
@@ -59,6 +60,46 @@ pub fn command(
     } else {
         vec!["/bin/sh".into(), path]
     })
+}
+
+/// Whether `who` may enter `dir`: every directory on the way must be searchable by it (the
+/// owner, group and other bits, as the kernel checks them; ACLs are not read). The error
+/// names the directory that stops it, for a refusal at submit; the kernel still decides at
+/// start, as the user.
+pub fn check_enterable(dir: &Path, who: &TaskIdentity) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    if who.uid == 0 {
+        return Ok(());
+    }
+    let mut on_the_way: Vec<&Path> = dir.ancestors().collect();
+    on_the_way.reverse();
+    for path in on_the_way {
+        let meta = std::fs::metadata(path)
+            .map_err(|e| format!("{} cannot be used: {e}", path.display()))?;
+        if !meta.is_dir() {
+            return Err(format!("{} is not a directory", path.display()));
+        }
+        let mode = meta.mode();
+        let bit = if meta.uid() == who.uid {
+            0o100
+        } else if meta.gid() == who.gid || who.groups.contains(&meta.gid()) {
+            0o010
+        } else {
+            0o001
+        };
+        if mode & bit == 0 {
+            return Err(format!(
+                "user {} (uid {}) cannot enter {}: {} is mode {:04o}, owned by uid {}",
+                who.name,
+                who.uid,
+                dir.display(),
+                path.display(),
+                mode & 0o7777,
+                meta.uid()
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The working directory: `own` (the job's); else `dir`, or, for a task that runs as
