@@ -24,15 +24,15 @@ const NOBODY: u32 = 65534;
 fn require_root() {
     // SAFETY: no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
-    assert!(root, "these tests run the CLI as another account (CI runs them as root)");
+    assert!(
+        root,
+        "these tests run the CLI as another account (CI runs them as root)"
+    );
 }
 
 /// A daemon whose tasks run as their users, with its socket reachable by other accounts.
 fn daemon() -> (Daemon, PathBuf) {
-    let d = Daemon::start_with_config(
-        2,
-        "[execution]\nrun_as_user = true\ncgroups = \"off\"\n",
-    );
+    let d = Daemon::start_with_config(2, "[execution]\nrun_as_user = true\ncgroups = \"off\"\n");
     let root = d.out_dir().parent().unwrap().to_path_buf();
     fs::set_permissions(&root, fs::Permissions::from_mode(0o755)).unwrap();
     let socket = root.join("data/gantry.sock");
@@ -68,7 +68,12 @@ fn job_id(out: &Output) -> u64 {
     let text = String::from_utf8_lossy(&out.stdout);
     text.split_whitespace()
         .find_map(|w| w.parse().ok())
-        .unwrap_or_else(|| panic!("no job id in {text:?} {}", String::from_utf8_lossy(&out.stderr)))
+        .unwrap_or_else(|| {
+            panic!(
+                "no job id in {text:?} {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })
 }
 
 fn log_of(d: &Daemon, id: u64) -> String {
@@ -94,7 +99,11 @@ fn a_job_gets_the_users_environment_directory_and_slurm_variables() {
         ("GANTRY_TOKEN", "must-not-travel"),
     ];
     let out = cli(&socket, home.path(), &env, &["submit", "--", "env"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let id = job_id(&out);
     d.wait_state(id, "succeeded");
     let log = log_of(&d, id);
@@ -111,16 +120,32 @@ fn a_job_gets_the_users_environment_directory_and_slurm_variables() {
     assert_eq!(var("SLURM_JOB_ID"), id.to_string());
     assert_eq!(var("SLURM_PROCID"), "0");
     assert_eq!(var("SLURM_NTASKS"), "1");
-    assert!(!log.contains("must-not-travel"), "the token travelled: {log}");
+    assert!(
+        !log.contains("must-not-travel"),
+        "the token travelled: {log}"
+    );
 
     // --export=NONE and -D as sbatch means them.
     let out = cli(
         &socket,
         home.path(),
         &env,
-        &["submit", "--export=NONE", "-D", "/tmp", "--", "sh", "-c", "pwd; echo lr=$LEARNING_RATE"],
+        &[
+            "submit",
+            "--export=NONE",
+            "-D",
+            "/tmp",
+            "--",
+            "sh",
+            "-c",
+            "pwd; echo lr=$LEARNING_RATE",
+        ],
     );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let id = job_id(&out);
     d.wait_state(id, "succeeded");
     let log = log_of(&d, id);
@@ -135,7 +160,10 @@ fn who_you_are_is_visible_and_a_job_that_could_never_run_is_refused_at_submit() 
     let env = [("PATH", "/usr/bin:/bin"), ("USER", "nobody")];
     let out = cli(&socket, home.path(), &env, &["whoami"]);
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success() && text.starts_with("nobody (role user"), "{text}");
+    assert!(
+        out.status.success() && text.starts_with("nobody (role user"),
+        "{text}"
+    );
     // Over TCP without a token: anonymous, and the CLI says so on stderr.
     let out = Command::new(gantry_bin())
         .args(["--server", d.url(), "submit", "--", "true"])
@@ -152,7 +180,11 @@ fn who_you_are_is_visible_and_a_job_that_could_never_run_is_refused_at_submit() 
                 "tasks": [{"count": 1, "gpus": 0, "cpu_milli": 100, "memory_mib": 64}]}),
     );
     // An anonymous caller's job runs as the fallback account; root's claim is refused.
-    assert_eq!((status, &body["error"]["field"]), (400, &json!("user")), "{body}");
+    assert_eq!(
+        (status, &body["error"]["field"]),
+        (400, &json!("user")),
+        "{body}"
+    );
 }
 
 #[test]
@@ -171,7 +203,12 @@ fn the_cli_ends_quietly_when_its_reader_goes_away() {
             .spawn()
             .unwrap();
         let mut first = [0u8; 8];
-        child.stdout.as_mut().unwrap().read_exact(&mut first).unwrap();
+        child
+            .stdout
+            .as_mut()
+            .unwrap()
+            .read_exact(&mut first)
+            .unwrap();
         drop(child.stdout.take());
         let out = child.wait_with_output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -217,7 +254,15 @@ fn a_second_daemon_on_the_same_cgroup_parent_refuses_and_the_first_ones_task_liv
     let config = dir.path().join("gantry.toml");
     fs::write(&config, &execution).unwrap();
     let mut second = Command::new(gantry_bin())
-        .args(["serve", "--listen", "127.0.0.1:0", "--no-nvml", "--gpus", "1", "--config"])
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--no-nvml",
+            "--gpus",
+            "1",
+            "--config",
+        ])
         .arg(&config)
         .arg("--data-dir")
         .arg(dir.path().join("data"))
@@ -238,14 +283,24 @@ fn a_second_daemon_on_the_same_cgroup_parent_refuses_and_the_first_ones_task_liv
         std::thread::sleep(Duration::from_millis(50));
     };
     let mut stderr = String::new();
-    second.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    second
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
     assert!(!status.success(), "{stderr}");
     assert!(
-        stderr.contains("in use by another gantry daemon") && stderr.contains(&format!("pid {}", d.pid())),
+        stderr.contains("in use by another gantry daemon")
+            && stderr.contains(&format!("pid {}", d.pid())),
         "{stderr}"
     );
     // SAFETY: signal 0 only checks that the process exists.
-    assert_eq!(unsafe { libc::kill(pid, 0) }, 0, "the first daemon's task was killed");
+    assert_eq!(
+        unsafe { libc::kill(pid, 0) },
+        0,
+        "the first daemon's task was killed"
+    );
     assert_eq!(d.job(id)["state"], "running");
     d.release(id);
     d.wait_state(id, "succeeded");

@@ -322,7 +322,7 @@ fn the_daemon_works_from_slash_and_a_relative_workdir_or_an_exposed_token_is_ref
     let config = dir.path().join("gantry.toml");
     fs::write(
         &config,
-        "[cluster]\ntoken = \"0123456789abcdef0123456789abcdef\"\n",
+        "[execution]\ncgroups = \"off\"\n[cluster]\ntoken = \"0123456789abcdef0123456789abcdef\"\n",
     )
     .unwrap();
     fs::set_permissions(&config, fs::Permissions::from_mode(0o644)).unwrap();

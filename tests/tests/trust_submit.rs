@@ -72,7 +72,8 @@ fn a_user_may_not_raise_its_tier_and_an_operator_may() {
 
 #[test]
 fn without_a_token_a_request_is_a_user_for_the_tier_rule() {
-    let d = Daemon::start(1);
+    // The default role of a caller without identity (the harness otherwise trusts it).
+    let d = Daemon::start_with_config(1, "[auth]\nanonymous_role = \"user\"\n");
     let mut spec = quick(&d);
     spec["tier"] = json!(2_147_483_647);
     spec["user"] = json!("root");

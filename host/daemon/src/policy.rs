@@ -18,8 +18,10 @@ use std::collections::BTreeMap;
 pub struct PluginRef {
     /// A registered plugin name, or a sha256 (64 hex digits).
     pub plugin: String,
-    /// JSON config passed to `configure` (default `{}`).
+    /// JSON config passed to `configure` (default `{}`): an object; which keys the plugin
+    /// takes is its own (each plugin's README), a config it refuses is a 422.
     #[serde(default = "empty_object")]
+    #[schema(value_type = Object)]
     pub config: serde_json::Value,
     /// Deadline per call in ms (default from the daemon config), at most 5,000: a longer
     /// call would hold every cycle.
@@ -31,6 +33,10 @@ pub struct PluginRef {
     #[schema(minimum = 16, maximum = 4096)]
     pub memory_mib: Option<u64>,
 }
+
+/// Most plugins in the admission chain, and in the priority chain (`#[schema(max_items)]` on
+/// [`PipelineSpec`] repeats it; the OpenAPI tests check they agree).
+pub const MAX_CHAIN: usize = 16;
 
 /// Largest `deadline_ms` a pipeline may give one plugin.
 pub const MAX_PLUGIN_DEADLINE_MS: u64 = 5_000;
@@ -58,11 +64,13 @@ impl PluginRef {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PipelineSpec {
-    /// Admission chain.
+    /// Admission chain, at most 16 plugins.
     #[serde(default)]
+    #[schema(max_items = 16)]
     pub admission: Vec<PluginRef>,
-    /// Priority chain.
+    /// Priority chain, at most 16 plugins.
     #[serde(default)]
+    #[schema(max_items = 16)]
     pub priority: Vec<PluginRef>,
     /// Placement.
     pub placement: PluginRef,
@@ -281,11 +289,13 @@ impl Registry {
         spec: &PipelineSpec,
         store: Option<&crate::store::Store>,
     ) -> Result<(Pipeline, Vec<ResolvedRef>), PolicyError> {
-        if spec.admission.len() > 16 || spec.priority.len() > 16 {
-            return Err(PolicyError {
-                field: "priority".into(),
-                message: "at most 16 plugins per chain".into(),
-            });
+        for (field, chain) in [("admission", &spec.admission), ("priority", &spec.priority)] {
+            if chain.len() > MAX_CHAIN {
+                return Err(PolicyError {
+                    field: field.into(),
+                    message: format!("at most {MAX_CHAIN} plugins per chain"),
+                });
+            }
         }
         let mut resolved = Vec::new();
         let mut admission = Vec::new();

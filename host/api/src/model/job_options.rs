@@ -184,8 +184,15 @@ pub fn parse_dependencies(text: &str) -> Result<Vec<Dependency>, String> {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct WarnSignal {
-    /// Signal name without `SIG` (`USR1`, `TERM`, `INT`...) or number.
-    #[cfg_attr(feature = "openapi", schema(max_length = 16))]
+    /// Signal name without `SIG` (`USR1`, `TERM`, `INT`...) or number (the server also takes
+    /// lower case, a `SIG` prefix and surrounding blanks).
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            max_length = 16,
+            pattern = "^(HUP|INT|QUIT|USR1|USR2|TERM|CONT|URG|WINCH|ALRM|1|2|3|10|12|15|18|23|28|14)$"
+        )
+    )]
     pub signal: String,
     /// Seconds before the time limit (default 60).
     #[serde(default = "default_before_s")]
@@ -267,7 +274,7 @@ impl WarnSignal {
 pub struct HealthCheck {
     /// HTTP GET of this path on the service's port (e.g. `/healthz`); 2xx is healthy.
     #[serde(default)]
-    #[cfg_attr(feature = "openapi", schema(max_length = 1024))]
+    #[cfg_attr(feature = "openapi", schema(max_length = 1024, pattern = "^/"))]
     pub http_path: Option<String>,
     /// Or a command run on the node; exit 0 is healthy.
     #[serde(default)]
@@ -300,6 +307,7 @@ fn default_failures() -> u32 {
 pub struct ServiceSpec {
     /// The port it listens on; 0 (default) lets Gantry pick a free one, given to the task
     /// in `PORT` and `GANTRY_SERVICE_PORT`.
+    #[cfg_attr(feature = "openapi", schema(maximum = 65535))]
     pub port: u16,
     /// Optional health check.
     pub health: Option<HealthCheck>,

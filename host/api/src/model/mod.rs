@@ -39,7 +39,10 @@ pub const MAX_PATH: usize = 4096;
 pub const MAX_REQUEUES: u32 = 1000;
 
 // The `#[schema(...)]` limits below (feature `openapi`) repeat these constants as literals,
-// which utoipa requires; `host/daemon/src/api/openapi/tests.rs` checks that they agree.
+// which utoipa requires; `host/daemon/src/api/openapi/tests.rs` checks that they agree. The
+// pattern `^[^\x00-\x1f\x7f-\x9f]*$` is "no control characters" (`char::is_control`). What
+// an attribute cannot say (the items of a list, the values of a map, rules between fields)
+// is added to the schema by `host/daemon/src/api/openapi/schemas.rs: refinements`.
 
 /// Per-task resources of one task group, as submitted.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -98,24 +101,35 @@ fn default_true() -> bool {
 pub struct JobSpec {
     /// Human name.
     #[serde(default)]
-    #[cfg_attr(feature = "openapi", schema(max_length = 256))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(max_length = 256, pattern = r"^[^\x00-\x1f\x7f-\x9f]*$")
+    )]
     pub name: String,
     /// Command and arguments (exactly one of `argv` or `script`).
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(max_items = 4096))]
     pub argv: Vec<String>,
-    /// A shell script (run with /bin/sh, or its own `#!` line).
+    /// A shell script (run with /bin/sh, or its own `#!` line); not blank.
     #[serde(default)]
-    #[cfg_attr(feature = "openapi", schema(max_length = 262144))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(max_length = 262144, pattern = r"[^\s\x85]")
+    )]
     pub script: Option<String>,
-    /// Extra environment.
+    /// Extra environment: at most 256 variables, each name 1..=256 bytes without `=` or NUL,
+    /// each `NAME=value` at most 131,072 bytes with its NUL; argv and env at most 1 MiB together.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
     /// Working directory, an absolute path (default: the job's directory under the data dir).
     #[serde(default)]
     #[cfg_attr(
         feature = "openapi",
-        schema(min_length = 1, max_length = 4096, pattern = "^/")
+        schema(
+            min_length = 1,
+            max_length = 4096,
+            pattern = r"^/[^\x00-\x1f\x7f-\x9f]*$"
+        )
     )]
     pub workdir: Option<String>,
     /// The gang's task groups.
@@ -126,9 +140,13 @@ pub struct JobSpec {
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(maximum = 31536000))]
     pub time_limit_s: u64,
-    /// Who submits.
+    /// Who submits. With a token: empty or the token's user, another is a 403 (root on the
+    /// Unix socket may name any user).
     #[serde(default)]
-    #[cfg_attr(feature = "openapi", schema(max_length = 256))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(max_length = 256, pattern = r"^[^\x00-\x1f\x7f-\x9f]*$")
+    )]
     pub user: String,
     /// Set by the daemon, never taken from a request: the submitter's identity was not
     /// established (no API token configured, a TCP request rather than the Unix socket), so
@@ -136,18 +154,29 @@ pub struct JobSpec {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     #[cfg_attr(feature = "openapi", schema(read_only))]
     pub anonymous: bool,
-    /// Account charged.
+    /// Account charged: empty (the token's first account) or one of the token's accounts;
+    /// another is a 403.
     #[serde(default)]
-    #[cfg_attr(feature = "openapi", schema(max_length = 256))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(max_length = 256, pattern = r"^[^\x00-\x1f\x7f-\x9f]*$")
+    )]
     pub account: String,
     /// Queue.
     #[serde(default = "default_queue")]
-    #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 256))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            min_length = 1,
+            max_length = 256,
+            pattern = r"^[^\x00-\x1f\x7f-\x9f]*$"
+        )
+    )]
     pub queue: String,
     /// Priority tier (higher first).
     #[serde(default)]
     pub tier: i32,
-    /// Labels.
+    /// Labels: at most 64, keys and values at most 256 bytes without control characters.
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
     /// batch, interactive or service.

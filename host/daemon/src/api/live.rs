@@ -149,9 +149,36 @@ fn fingerprints(s: &Scheduler) -> [u64; 4] {
     [jobs, nodes, policy, faults]
 }
 
-fn event(id: u64, cycle: u64, parts: &[&str]) -> Bytes {
+/// One `changed` event: `id` counts the stream's events from 1, `data` is one line of JSON
+/// `{"cycle", "parts"}` (the order of its keys is fixed: [`event_schema`] spells it out).
+pub(super) fn event(id: u64, cycle: u64, parts: &[&str]) -> Bytes {
     let data = json!({"cycle": cycle, "parts": parts});
     Bytes::from(format!("event: changed\nid: {id}\ndata: {data}\n\n"))
+}
+
+/// The documented form of each event of `GET /v1/stream` (OpenAPI 3.0 has no schema for a
+/// stream as a whole: a `text/event-stream` schema describes one event as the object of its
+/// fields, `event`, `id`, `data`). What [`event`] writes; keep-alive comments are no events.
+pub(super) fn event_schema() -> serde_json::Value {
+    let part = format!("\"({})\"", PARTS.join("|"));
+    json!({
+        "type": "object",
+        "required": ["event", "id", "data"],
+        "additionalProperties": false,
+        "properties": {
+            "event": {"type": "string", "enum": ["changed"]},
+            "id": {
+                "type": "string",
+                "pattern": "^[1-9][0-9]*$",
+                "description": "the stream's own count of events, from 1",
+            },
+            "data": {
+                "type": "string",
+                "pattern": format!("^\\{{\"cycle\":[0-9]+,\"parts\":\\[{part}(,{part})*\\]\\}}$"),
+                "description": "JSON `{\"cycle\": n, \"parts\": [...]}`: the scheduler's cycle and the parts that changed (`jobs`, `nodes`, `policy`, `faults`); refetch those",
+            },
+        },
+    })
 }
 
 /// `GET /v1/stream`: `text/event-stream` of `changed` events, the first one at once

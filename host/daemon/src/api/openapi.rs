@@ -205,11 +205,17 @@ fn parameters(input: In) -> Vec<Value> {
 
 fn request_body(input: In) -> Option<Value> {
     match input {
-        In::Body(schema) | In::IdBody(schema) | In::Name(Some(schema)) => Some(json!({
-            "required": true,
-            "description": format!("JSON, at most {MAX_JSON_BODY} bytes (1 MiB); nesting deeper than 128 levels is a 400"),
-            "content": {"application/json": {"schema": schema_ref(schema)}},
-        })),
+        In::Body(schema) | In::IdBody(schema) | In::Name(Some(schema)) => {
+            let mut media = json!({"schema": schema_ref(schema)});
+            if let Some(example) = example(schema) {
+                media["example"] = example;
+            }
+            Some(json!({
+                "required": true,
+                "description": format!("JSON, at most {MAX_JSON_BODY} bytes (1 MiB); nesting deeper than 128 levels is a 400"),
+                "content": {"application/json": media},
+            }))
+        }
         In::Upload => Some(json!({
             "required": true,
             "description": "A WebAssembly component, at most `plugins.max_upload_mib` MiB (default 64); checked as a component before it is stored",
@@ -218,6 +224,18 @@ fn request_body(input: In) -> Option<Value> {
                 "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
             },
         })),
+        _ => None,
+    }
+}
+
+/// A body the daemon accepts, for the bodies whose schema cannot say everything the server
+/// checks: which plugins are registered (a pipeline) or which argv runs (a job).
+fn example(schema: &str) -> Option<Value> {
+    let pipeline = || serde_json::to_value(crate::policy::default_spec()).ok();
+    match schema {
+        "JobSpec" => Some(json!({"name": "example", "argv": ["true"]})),
+        "PipelineSpec" => pipeline(),
+        "ReplayRequest" => Some(json!({"pipeline": pipeline()?, "since_s": 3600})),
         _ => None,
     }
 }
@@ -233,7 +251,8 @@ fn success(out: Out) -> Value {
         Out::Array => ("application/json", json!({"type": "array"})),
         Out::Text => ("text/plain", json!({"type": "string"})),
         Out::Ndjson => ("application/x-ndjson", json!({"type": "string"})),
-        Out::EventStream => ("text/event-stream", json!({"type": "string"})),
+        // Each event, as OpenAPI 3.0 readers (schemathesis among them) take this schema.
+        Out::EventStream => ("text/event-stream", super::live::event_schema()),
     };
     json!({ media: { "schema": schema } })
 }

@@ -7,8 +7,11 @@
 //! fields. A field added to a type appears here without an edit.
 //!
 //! utoipa writes OpenAPI 3.1 schemas; the document is 3.0.3, so [`to_openapi_3_0`] rewrites
-//! the 3.1 forms utoipa uses into 3.0's `nullable`. Owns the list of root types and that
-//! rewrite; the operations and their references are `openapi.rs`'s.
+//! the 3.1 forms utoipa uses into 3.0's `nullable`. What the validation of a body checks and
+//! an attribute cannot say (the items of a list, the values of a map, rules between fields)
+//! is added afterwards by [`refinements`], each entry mirroring one check of the server.
+//! Owns the list of root types, that rewrite and the refinements; the operations and their
+//! references are `openapi.rs`'s.
 
 use super::super::attach::SignalBody;
 use super::super::nodes::DrainRequest;
@@ -16,7 +19,7 @@ use super::super::policy::ReplayRequest;
 use crate::policy::PipelineSpec;
 use gantry_api::accounting::AccountingReport;
 use gantry_api::error::ErrorBody;
-use gantry_api::model::{JobRecord, JobSpec};
+use gantry_api::model::{JobRecord, JobSpec, MAX_ARG_LEN, MAX_STRING};
 use gantry_api::views::{NodeView, Submitted};
 use serde_json::{Map, Value, json};
 use utoipa::ToSchema;
@@ -65,7 +68,8 @@ pub fn schemas() -> Map<String, Value> {
     add::<ReplayRequest>(&mut all);
     add::<DrainRequest>(&mut all);
     add::<SignalBody>(&mut all);
-    all.into_iter()
+    let mut out: Map<String, Value> = all
+        .into_iter()
         .map(|(name, schema)| {
             // Serialising utoipa's schema types cannot fail (string keys only); should it,
             // the document says so rather than leave a dangling `$ref`.
@@ -73,7 +77,99 @@ pub fn schemas() -> Map<String, Value> {
                 .unwrap_or_else(|e| json!({"description": format!("not serialisable: {e}")}));
             (name, to_openapi_3_0(value))
         })
-        .collect()
+        .collect();
+    for (name, pointer, extra) in refinements() {
+        // A refinement of a schema or field that is gone is a bug the tests catch
+        // (`every_refinement_lands`); the document leaves it out rather than invent the place.
+        if let Some(Value::Object(target)) = out.get_mut(name).and_then(|s| s.pointer_mut(pointer))
+            && let Value::Object(extra) = extra
+        {
+            target.extend(extra);
+        }
+    }
+    out
+}
+
+/// No control characters (`char::is_control`: U+0000..U+001F, U+007F..U+009F), as
+/// `check_string` in `gantry-api`'s model refuses them; also in its `#[schema]` attributes.
+pub const NO_CONTROL: &str = r"^[^\x00-\x1f\x7f-\x9f]*$";
+/// No NUL (`execve` ends a string there).
+const NO_NUL: &str = r"^[^\x00]*$";
+
+/// `nullable` with only `null` allowed: "absent or null" in a rule between fields.
+fn null_only() -> Value {
+    json!({"nullable": true, "enum": [null]})
+}
+
+/// What the server's validation checks that the attributes on the fields cannot say, as
+/// (schema, JSON pointer within it, keys merged there); 3.0 forms (`nullable`, no
+/// `propertyNames`). Names of map keys (`env`'s without `=` or NUL, `labels`' without control
+/// characters) and byte lengths (`maxLength` counts characters) stay in the descriptions.
+pub fn refinements() -> Vec<(&'static str, &'static str, Value)> {
+    let argument = json!({"type": "string", "maxLength": MAX_ARG_LEN, "pattern": NO_NUL});
+    let text = json!({"type": "string", "maxLength": MAX_STRING, "pattern": NO_CONTROL});
+    vec![
+        // `JobSpec::validate`: exactly one of a non-empty argv or a script; service settings
+        // only for a service; `exec_size::check`: no NUL in an argument or a value.
+        (
+            "JobSpec",
+            "",
+            json!({"allOf": [
+                {"anyOf": [
+                    {"required": ["argv"], "properties": {"argv": {"minItems": 1}, "script": null_only()}},
+                    {"required": ["script"], "properties": {"script": {"type": "string"}, "argv": {"maxItems": 0}}},
+                ]},
+                {"anyOf": [
+                    {"required": ["kind"], "properties": {"kind": {"enum": ["service"]}}},
+                    {"properties": {"service": null_only()}},
+                ]},
+            ]}),
+        ),
+        ("JobSpec", "/properties/argv/items", argument.clone()),
+        ("JobSpec", "/properties/env", json!({"maxProperties": 256})),
+        (
+            "JobSpec",
+            "/properties/env/additionalProperties",
+            json!({"type": "string", "pattern": NO_NUL}),
+        ),
+        (
+            "JobSpec",
+            "/properties/labels",
+            json!({"maxProperties": 64}),
+        ),
+        (
+            "JobSpec",
+            "/properties/labels/additionalProperties",
+            text.clone(),
+        ),
+        // `validate_tasks`: whole GPUs or a fraction, not both; models only with GPUs.
+        (
+            "TaskSpec",
+            "",
+            json!({"allOf": [
+                {"anyOf": [
+                    {"properties": {"gpus": {"maximum": 0}}},
+                    {"properties": {"gpu_milli": {"maximum": 0}}},
+                ]},
+                {"anyOf": [
+                    {"properties": {"gpu_models": {"maxItems": 0}}},
+                    {"required": ["gpus"], "properties": {"gpus": {"minimum": 1}}},
+                    {"required": ["gpu_milli"], "properties": {"gpu_milli": {"minimum": 1}}},
+                ]},
+            ]}),
+        ),
+        ("TaskSpec", "/properties/gpu_models/items", text),
+        // `job_options::validate`: a health check is an HTTP path or a command, not both.
+        (
+            "HealthCheck",
+            "",
+            json!({"anyOf": [
+                {"required": ["http_path"], "properties": {"http_path": {"type": "string"}, "command": {"maxItems": 0}}},
+                {"required": ["command"], "properties": {"command": {"minItems": 1}, "http_path": null_only()}},
+            ]}),
+        ),
+        ("HealthCheck", "/properties/command/items", argument),
+    ]
 }
 
 /// Rewrites utoipa's OpenAPI 3.1 forms into OpenAPI 3.0, bottom-up:
