@@ -305,3 +305,52 @@ fn a_second_daemon_on_the_same_cgroup_parent_refuses_and_the_first_ones_task_liv
     d.release(id);
     d.wait_state(id, "succeeded");
 }
+
+#[test]
+fn a_json_spec_is_submitted_as_it_is_and_cancel_takes_ids_and_ranges() {
+    let d = Daemon::start(1);
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("job.json");
+    fs::write(
+        &spec,
+        r#"{"name": "from-json", "argv": ["sh", "-c", "echo from json"],
+            "tasks": [{"count": 1, "gpus": 0, "cpu_milli": 100, "memory_mib": 64}]}"#,
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        Command::new(gantry_bin())
+            .args(["--server", d.url()])
+            .args(args)
+            .env("HOME", "/nonexistent")
+            .current_dir(dir.path())
+            .output()
+            .unwrap()
+    };
+    let out = run(&["submit", spec.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = job_id(&out);
+    let done = d.wait_state(id, "succeeded");
+    assert_eq!(done["spec"]["name"], "from-json");
+    assert_eq!(log_of(&d, id), "from json\n");
+    // scancel's shapes: ids and ranges, each cancelled.
+    let sleepers: Vec<u64> = (0..3)
+        .map(|n| {
+            d.submit(&json!({"name": format!("sleep-{n}"), "argv": ["sleep", "60"],
+                              "tasks": [{"count": 1, "gpus": 0, "cpu_milli": 10, "memory_mib": 16}]}))
+        })
+        .collect();
+    let range = format!("{}-{}", sleepers[1], sleepers[2]);
+    let out = run(&["cancel", &sleepers[0].to_string(), &range]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for id in sleepers {
+        d.wait_state(id, "cancelled");
+    }
+}

@@ -50,6 +50,48 @@ pub fn warn_if_anonymous(client: &Client) {
     );
 }
 
+/// The job ids `args` name: each an id or a range `FIRST-LAST` (at most 100,000 ids in all).
+pub fn job_ids(args: &[String]) -> anyhow::Result<Vec<u64>> {
+    const MAX_IDS: u64 = 100_000;
+    let mut ids = Vec::new();
+    for arg in args {
+        let number = |s: &str| {
+            s.trim()
+                .parse::<u64>()
+                .with_context(|| format!("{arg:?} is not a job id or a range of them (12-20)"))
+        };
+        let (first, last) = match arg.split_once('-') {
+            Some((a, b)) => (number(a)?, number(b)?),
+            None => (number(arg)?, number(arg)?),
+        };
+        if first > last || (ids.len() as u64) + (last - first) >= MAX_IDS {
+            bail!("{arg:?}: give a range FIRST-LAST with FIRST <= LAST, {MAX_IDS} ids at most");
+        }
+        ids.extend(first..=last);
+    }
+    Ok(ids)
+}
+
+/// `gantry cancel IDS...`: cancels each job, printing its state after the request; goes on
+/// past a job that cannot be cancelled and fails at the end if any could not.
+pub fn cancel_all(client: &Client, args: &[String]) -> anyhow::Result<()> {
+    let ids = job_ids(args)?;
+    let mut failed = 0usize;
+    for id in &ids {
+        match client.cancel(*id) {
+            Ok(j) => println!("job {id}: {}", serde_json::to_string(&j.state)?),
+            Err(e) => {
+                failed += 1;
+                eprintln!("job {id}: {e}");
+            }
+        }
+    }
+    if failed > 0 {
+        bail!("{failed} of {} jobs could not be cancelled", ids.len());
+    }
+    Ok(())
+}
+
 /// `gantry whoami`: who the daemon takes you for, over which way in.
 pub fn whoami(client: &Client) -> anyhow::Result<()> {
     let who = client.get_json("/v1/whoami")?;
@@ -291,4 +333,24 @@ pub fn print_json(v: &Value) {
         "{}",
         serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(args: &[&str]) -> Vec<String> {
+        args.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn ids_and_ranges_as_scancel_takes_them() {
+        assert_eq!(
+            job_ids(&strings(&["8", "9", "12-14"])).unwrap(),
+            vec![8, 9, 12, 13, 14]
+        );
+        assert!(job_ids(&strings(&["14-12"])).is_err());
+        assert!(job_ids(&strings(&["x"])).is_err());
+        assert!(job_ids(&strings(&["0-100000"])).is_err());
+    }
 }

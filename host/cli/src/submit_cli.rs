@@ -274,6 +274,9 @@ pub fn build(a: &SubmitArgs, script: Option<(&str, &str)>) -> anyhow::Result<Sub
 /// `gantry submit`: reads the script, prints what was not applied, sends the job and
 /// prints its id (every member's, for an array).
 pub fn run(client: &Client, a: &SubmitArgs) -> anyhow::Result<()> {
+    if let Some(path) = a.script_path().filter(|p| is_json_spec(p)) {
+        return submit_spec_file(client, a, path);
+    }
     let text = match a.script_path() {
         Some(p) => Some((
             p.display().to_string(),
@@ -312,6 +315,57 @@ pub fn run(client: &Client, a: &SubmitArgs) -> anyhow::Result<()> {
             Some(index) => println!("submitted job {id} (array index {index})"),
             None => println!("submitted job {id}"),
         }
+    }
+    Ok(())
+}
+
+/// Whether `path` names a job spec (`.json`) rather than a script to run.
+fn is_json_spec(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("json"))
+}
+
+/// `gantry submit job.json`: sends the job spec in the file as it is (as `kubectl apply -f`
+/// does), with `workdir` (where you submit) and `user` filled in when it has none; no other
+/// flag applies to it.
+fn submit_spec_file(client: &Client, a: &SubmitArgs, path: &Path) -> anyhow::Result<()> {
+    if !a.command.is_empty() {
+        bail!("give a job spec file or a command after `--`, not both");
+    }
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut spec: Value = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not a JSON job spec", path.display()))?;
+    let Some(body) = spec.as_object_mut() else {
+        bail!("{} must hold a JSON object (a job spec)", path.display());
+    };
+    if !body.contains_key("workdir")
+        && let Ok(dir) = std::env::current_dir()
+    {
+        body.insert(
+            "workdir".into(),
+            Value::String(dir.to_string_lossy().into_owned()),
+        );
+    }
+    if client.has_token() {
+        body.insert("user".into(), Value::String(String::new()));
+    } else {
+        if !body.contains_key("user") {
+            let user = std::env::var("USER").unwrap_or_default();
+            body.insert("user".into(), Value::String(user));
+        }
+        crate::cli::warn_if_anonymous(client);
+    }
+    if a.dry_run {
+        crate::cli::print_json(&spec);
+        return Ok(());
+    }
+    let submitted = client.submit(&spec)?;
+    if submitted.array_job_ids.is_empty() {
+        println!("submitted job {}", submitted.job.id);
+    }
+    for id in &submitted.array_job_ids {
+        println!("submitted job {id}");
     }
     Ok(())
 }

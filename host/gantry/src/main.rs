@@ -73,8 +73,12 @@ enum Command {
     },
     /// Show one job (state, allocation, exit code, pending reason).
     Job { id: u64 },
-    /// Cancel a job.
-    Cancel { id: u64 },
+    /// Cancel jobs, as scancel: gantry cancel 8 9 12-20 (each id or range of ids).
+    Cancel {
+        /// Job ids and ranges (`12-20`).
+        #[arg(required = true)]
+        ids: Vec<String>,
+    },
     /// Print a task's log.
     Logs {
         id: u64,
@@ -334,11 +338,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Cancel { id } => {
-            let j = client.cancel(id)?;
-            println!("job {id}: {}", serde_json::to_string(&j.state)?);
-            Ok(())
-        }
+        Command::Cancel { ids } => gantry_cli::cli::cancel_all(&client, &ids),
         Command::Logs { id, task } => {
             let text = client.logs(id, task)?;
             // A job's control sequences are shown, not obeyed, on a terminal.

@@ -36,8 +36,8 @@ pub(crate) fn write(path: &Path, argv: &[String]) -> io::Result<()> {
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW)
         .open(path)?;
-    file.write_all(&bytes)?;
-    file.sync_data()
+    // No fsync: the shim reads it at once, and after a power loss the task is gone anyway.
+    file.write_all(&bytes)
 }
 
 /// Reads a command file written by [`write`].

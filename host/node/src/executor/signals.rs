@@ -145,7 +145,8 @@ pub(crate) fn find_shim(exit_path: &Path) -> Option<u32> {
 
 /// Whether `pid` looks as only a shim the daemon started can: its real and effective uid are
 /// the daemon's (no other account can make a process of root's), and it leads its own session
-/// (`process_hygiene::new_session_for_child`).
+/// (`process_hygiene::new_session_for_child`) or, as shims started before sessions did, its
+/// own process group.
 fn started_by_the_daemon(pid: u32) -> bool {
     let own = crate::sys::effective_uid();
     let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
@@ -158,15 +159,16 @@ fn started_by_the_daemon(pid: u32) -> bool {
             let ids: Vec<&str> = ids.split_whitespace().collect();
             ids.len() == 4 && ids.iter().all(|id| id.parse::<u32>() == Ok(own))
         });
-    uids_are_ours && session_of(pid) == Some(pid)
+    let (group, session) = group_and_session(pid).unwrap_or((0, 0));
+    uids_are_ours && (session == pid || group == pid)
 }
 
-/// The session id of `pid` (field 6 of `/proc/<pid>/stat`).
-fn session_of(pid: u32) -> Option<u32> {
+/// The process group and session of `pid` (fields 5 and 6 of `/proc/<pid>/stat`).
+fn group_and_session(pid: u32) -> Option<(u32, u32)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) is in parentheses and may hold spaces: count after it.
-    let after = &stat[stat.rfind(')')? + 1..];
-    after.split_whitespace().nth(3)?.parse().ok()
+    let mut after = stat[stat.rfind(')')? + 1..].split_whitespace().skip(2);
+    Some((after.next()?.parse().ok()?, after.next()?.parse().ok()?))
 }
 
 /// Whether the NUL-separated `cmdline` contains `arg` as a whole argument.
@@ -287,10 +289,8 @@ mod tests {
         );
         let dir = tempfile::tempdir().unwrap();
         let exit = dir.path().join("task-0.exit");
-        // A decoy of the daemon's own account, not leading a session.
-        let decoy = naming(&exit, |c| {
-            c.process_group(0);
-        });
+        // A process of the daemon's own account that leads neither a session nor a group.
+        let decoy = naming(&exit, |_| {});
         assert!(!shim_alive(decoy.id(), &exit));
         assert_eq!(find_shim(&exit), None);
         stop(decoy);

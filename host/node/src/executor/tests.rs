@@ -216,10 +216,17 @@ async fn launch_protocol_with_stand_in_shim() {
     let (e, lg) = (l.exit_path.display(), l.log_path.display());
     let env_file = l.exit_path.with_extension("env");
     let v = env_file.display();
+    let argv_file = l.exit_path.with_extension("argv");
+    let a = argv_file.display();
+    // The job's arguments are in the command file, never on the shim's command line.
     let expected = format!(
-        "task-shim\n--exit-file\n{e}\n--log\n{lg}\n--env-file\n{v}\n--workdir\n{d}\n--\nprog\na b\n--\nc\n"
+        "task-shim\n--exit-file\n{e}\n--log\n{lg}\n--env-file\n{v}\n--workdir\n{d}\n--argv-file\n{a}\n--\n"
     );
     assert_eq!(read(&dir.path().join("args.txt")), expected);
+    assert_eq!(
+        super::command_file::read(&argv_file).unwrap(),
+        ["prog", "a b", "--", "c"]
+    );
     let p = task.pid;
     assert_eq!(
         read(&dir.path().join("proc.txt")),
