@@ -354,3 +354,27 @@ fn a_json_spec_is_submitted_as_it_is_and_cancel_takes_ids_and_ranges() {
         d.wait_state(id, "cancelled");
     }
 }
+
+#[test]
+fn an_array_of_two_thousand_small_members_is_accepted_and_stores_its_index_list_once() {
+    let d = Daemon::start(1);
+    let (status, body) = d.post(
+        "/v1/jobs",
+        &json!({"name": "sweep", "argv": ["sleep", "60"],
+                "array": {"indices": (0..2000).collect::<Vec<u32>>(), "max_running": 1},
+                "tasks": [{"count": 1, "gpus": 0, "cpu_milli": 10, "memory_mib": 16}]}),
+    );
+    assert_eq!(status, 201, "{body}");
+    let ids = body["array_job_ids"].as_array().unwrap();
+    assert_eq!(ids.len(), 2000);
+    let first = d.job(ids[0].as_u64().unwrap());
+    assert_eq!(
+        first["spec"]["array"]["indices"].as_array().unwrap().len(),
+        2000
+    );
+    let last = d.job(ids[1999].as_u64().unwrap());
+    assert_eq!(last["spec"]["array"], serde_json::Value::Null, "{last}");
+    assert_eq!(last["array"]["index"], 1999);
+    assert_eq!(last["array"]["array_id"], ids[0]);
+    assert_eq!(last["array"]["max_running"], 1);
+}

@@ -219,19 +219,25 @@ fn a_job_runs_as_its_user() {
         "it can write in its working directory: {log}"
     );
 
-    // A user without an account here runs as the fallback user (nobody).
+    // A job without identity (TCP, no token) runs as the fallback user (nobody), whatever
+    // user it names.
     spec["user"] = json!("gantry-no-such-user");
     let stranger = d.submit(&spec);
     d.wait_state(stranger, "succeeded");
     assert!(logs(&d, stranger).starts_with("65534\n"));
 
+    // Root is refused at submit (this is the cluster's only node), not requeued and failed.
     spec["user"] = json!("root");
-    let root = d.submit(&spec);
-    let ended = d.wait_state(root, "failed");
-    let message = ended["reason"]["message"].as_str().unwrap_or_default();
+    let (status, body) = d.post("/v1/jobs", &spec);
+    assert_eq!(
+        (status, &body["error"]["field"]),
+        (400, &json!("user")),
+        "{body}"
+    );
+    let message = body["error"]["message"].as_str().unwrap_or_default();
     assert!(
         message.contains("jobs may not run as root (execution.allow_root)"),
-        "{ended}"
+        "{body}"
     );
 }
 

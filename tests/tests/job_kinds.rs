@@ -332,22 +332,23 @@ while true; do sleep 0.1; done"#;
 
 #[test]
 fn a_launch_that_fails_is_requeued_up_to_its_limit_then_fails_with_the_reason() {
-    // Tasks run as the job's user, and a user without a local account has no fallback: every
-    // launch fails before any process starts.
-    let d = Daemon::start_with_config(
-        1,
-        "[execution]\nrun_as_user = true\nfallback_user = \"\"\ncgroups = \"off\"\n",
-    );
-    let mut spec = d.shell_job("no-account", 1, 0, "true");
-    spec["user"] = json!("gantry-no-such-user-xyz");
+    // The job's directory cannot be made (a file stands where it goes): every launch fails
+    // before any process starts. (A job whose user cannot run here is refused at submit on a
+    // one-node cluster, so the launch failure is made on disk.)
+    let d = Daemon::start(1);
+    let jobs = d.out_dir().parent().unwrap().join("data/jobs");
+    std::fs::create_dir_all(&jobs).unwrap();
+    std::fs::write(jobs.join("1"), "not a directory").unwrap();
+    let mut spec = d.shell_job("no-dir", 1, 0, "true");
     spec["max_requeues"] = json!(2);
     let id = d.submit(&spec);
+    assert_eq!(id, 1, "the job whose directory is blocked");
     let job = d.wait_state(id, "failed");
     assert_eq!(job["end_reason"], "launch-failed", "{job}");
     assert_eq!(job["requeues"], 2, "requeued twice, then failed: {job}");
     let message = job["reason"]["message"].as_str().unwrap_or_default();
     assert!(
-        message.contains("gantry-no-such-user-xyz") && message.contains("limit 2"),
+        message.contains("cannot write the job script") && message.contains("limit 2"),
         "the reason names the cause and the limit: {job}"
     );
 }

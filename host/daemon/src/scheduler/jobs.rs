@@ -227,10 +227,16 @@ impl Scheduler {
         };
         let mut records = Vec::with_capacity(array.indices.len());
         let mut array_id = None;
+        // The array's first member keeps the index list; every other carries only its own
+        // index (`record.array`), so an array costs about what as many single jobs cost.
+        let mut member_spec = spec.clone();
+        member_spec.array = None;
         for index in array.indices {
             let id = self.inner.store.next_id("job")?;
+            let first = array_id.is_none();
             let array_id = *array_id.get_or_insert(id);
-            let mut record = JobRecord::new(id, spec.clone(), submit_ms);
+            let member = if first { &spec } else { &member_spec };
+            let mut record = JobRecord::new(id, member.clone(), submit_ms);
             record.array = Some(ArrayMember {
                 array_id,
                 index,
