@@ -13,6 +13,7 @@
 
 mod apply;
 mod spec;
+mod spelling;
 #[cfg(test)]
 mod tests;
 pub mod values;
@@ -350,6 +351,14 @@ fn parse_line(parsed: &mut Parsed, line: usize, text: &str) -> Result<(), Sbatch
             _ => word.clone(),
         };
         let Some((long, _)) = known else {
+            if !short
+                && let Some(meant) = spelling::nearest(&name, OPTIONS.iter().map(|(l, _, _)| *l))
+            {
+                return Err(fail(
+                    &shown,
+                    format!("unknown option --{name}; did you mean --{meant}?"),
+                ));
+            }
             parsed.ignored.push(Ignored {
                 line,
                 directive: shown,

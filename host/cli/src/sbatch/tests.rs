@@ -245,6 +245,15 @@ fn errors_name_the_line_and_the_directive() {
     }
     let e = parse("#SBATCH --job-name='open\n").unwrap_err();
     assert_eq!(e.line, 1);
+    // A misspelt option is refused with the nearest spelling; a real sbatch option that
+    // Gantry does not apply is only reported.
+    let e = parse("#!/bin/sh\n#SBATCH --gress=gpu:1\n").unwrap_err();
+    assert_eq!((e.line, e.directive.as_str()), (2, "--gress=gpu:1"));
+    assert!(e.message.contains("did you mean --gres?"), "{}", e.message);
+    let e = parse("#SBATCH --cpu-per-task 4\n").unwrap_err();
+    assert!(e.message.contains("--cpus-per-task"), "{}", e.message);
+    let p = parse("#SBATCH --tmp=10G --wckey=x\n").unwrap();
+    assert_eq!(p.ignored.len(), 2);
 }
 
 #[test]
