@@ -378,3 +378,32 @@ fn an_array_of_two_thousand_small_members_is_accepted_and_stores_its_index_list_
     assert_eq!(last["array"]["array_id"], ids[0]);
     assert_eq!(last["array"]["max_running"], 1);
 }
+
+#[test]
+fn logs_follow_prints_what_the_task_writes_until_the_job_ends() {
+    let d = Daemon::start(1);
+    let id = d.submit(&json!({"name": "talker", "argv": ["sh", "-c", "echo one; sleep 1; echo two"],
+                              "tasks": [{"count": 1, "gpus": 0, "cpu_milli": 10, "memory_mib": 16}]}));
+    let mut follow = Command::new(gantry_bin())
+        .args(["--server", d.url(), "logs", "-f", &id.to_string()])
+        .env("HOME", "/nonexistent")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + WAIT;
+    while follow.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = follow.kill();
+            panic!("gantry logs -f did not end with the job");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = follow.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "one\ntwo\n");
+}

@@ -92,6 +92,38 @@ pub fn cancel_all(client: &Client, args: &[String]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Prints text a job wrote: on a terminal its control sequences are shown, not obeyed.
+pub fn print_job_text(text: &str) {
+    use std::io::Write;
+    if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        print!("{}", crate::terminal_text::escape_controls(text));
+    } else {
+        print!("{text}");
+    }
+    let _ = std::io::stdout().flush();
+}
+
+/// `gantry logs -f`: prints the log of task `task` of job `id` as it grows, every half
+/// second, until the job has ended and nothing more is there.
+pub fn follow_log(client: &Client, id: u64, task: usize) -> anyhow::Result<()> {
+    let mut offset = 0;
+    loop {
+        let (text, next) = client.logs_from(id, task, offset)?;
+        print_job_text(&text);
+        if next > offset {
+            offset = next;
+            continue;
+        }
+        if client.job(id)?.state.is_terminal() {
+            // One last read: what the task wrote just before it ended.
+            let (text, _) = client.logs_from(id, task, offset)?;
+            print_job_text(&text);
+            return Ok(());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+}
+
 /// `gantry whoami`: who the daemon takes you for, over which way in.
 pub fn whoami(client: &Client) -> anyhow::Result<()> {
     let who = client.get_json("/v1/whoami")?;

@@ -79,11 +79,14 @@ enum Command {
         #[arg(required = true)]
         ids: Vec<String>,
     },
-    /// Print a task's log.
+    /// Print a task's log (`-f`: follow it until the job ends, as `tail -f`).
     Logs {
         id: u64,
         #[arg(long, default_value_t = 0)]
         task: usize,
+        /// Keep printing what the task writes until the job has ended.
+        #[arg(long, short = 'f')]
+        follow: bool,
     },
     /// Who the daemon takes you for (user, role, and how: socket, token or none).
     Whoami,
@@ -339,14 +342,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Cancel { ids } => gantry_cli::cli::cancel_all(&client, &ids),
-        Command::Logs { id, task } => {
-            let text = client.logs(id, task)?;
-            // A job's control sequences are shown, not obeyed, on a terminal.
-            if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
-                print!("{}", gantry_cli::terminal_text::escape_controls(&text));
-            } else {
-                print!("{text}");
+        Command::Logs { id, task, follow } => {
+            if follow {
+                return gantry_cli::cli::follow_log(&client, id, task);
             }
+            gantry_cli::cli::print_job_text(&client.logs(id, task)?);
             Ok(())
         }
         Command::Accounting(a) => gantry_cli::accounting_cli::run(&client, &a),

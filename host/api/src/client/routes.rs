@@ -65,6 +65,21 @@ impl Client {
         self.get_text(&format!("/v1/jobs/{id}/logs?task={task}"))
     }
 
+    /// `GET /v1/jobs/{id}/logs?task=&offset=`: the log's bytes from `offset` on, and the
+    /// offset to ask from next (`X-Log-Next`), to follow a log as it grows.
+    pub fn logs_from(&self, id: u64, task: usize, offset: u64) -> Result<(String, u64)> {
+        let path = format!("/v1/jobs/{id}/logs?task={task}&offset={offset}");
+        let (value, next) = self.get_json_with_header(&path, "x-log-next")?;
+        let text = match value {
+            serde_json::Value::String(s) => s,
+            v => v.to_string(),
+        };
+        let next = next
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(offset + text.len() as u64);
+        Ok((text, next))
+    }
+
     /// `GET /v1/jobs/{id}/attach`: the job's frames (`views::AttachFrame`, one JSON object a
     /// line) as they come.
     pub fn attach(&self, id: u64) -> Result<Box<dyn Read + Send>> {
