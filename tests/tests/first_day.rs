@@ -407,3 +407,30 @@ fn logs_follow_prints_what_the_task_writes_until_the_job_ends() {
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout), "one\ntwo\n");
 }
+
+#[test]
+fn a_refused_upload_is_reported_as_a_refusal_not_as_an_unreachable_daemon() {
+    let tokens = tempfile::tempdir().unwrap();
+    let file = tokens.path().join("tokens.toml");
+    let alice = gantry_e2e::token_into(&file, "alice", "ml", "user");
+    let d = Daemon::start_with_config(1, &fs::read_to_string(&file).unwrap());
+    // A user may not add plugins; a large body is refused before it is all read.
+    let plugin = tokens.path().join("big.wasm");
+    fs::write(&plugin, vec![0u8; 24 << 20]).unwrap();
+    for _ in 0..3 {
+        let out = Command::new(gantry_bin())
+            .args(["--server", d.url(), "plugin", "add"])
+            .arg(&plugin)
+            .env("GANTRY_TOKEN", &alice)
+            .env("HOME", "/nonexistent")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{stderr}");
+        assert!(!stderr.contains("cannot reach"), "{stderr}");
+        assert!(
+            stderr.contains("403") || stderr.contains("most likely refused it"),
+            "{stderr}"
+        );
+    }
+}

@@ -17,6 +17,18 @@ pub enum Error {
         #[source]
         source: Box<ureq::Error>,
     },
+    /// The daemon closed the connection while the request's body was still being sent: it
+    /// answered before reading all of it, which it does to refuse a request.
+    #[error(
+        "the gantry daemon at {server} closed the connection before it had the whole request: it most likely refused it (403: check your role with `gantry whoami`; 413: the body is too large)"
+    )]
+    ClosedWhileSending {
+        /// The server.
+        server: String,
+        /// What failed.
+        #[source]
+        source: Box<ureq::Error>,
+    },
     /// A plain-HTTP request was answered with something else (likely HTTPS).
     #[error(
         "the gantry daemon at {server} did not answer in HTTP (if it serves HTTPS, use https://)"

@@ -140,6 +140,10 @@ impl Client {
                 server,
                 message: other.to_string(),
             },
+            None if closed_while_sending(&e) => Error::ClosedWhileSending {
+                server,
+                source: Box::new(e),
+            },
             None if matches!(e, ureq::Error::Protocol(_)) && server.starts_with("http://") => {
                 Error::NotHttp {
                     server,
@@ -277,4 +281,13 @@ pub fn percent_encode(text: &str) -> String {
             b => format!("%{b:02X}"),
         })
         .collect()
+}
+
+/// Whether a request failed because the daemon closed the connection while it was written
+/// (a broken pipe or a reset while sending a body).
+fn closed_while_sending(e: &ureq::Error) -> bool {
+    matches!(e, ureq::Error::Io(io) if matches!(
+        io.kind(),
+        std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
+    ))
 }
