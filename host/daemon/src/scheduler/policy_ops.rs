@@ -87,12 +87,24 @@ pub(crate) fn load_policy(
         memory_mib: config.plugins.memory_mib,
     };
     let mut registry = Registry::new(runtime, limits, metrics);
+    // A first start compiles every built-in to native code (tens of seconds on a small
+    // machine; later starts load the cached code): say so, so a quiet start is not taken
+    // for a hang.
+    let started = std::time::Instant::now();
+    tracing::info!(
+        plugins = gantry_components::BUILTIN.len(),
+        "loading the built-in plugins (the first start compiles them; later starts use the cache)"
+    );
     for (name, bytes) in gantry_components::BUILTIN {
         let p = registry
             .register(bytes)
             .map_err(|e| anyhow::anyhow!("built-in plugin {name}: {e}"))?;
         store.put_plugin(p.sha256(), bytes)?;
     }
+    tracing::info!(
+        ms = started.elapsed().as_millis() as u64,
+        "built-in plugins loaded"
+    );
     let names: BTreeMap<String, String> = store.meta(NAMES_KEY)?.unwrap_or_default();
     for sha in names.values() {
         match store.plugin(sha)? {
