@@ -14,7 +14,8 @@
 //! CLI command does) shows the handshake's cost. The TLS/plain ratios end the output.
 //!
 //! `GANTRY_BENCH_JOBS` (default 4000) sets the jobs of the 8-client run; the 1-client runs
-//! submit a quarter of that.
+//! submit a quarter of that. `GANTRY_BENCH_BIN` runs another `gantry` binary (e.g. an older
+//! build, to compare both in one session).
 
 use serde_json::{Value, json};
 use std::error::Error;
@@ -58,7 +59,9 @@ fn self_signed(dir: &std::path::Path) -> Result<(String, ureq::tls::Certificate<
 fn start(dir: &std::path::Path, config: &str) -> Result<(Daemon, String)> {
     let cfg = dir.join("gantry.toml");
     std::fs::write(&cfg, config)?;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_gantry"))
+    let bin = std::env::var_os("GANTRY_BENCH_BIN")
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_gantry").into());
+    let mut child = Command::new(bin)
         .args([
             "serve",
             "--listen",
