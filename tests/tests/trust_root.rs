@@ -11,7 +11,8 @@
 //! - U8: a relative `workdir` resolves against the daemon's directory (it changes to `/`), and
 //!   a config file that holds the cluster token may be read by others;
 //! - D11: a local user binds 127.0.0.2, .3, ... to get past the per-caller connection cap;
-//! - D12: the tasks of a node together take every process number of the host.
+//! - D12: the tasks of a node together take every process number of the host; a task writes
+//!   past its log's limit by reopening the log by name.
 //!
 //! These tests need root (they switch users, make cgroups and give directories away); CI
 //! runs them as root, and anywhere else they fail saying so rather than pass.
@@ -587,5 +588,32 @@ fn the_cli_sends_no_token_over_a_socket_and_talks_only_to_a_socket_of_root_or_it
         fs::read(&captured).unwrap(),
         Vec::<u8>::new(),
         "the CLI sent the planted socket something"
+    );
+}
+
+#[test]
+fn a_task_cannot_write_past_its_log_limit_by_reopening_its_log() {
+    require_root();
+    let d = Daemon::start_with_config(1, &format!("{AS_USERS}[limits]\nmax_log_mib = 1\n"));
+    // Let nobody reach the job's directory by name, as a user on the node could.
+    let root = d.out_dir().parent().unwrap().to_path_buf();
+    fs::set_permissions(&root, fs::Permissions::from_mode(0o755)).unwrap();
+    let log = root.join("data/jobs/1/task-0.log");
+    let script = format!(
+        "echo start; head -c 3000000 /dev/zero >> {} 2>/dev/null && echo WROTE || echo refused",
+        log.display()
+    );
+    let id = d.submit(&shell_job("reopen", &script));
+    assert_eq!(id, 1);
+    d.wait_state(id, "succeeded");
+    let text = logs(&d, id);
+    assert!(
+        text.contains("refused") && !text.contains("WROTE"),
+        "{text}"
+    );
+    let size = fs::metadata(&log).unwrap().len();
+    assert!(
+        size <= (1 << 20) + 4096,
+        "the log grew past its limit: {size} bytes"
     );
 }

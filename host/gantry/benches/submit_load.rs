@@ -58,9 +58,14 @@ fn self_signed(dir: &std::path::Path) -> Result<(String, ureq::tls::Certificate<
 
 fn start(dir: &std::path::Path, config: &str) -> Result<(Daemon, String)> {
     let cfg = dir.join("gantry.toml");
-    std::fs::write(&cfg, config)?;
-    let bin = std::env::var_os("GANTRY_BENCH_BIN")
-        .unwrap_or_else(|| env!("CARGO_BIN_EXE_gantry").into());
+    // A parent cgroup of its own: another daemon on this host may hold the default one.
+    let parent = format!("gantry-bench-submit-{}", std::process::id());
+    std::fs::write(
+        &cfg,
+        format!("{config}\n[execution]\ncgroup_parent = \"{parent}\"\n"),
+    )?;
+    let bin =
+        std::env::var_os("GANTRY_BENCH_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_gantry").into());
     let mut child = Command::new(bin)
         .args([
             "serve",

@@ -18,6 +18,13 @@ pub const TRAVERSE_ONLY: u32 = 0o711;
 /// Mode of directories only the daemon may enter (the database).
 pub const DAEMON_ONLY: u32 = 0o700;
 
+/// The daemon's account: its effective uid (here rather than in `sys`, which uses the
+/// executor, so that the executor and `trusted_dir` can ask without a module cycle).
+pub fn daemon_uid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
 /// Sets the process umask to 077 (the daemon's files are its own unless made otherwise).
 pub fn restrict_umask() {
     // SAFETY: umask has no preconditions and cannot fail.
@@ -33,7 +40,7 @@ pub fn dir_with_mode(dir: &Path, mode: u32) -> io::Result<()> {
     use std::os::unix::fs::MetadataExt;
     std::fs::create_dir_all(dir)?;
     let meta = std::fs::symlink_metadata(dir)?;
-    if !meta.is_dir() || meta.uid() != crate::sys::effective_uid() {
+    if !meta.is_dir() || meta.uid() != daemon_uid() {
         return Err(io::Error::new(
             io::ErrorKind::PermissionDenied,
             format!(

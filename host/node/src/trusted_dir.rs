@@ -84,7 +84,7 @@ pub fn absolute_and_trusted(dir: &Path) -> Result<PathBuf, UntrustedDir> {
 /// Checks `canonical` and each directory above it; `last_is_own` demands that `canonical`
 /// itself be the daemon's and not writable by others, sticky or not.
 fn check_chain(canonical: &Path, last_is_own: bool) -> Result<(), UntrustedDir> {
-    let daemon = crate::sys::effective_uid();
+    let daemon = crate::private_files::daemon_uid();
     let dirs: Vec<&Path> = canonical.ancestors().collect();
     for (i, path) in dirs.iter().rev().enumerate() {
         let is_last = i + 1 == dirs.len();

@@ -184,15 +184,8 @@ pub fn parse_dependencies(text: &str) -> Result<Vec<Dependency>, String> {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct WarnSignal {
-    /// Signal name without `SIG` (`USR1`, `TERM`, `INT`...) or number (the server also takes
-    /// lower case, a `SIG` prefix and surrounding blanks).
-    #[cfg_attr(
-        feature = "openapi",
-        schema(
-            max_length = 16,
-            pattern = "^(HUP|INT|QUIT|USR1|USR2|TERM|CONT|URG|WINCH|ALRM|1|2|3|10|12|15|18|23|28|14)$"
-        )
-    )]
+    /// Signal name without `SIG` (`USR1`, `TERM`, `INT`...) or number.
+    #[cfg_attr(feature = "openapi", schema(max_length = 16))]
     pub signal: String,
     /// Seconds before the time limit (default 60).
     #[serde(default = "default_before_s")]

@@ -145,16 +145,17 @@ impl Scheduler {
             let members = lock(&self.inner.members);
             // Every node the cluster knows counts for "could it ever fit", up or not.
             let nodes: Vec<_> = members.all().map(|(id, m)| (id, &m.info)).collect();
-            let models = snapshot::Models::new(&nodes, all.clone());
-            let snap = snapshot::build(all, &nodes, st.cycle, now_ms(), &self.ledger());
+            // The context and nodes only: converting every pending and running job, as a
+            // cycle does, would make each submit cost as much as the backlog.
+            let (mut ctx, nodes, models) =
+                snapshot::submit_context(all, &nodes, st.cycle, now_ms(), &self.ledger());
             let mut strings = Interner::new();
-            for s in &snap.ctx.strings {
+            for s in &ctx.strings {
                 strings.intern(s);
             }
             let job = snapshot::contract_job(&probe, &models, &mut strings);
-            let mut ctx = snap.ctx;
             ctx.strings = strings.into_strings();
-            (ctx, snap.nodes, job)
+            (ctx, nodes, job)
         };
         fits_empty_cluster(&ctx, &nodes, &job)
             .map_err(|r| SubmitError::Unsatisfiable(r.message))?;

@@ -286,8 +286,8 @@ fn queues<'a>(
         .collect()
 }
 
-/// The cycle's snapshot; decayed usage comes from `ledger` (closed task runs) and the
-/// running jobs among `jobs`.
+/// A cycle's snapshot of `jobs` on `nodes`: the context (usage, GPUs in use, queues,
+/// totals), the nodes with what is free, every pending job and every running one.
 pub fn build<'a>(
     jobs: impl Iterator<Item = &'a JobRecord> + Clone,
     nodes: &NodeList<'_>,
@@ -332,6 +332,79 @@ pub fn build<'a>(
             _ => None,
         })
         .collect();
+    let on = Cluster {
+        nodes,
+        nodes_c: &nodes_c,
+        models: &models,
+        cycle_id,
+        now_ms,
+        ledger,
+    };
+    let ctx = cycle_context(jobs, &on, gpu_models, &mut strings);
+    let mut snap = Snapshot {
+        ctx,
+        pending,
+        nodes: nodes_c,
+        running,
+        evicting,
+    };
+    snap.ctx.strings = strings.into_strings();
+    snap
+}
+
+/// What a submit reads of a snapshot, without converting every pending and running job
+/// (`build` does, for a cycle): the context, its strings included, the nodes with what is
+/// free, and the models (to convert the submitted job with).
+pub fn submit_context<'a>(
+    jobs: impl Iterator<Item = &'a JobRecord> + Clone,
+    nodes: &NodeList<'_>,
+    cycle_id: u64,
+    now_ms: u64,
+    ledger: &Ledger,
+) -> (c::Cycle, Vec<c::Node>, Models) {
+    let models = Models::new(nodes, jobs.clone());
+    let mut strings = Interner::new();
+    let gpu_models: Vec<c::Symbol> = models.names.iter().map(|m| strings.intern(m)).collect();
+    let running_records: Vec<&JobRecord> = jobs
+        .clone()
+        .filter(|j| j.state == JobState::Running)
+        .collect();
+    let nodes_c: Vec<c::Node> = nodes
+        .iter()
+        .map(|(id, n)| node_view(*id, n, &mut strings, &running_records))
+        .collect();
+    let on = Cluster {
+        nodes,
+        nodes_c: &nodes_c,
+        models: &models,
+        cycle_id,
+        now_ms,
+        ledger,
+    };
+    let mut ctx = cycle_context(jobs, &on, gpu_models, &mut strings);
+    ctx.strings = strings.into_strings();
+    (ctx, nodes_c, models)
+}
+
+/// The cluster a context is computed on.
+struct Cluster<'n, 'i> {
+    nodes: &'n NodeList<'i>,
+    nodes_c: &'n [c::Node],
+    models: &'n Models,
+    cycle_id: u64,
+    now_ms: u64,
+    ledger: &'n Ledger,
+}
+
+/// The context of a cycle (its strings still in `strings`): totals of `on`'s nodes, decayed
+/// usage, GPUs in use and queue status over `jobs`.
+fn cycle_context<'a>(
+    jobs: impl Iterator<Item = &'a JobRecord> + Clone,
+    on: &Cluster<'_, '_>,
+    gpu_models: Vec<c::Symbol>,
+    strings: &mut Interner,
+) -> c::Cycle {
+    let nodes_c = on.nodes_c;
     let totals = c::ClusterTotals {
         nodes: nodes_c.len() as u32,
         gpu_milli_total: nodes_c
@@ -346,18 +419,18 @@ pub fn build<'a>(
         cpu_milli_total: nodes_c.iter().map(|n| u64::from(n.cpu_milli_total)).sum(),
         memory_mib_total: nodes_c.iter().map(|n| n.memory_mib_total).sum(),
     };
-    let (user_usage, account_usage) = usage(jobs.clone(), now_ms, ledger, &mut strings);
-    let (user_gpus, account_gpus) = gpus_in_use(jobs.clone(), &mut strings);
+    let (user_usage, account_usage) = usage(jobs.clone(), on.now_ms, on.ledger, strings);
+    let (user_gpus, account_gpus) = gpus_in_use(jobs.clone(), strings);
     let queues = queues(
         jobs.filter(|j| !j.state.is_terminal()),
-        nodes,
-        &models,
-        &mut strings,
+        on.nodes,
+        on.models,
+        strings,
     );
-    let ctx = c::Cycle {
-        id: cycle_id,
-        now_ms,
-        seed: cycle_id,
+    c::Cycle {
+        id: on.cycle_id,
+        now_ms: on.now_ms,
+        seed: on.cycle_id,
         strings: Vec::new(),
         gpu_models,
         user_usage,
@@ -366,16 +439,7 @@ pub fn build<'a>(
         account_gpus,
         queues,
         totals,
-    };
-    let mut snap = Snapshot {
-        ctx,
-        pending,
-        nodes: nodes_c,
-        running,
-        evicting,
-    };
-    snap.ctx.strings = strings.into_strings();
-    snap
+    }
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! The `task-shim` side of the executor: the small supervisor process that sits between the daemon
 //! and a task's command. It runs the command with stdout and stderr appended to the task's log
-//! (opened by the shim, never through a link, and handed to the task's user, mode 0600; with
-//! a size limit, through a pipe the shim copies up to the limit, `log_cap.rs`), inside
+//! (opened by the shim, never through a link, mode 0600; with a size limit, through a pipe the
+//! shim copies up to the limit, `log_cap.rs`, the log staying the daemon's so the task cannot
+//! reopen it by name; without one, handed to the task's user), inside
 //! the task's cgroups, as the task's user and in its working directory entered as that user
 //! (`child.rs`), with exactly the environment of its env file (`environment.rs`: the shim
 //! itself starts with the daemon's choice, so nothing of the job's reaches a root process),
@@ -67,7 +68,10 @@ pub fn run_shim(args: &[String]) -> i32 {
 /// Runs the command of `args` to its end and records the result; returns the shim's exit code.
 /// Does not touch signal dispositions (so tests can call it in-process).
 pub(crate) fn execute(args: &ShimArgs) -> i32 {
-    let record = match open_log(&args.log, args.ids.as_ref()) {
+    // With a size limit the command writes into a pipe the shim copies up to the limit, so
+    // the log stays the daemon's: a task that reopened it by name could write past the limit.
+    let owner = args.ids.as_ref().filter(|_| args.log_max_bytes.is_none());
+    let record = match open_log(&args.log, owner) {
         Ok(log) => run_command(args, &log),
         Err(e) => {
             let _ = writeln!(
@@ -183,7 +187,8 @@ fn run_command(args: &ShimArgs, log: &File) -> ExitRecord {
 }
 
 /// Opens the log for appending (never through a link), creating it and its parent
-/// directories; a task that runs as another user gets it as its own, readable by nobody else.
+/// directories, readable by nobody else; handed to `owner` when given (a log without a size
+/// limit, which the command writes to directly).
 fn open_log(path: &Path, ids: Option<&Ids>) -> std::io::Result<File> {
     use std::os::unix::fs::{OpenOptionsExt, fchown};
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {

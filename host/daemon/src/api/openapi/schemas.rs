@@ -80,7 +80,8 @@ pub fn schemas() -> Map<String, Value> {
         .collect();
     for (name, pointer, extra) in refinements() {
         // A refinement of a schema or field that is gone is a bug the tests catch
-        // (`every_refinement_lands`); the document leaves it out rather than invent the place.
+        // (`every_refinement_lands_where_it_says`); the document leaves it out rather than
+        // invent the place.
         if let Some(Value::Object(target)) = out.get_mut(name).and_then(|s| s.pointer_mut(pointer))
             && let Value::Object(extra) = extra
         {
@@ -95,6 +96,10 @@ pub fn schemas() -> Map<String, Value> {
 pub const NO_CONTROL: &str = r"^[^\x00-\x1f\x7f-\x9f]*$";
 /// No NUL (`execve` ends a string there).
 const NO_NUL: &str = r"^[^\x00]*$";
+/// The signals a job may ask for (`WarnSignal::number`), by name or by number (Linux's); the
+/// server also takes lower case, a `SIG` prefix and blanks around, which this leaves out.
+pub const SIGNAL: &str =
+    "^(HUP|INT|QUIT|USR1|USR2|TERM|CONT|URG|WINCH|ALRM|1|2|3|10|12|14|15|18|23|28)$";
 
 /// `nullable` with only `null` allowed: "absent or null" in a rule between fields.
 fn null_only() -> Value {
@@ -109,15 +114,17 @@ pub fn refinements() -> Vec<(&'static str, &'static str, Value)> {
     let argument = json!({"type": "string", "maxLength": MAX_ARG_LEN, "pattern": NO_NUL});
     let text = json!({"type": "string", "maxLength": MAX_STRING, "pattern": NO_CONTROL});
     vec![
-        // `JobSpec::validate`: exactly one of a non-empty argv or a script; service settings
-        // only for a service; `exec_size::check`: no NUL in an argument or a value.
+        // `JobSpec::validate`: a non-empty argv or a script (not both, which the schema does
+        // not say: it is also a `JobRecord`'s, and `api/redact.rs` shows another user's script
+        // job with both hidden); service settings only for a service; `exec_size::check`: no
+        // NUL in an argument or a value.
         (
             "JobSpec",
             "",
             json!({"allOf": [
                 {"anyOf": [
-                    {"required": ["argv"], "properties": {"argv": {"minItems": 1}, "script": null_only()}},
-                    {"required": ["script"], "properties": {"script": {"type": "string"}, "argv": {"maxItems": 0}}},
+                    {"required": ["argv"], "properties": {"argv": {"minItems": 1}}},
+                    {"required": ["script"], "properties": {"script": {"type": "string"}}},
                 ]},
                 {"anyOf": [
                     {"required": ["kind"], "properties": {"kind": {"enum": ["service"]}}},
@@ -169,6 +176,17 @@ pub fn refinements() -> Vec<(&'static str, &'static str, Value)> {
             ]}),
         ),
         ("HealthCheck", "/properties/command/items", argument),
+        // `WarnSignal::number`, for a job's warning signal and for `POST /v1/jobs/{id}/signal`.
+        (
+            "WarnSignal",
+            "/properties/signal",
+            json!({"pattern": SIGNAL}),
+        ),
+        (
+            "SignalRequest",
+            "/properties/signal",
+            json!({"pattern": SIGNAL}),
+        ),
     ]
 }
 

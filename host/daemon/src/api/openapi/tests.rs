@@ -1,11 +1,13 @@
 //! The OpenAPI document lists exactly the routes the router is built from (`api/routes.rs`),
-//! and its schemas are generated from the types (every field, the validation limits, 3.0 forms).
+//! and its schemas are generated from the types (every field, the validation limits, 3.0 forms);
+//! the rules it adds between fields are the server's, its examples are accepted, and the
+//! events of `/v1/stream` are what their schema says.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use super::{OPERATIONS, document};
 use crate::model::{
-    JobRecord, JobSpec, MAX_ARGS, MAX_PATH, MAX_REQUEUES, MAX_SCRIPT, MAX_STRING, MAX_TASKS,
-    MAX_TIME_LIMIT_S, TaskSpec,
+    JobRecord, JobSpec, MAX_ARG_LEN, MAX_ARGS, MAX_PATH, MAX_REQUEUES, MAX_SCRIPT, MAX_STRING,
+    MAX_TASKS, MAX_TIME_LIMIT_S, TaskSpec,
 };
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
@@ -129,4 +131,171 @@ fn the_schemas_are_generated_from_the_types() {
         spec["array"]["allOf"][0]["$ref"],
         "#/components/schemas/ArraySpec"
     );
+}
+
+#[test]
+fn every_refinement_lands_where_it_says() {
+    let doc = document();
+    let schemas = &doc["components"]["schemas"];
+    for (name, pointer, extra) in super::schemas::refinements() {
+        let target = schemas[name]
+            .pointer(pointer)
+            .unwrap_or_else(|| panic!("{name}{pointer}: no such schema or field"));
+        for (key, value) in extra.as_object().unwrap() {
+            assert_eq!(&target[key], value, "{name}{pointer}: {key}");
+        }
+    }
+}
+
+#[test]
+fn the_documented_limits_are_those_the_server_checks() {
+    let doc = document();
+    let schemas = &doc["components"]["schemas"];
+    let no_control = super::schemas::NO_CONTROL;
+    let spec = &schemas["JobSpec"]["properties"];
+    for field in ["name", "user", "account", "queue"] {
+        assert_eq!(spec[field]["pattern"], no_control, "JobSpec.{field}");
+    }
+    assert_eq!(
+        spec["workdir"]["pattern"],
+        format!("^/{}", &no_control[1..]),
+        "an absolute path without control characters"
+    );
+    assert_eq!(spec["env"]["maxProperties"], 256);
+    assert_eq!(spec["labels"]["maxProperties"], 64);
+    assert_eq!(spec["argv"]["items"]["maxLength"], MAX_ARG_LEN);
+    assert_eq!(
+        schemas["ServiceSpec"]["properties"]["port"]["maximum"],
+        u16::MAX
+    );
+    let pipeline = &schemas["PipelineSpec"]["properties"];
+    for chain in ["admission", "priority"] {
+        assert_eq!(pipeline[chain]["maxItems"], crate::policy::MAX_CHAIN);
+    }
+    assert_eq!(
+        schemas["PluginRef"]["properties"]["config"]["type"],
+        "object"
+    );
+    // Every signal the pattern names is one a job may ask for, and each by name and number.
+    let pattern = super::schemas::SIGNAL;
+    let alternatives = pattern
+        .strip_prefix("^(")
+        .and_then(|p| p.strip_suffix(")$"))
+        .unwrap();
+    let number = |s: &str| {
+        gantry_api::model::job_options::WarnSignal {
+            signal: s.into(),
+            before_s: 0,
+        }
+        .number()
+    };
+    let (mut by_name, mut by_number) = (BTreeSet::new(), BTreeSet::new());
+    for alternative in alternatives.split('|') {
+        let n = number(alternative).unwrap_or_else(|e| panic!("{alternative}: {e}"));
+        if alternative.parse::<i32>().is_ok() {
+            by_number.insert(n);
+        } else {
+            by_name.insert(n);
+        }
+    }
+    assert_eq!(by_name, by_number);
+    assert!(number("KILL").is_err() && number("9").is_err());
+    for name in ["WarnSignal", "SignalRequest"] {
+        assert_eq!(schemas[name]["properties"]["signal"]["pattern"], pattern);
+    }
+}
+
+#[test]
+fn the_rules_between_fields_are_the_servers() {
+    let valid = |body: Value| {
+        let mut spec: JobSpec = serde_json::from_value(body).unwrap();
+        spec.validate().map_err(|e| e.field)
+    };
+    // JobSpec's anyOf: a non-empty argv or a script (the server also refuses both).
+    assert!(valid(json!({"argv": ["true"], "script": null})).is_ok());
+    assert!(valid(json!({"script": "true", "argv": []})).is_ok());
+    assert!(valid(json!({"argv": ["true"], "script": "true"})).is_err());
+    assert!(valid(json!({"argv": [], "script": null})).is_err());
+    assert!(valid(json!({})).is_err());
+    assert!(valid(json!({"script": " \n\u{85}"})).is_err(), "blank");
+    // Service settings only on a service.
+    assert!(valid(json!({"argv": ["x"], "service": {}})).is_err());
+    assert!(valid(json!({"argv": ["x"], "kind": "service", "service": {}})).is_ok());
+    // TaskSpec's: whole GPUs or a fraction; models only with either.
+    let task = |t: Value| valid(json!({"argv": ["x"], "tasks": [t]}));
+    assert!(task(json!({"gpus": 1, "gpu_milli": 500})).is_err());
+    assert!(task(json!({"gpu_models": ["a100"]})).is_err());
+    assert!(task(json!({"gpu_milli": 500, "gpu_models": ["a100"]})).is_ok());
+    // HealthCheck's: an HTTP path or a command.
+    let health =
+        |h: Value| valid(json!({"argv": ["x"], "kind": "service", "service": {"health": h}}));
+    assert!(health(json!({})).is_err());
+    assert!(health(json!({"http_path": "/h", "command": ["true"]})).is_err());
+    assert!(health(json!({"http_path": "/h"})).is_ok());
+    assert!(health(json!({"command": ["true"]})).is_ok());
+}
+
+#[test]
+fn the_request_examples_are_accepted() {
+    let doc = document();
+    let example = |path: &str, method: &str| {
+        doc["paths"][path][method]["requestBody"]["content"]["application/json"]["example"].clone()
+    };
+    let mut spec: JobSpec = serde_json::from_value(example("/v1/jobs", "post")).unwrap();
+    spec.validate().unwrap();
+    let builtin: BTreeSet<&str> = gantry_components::BUILTIN.iter().map(|(n, _)| *n).collect();
+    for (path, method) in [
+        ("/v1/policy", "put"),
+        ("/v1/policy/shadow", "put"),
+        ("/v1/replay", "post"),
+    ] {
+        let body = example(path, method);
+        let pipeline = body.get("pipeline").unwrap_or(&body).clone();
+        let spec: crate::policy::PipelineSpec = serde_json::from_value(pipeline).unwrap();
+        assert_eq!(spec, crate::policy::default_spec(), "{method} {path}");
+        for r in spec
+            .admission
+            .iter()
+            .chain(&spec.priority)
+            .chain([&spec.placement])
+        {
+            assert!(builtin.contains(r.plugin.as_str()), "{}", r.plugin);
+        }
+    }
+}
+
+#[test]
+fn the_stream_sends_what_its_schema_documents() {
+    let doc = document();
+    let schema = &doc["paths"]["/v1/stream"]["get"]["responses"]["200"]["content"]["text/event-stream"]
+        ["schema"];
+    assert_eq!(schema, &crate::api::live::event_schema());
+    // One event as a client parses it: `field: value` lines up to a blank line.
+    let frame = crate::api::live::event(3, 42, &["jobs", "faults"]);
+    let text = std::str::from_utf8(&frame).unwrap();
+    assert!(text.ends_with("\n\n"));
+    let fields: std::collections::BTreeMap<&str, &str> = text
+        .trim_end()
+        .lines()
+        .map(|l| l.split_once(": ").unwrap())
+        .collect();
+    let documented: BTreeSet<&str> = schema["properties"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(fields.keys().copied().collect::<BTreeSet<_>>(), documented);
+    assert_eq!(schema["properties"]["event"]["enum"][0], fields["event"]);
+    assert_eq!(fields["id"], "3");
+    // The pattern spells the data out key by key: this exact text is what it matches.
+    assert_eq!(fields["data"], r#"{"cycle":42,"parts":["jobs","faults"]}"#);
+    let pattern = schema["properties"]["data"]["pattern"].as_str().unwrap();
+    for piece in [
+        r#"^\{"cycle":[0-9]+,"parts":\["#,
+        r#"(jobs|nodes|policy|faults)"#,
+        r"\]\}$",
+    ] {
+        assert!(pattern.contains(piece), "{pattern} lacks {piece}");
+    }
 }
