@@ -70,9 +70,14 @@ fn metrics_parse_and_decisions_are_listed() {
     d.wait_for("the 4-GPU job to wait for GPUs", WAIT, || {
         (d.job(waiting)["reason"]["code"] == "insufficient-gpus").then_some(())
     });
-    let (status, text) = d.get_text("/metrics");
-    assert_eq!(status, 200);
-    let samples = prometheus_parse(&text);
+    // A cycle's duration is observed when it has applied its outcome, after the waiting
+    // job's reason is already visible: scrape until the second cycle has been timed.
+    let samples = d.wait_for("two cycles to have been timed", WAIT, || {
+        let (status, text) = d.get_text("/metrics");
+        assert_eq!(status, 200);
+        let samples = prometheus_parse(&text);
+        (value(&samples, "gantry_cycle_duration_seconds_count[]") >= 2.0).then_some(samples)
+    });
     assert_eq!(
         value(
             &samples,
