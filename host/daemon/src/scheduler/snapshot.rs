@@ -295,17 +295,13 @@ pub fn build<'a>(
     now_ms: u64,
     ledger: &Ledger,
 ) -> Snapshot {
-    let models = Models::new(nodes, jobs.clone());
-    let mut strings = Interner::new();
-    let gpu_models: Vec<c::Symbol> = models.names.iter().map(|m| strings.intern(m)).collect();
-    let running_records: Vec<&JobRecord> = jobs
-        .clone()
-        .filter(|j| j.state == JobState::Running)
-        .collect();
-    let nodes_c: Vec<c::Node> = nodes
-        .iter()
-        .map(|(id, n)| node_view(*id, n, &mut strings, &running_records))
-        .collect();
+    let Base {
+        models,
+        mut strings,
+        gpu_models,
+        running_records,
+        nodes_c,
+    } = Base::of(jobs.clone(), nodes);
     let pending: Vec<c::Job> = jobs
         .clone()
         .filter(|j| j.state == JobState::Pending)
@@ -362,17 +358,13 @@ pub fn submit_context<'a>(
     now_ms: u64,
     ledger: &Ledger,
 ) -> (c::Cycle, Vec<c::Node>, Models) {
-    let models = Models::new(nodes, jobs.clone());
-    let mut strings = Interner::new();
-    let gpu_models: Vec<c::Symbol> = models.names.iter().map(|m| strings.intern(m)).collect();
-    let running_records: Vec<&JobRecord> = jobs
-        .clone()
-        .filter(|j| j.state == JobState::Running)
-        .collect();
-    let nodes_c: Vec<c::Node> = nodes
-        .iter()
-        .map(|(id, n)| node_view(*id, n, &mut strings, &running_records))
-        .collect();
+    let Base {
+        models,
+        mut strings,
+        gpu_models,
+        nodes_c,
+        ..
+    } = Base::of(jobs.clone(), nodes);
     let on = Cluster {
         nodes,
         nodes_c: &nodes_c,
@@ -384,6 +376,37 @@ pub fn submit_context<'a>(
     let mut ctx = cycle_context(jobs, &on, gpu_models, &mut strings);
     ctx.strings = strings.into_strings();
     (ctx, nodes_c, models)
+}
+
+/// What a cycle's snapshot and a submit's context both start from, interned in this order:
+/// the GPU models, then the nodes with what is free.
+struct Base<'a> {
+    models: Models,
+    strings: Interner,
+    gpu_models: Vec<c::Symbol>,
+    running_records: Vec<&'a JobRecord>,
+    nodes_c: Vec<c::Node>,
+}
+
+impl<'a> Base<'a> {
+    fn of(jobs: impl Iterator<Item = &'a JobRecord> + Clone, nodes: &NodeList<'_>) -> Self {
+        let models = Models::new(nodes, jobs.clone());
+        let mut strings = Interner::new();
+        let gpu_models: Vec<c::Symbol> = models.names.iter().map(|m| strings.intern(m)).collect();
+        let running_records: Vec<&JobRecord> =
+            jobs.filter(|j| j.state == JobState::Running).collect();
+        let nodes_c: Vec<c::Node> = nodes
+            .iter()
+            .map(|(id, n)| node_view(*id, n, &mut strings, &running_records))
+            .collect();
+        Self {
+            models,
+            strings,
+            gpu_models,
+            running_records,
+            nodes_c,
+        }
+    }
 }
 
 /// The cluster a context is computed on.
