@@ -3,8 +3,10 @@
 //! arguments never appear on the shim's command line, which every account may read in `ps`
 //! (`docs/security.md`, attack U9).
 //!
-//! Owns the format, the write (a fresh file, never through a link) and the read. It does not
-//! decide what runs (`task_files.rs`) nor where the file lives (`mod.rs`).
+//! Owns the format, the write (a fresh file, never through a link) and the read, and the
+//! two calls every daemon-private file of a task goes through ([`create_private`],
+//! [`read_private`]). It does not decide what runs (`task_files.rs`) nor where the file
+//! lives (`mod.rs`).
 
 use std::io::{self, Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
@@ -26,28 +28,40 @@ pub(crate) fn write(path: &Path, argv: &[String]) -> io::Result<()> {
         bytes.extend_from_slice(arg.as_bytes());
         bytes.push(0);
     }
+    // No fsync: the shim reads it at once, and after a power loss the task is gone anyway.
+    create_private(path)?.write_all(&bytes)
+}
+
+/// A new file of the daemon's at `path`, mode 0600: a leftover is removed first (unlink does
+/// not follow links) and the file is created exclusively, never through a link. Also used for
+/// the env file (`environment.rs`).
+pub(crate) fn create_private(path: &Path) -> io::Result<std::fs::File> {
     match std::fs::remove_file(path) {
         Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
         _ => {}
     }
-    let mut file = std::fs::OpenOptions::new()
+    std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW)
-        .open(path)?;
-    // No fsync: the shim reads it at once, and after a power loss the task is gone anyway.
-    file.write_all(&bytes)
+        .open(path)
 }
 
-/// Reads a command file written by [`write`].
-pub(crate) fn read(path: &Path) -> io::Result<Vec<String>> {
+/// At most `max` bytes of the file at `path`, never read through a link.
+pub(crate) fn read_private(path: &Path, max: u64) -> io::Result<Vec<u8>> {
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW)
         .open(path)?;
     let mut bytes = Vec::new();
-    file.take(MAX_COMMAND_FILE).read_to_end(&mut bytes)?;
+    file.take(max).read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// Reads a command file written by [`write`].
+pub(crate) fn read(path: &Path) -> io::Result<Vec<String>> {
+    let bytes = read_private(path, MAX_COMMAND_FILE)?;
     let Some(body) = bytes.strip_suffix(&[0]) else {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,

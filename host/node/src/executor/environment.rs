@@ -12,8 +12,7 @@
 //! Owns: the base list, the env file format (NUL-separated `KEY=VALUE` entries, mode 0600).
 //! Does not own the scheduler's variables (`scheduler::task_env`) or launching.
 
-use std::io::{self, Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::io::{self, Write};
 use std::path::Path;
 
 use super::TaskIdentity;
@@ -103,25 +102,14 @@ pub(crate) fn write_file(path: &Path, env: &[(String, String)]) -> io::Result<()
         bytes.extend_from_slice(v.as_bytes());
         bytes.push(0);
     }
-    let _ = std::fs::remove_file(path);
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)?;
+    let mut file = super::command_file::create_private(path)?;
     file.write_all(&bytes)?;
     file.sync_data()
 }
 
 /// Reads an env file written by [`write_file`].
 pub(crate) fn read_file(path: &Path) -> io::Result<Vec<(String, String)>> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)?;
-    let mut bytes = Vec::new();
-    file.take(MAX_ENV_FILE).read_to_end(&mut bytes)?;
+    let bytes = super::command_file::read_private(path, MAX_ENV_FILE)?;
     let bad = || io::Error::new(io::ErrorKind::InvalidData, "malformed environment file");
     bytes
         .split(|b| *b == 0)

@@ -69,21 +69,8 @@ pub(crate) fn write_atomic(path: &Path, record: &ExitRecord) -> io::Result<()> {
     let body = serde_json::to_vec(record).map_err(io::Error::other)?;
     let tmp = tmp_path(path);
     // A fresh file, never through a link (whoever could plant one there must not make root
-    // write through it): a leftover is removed (unlink does not follow links), then the file
-    // is created exclusively.
-    match fs::remove_file(&tmp) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
-        _ => {}
-    }
-    let mut file = {
-        use std::os::unix::fs::OpenOptionsExt;
-        fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&tmp)?
-    };
+    // write through it).
+    let mut file = super::command_file::create_private(&tmp)?;
     file.write_all(&body)?;
     file.write_all(b"\n")?;
     file.sync_all()?;
