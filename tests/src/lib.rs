@@ -17,6 +17,7 @@ mod auth;
 mod binary;
 mod process;
 pub mod raw_http;
+pub mod root;
 
 pub use auth::{CreatedToken, Serve, create_token, token_into};
 pub use binary::{gantry_bin, workspace};

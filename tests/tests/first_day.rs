@@ -9,6 +9,7 @@
 //! Needs root (it runs the CLI as another account and makes cgroups); CI runs it as root.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use gantry_e2e::root::{CgroupParent, require_root};
 use gantry_e2e::{Daemon, WAIT, gantry_bin};
 use serde_json::json;
 use std::fs;
@@ -20,15 +21,6 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 const NOBODY: u32 = 65534;
-
-fn require_root() {
-    // SAFETY: no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    assert!(
-        root,
-        "these tests run the CLI as another account (CI runs them as root)"
-    );
-}
 
 /// A daemon whose tasks run as their users, with its socket reachable by other accounts.
 fn daemon() -> (Daemon, PathBuf) {
@@ -84,7 +76,7 @@ fn log_of(d: &Daemon, id: u64) -> String {
 
 #[test]
 fn a_job_gets_the_users_environment_directory_and_slurm_variables() {
-    require_root();
+    require_root("this test runs the CLI as another account");
     let (d, socket) = daemon();
     let home = nobodys_dir();
     let bin = home.path().join("bin");
@@ -154,7 +146,7 @@ fn a_job_gets_the_users_environment_directory_and_slurm_variables() {
 
 #[test]
 fn who_you_are_is_visible_and_a_job_that_could_never_run_is_refused_at_submit() {
-    require_root();
+    require_root("this test runs the CLI as another account");
     let (d, socket) = daemon();
     let home = nobodys_dir();
     let env = [("PATH", "/usr/bin:/bin"), ("USER", "nobody")];
@@ -217,29 +209,10 @@ fn the_cli_ends_quietly_when_its_reader_goes_away() {
     }
 }
 
-/// v1 controllers a task cgroup lives in on this host (and the v2 root).
-const CONTROLLERS: [&str; 6] = ["memory", "cpu", "cpuacct", "pids", "devices", ""];
-
-struct CgroupParent(String);
-
-impl Drop for CgroupParent {
-    fn drop(&mut self) {
-        for c in CONTROLLERS {
-            let parent = PathBuf::from(format!("/sys/fs/cgroup/{c}/{}", self.0));
-            for entry in fs::read_dir(&parent).into_iter().flatten().flatten() {
-                if entry.path().is_dir() {
-                    let _ = fs::remove_dir(entry.path());
-                }
-            }
-            let _ = fs::remove_dir(&parent);
-        }
-    }
-}
-
 #[test]
 fn a_second_daemon_on_the_same_cgroup_parent_refuses_and_the_first_ones_task_lives() {
-    require_root();
-    let parent = CgroupParent(format!("gantry-second-{}", std::process::id()));
+    require_root("this test runs the CLI as another account");
+    let parent = CgroupParent::new("gantry-second");
     let execution = format!(
         "[execution]\nrun_as_user = false\ncgroups = \"required\"\ncgroup_parent = \"{}\"\n\
          gpu_device_pattern = \"/nonexistent/nvidia{{index}}\"\n",

@@ -13,19 +13,11 @@
 //! user, as SLURM's root may). Needs root for that; CI runs it as root.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use gantry_e2e::root::require_root;
 use gantry_e2e::{Daemon, WAIT};
 use serde_json::{Value, json};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-
-fn require_root() {
-    // SAFETY: no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    assert!(
-        root,
-        "this test submits over the socket as root (CI runs it as root)"
-    );
-}
 
 /// The daemon's defaults for callers without identity, tasks as the daemon's user.
 const DEFAULTS: &str = "[auth]\nanonymous_role = \"user\"\n";
@@ -72,7 +64,7 @@ fn refused(answer: (u16, Value), what: &str) {
 
 #[test]
 fn an_anonymous_caller_gets_the_least_and_is_one_user_whatever_it_claims() {
-    require_root();
+    require_root("this test submits over the socket as root");
     let d = Daemon::start_with_config(1, DEFAULTS);
     let socket = socket_of(&d);
     d.wait_for("the socket to answer", WAIT, || {
@@ -183,7 +175,7 @@ fn an_anonymous_caller_gets_the_least_and_is_one_user_whatever_it_claims() {
 
 #[test]
 fn two_api_users_without_an_account_never_share_a_uid() {
-    require_root();
+    require_root("this test submits over the socket as root");
     let tokens = tempfile::tempdir().unwrap();
     let file = tokens.path().join("tokens.toml");
     let carol = gantry_e2e::token_into(&file, "carol", "ml", "user");

@@ -18,6 +18,7 @@
 //! runs them as root, and anywhere else they fail saying so rather than pass.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use gantry_e2e::root::{CgroupParent, open_dir, require_root};
 use gantry_e2e::{Daemon, WAIT, gantry_bin, make_private};
 use serde_json::{Value, json};
 use std::ffi::CString;
@@ -32,24 +33,8 @@ use std::time::{Duration, Instant};
 
 const NOBODY: u32 = 65534;
 
-fn require_root() {
-    // SAFETY: no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    assert!(
-        root,
-        "these tests switch users and need root (CI runs them as root)"
-    );
-}
-
 /// Tasks as their users, no cgroups.
 const AS_USERS: &str = "[execution]\nrun_as_user = true\ncgroups = \"off\"\n";
-
-/// A directory everyone may enter and write (for files a job's user writes).
-fn open_dir() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o1777)).unwrap();
-    dir
-}
 
 fn shell_job(name: &str, script: &str) -> Value {
     json!({
@@ -104,7 +89,7 @@ fn open_pty() -> (OwnedFd, PathBuf) {
 
 #[test]
 fn a_task_gets_neither_the_daemons_terminal_nor_its_session_nor_its_descriptors() {
-    require_root();
+    require_root("this test switches users");
     // Root's secret, open in the daemon as fd 8, as `gantry serve 8<secret` would have it.
     let private = tempfile::tempdir().unwrap();
     let secret_path = private.path().join("root-only");
@@ -241,7 +226,7 @@ fn serve_refused(args: &[&str], config: Option<&Path>) -> String {
 
 #[test]
 fn the_daemon_refuses_a_data_dir_another_account_owns_or_others_may_write() {
-    require_root();
+    require_root("this test switches users");
     let base = tempfile::tempdir().unwrap();
     fs::set_permissions(base.path(), fs::Permissions::from_mode(0o755)).unwrap();
     // alice's directory: she could swap job directories and plant links in it.
@@ -296,7 +281,7 @@ fn the_daemon_refuses_a_data_dir_another_account_owns_or_others_may_write() {
 
 #[test]
 fn the_daemon_works_from_slash_and_a_relative_workdir_or_an_exposed_token_is_refused() {
-    require_root();
+    require_root("this test switches users");
     let d = Daemon::start_with_config(1, AS_USERS);
     assert_eq!(
         fs::read_link(format!("/proc/{}/cwd", d.pid())).unwrap(),
@@ -432,30 +417,10 @@ fn the_whole_loopback_range_is_one_caller_for_the_connection_cap() {
     });
 }
 
-/// v1 controllers a task cgroup lives in on this host.
-const CONTROLLERS: [&str; 5] = ["memory", "cpu", "cpuacct", "pids", "devices"];
-
-/// A unique cgroup parent, removed (with its task cgroups) when dropped.
-struct CgroupParent(String);
-
-impl Drop for CgroupParent {
-    fn drop(&mut self) {
-        for c in CONTROLLERS.iter().chain(&[""]) {
-            let parent = PathBuf::from(format!("/sys/fs/cgroup/{c}/{}", self.0));
-            for entry in fs::read_dir(&parent).into_iter().flatten().flatten() {
-                if entry.path().is_dir() {
-                    let _ = fs::remove_dir(entry.path());
-                }
-            }
-            let _ = fs::remove_dir(&parent);
-        }
-    }
-}
-
 #[test]
 fn the_tasks_of_a_node_together_cannot_take_more_processes_than_its_bound() {
-    require_root();
-    let parent = CgroupParent(format!("gantry-pids-{}", std::process::id()));
+    require_root("this test switches users");
+    let parent = CgroupParent::new("gantry-pids");
     let d = Daemon::start_with_config(
         2,
         &format!(
@@ -523,7 +488,7 @@ fn cli_jobs_with_token(socket: &Path) -> std::process::Output {
 
 #[test]
 fn the_cli_sends_no_token_over_a_socket_and_talks_only_to_a_socket_of_root_or_its_own() {
-    require_root();
+    require_root("this test switches users");
     let shared = open_dir();
     // A socket served by the caller's own account (root here): it is talked to, without the
     // token (the kernel names the caller on a socket).
@@ -602,7 +567,7 @@ fn the_cli_sends_no_token_over_a_socket_and_talks_only_to_a_socket_of_root_or_it
 
 #[test]
 fn a_task_cannot_write_past_its_log_limit_by_reopening_its_log() {
-    require_root();
+    require_root("this test switches users");
     let d = Daemon::start_with_config(1, &format!("{AS_USERS}[limits]\nmax_log_mib = 1\n"));
     // Let nobody reach the job's directory by name, as a user on the node could.
     let root = d.out_dir().parent().unwrap().to_path_buf();
