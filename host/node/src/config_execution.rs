@@ -64,6 +64,11 @@ pub struct ExecutionConfig {
     /// top of `PATH`, the locale and `TZ` (e.g. `["LD_LIBRARY_PATH"]` for a CUDA install);
     /// nothing else of the daemon's environment reaches a task (default empty).
     pub env_passthrough: Vec<String>,
+    /// Size of the scratch working directory of a task that runs as another user and whose
+    /// job names no `workdir`: a tmpfs mounted for the run (its pages count against the
+    /// task's memory limit), so a job cannot fill the file system of the daemon's state; MiB
+    /// (default 1024; 0: a plain directory on that file system, unbounded).
+    pub work_dir_mib: u64,
 }
 
 impl Default for ExecutionConfig {
@@ -81,6 +86,7 @@ impl Default for ExecutionConfig {
             max_requeues: 5,
             interactive_max_time_s: BTreeMap::from([("*".to_string(), 4 * 3600)]),
             env_passthrough: Vec::new(),
+            work_dir_mib: 1024,
         }
     }
 }
@@ -117,6 +123,9 @@ impl ExecutionConfig {
         }
         if !self.gpu_device_pattern.contains("{index}") {
             return Err("execution.gpu_device_pattern must contain {index}".into());
+        }
+        if self.work_dir_mib > 1 << 20 {
+            return Err("execution.work_dir_mib must be at most 1048576 (1 TiB)".into());
         }
         if self.max_requeues > 1000 {
             return Err("execution.max_requeues must be at most 1000".into());

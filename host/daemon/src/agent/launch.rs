@@ -74,6 +74,9 @@ impl TaskTable {
             }
             Err(e) => {
                 // No trace of a run that never started: a retry starts it afresh.
+                if let Err(e) = self.executor.release_workdir(&dir) {
+                    tracing::warn!(%key, error = %e, "cannot unmount the scratch directory of a failed launch");
+                }
                 if let Err(rm) = std::fs::remove_dir_all(&dir) {
                     tracing::warn!(%key, error = %rm, "cannot remove the directory of a failed launch");
                 }
@@ -100,7 +103,8 @@ impl TaskTable {
             identity.as_ref(),
         )
         .map_err(prepare("cannot write the job script"))?;
-        let workdir = task_files::workdir(request.workdir.as_deref(), dir, identity.as_ref())
+        let workdir = (self.executor)
+            .workdir(request.workdir.as_deref(), dir, identity.as_ref())
             .map_err(prepare("cannot prepare the working directory"))?;
         let launch = TaskLaunch {
             job_id: key.job,

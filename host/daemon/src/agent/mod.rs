@@ -144,8 +144,9 @@ pub async fn run(options: AgentOptions) -> anyhow::Result<()> {
     let node_gpus: Vec<u32> = node.gpus.iter().map(|g| g.index).collect();
     let isolation = Isolation::setup(&config.execution, node_gpus.clone())?;
     let (tx, mut events) = tokio::sync::mpsc::unbounded_channel();
-    let executor =
-        Executor::with_isolation(shim, tx, isolation).with_log_limit(config.limits.max_log_bytes());
+    let executor = Executor::with_isolation(shim, tx, isolation)
+        .with_log_limit(config.limits.max_log_bytes())
+        .with_scratch_limit(config.execution.work_dir_mib);
     let table = TaskTable::new(
         data_dir.join(TASKS_DIR),
         executor.clone(),

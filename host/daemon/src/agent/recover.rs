@@ -47,6 +47,9 @@ impl TaskTable {
                 .executor
                 .recorded_exit(&exit_path)
                 .unwrap_or((TaskExit::Lost, TaskUsage::default()));
+            if let Err(e) = self.executor.release_workdir(&dir) {
+                tracing::warn!(%key, error = %e, "cannot unmount the run's scratch directory");
+            }
             let pid = TaskTable::recorded_pid(&dir).unwrap_or(0);
             entries.insert(key, Entry::ended(pid, exit, usage));
             found.ended += 1;

@@ -215,6 +215,9 @@ impl TaskTable {
         if let Some(entry) = entries.get_mut(&key) {
             entry.end = Some((event.exit, event.usage));
             tracing::info!(%key, exit = ?event.exit, "task ended");
+            if let Err(e) = self.executor.release_workdir(&self.dir(key)) {
+                tracing::warn!(%key, error = %e, "cannot unmount the run's scratch directory");
+            }
         }
     }
 

@@ -54,14 +54,17 @@ impl Scheduler {
             Ok(a) => a,
             Err(e) => return self.launch_failed(job, format!("cannot write the job script: {e}")),
         };
-        let workdir =
-            match task_files::workdir(job.spec.workdir.as_deref(), &dir, identity.as_ref()) {
-                Ok(dir) => dir,
-                Err(e) => {
-                    let message = format!("cannot prepare the job's working directory: {e}");
-                    return self.launch_failed(job, message);
-                }
-            };
+        let workdir = match (self.inner.executor).workdir(
+            job.spec.workdir.as_deref(),
+            &dir,
+            identity.as_ref(),
+        ) {
+            Ok(dir) => dir,
+            Err(e) => {
+                let message = format!("cannot prepare the job's working directory: {e}");
+                return self.launch_failed(job, message);
+            }
+        };
         for &i in indices {
             let task = &job.tasks[i];
             let launch = TaskLaunch {

@@ -63,9 +63,18 @@ impl Scheduler {
         self.wake();
     }
 
+    /// The job's local tasks have all ended: the scratch tmpfs of its directory, if any, is
+    /// unmounted (a requeued run gets a fresh one).
+    pub(crate) fn release_scratch(&self, id: u64) {
+        if let Err(e) = self.inner.executor.release_workdir(&self.job_dir(id)) {
+            tracing::warn!(job = id, "cannot unmount the job's scratch directory: {e}");
+        }
+    }
+
     /// All tasks have ended: decide the job's final state, or requeue it (after an eviction
     /// or a gang that could not start, while its requeue limit allows).
     pub(crate) fn finish(&self, job: &mut JobRecord) {
+        self.release_scratch(job.id);
         let code = job.tasks.iter().find_map(|t| match t.exit {
             Some(TaskExit::Exited(0)) | None => None,
             Some(TaskExit::Exited(c)) => Some(c),

@@ -172,7 +172,8 @@ impl Scheduler {
         let node_gpus = node.gpus.iter().map(|g| g.index).collect();
         let isolation = crate::executor::Isolation::setup(&config.execution, node_gpus)?;
         let executor = Executor::with_isolation(shim_exe, tx, isolation)
-            .with_log_limit(config.limits.max_log_bytes());
+            .with_log_limit(config.limits.max_log_bytes())
+            .with_scratch_limit(config.execution.work_dir_mib);
         let metrics = Arc::new(crate::metrics::Metrics::default());
         let policy = policy_ops::load_policy(&config, &store, metrics.clone())?;
         let recorder = shadow::Recorder::new(config.record_snapshots);

@@ -159,6 +159,7 @@ impl Scheduler {
 
     /// Removes job `id`'s directory; whether there was one.
     fn remove_job_dir(&self, id: u64) -> bool {
+        self.release_scratch(id);
         match std::fs::remove_dir_all(self.job_dir(id)) {
             Ok(()) => true,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,

@@ -25,6 +25,7 @@ mod identity;
 mod isolation;
 mod log_cap;
 mod record;
+mod scratch;
 mod shim;
 mod shim_args;
 mod shim_signals;
@@ -79,6 +80,9 @@ pub struct Executor {
     /// Size limit of each task's log (`limits.max_log_mib`); none without
     /// [`Executor::with_log_limit`].
     log_max_bytes: Option<u64>,
+    /// Size of the scratch tmpfs of a task run as another user without a `workdir`
+    /// (`execution.work_dir_mib`; 0: a plain directory, unbounded).
+    scratch_mib: u64,
 }
 
 impl Executor {
@@ -100,6 +104,7 @@ impl Executor {
             isolation: Arc::new(isolation),
             watched: Arc::default(),
             log_max_bytes: None,
+            scratch_mib: 0,
         }
     }
 
@@ -108,6 +113,30 @@ impl Executor {
     pub fn with_log_limit(mut self, max_bytes: u64) -> Self {
         self.log_max_bytes = Some(max_bytes);
         self
+    }
+
+    /// A task run as another user without a `workdir` of its own works in a tmpfs of
+    /// `mib` ([`task_files::workdir`]); 0 keeps a plain directory on the data dir's file system.
+    pub fn with_scratch_limit(mut self, mib: u64) -> Self {
+        self.scratch_mib = mib;
+        self
+    }
+
+    /// The working directory of a task of a job whose own is `own` (none: the scratch
+    /// directory under `dir`, [`task_files::workdir`]).
+    pub fn workdir(
+        &self,
+        own: Option<&str>,
+        dir: &Path,
+        identity: Option<&TaskIdentity>,
+    ) -> std::io::Result<PathBuf> {
+        task_files::workdir(own, dir, identity, self.scratch_mib)
+    }
+
+    /// The run of the task directory `dir` has ended: its scratch tmpfs, if any, is
+    /// unmounted and what was in it is gone; whether there was one.
+    pub fn release_workdir(&self, dir: &Path) -> std::io::Result<bool> {
+        scratch::release(dir)
     }
 
     /// The isolation in effect.

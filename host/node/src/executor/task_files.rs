@@ -2,9 +2,10 @@
 //! command (the job's argv, or its script written into the task's directory: run directly
 //! when it starts with `#!`, else with `/bin/sh`; the script belongs to the user the task runs
 //! as, mode 0600/0700, and is readable by nobody else), and its working directory (the job's
-//! own, else the task's directory, or `<dir>/work` owned by the user a task runs as, so that
-//! the directory the daemon writes logs and exit records into stays the daemon's and a task
-//! cannot plant links there). The task's directory and its parent are 0711 and the daemon's:
+//! own, else the task's directory, or `<dir>/work` owned by the user a task runs as, a bounded
+//! tmpfs ([`super::scratch`]), so that the directory the daemon writes logs and exit records
+//! into stays the daemon's, a task cannot plant links there, and its writes stay off the
+//! daemon's file system). The task's directory and its parent are 0711 and the daemon's:
 //! the user reaches its files by name, nobody lists them.
 //!
 //! Owns: these two rules, and whether a user may enter a given working directory
@@ -102,12 +103,15 @@ pub fn check_enterable(dir: &Path, who: &TaskIdentity) -> Result<(), String> {
     Ok(())
 }
 
-/// The working directory: `own` (the job's); else `dir`, or, for a task that runs as
-/// another user, `<dir>/work` owned by that user.
+/// The working directory: `own` (the job's); else `dir` for a task that runs as the daemon's
+/// user; else, for a task that runs as another user, `<dir>/work`: a tmpfs of `scratch_mib`
+/// owned by that user ([`super::scratch`]), or, when `scratch_mib` is 0, a plain directory of
+/// the data dir's file system owned by that user (unbounded: `docs/security.md`).
 pub fn workdir(
     own: Option<&str>,
     dir: &Path,
     identity: Option<&TaskIdentity>,
+    scratch_mib: u64,
 ) -> io::Result<PathBuf> {
     if let Some(own) = own {
         return Ok(PathBuf::from(own));
@@ -115,7 +119,10 @@ pub fn workdir(
     let Some(who) = identity else {
         return Ok(dir.to_path_buf());
     };
-    let work = dir.join("work");
+    if scratch_mib > 0 {
+        return super::scratch::bounded(dir, who, scratch_mib);
+    }
+    let work = dir.join(super::scratch::WORK);
     std::fs::create_dir_all(&work)?;
     // lchown: never follow a link planted by an earlier run.
     std::os::unix::fs::lchown(&work, Some(who.uid), Some(who.gid))?;
