@@ -49,9 +49,10 @@ impl Scheduler {
     pub(crate) fn apply(&self, outcome: CycleOutcome) {
         lock(&self.inner.faults).record(outcome.cycle_id, &outcome.faults, &self.inner.store);
         let mut st = lock(&self.inner.state);
-        // Record every start durably first, then launch: a crash in between leaves a
-        // job marked running without processes (re-attach marks it lost), never a
-        // job that runs twice. A start that cannot be recorded (a full disk) is undone.
+        // Record every start durably first, then launch (after the lock is let go): a crash
+        // in between leaves a job marked running without processes (re-attach marks it
+        // lost), never a job that runs twice. A start that cannot be recorded (a full disk)
+        // is undone.
         let mut started = Vec::new();
         let mut placed_by = BTreeMap::new();
         for start in &outcome.starts {
@@ -69,12 +70,12 @@ impl Scheduler {
                 before,
             });
         }
+        let mut to_launch = Vec::new();
         for id in start_commit::commit(&self.inner.store, &mut st.jobs, started) {
-            if let Some(job) = st.jobs.get_mut(id) {
+            if let Some(job) = st.jobs.get(id) {
                 let by = placed_by.get(&id).map_or("", |p| p.as_str());
                 crate::telemetry::job_event(id, "started", outcome.cycle_id, &format!("by {by}"));
-                self.launch(job);
-                self.persist(job);
+                to_launch.push(job.clone());
             }
         }
         for ev in &outcome.evictions {
@@ -107,7 +108,7 @@ impl Scheduler {
                 ),
             );
         }
-        if !outcome.starts.is_empty() || !outcome.evictions.is_empty() {
+        if !outcome.evictions.is_empty() {
             self.flush();
         }
         // Effective priority of every admitted job, for display (not persisted each cycle).
@@ -146,6 +147,15 @@ impl Scheduler {
                 let snapshot = job.clone();
                 self.persist(&snapshot);
             }
+        }
+        drop(st);
+        // The starts are durable (committed above): launch them off the lock.
+        let launched = !to_launch.is_empty();
+        for job in to_launch {
+            self.launch(job);
+        }
+        if launched {
+            self.flush();
         }
     }
 

@@ -3,46 +3,96 @@
 //! its GPUs, CPU and memory (the executor turns these into cgroup limits), and stopping the
 //! gang when one cannot start.
 //!
+//! Launching runs off the job table's lock, on a copy of the job taken when its start was
+//! committed: looking up the user, writing files, making cgroups and spawning shims (and the
+//! agents' calls) never hold up a submit or a job query. The pids are then recorded in one
+//! short step under the lock ([`Scheduler::local_launch_answered`]), which first checks that
+//! the run launched is still the job's current one (a job cancelled meanwhile has its new
+//! tasks stopped; one no longer running has them killed).
+//!
 //! A task that runs as the job's user (daemon as root, `execution.run_as_user`) and has no
-//! `workdir` of its own works in `<job dir>/work`, owned by that user; the job directory itself
-//! stays the daemon's, because the daemon writes the logs, exit records and script there as
-//! root and must not follow links a task could plant.
+//! `workdir` of its own works in `<job dir>/work`, a tmpfs owned by that user; the job
+//! directory itself stays the daemon's, because the daemon writes the logs, exit records and
+//! script there as root and must not follow links a task could plant.
 //!
 //! Tasks placed on an agent's node are handed to `remote_launch.rs`; the rest start here.
 //!
-//! Owns: building each [`TaskLaunch`]. Does not own the task's environment (`task_env`),
-//! processes (`executor`) or agents (`remote_launch`).
+//! Owns: building each [`TaskLaunch`] and recording local launches. Does not own the task's
+//! environment (`task_env`), processes (`executor`) or agents (`remote_launch`).
 
-use super::Scheduler;
 use super::apply::host_reason;
+use super::{Scheduler, lock};
 use crate::executor::{TaskExit, TaskLaunch, task_files};
-use crate::model::{JobRecord, StopCause};
+use crate::model::{JobRecord, JobState, StopCause};
 use gantry_contract::ReasonCode;
+use std::time::Duration;
+
+/// What launching a job's local tasks did: the tasks started (index, pid), and why the
+/// next one could not start, if one could not.
+struct LocalLaunch {
+    started: Vec<(usize, u32)>,
+    failed: Option<String>,
+}
 
 impl Scheduler {
-    pub(crate) fn launch(&self, job: &mut JobRecord) {
+    /// Launches the tasks of `job`, a copy of a job whose start was just committed. Call
+    /// without the job table's lock.
+    pub(crate) fn launch(&self, mut job: JobRecord) {
         let (remote, local): (Vec<usize>, Vec<usize>) =
             (0..job.tasks.len()).partition(|&i| self.agent_of(&job.tasks[i].node).is_some());
         if !remote.is_empty() {
-            self.ports_on_rank0_node(job);
+            self.ports_on_rank0_node(&mut job);
+            if !self.record_ports(&job) {
+                return;
+            }
         }
         if !local.is_empty() {
-            self.launch_local(job, &local);
+            let launched = self.launch_local(&job, &local);
+            if !self.local_launch_answered(&job, launched) {
+                return;
+            }
         }
-        if !remote.is_empty() && job.stopping.is_none() {
-            self.launch_remote(job, &remote);
+        if !remote.is_empty() {
+            self.launch_remote(&job, &remote);
         }
     }
 
-    /// Starts tasks `indices` of `job` with the local executor.
-    fn launch_local(&self, job: &mut JobRecord, indices: &[usize]) {
-        let identity = match self
-            .inner
-            .executor
-            .identity(&job.spec.user, job.spec.anonymous)
-        {
+    /// Whether the run of `copy` is still `job`'s current one: running, and each task of it
+    /// in the same run and not ended.
+    fn same_run(job: &JobRecord, copy: &JobRecord) -> bool {
+        job.state == JobState::Running
+            && job.tasks.len() == copy.tasks.len()
+            && (0..job.tasks.len()).all(|i| Self::task_key(job, i) == Self::task_key(copy, i))
+    }
+
+    /// Records the ports rank 0's agent chose; whether the run is still current.
+    fn record_ports(&self, copy: &JobRecord) -> bool {
+        let mut st = lock(&self.inner.state);
+        let Some(job) = st.jobs.get_mut(copy.id).filter(|j| Self::same_run(j, copy)) else {
+            return false;
+        };
+        job.rendezvous_port = copy.rendezvous_port;
+        job.service_port = copy.service_port;
+        let snapshot = job.clone();
+        drop(st);
+        self.persist(&snapshot);
+        true
+    }
+
+    /// Starts tasks `indices` of `job` with the local executor, stopping at the first that
+    /// cannot start.
+    fn launch_local(&self, job: &JobRecord, indices: &[usize]) -> LocalLaunch {
+        let mut done = LocalLaunch {
+            started: Vec::new(),
+            failed: None,
+        };
+        let executor = &self.inner.executor;
+        let identity = match executor.identity(&job.spec.user, job.spec.anonymous) {
             Ok(identity) => identity,
-            Err(e) => return self.launch_failed(job, e.to_string()),
+            Err(e) => {
+                done.failed = Some(e.to_string());
+                return done;
+            }
         };
         let dir = self.job_dir(job.id);
         let argv = match task_files::command(
@@ -52,17 +102,16 @@ impl Scheduler {
             identity.as_ref(),
         ) {
             Ok(a) => a,
-            Err(e) => return self.launch_failed(job, format!("cannot write the job script: {e}")),
+            Err(e) => {
+                done.failed = Some(format!("cannot write the job script: {e}"));
+                return done;
+            }
         };
-        let workdir = match (self.inner.executor).workdir(
-            job.spec.workdir.as_deref(),
-            &dir,
-            identity.as_ref(),
-        ) {
+        let workdir = match executor.workdir(job.spec.workdir.as_deref(), &dir, identity.as_ref()) {
             Ok(dir) => dir,
             Err(e) => {
-                let message = format!("cannot prepare the job's working directory: {e}");
-                return self.launch_failed(job, message);
+                done.failed = Some(format!("cannot prepare the job's working directory: {e}"));
+                return done;
             }
         };
         for &i in indices {
@@ -80,13 +129,56 @@ impl Scheduler {
                 memory_mib: task.memory_mib,
                 identity: identity.clone(),
             };
-            match self.inner.executor.launch(&launch) {
-                Ok(t) => job.tasks[i].pid = Some(t.pid),
+            match executor.launch(&launch) {
+                Ok(t) => done.started.push((i, t.pid)),
                 Err(e) => {
-                    return self.launch_failed(job, format!("task {i} failed to launch: {e}"));
+                    done.failed = Some(format!("task {i} failed to launch: {e}"));
+                    break;
                 }
             }
         }
+        done
+    }
+
+    /// Records the local launches of `copy`'s run in the job; whether the rest of the job
+    /// may be launched. A run that is no longer current has its new tasks killed; a job asked
+    /// to stop meanwhile has them stopped; a failed launch takes the job down its path.
+    fn local_launch_answered(&self, copy: &JobRecord, launched: LocalLaunch) -> bool {
+        let mut st = lock(&self.inner.state);
+        let Some(job) = st.jobs.get_mut(copy.id).filter(|j| Self::same_run(j, copy)) else {
+            drop(st);
+            for (i, pid) in launched.started {
+                tracing::info!(
+                    job = copy.id,
+                    task = i,
+                    pid,
+                    "launched after its run ended; killing it"
+                );
+                self.inner.executor.kill_now(pid);
+            }
+            return false;
+        };
+        for &(i, pid) in &launched.started {
+            job.tasks[i].pid = Some(pid);
+        }
+        let go_on = match launched.failed {
+            Some(message) => {
+                self.launch_failed(job, message);
+                false
+            }
+            None => {
+                if job.stopping.is_some() {
+                    // A stop was asked while the launch was under way: send it now.
+                    let grace = Duration::from_secs(self.inner.config.kill_grace_s);
+                    self.stop_tasks(job, grace);
+                }
+                true
+            }
+        };
+        let snapshot = job.clone();
+        drop(st);
+        self.persist(&snapshot);
+        go_on
     }
 
     pub(crate) fn launch_failed(&self, job: &mut JobRecord, message: String) {

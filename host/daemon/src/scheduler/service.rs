@@ -83,6 +83,7 @@ impl Scheduler {
         let mut st = lock(&self.inner.state);
         let mut changed = false;
         let mut wanted = Vec::new();
+        let mut to_launch = Vec::new();
         for job in st.jobs.iter_mut() {
             if job.state != JobState::Running || job.spec.kind != JobKind::Service {
                 continue;
@@ -97,6 +98,7 @@ impl Scheduler {
                 }
                 Some(at) if all_ended && now >= at => {
                     self.relaunch(job, now);
+                    to_launch.push(job.clone());
                     changed = true;
                 }
                 _ => {}
@@ -112,6 +114,9 @@ impl Scheduler {
         drop(st);
         if changed {
             self.flush();
+        }
+        for job in to_launch {
+            self.launch(job);
         }
     }
 
@@ -146,7 +151,8 @@ impl Scheduler {
         );
     }
 
-    /// Relaunches every task of a service on its allocation.
+    /// Makes every task of a service a new run on its allocation, durably; the caller
+    /// launches it once the job table's lock is let go.
     fn relaunch(&self, job: &mut JobRecord, now: u64) {
         job.restart_at_ms = None;
         job.restarts += 1;
@@ -174,10 +180,7 @@ impl Scheduler {
             health.last_exit.as_deref().unwrap_or("ended")
         );
         self.persist(job);
-        self.flush();
         self.event(job.id, "restarted", message);
-        self.launch(job);
-        self.persist(job);
     }
 }
 
