@@ -32,6 +32,10 @@ pub async fn serve(mut config: Config) -> anyhow::Result<()> {
     let config_anonymous_role = config.auth.anonymous_role;
     let (scheduler, events) =
         tokio::task::spawn_blocking(move || Scheduler::open(config, shim)).await??;
+    // Every path the daemon keeps is absolute by now. It changes to `/` before it answers
+    // anyone: nothing may resolve against the directory it was started in (a job's relative
+    // path would reach the operator's files).
+    std::env::set_current_dir("/").context("cannot change to /")?;
     announce(mode, addr);
     announce_anonymous(mode, config_anonymous_role);
     announce_tls(tls.as_ref(), addr);
@@ -40,9 +44,6 @@ pub async fn serve(mut config: Config) -> anyhow::Result<()> {
     println!("gantry listening on {scheme}://{addr}");
     let app = crate::api::router(scheduler.clone(), tokens);
     serve_local_socket(&socket, app.clone(), &http)?;
-    // Every path the daemon keeps is absolute by now; nothing may resolve against the
-    // directory it was started in (a job's relative path would reach the operator's files).
-    std::env::set_current_dir("/").context("cannot change to /")?;
     tokio::spawn(scheduler.run(events));
     // Connection limits, header and idle timeouts, Host rules: `http_server`.
     let options = crate::http_server::ServeOptions {

@@ -88,9 +88,18 @@ pub(crate) fn is_task_name(name: &str) -> bool {
 
 fn hierarchy(version: CgroupVersion) -> Box<dyn Hierarchy> {
     match version {
-        CgroupVersion::V1 => Box::new(V1::new()),
+        CgroupVersion::V1 => Box::new(v1_mounts().clone()),
         CgroupVersion::V2 => Box::new(V2::new()),
     }
+}
+
+/// Where the v1 controllers are mounted, read once. `V1::new` parses `/proc/self/mountinfo`,
+/// which the kernel writes out mount by mount (every mount of the host, and each running
+/// task's scratch tmpfs): done per task, it was a tenth of the daemon's CPU under load. The
+/// controllers' mounts do not move while the daemon runs.
+fn v1_mounts() -> &'static V1 {
+    static MOUNTS: std::sync::OnceLock<V1> = std::sync::OnceLock::new();
+    MOUNTS.get_or_init(V1::new)
 }
 
 fn controllers(version: CgroupVersion) -> Vec<String> {

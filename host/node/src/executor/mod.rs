@@ -30,6 +30,7 @@ mod shim;
 mod shim_args;
 mod shim_signals;
 pub(crate) mod signals;
+mod spawn_shim;
 pub mod task_files;
 #[cfg(any(test, feature = "test-support"))]
 pub mod test_shim;
@@ -43,7 +44,6 @@ mod usage;
 use std::future::Future;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -238,35 +238,20 @@ impl Executor {
             argv_file: Some(argv_file),
             argv: Vec::new(),
         };
-        let mut cmd = tokio::process::Command::new(&self.shim_exe);
-        cmd.args(shim_args::build(&args))
-            // The shim runs as root: nothing of the job's (nor the daemon's secrets) in its
-            // environment.
-            .env_clear()
-            .envs(environment::shim_env())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .kill_on_drop(false);
-        // The shim leads a session of its own (no controlling terminal; its process group is
-        // the one `terminate` signals) and inherits no descriptor above 2.
-        // SAFETY: both calls make only async-signal-safe system calls (setsid, close_range,
-        // fcntl, sigprocmask).
-        unsafe {
-            cmd.pre_exec(|| {
-                crate::process_hygiene::new_session_for_child()?;
-                shim_signals::block_for_shim()
-            });
-        }
-        let spawned = cmd
-            .spawn()
-            .map_err(|source| ExecError::Spawn {
-                exe: self.shim_exe.clone(),
-                source,
-            })
-            .and_then(|child| child.id().map(|pid| (child, pid)).ok_or(ExecError::NoPid));
-        let (child, pid) = match spawned {
-            Ok(started) => started,
+        // The shim runs as root: nothing of the job's (nor the daemon's secrets) in its
+        // environment. It leads a session of its own (no controlling terminal; its process
+        // group is the one `terminate` signals) and inherits no descriptor above 2.
+        let spawned = spawn_shim::spawn(
+            &self.shim_exe,
+            &shim_args::build(&args),
+            &environment::shim_env(),
+        )
+        .map_err(|source| ExecError::Spawn {
+            exe: self.shim_exe.clone(),
+            source,
+        });
+        let shim = match spawned {
+            Ok(shim) => shim,
             Err(e) => {
                 if let Some(cg) = &cgroup {
                     cg.destroy();
@@ -275,6 +260,7 @@ impl Executor {
                 return Err(e);
             }
         };
+        let pid = shim.pid;
         tracing::debug!(
             job_id = l.job_id,
             task_index = l.task_index,
@@ -284,8 +270,7 @@ impl Executor {
 
         let end = self.ending(l.job_id, l.task_index, l.exit_path.clone());
         runtime.spawn(async move {
-            let mut child = child;
-            let status = child.wait().await;
+            let status = shim.wait().await;
             let fallback = match status {
                 Ok(status) => record::exit_from_status(status),
                 Err(e) => {

@@ -9,7 +9,7 @@
 //! the job's user) would be swallowed by that handler, and a stop would then wait for SIGKILL
 //! after the grace. So:
 //!
-//! 1. the daemon starts the shim with these signals blocked (`block_for_shim`), so one sent
+//! 1. the daemon starts the shim with these signals blocked (`spawn_shim`), so one sent
 //!    before the shim has its handlers stays pending instead of killing the shim;
 //! 2. the shim installs its handlers, then unblocks them (`shield_shim`);
 //! 3. the forked child, just before `execve`, restores the default dispositions and raises
@@ -52,7 +52,7 @@ extern "C" fn remember_signal(sig: libc::c_int) {
 }
 
 /// The shielded signals as a `sigset_t`.
-fn shielded_set() -> libc::sigset_t {
+pub(crate) fn shielded_set() -> libc::sigset_t {
     // SAFETY: all-zero is a valid sigset_t to hand to sigemptyset, which initialises it;
     // sigaddset only writes into it. Both are async-signal-safe.
     unsafe {
@@ -75,13 +75,6 @@ fn mask(how: libc::c_int) -> io::Result<()> {
     } else {
         Err(io::Error::last_os_error())
     }
-}
-
-/// For the daemon's `pre_exec` of the shim: blocks the shielded signals, so one sent before the
-/// shim has installed its handlers waits for them (the mask survives `execve`).
-/// Async-signal-safe.
-pub(crate) fn block_for_shim() -> io::Result<()> {
-    mask(libc::SIG_BLOCK)
 }
 
 /// Makes the shim outlive the signals a job may be sent, remembering each one for the
