@@ -27,12 +27,12 @@ pub(crate) enum Hold {
 pub(crate) fn evaluate(jobs: &JobTable) -> BTreeMap<u64, Hold> {
     let mut holds = BTreeMap::new();
     let mut members: BTreeMap<u64, Vec<&JobRecord>> = BTreeMap::new();
-    for j in jobs.iter() {
+    for j in jobs.active() {
         if let Some(a) = j.array {
             members.entry(a.array_id).or_default().push(j);
         }
     }
-    for j in jobs.iter().filter(|j| j.state == JobState::Pending) {
+    for j in jobs.active().filter(|j| j.state == JobState::Pending) {
         if let Some(h) = dependency_hold(j, jobs, &members) {
             holds.insert(j.id, h);
         }

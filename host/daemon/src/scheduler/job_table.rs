@@ -1,5 +1,5 @@
-//! The job table: the scheduler's active jobs in memory, and every job's record in the
-//! store. A job stays in memory while it is pending or running and for
+//! The job table: the scheduler's active jobs in memory (`jobs_in_memory`: ended ones kept
+//! apart, out of every cycle's and submit's walk), and every job's record in the store. A job stays in memory while it is pending or running and for
 //! `retention.min_job_age_s` after it ended; then it leaves memory and is read back from
 //! the store's history when asked for. Every read and change of a job goes through these
 //! methods; the map is private.
@@ -11,10 +11,10 @@
 //! (the scheduler's lifecycle, apply, submit), the store's layout and indexes (`store`),
 //! or flushing (the caller decides when a batch of writes must be durable).
 
+use super::jobs_in_memory::JobsInMemory;
 use crate::model::{JobRecord, JobState};
 use crate::store::{JobIndex, Store, StoreError};
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 
 /// Most stored records one list request examines before it answers with what it found and
 /// a cursor to go on from (so a filter that matches little cannot scan years of history
@@ -140,21 +140,20 @@ fn page_end(mut page: JobPage) -> JobPage {
 
 /// The jobs the scheduler keeps in memory, by id, and the store that keeps every record.
 pub(crate) struct JobTable {
-    jobs: BTreeMap<u64, JobRecord>,
+    jobs: JobsInMemory,
     store: Store,
 }
 
 impl JobTable {
     /// The active jobs in `store`, and those that ended within `min_age_ms` of `now_ms`.
     pub(crate) fn load(store: &Store, now_ms: u64, min_age_ms: u64) -> Result<Self, StoreError> {
-        let mut jobs: BTreeMap<u64, JobRecord> = store
-            .active_jobs()?
-            .into_iter()
-            .map(|j| (j.id, j))
-            .collect();
+        let mut jobs = JobsInMemory::default();
+        for j in store.active_jobs()? {
+            jobs.insert(j);
+        }
         let cutoff = now_ms.saturating_sub(min_age_ms);
         for j in store.ended_since(cutoff)? {
-            jobs.insert(j.id, j);
+            jobs.insert(j);
         }
         // What sled holds beyond that (a crash between an eviction's two writes, or a
         // database older than the archive) goes to the archive now.
@@ -168,25 +167,29 @@ impl JobTable {
     /// A table of `records` in memory over a temporary store (tests).
     #[cfg(test)]
     pub(crate) fn in_memory(records: impl IntoIterator<Item = JobRecord>) -> Self {
+        let mut jobs = JobsInMemory::default();
+        for j in records {
+            jobs.insert(j);
+        }
         Self {
-            jobs: records.into_iter().map(|j| (j.id, j)).collect(),
+            jobs,
             store: Store::temporary().unwrap_or_else(|e| panic!("temporary store: {e}")),
         }
     }
 
     /// Job `id`, if it is in memory (active or recently ended).
     pub(crate) fn get(&self, id: u64) -> Option<&JobRecord> {
-        self.jobs.get(&id)
+        self.jobs.get(id)
     }
 
     /// Job `id` in memory, to change (the caller persists it with [`write_record`]).
     pub(crate) fn get_mut(&mut self, id: u64) -> Option<&mut JobRecord> {
-        self.jobs.get_mut(&id)
+        self.jobs.get_mut(id)
     }
 
     /// Job `id` from memory, else from history.
     pub(crate) fn find(&self, id: u64) -> Result<Option<Cow<'_, JobRecord>>, StoreError> {
-        if let Some(j) = self.jobs.get(&id) {
+        if let Some(j) = self.jobs.get(id) {
             return Ok(Some(Cow::Borrowed(j)));
         }
         Ok(self.store.job(id)?.map(Cow::Owned))
@@ -195,10 +198,10 @@ impl JobTable {
     /// Whether `id` names a job, or an array (the id of its first member's array), in
     /// memory or in history.
     pub(crate) fn names_job_or_array(&self, id: u64) -> Result<bool, StoreError> {
-        Ok(self.jobs.contains_key(&id)
+        Ok(self.jobs.contains(id)
             || self
                 .jobs
-                .values()
+                .all()
                 .any(|j| j.array.is_some_and(|a| a.array_id == id))
             || self.store.has_job(id)?
             || !self.store.array_member_ids(id)?.is_empty())
@@ -214,7 +217,7 @@ impl JobTable {
             self.store.array_member_ids(id)?.into_iter().collect();
         ids.extend(
             self.jobs
-                .values()
+                .all()
                 .filter(|j| j.array.is_some_and(|a| a.array_id == id))
                 .map(|j| j.id),
         );
@@ -228,14 +231,21 @@ impl JobTable {
         Ok(out)
     }
 
-    /// Every job in memory, oldest id first.
-    pub(crate) fn iter(&self) -> impl DoubleEndedIterator<Item = &JobRecord> + Clone {
-        self.jobs.values()
+    /// Every job in memory: the active ones, then those ended not long ago (a walk that
+    /// grows with `retention.min_job_age_s`: for views, not for cycles or submits).
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &JobRecord> + Clone {
+        self.jobs.all()
     }
 
-    /// Every job in memory, to change, oldest id first.
-    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = &mut JobRecord> {
-        self.jobs.values_mut()
+    /// The active jobs (pending, held, running; and any that ended since the last
+    /// eviction), oldest id first: what a cycle or a submit walks.
+    pub(crate) fn active(&self) -> impl DoubleEndedIterator<Item = &JobRecord> + Clone {
+        self.jobs.active()
+    }
+
+    /// The active jobs, to change, oldest id first.
+    pub(crate) fn active_mut(&mut self) -> impl Iterator<Item = &mut JobRecord> {
+        self.jobs.active_mut()
     }
 
     /// How many jobs are in memory.
@@ -245,25 +255,25 @@ impl JobTable {
 
     /// The running jobs.
     pub(crate) fn running(&self) -> impl Iterator<Item = &JobRecord> {
-        self.jobs.values().filter(|j| j.state == JobState::Running)
+        self.jobs.active().filter(|j| j.state == JobState::Running)
     }
 
     /// The running jobs, to change.
     pub(crate) fn running_mut(&mut self) -> impl Iterator<Item = &mut JobRecord> {
         self.jobs
-            .values_mut()
+            .active_mut()
             .filter(|j| j.state == JobState::Running)
     }
 
     /// The jobs not yet ended (pending, held or running).
     pub(crate) fn unfinished(&self) -> impl Iterator<Item = &JobRecord> {
-        self.jobs.values().filter(|j| !j.state.is_terminal())
+        self.jobs.active().filter(|j| !j.state.is_terminal())
     }
 
     /// How many jobs of `user` are pending.
     pub(crate) fn pending_of(&self, user: &str) -> u64 {
         self.jobs
-            .values()
+            .active()
             .filter(|j| j.state == JobState::Pending && j.spec.user == user)
             .count() as u64
     }
@@ -277,15 +287,13 @@ impl JobTable {
         ListSnapshot {
             memory: self
                 .jobs
-                .range(..before)
-                .rev()
-                .map(|(_, j)| j)
+                .newest_below(before)
                 .filter(|j| q.matches(j))
                 // One more than a page, so the page knows whether more follow.
                 .take(limit.saturating_add(1))
                 .cloned()
                 .collect(),
-            in_memory: self.jobs.keys().copied().collect(),
+            in_memory: self.jobs.ids(),
             store: self.store.clone(),
         }
     }
@@ -299,20 +307,15 @@ impl JobTable {
     /// before they join the table, outside its lock).
     pub(crate) fn insert_stored(&mut self, records: &[JobRecord]) {
         for r in records {
-            self.jobs.insert(r.id, r.clone());
+            self.jobs.insert(r.clone());
         }
     }
 
     /// Takes out of memory the jobs that ended at least `min_age_ms` before `now_ms`,
     /// moving their records from sled to the store's archive; returns their ids.
     pub(crate) fn evict_ended(&mut self, now_ms: u64, min_age_ms: u64) -> Vec<u64> {
-        let due: Vec<&JobRecord> = self
-            .jobs
-            .values()
-            .filter(|j| {
-                j.state.is_terminal() && j.end_ms.unwrap_or(0).saturating_add(min_age_ms) <= now_ms
-            })
-            .collect();
+        self.jobs.settle();
+        let due = self.jobs.ended_by(now_ms.saturating_sub(min_age_ms));
         if due.is_empty() {
             return Vec::new();
         }
@@ -326,7 +329,7 @@ impl JobTable {
         }
         let gone: Vec<u64> = due.iter().map(|j| j.id).collect();
         for id in &gone {
-            self.jobs.remove(id);
+            self.jobs.remove_ended(*id);
         }
         gone
     }
@@ -347,14 +350,16 @@ pub(crate) fn write_record(store: &Store, job: &JobRecord) {
 impl std::ops::Index<&u64> for JobTable {
     type Output = JobRecord;
     fn index(&self, id: &u64) -> &JobRecord {
-        &self.jobs[id]
+        self.jobs
+            .get(*id)
+            .unwrap_or_else(|| panic!("job {id} is not in memory"))
     }
 }
 
 #[cfg(test)]
 impl JobTable {
     pub(crate) fn values(&self) -> impl Iterator<Item = &JobRecord> {
-        self.jobs.values()
+        self.jobs.all()
     }
 }
 

@@ -141,7 +141,7 @@ impl Scheduler {
         let probe = JobRecord::new(0, spec.clone(), now_ms());
         let (ctx, nodes, job) = {
             let st = lock(&self.inner.state);
-            let all = st.jobs.iter().chain(std::iter::once(&probe));
+            let all = st.jobs.active().chain(std::iter::once(&probe));
             let members = lock(&self.inner.members);
             // Every node the cluster knows counts for "could it ever fit", up or not.
             let nodes: Vec<_> = members.all().map(|(id, m)| (id, &m.info)).collect();

@@ -15,6 +15,7 @@ mod fault_log;
 mod holds;
 mod job_table;
 pub mod jobs;
+mod jobs_in_memory;
 mod launch;
 mod lifecycle;
 pub(crate) mod members;
@@ -255,7 +256,7 @@ impl Scheduler {
             let held = self.apply_holds(&mut st.jobs);
             let members = lock(&self.inner.members);
             let mut snap = snapshot::build(
-                st.jobs.iter().filter(|j| !held.contains(&j.id)),
+                st.jobs.active().filter(|j| !held.contains(&j.id)),
                 &members.schedulable(),
                 st.cycle,
                 now_ms(),

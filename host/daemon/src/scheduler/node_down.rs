@@ -113,7 +113,7 @@ impl Scheduler {
     /// Forgets node `name`: only an agent's node that is down or awaited, with no task of a
     /// running job still on it.
     pub fn forget_node(&self, name: &str, by: &str) -> Result<(), NodeOpError> {
-        let busy = lock(&self.inner.state).jobs.iter().any(|j| {
+        let busy = lock(&self.inner.state).jobs.running().any(|j| {
             j.state == JobState::Running
                 && j.tasks.iter().any(|t| t.node == name && t.exit.is_none())
         });

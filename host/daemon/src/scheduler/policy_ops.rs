@@ -248,7 +248,7 @@ impl Scheduler {
             let st = lock(&self.inner.state);
             let members = lock(&self.inner.members);
             snapshot::build(
-                st.jobs.iter(),
+                st.jobs.active(),
                 &members.schedulable(),
                 st.cycle,
                 now_ms(),

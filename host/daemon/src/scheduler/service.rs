@@ -84,7 +84,7 @@ impl Scheduler {
         let mut changed = false;
         let mut wanted = Vec::new();
         let mut to_launch = Vec::new();
-        for job in st.jobs.iter_mut() {
+        for job in st.jobs.active_mut() {
             if job.state != JobState::Running || job.spec.kind != JobKind::Service {
                 continue;
             }

@@ -47,7 +47,7 @@ impl Scheduler {
     pub fn usage_at(&self, now_ms: u64) -> (UsageByName, UsageByName) {
         let (mut users, mut accounts) = self.ledger().closed(now_ms);
         let st = lock(&self.inner.state);
-        for j in st.jobs.iter() {
+        for j in st.jobs.active() {
             let gpu_s = super::accounting::running_gpu_seconds(j, now_ms);
             if gpu_s > 0.0 {
                 *users.entry(j.spec.user.clone()).or_default() += gpu_s;
