@@ -13,6 +13,7 @@
 mod accounting;
 mod archive;
 mod compact;
+mod group_commit;
 mod history;
 mod history_db;
 mod jobs;
@@ -77,6 +78,8 @@ pub struct Store {
     job_index: sled::Tree,
     /// Archived jobs, events, decisions, accounting (`store/history_db.rs`).
     history: history_db::HistoryDb,
+    /// Concurrent flushes shared (`store/group_commit.rs`).
+    commits: std::sync::Arc<group_commit::GroupCommit>,
 }
 
 /// The page cache of each database of a store opened with [`Store::open`]: sled's default
@@ -139,6 +142,7 @@ impl Store {
             job_index: db.open_tree("job_index")?,
             history,
             db,
+            commits: std::sync::Arc::default(),
         };
         store.ensure_job_index()?;
         if store.meta::<u64>(migrate::MOVED_META)? != Some(1) {
@@ -157,7 +161,9 @@ impl Store {
     /// Makes every write to sled so far durable (history is fsynced in the background
     /// every half second: `store/history_db.rs`).
     pub fn flush(&self) -> Result<(), StoreError> {
-        self.db.flush()?;
+        // Callers at the same moment share one flush; each returns after a flush that began
+        // after its call.
+        self.commits.flush(|| self.db.flush().map(drop))?;
         Ok(())
     }
 

@@ -12,6 +12,9 @@ use std::time::Duration;
 
 impl Scheduler {
     /// A task ended: record it, stop the rest of a failed gang, finish the job when all ended.
+    /// The record is durable at the caller's flush: the run loop flushes once per batch of
+    /// ends (a crash before it loses nothing: adoption reads the task's exit record again),
+    /// an agent's end is flushed before the heartbeat acknowledges it.
     pub(crate) fn task_ended(&self, ev: TaskEvent) {
         let mut st = lock(&self.inner.state);
         let Some(job) = st.jobs.get_mut(ev.job_id) else {
@@ -45,7 +48,6 @@ impl Scheduler {
             let snapshot = job.clone();
             drop(st);
             self.persist(&snapshot);
-            self.flush();
             return self.wake();
         }
         let failed = ev.exit != TaskExit::Exited(0);
@@ -59,7 +61,6 @@ impl Scheduler {
         let snapshot = job.clone();
         drop(st);
         self.persist(&snapshot);
-        self.flush();
         self.wake();
     }
 

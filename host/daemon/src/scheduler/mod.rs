@@ -234,6 +234,11 @@ impl Scheduler {
                     while let Ok(ev) = events.try_recv() {
                         self.task_ended(ev);
                     }
+                    // One flush for the batch (group commit of task ends).
+                    let me = self.clone();
+                    if let Err(e) = tokio::task::spawn_blocking(move || me.flush()).await {
+                        tracing::error!("flushing task ends panicked: {e}");
+                    }
                 }
             }
             self.enforce_time_limits();

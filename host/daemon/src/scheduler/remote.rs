@@ -147,6 +147,8 @@ impl Scheduler {
                 exit: end.exit,
                 usage: end.usage,
             });
+            // Durable before the agent is told it may forget the end.
+            self.flush();
         }
     }
 

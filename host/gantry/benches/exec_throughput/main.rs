@@ -11,9 +11,12 @@
 //! * `latency`: `BENCH_LAT_REPS` (100) single jobs on the idle daemon, each
 //!   `sh -c 'date +%s.%N > $OUTDIR/started-$GANTRY_JOB_ID'`: the task's own timestamp minus
 //!   the wall clock just before the submit request; also the submit call alone (`submit_rpc`).
+//! * `bare_spawn`: `BENCH_N` sequential spawn + wait of `/bin/true` by this process, the
+//!   machine's own pace (and the task's own CPU) for the next measure to be compared with;
 //! * `submit` + `complete`: `BENCH_N` (2000) `/bin/true` jobs with 1 GPU, submitted one after
 //!   another as fast as acknowledgements come back, then waited for (active jobs polled
-//!   every 0.1 s): submit rate, first submit -> all done, failures, CPU seconds.
+//!   every 0.1 s): submit rate, first submit -> all done, failures, CPU seconds, CPU per job
+//!   (daemon + shims + tasks, and minus the task's own), the ratio to `bare_spawn`.
 //! * `array`: the same N as one array submission.
 //!
 //! Prints `RESULT {json}` lines (metric names as in the SLURM peer's bench.sh) and appends
@@ -39,6 +42,8 @@ struct Bench {
     pid: u32,
     out: std::fs::File,
     common: Value,
+    /// The bare spawn rate (/s) and CPU of one `/bin/true` (ms), when measured this run.
+    bare: Option<(f64, f64)>,
 }
 
 impl Bench {
@@ -93,6 +98,28 @@ impl Bench {
         self.emit("submit_rpc", f)
     }
 
+    /// `n` sequential spawn + wait of `/bin/true` from this process (std's `Command`, which
+    /// uses `posix_spawn`): the machine's own pace for the trivial job, and the CPU of the
+    /// task itself (from this process's reaped children), to subtract from Gantry's.
+    fn bare_spawn(&mut self, n: usize) -> Result<()> {
+        let before = reaped_children_cpu_s();
+        let t0 = Instant::now();
+        for _ in 0..n {
+            let status = Command::new("/bin/true").status()?;
+            if !status.success() {
+                return Err("/bin/true failed".into());
+            }
+        }
+        let wall = t0.elapsed().as_secs_f64();
+        let per_s = n as f64 / wall;
+        let cpu_ms = (reaped_children_cpu_s() - before) * 1000.0 / n as f64;
+        self.bare = Some((per_s, cpu_ms));
+        self.emit(
+            "bare_spawn",
+            json!({"n": n, "wall_s": wall, "per_s": per_s, "cpu_ms_per_task": cpu_ms}),
+        )
+    }
+
     fn throughput(&mut self, n: usize) -> Result<()> {
         let before = cpu(self.pid)?;
         let (mut ids, mut failed) = (Vec::with_capacity(n), 0);
@@ -127,6 +154,14 @@ impl Bench {
             "first_submit_to_last_end_s": last_end - t0,
         });
         merge(&mut f, cpu_report(&before, &after));
+        let cpu_s = f["cpu_s_gantry"].as_f64().unwrap_or(0.0)
+            + f["cpu_s_gantry_reaped_children"].as_f64().unwrap_or(0.0);
+        let per_job_ms = cpu_s * 1000.0 / n as f64;
+        f["cpu_ms_per_job"] = json!(per_job_ms);
+        if let Some((bare_per_s, task_ms)) = self.bare {
+            f["ratio_to_bare_spawn"] = json!(n as f64 / (t2 - t0) / bare_per_s);
+            f["cpu_ms_per_job_minus_task"] = json!(per_job_ms - task_ms);
+        }
         self.emit("complete", f)
     }
 
@@ -162,6 +197,18 @@ impl Bench {
         merge(&mut f, cpu_report(&before, &after));
         self.emit("array", f)
     }
+}
+
+/// User + system CPU seconds of this process's children that were waited for.
+fn reaped_children_cpu_s() -> f64 {
+    // SAFETY: getrusage writes into the zeroed struct it is given.
+    let usage = unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_CHILDREN, &mut u);
+        u
+    };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    secs(usage.ru_utime) + secs(usage.ru_stime)
 }
 
 fn env_num(name: &str, default: usize) -> Result<usize> {
@@ -234,6 +281,7 @@ fn main() -> Result<()> {
             "run_as_user": std::env::var("BENCH_RUN_AS_USER").map_or(true, |v| v == "true"),
             "data_dir": dir.path().to_string_lossy(),
         }),
+        bare: None,
     };
     eprintln!(
         "daemon {} on {}; results -> {}",
@@ -248,6 +296,7 @@ fn main() -> Result<()> {
         b.latency(reps, &outdir)?;
     }
     if want("submit") {
+        b.bare_spawn(n)?;
         b.throughput(n)?;
     }
     if want("array") {
