@@ -344,6 +344,7 @@ impl Drop for Agent {
         let _ = self.child.kill();
         let _ = self.child.wait();
         process::kill_tasks_under(self.dir.path());
+        process::unmount_scratch_under(self.dir.path());
     }
 }
 

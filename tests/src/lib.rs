@@ -506,5 +506,6 @@ impl Drop for Daemon {
         let _ = self.child.kill();
         let _ = self.child.wait();
         process::kill_tasks_under(self.dir.path());
+        process::unmount_scratch_under(self.dir.path());
     }
 }

@@ -111,3 +111,32 @@ pub(crate) fn spawn_prepared(
         std::thread::sleep(POLL);
     }
 }
+
+/// Unmounts every scratch tmpfs a killed daemon left mounted under `dir` (a task run as
+/// another user works in one: `host/node/src/executor/scratch.rs`), so the temporary
+/// directory can be removed.
+pub(crate) fn unmount_scratch_under(dir: &Path) {
+    let Ok(mounts) = fs::read_to_string("/proc/self/mountinfo") else {
+        return;
+    };
+    let prefix = format!("{}/", dir.display());
+    for line in mounts.lines() {
+        let Some((mount, fs_part)) = line.split_once(" - ") else {
+            continue;
+        };
+        let is_scratch = fs_part.split_whitespace().nth(1) == Some("gantry-work");
+        let Some(point) = mount.split_whitespace().nth(4) else {
+            continue;
+        };
+        if !is_scratch || !point.starts_with(&prefix) {
+            continue;
+        }
+        let Ok(c) = std::ffi::CString::new(point) else {
+            continue;
+        };
+        // SAFETY: `c` is a NUL-terminated path that lives across the call.
+        unsafe {
+            libc::umount2(c.as_ptr(), libc::MNT_DETACH);
+        }
+    }
+}

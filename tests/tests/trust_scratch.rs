@@ -77,3 +77,58 @@ fn a_job_without_a_workdir_writes_into_a_bounded_scratch_tmpfs_that_goes_with_th
     let (_, text) = d.get_text(&format!("/v1/jobs/{own}/logs"));
     assert_eq!(text.trim(), "/tmp", "a job's own workdir is used as given");
 }
+
+/// Polls (bounded) until `path` is no longer a mount point.
+fn wait_unmounted(path: &std::path::Path) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::time::Instant::now() < deadline {
+        if !mounted_at(path) {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    false
+}
+
+#[test]
+fn a_restarted_daemon_keeps_a_running_jobs_scratch_and_releases_a_stale_one() {
+    require_root("this test switches users and mounts a tmpfs");
+    let mut d = Daemon::start_with_config(1, SMALL_SCRATCH);
+    let id = d.submit(&json!({
+        "name": "sleeper",
+        "user": "nobody",
+        "argv": ["/bin/sh", "-c", "echo kept > note; exec sleep 300"],
+        "tasks": [{"count": 1, "gpus": 0, "cpu_milli": 100, "memory_mib": 64}],
+    }));
+    d.wait_state(id, "running");
+    let data = d.out_dir().parent().unwrap().join("data");
+    let work = data.join(format!("jobs/{id}/work"));
+    let stale = data.join("jobs/999/work");
+    assert!(mounted_at(&work), "the running job has no scratch tmpfs");
+    // A daemon killed while a task ran: the next one finds a scratch tmpfs of a job that is
+    // not running (here one made by hand) beside the running job's.
+    d.restart_after_sigkill_with(|data| {
+        let dir = data.join("jobs/999/work");
+        fs::create_dir_all(&dir).unwrap();
+        let status = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=1m", "gantry-work"])
+            .arg(&dir)
+            .status()
+            .unwrap();
+        assert!(status.success(), "mount failed");
+    });
+    assert!(
+        wait_unmounted(&stale),
+        "the stale scratch tmpfs was not released"
+    );
+    assert_eq!(d.job(id)["state"], "running");
+    assert!(mounted_at(&work), "the adopted job lost its scratch tmpfs");
+    assert_eq!(fs::read_to_string(work.join("note")).unwrap(), "kept\n");
+    let (status, body) = d.post(&format!("/v1/jobs/{id}/cancel"), &json!({}));
+    assert!(status < 300, "{status} {body}");
+    d.wait_state(id, "cancelled");
+    assert!(
+        wait_unmounted(&work),
+        "the cancelled job's scratch stayed mounted"
+    );
+}

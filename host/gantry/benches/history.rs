@@ -25,6 +25,8 @@
 //!    the files' size, compacts the stopped store (`gantry::store::compact`) and restarts.
 //!
 //! Also prints the store's bytes per job. Nothing here asserts a time: it prints numbers.
+//! `GANTRY_BENCH_BIN` runs another `gantry` binary (e.g. an older build, to compare both in
+//! one session).
 
 use gantry::executor::TaskExit;
 use gantry::model::{GpuShareView, JobRecord, JobSpec, JobState, TaskRecord};
@@ -48,6 +50,11 @@ impl Drop for Daemon {
     }
 }
 
+/// The `gantry` binary under test: `GANTRY_BENCH_BIN`, else this workspace's build.
+fn gantry_bin() -> std::ffi::OsString {
+    std::env::var_os("GANTRY_BENCH_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_gantry").into())
+}
+
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
         .ok()
@@ -67,7 +74,7 @@ fn start(dir: &Path, history_days: u64) -> Result<(Daemon, String, Duration)> {
     let cfg = dir.join("gantry.toml");
     std::fs::write(&cfg, config(history_days))?;
     let t0 = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_gantry"))
+    let mut child = Command::new(gantry_bin())
         .args([
             "serve",
             "--listen",
@@ -327,7 +334,7 @@ fn main() -> Result<()> {
         Ok(())
     })?;
     let cli = median_ms(11, || {
-        let out = Command::new(env!("CARGO_BIN_EXE_gantry"))
+        let out = Command::new(gantry_bin())
             .args(["--server", &base, "job", &oldest.to_string()])
             .output()?;
         if !out.status.success() {

@@ -55,6 +55,18 @@ impl TaskTable {
             found.ended += 1;
             tracing::info!(%key, ?exit, "a task ended while the agent was down");
         }
+        // Runs neither adopted nor listed (acknowledged before a crash) keep no tmpfs.
+        for dir in self.executor.scratch_mounts_under(&self.root) {
+            let listed = dir
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(parse_key)
+                .and_then(|k| entries.get(&k))
+                .is_some_and(|e| e.end.is_none());
+            if !listed && let Err(e) = self.executor.release_workdir(&dir) {
+                tracing::warn!(dir = %dir.display(), error = %e, "cannot unmount a stale scratch directory");
+            }
+        }
         Ok(found)
     }
 }

@@ -24,6 +24,34 @@ impl Scheduler {
     /// Tasks on agents' nodes are left as they are: their agents' heartbeats say what runs
     /// and what ended, and a launch that never arrived is sent again (`remote.rs`); a node
     /// whose agent does not come back is marked down, which ends its tasks.
+    /// After adoption: unmounts the scratch tmpfs of every job directory whose job is not
+    /// running any more (a daemon killed while tasks ran left them mounted).
+    pub(crate) fn release_stale_scratch(&self) {
+        let jobs_dir = self.inner.config.data_dir.join("jobs");
+        let mounted = self.inner.executor.scratch_mounts_under(&jobs_dir);
+        if mounted.is_empty() {
+            return;
+        }
+        let st = lock(&self.inner.state);
+        let stale: Vec<u64> = mounted
+            .iter()
+            .filter_map(|dir| dir.file_name()?.to_str()?.parse::<u64>().ok())
+            .filter(|id| {
+                st.jobs
+                    .get(*id)
+                    .is_none_or(|j| j.state != crate::model::JobState::Running)
+            })
+            .collect();
+        drop(st);
+        for id in &stale {
+            self.release_scratch(*id);
+        }
+        tracing::info!(
+            jobs = stale.len(),
+            "released the scratch directories of ended jobs"
+        );
+    }
+
     pub(crate) fn adopt_survivors(&self) {
         let mut st = lock(&self.inner.state);
         let grace = Duration::from_secs(self.inner.config.kill_grace_s);

@@ -221,6 +221,7 @@ impl Scheduler {
     /// task ends, time limits and adoption of surviving tasks are handled here too.
     pub async fn run(self, mut events: mpsc::UnboundedReceiver<TaskEvent>) {
         self.adopt_survivors();
+        self.release_stale_scratch();
         self.start_gpu_health_watch();
         self.start_node_watch();
         self.start_collector();

@@ -139,6 +139,11 @@ impl Executor {
         scratch::release(dir)
     }
 
+    /// The directories under `root` whose scratch tmpfs is mounted (`scratch::mounted_under`).
+    pub fn scratch_mounts_under(&self, root: &Path) -> Vec<PathBuf> {
+        scratch::mounted_under(root)
+    }
+
     /// The isolation in effect.
     pub fn isolation(&self) -> IsolationSummary {
         self.isolation.summary()

@@ -20,6 +20,9 @@ use std::path::{Path, PathBuf};
 /// The scratch directory's name inside a task's directory.
 pub const WORK: &str = "work";
 
+/// The source name of a scratch tmpfs in the mount table.
+const SOURCE: &str = "gantry-work";
+
 /// `<dir>/work` as a tmpfs of `limit_mib` owned by `who`; mounted unless a run of the same
 /// job mounted it already. `dir` is the daemon's own directory (`task_files::command` made
 /// it), so nobody else can have put anything at `work`; a `work` that is not the daemon's
@@ -79,6 +82,50 @@ pub fn release(dir: &Path) -> io::Result<bool> {
     Ok(true)
 }
 
+/// The directories under `root` (`<root>/<name>`) whose `work` is a scratch tmpfs, as
+/// `/proc/self/mountinfo` lists them: after a restart, the daemon releases those whose run is
+/// over (a daemon killed while its tasks ran left them mounted).
+pub fn mounted_under(root: &Path) -> Vec<PathBuf> {
+    let Ok(text) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return Vec::new();
+    };
+    text.lines()
+        .filter_map(|line| {
+            let (mount, fs) = line.split_once(" - ")?;
+            let mut fs = fs.split_whitespace();
+            if fs.next() != Some("tmpfs") || fs.next() != Some(SOURCE) {
+                return None;
+            }
+            let point = PathBuf::from(unescape(mount.split_whitespace().nth(4)?));
+            let dir = point.parent()?;
+            (point.file_name()? == WORK && dir.parent()? == root).then(|| dir.to_path_buf())
+        })
+        .collect()
+}
+
+/// A mountinfo path with its `\ooo` escapes (space, tab, newline, backslash) decoded.
+fn unescape(field: &str) -> String {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let octal = bytes
+            .get(i + 1..i + 4)
+            .filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match (bytes[i], octal) {
+            (b'\\', Some(d)) => {
+                out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
+                i += 4;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 /// Whether `work` (a child of `dir`) is a directory on another file system than `dir`.
 fn is_mount_point(dir: &Path, work: &Path) -> io::Result<bool> {
     let inner = match std::fs::symlink_metadata(work) {
@@ -93,7 +140,7 @@ fn is_mount_point(dir: &Path, work: &Path) -> io::Result<bool> {
 
 fn mount_tmpfs(work: &Path, who: &TaskIdentity, limit_mib: u64) -> io::Result<()> {
     let target = c_path(work)?;
-    let source = c_str("gantry-work")?;
+    let source = c_str(SOURCE)?;
     let fstype = c_str("tmpfs")?;
     // One inode per 4 KiB of space: a job cannot pin kernel memory with empty files either.
     let inodes = (limit_mib * 256).max(1024);
@@ -141,6 +188,13 @@ mod tests {
         std::fs::create_dir(dir.path().join(WORK)).unwrap();
         assert!(!release(dir.path()).unwrap());
         assert!(dir.path().join(WORK).is_dir());
+    }
+
+    #[test]
+    fn mountinfo_paths_are_unescaped() {
+        assert_eq!(unescape("/data/my\\040dir/work"), "/data/my dir/work");
+        assert_eq!(unescape("/plain"), "/plain");
+        assert_eq!(unescape("/end\\04"), "/end\\04");
     }
 
     #[test]
