@@ -35,6 +35,26 @@ impl Drop for Daemon {
     }
 }
 
+/// Unmounts the scratch tmpfs (`host/node/src/executor/scratch.rs`) of the jobs a killed
+/// daemon left running under `dir` (as root, tasks run as `nobody` and get one each), so the
+/// temporary directory can go.
+fn unmount_scratch_under(dir: &std::path::Path) {
+    let Ok(mounts) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return;
+    };
+    let prefix = format!("{}/", dir.display());
+    for line in mounts.lines() {
+        let Some((mount, fs)) = line.split_once(" - ") else {
+            continue;
+        };
+        let point = mount.split_whitespace().nth(4).unwrap_or_default();
+        if fs.split_whitespace().nth(1) != Some("gantry-work") || !point.starts_with(&prefix) {
+            continue;
+        }
+        let _ = Command::new("umount").args(["-l", point]).status();
+    }
+}
+
 /// A self-signed certificate for 127.0.0.1 written into `dir`; returns the `[tls]` table
 /// and the certificate for the clients to trust.
 fn self_signed(dir: &std::path::Path) -> Result<(String, ureq::tls::Certificate<'static>)> {
@@ -235,7 +255,7 @@ fn load(
     jobs: usize,
 ) -> Result<[Run; 3]> {
     let dir = tempfile::tempdir()?;
-    let (_daemon, base) = start(dir.path(), config)?;
+    let (daemon, base) = start(dir.path(), config)?;
     println!("{label}: daemon on {base}");
     let target = Target { base, trusted };
     // Warm-up: connections, store files, the first cycles.
@@ -252,6 +272,8 @@ fn load(
     report(&runs[1]);
     print!("(new connection per submit) ");
     report(&runs[2]);
+    drop(daemon);
+    unmount_scratch_under(dir.path());
     Ok(runs)
 }
 
