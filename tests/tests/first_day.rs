@@ -280,7 +280,7 @@ fn a_second_daemon_on_the_same_cgroup_parent_refuses_and_the_first_ones_task_liv
 }
 
 #[test]
-fn a_json_spec_is_submitted_as_it_is_and_cancel_takes_ids_and_ranges() {
+fn a_json_or_yaml_spec_is_submitted_as_it_is_and_cancel_takes_ids_and_ranges() {
     let d = Daemon::start(1);
     let dir = tempfile::tempdir().unwrap();
     let spec = dir.path().join("job.json");
@@ -309,6 +309,26 @@ fn a_json_spec_is_submitted_as_it_is_and_cancel_takes_ids_and_ranges() {
     let done = d.wait_state(id, "succeeded");
     assert_eq!(done["spec"]["name"], "from-json");
     assert_eq!(log_of(&d, id), "from json\n");
+    // The same as YAML, as `kubectl apply -f` takes it.
+    let yaml = dir.path().join("job.yaml");
+    fs::write(
+        &yaml,
+        "name: from-yaml\nargv: [sh, -c, 'echo from yaml']\n\
+         tasks:\n  - {count: 1, gpus: 0, cpu_milli: 100, memory_mib: 64}\n",
+    )
+    .unwrap();
+    let out = run(&["submit", yaml.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let from_yaml = job_id(&out);
+    assert_eq!(
+        d.wait_state(from_yaml, "succeeded")["spec"]["name"],
+        "from-yaml"
+    );
+    assert_eq!(log_of(&d, from_yaml), "from yaml\n");
     // scancel's shapes: ids and ranges, each cancelled.
     let sleepers: Vec<u64> = (0..3)
         .map(|n| {

@@ -274,7 +274,7 @@ pub fn build(a: &SubmitArgs, script: Option<(&str, &str)>) -> anyhow::Result<Sub
 /// `gantry submit`: reads the script, prints what was not applied, sends the job and
 /// prints its id (every member's, for an array).
 pub fn run(client: &Client, a: &SubmitArgs) -> anyhow::Result<()> {
-    if let Some(path) = a.script_path().filter(|p| is_json_spec(p)) {
+    if let Some(path) = a.script_path().filter(|p| spec_format(p).is_some()) {
         return submit_spec_file(client, a, path);
     }
     let text = match a.script_path() {
@@ -319,25 +319,49 @@ pub fn run(client: &Client, a: &SubmitArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Whether `path` names a job spec (`.json`) rather than a script to run.
-fn is_json_spec(path: &Path) -> bool {
-    path.extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("json"))
+/// How a job spec file is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SpecFormat {
+    Json,
+    Yaml,
 }
 
-/// `gantry submit job.json`: sends the job spec in the file as it is (as `kubectl apply -f`
-/// does), with `workdir` (where you submit) and `user` filled in when it has none; no other
-/// flag applies to it.
+/// Whether `path` names a job spec (`.json`, `.yaml`, `.yml`) rather than a script to run.
+fn spec_format(path: &Path) -> Option<SpecFormat> {
+    let ext = path.extension()?.to_str()?.to_ascii_lowercase();
+    match ext.as_str() {
+        "json" => Some(SpecFormat::Json),
+        "yaml" | "yml" => Some(SpecFormat::Yaml),
+        _ => None,
+    }
+}
+
+/// The job spec in `text`, as the JSON the API takes.
+fn parse_spec(text: &str, format: SpecFormat, path: &Path) -> anyhow::Result<Value> {
+    Ok(match format {
+        SpecFormat::Json => serde_json::from_str(text)
+            .with_context(|| format!("{} is not a JSON job spec", path.display()))?,
+        SpecFormat::Yaml => serde_yaml::from_str(text)
+            .with_context(|| format!("{} is not a YAML job spec", path.display()))?,
+    })
+}
+
+/// `gantry submit job.json` (or `job.yaml`): sends the job spec in the file as it is (as
+/// `kubectl apply -f` does), with `workdir` (where you submit) and `user` filled in when it has
+/// none; no other flag applies to it.
 fn submit_spec_file(client: &Client, a: &SubmitArgs, path: &Path) -> anyhow::Result<()> {
     if !a.command.is_empty() {
         bail!("give a job spec file or a command after `--`, not both");
     }
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let mut spec: Value = serde_json::from_str(&text)
-        .with_context(|| format!("{} is not a JSON job spec", path.display()))?;
+    let format = spec_format(path).unwrap_or(SpecFormat::Json);
+    let mut spec = parse_spec(&text, format, path)?;
     let Some(body) = spec.as_object_mut() else {
-        bail!("{} must hold a JSON object (a job spec)", path.display());
+        bail!(
+            "{} must hold a mapping of fields (a job spec)",
+            path.display()
+        );
     };
     if !body.contains_key("workdir")
         && let Ok(dir) = std::env::current_dir()

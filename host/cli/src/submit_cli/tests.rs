@@ -154,3 +154,26 @@ fn bad_input_is_refused_with_the_flag_or_line_named() {
     assert!(Cli::try_parse_from(["submit", "--kind", "daemon", "--", "x"]).is_err());
     assert!(Cli::try_parse_from(["submit", "--gpus", "1", "--gpu-milli", "5", "--", "x"]).is_err());
 }
+
+#[test]
+fn a_yaml_spec_reads_as_the_same_json_and_other_files_are_scripts() {
+    use std::path::Path;
+    assert_eq!(spec_format(Path::new("job.json")), Some(SpecFormat::Json));
+    assert_eq!(spec_format(Path::new("job.YML")), Some(SpecFormat::Yaml));
+    assert_eq!(spec_format(Path::new("job.yaml")), Some(SpecFormat::Yaml));
+    assert_eq!(spec_format(Path::new("job.sh")), None);
+    assert_eq!(spec_format(Path::new("yaml")), None);
+    let yaml = "name: from-yaml\nargv: [sh, -c, 'echo hi']\ntasks:\n  - count: 2\n    gpus: 1\n";
+    let json = r#"{"name": "from-yaml", "argv": ["sh", "-c", "echo hi"],
+                   "tasks": [{"count": 2, "gpus": 1}]}"#;
+    let path = Path::new("job.yaml");
+    assert_eq!(
+        parse_spec(yaml, SpecFormat::Yaml, path).unwrap(),
+        parse_spec(json, SpecFormat::Json, path).unwrap()
+    );
+    let err = parse_spec("name: [unclosed", SpecFormat::Yaml, path).unwrap_err();
+    assert!(
+        format!("{err:#}").contains("is not a YAML job spec"),
+        "{err:#}"
+    );
+}
