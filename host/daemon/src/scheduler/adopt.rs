@@ -4,9 +4,10 @@
 //! own the executor's adoption of a single shim.
 
 use super::apply::host_reason;
+use super::transition::{self, Transition};
 use super::{Scheduler, lock};
 use crate::executor::TaskExit;
-use crate::model::{JobState, StopCause};
+use crate::model::StopCause;
 use gantry_contract::ReasonCode;
 use std::time::Duration;
 
@@ -66,50 +67,62 @@ impl Scheduler {
             let since = job.start_ms.unwrap_or(0);
             let mut unlaunched = Vec::new();
             let local_count = job.tasks.iter().filter(|t| !remote(t)).count();
-            for (i, t) in job.tasks.iter_mut().enumerate() {
-                if t.pid.is_none() && t.exit.is_none() && !remote(t) {
-                    let exit_path = self.exit_path(job.id, i);
-                    t.pid = self.inner.executor.find_running(&exit_path);
-                    if t.pid.is_none() {
-                        t.exit = self.inner.executor.exit_since(&exit_path, since);
-                    }
-                    match (t.pid, t.exit) {
-                        (Some(pid), _) => tracing::info!(
-                            job = job.id,
-                            task = i,
-                            pid,
-                            "found the shim of a task whose pid was not stored"
-                        ),
-                        (None, Some(exit)) => tracing::info!(
-                            job = job.id,
-                            task = i,
-                            ?exit,
-                            "a task whose pid was not stored ended while the daemon was down"
-                        ),
-                        (None, None) => unlaunched.push(i),
-                    }
+            for task in 0..job.tasks.len() {
+                let t = &job.tasks[task];
+                if t.pid.is_some() || t.exit.is_some() || remote(t) {
+                    continue;
+                }
+                let exit_path = self.exit_path(job.id, task);
+                if let Some(pid) = self.inner.executor.find_running(&exit_path) {
+                    tracing::info!(
+                        job = job.id,
+                        task,
+                        pid,
+                        "found the shim of a task whose pid was not stored"
+                    );
+                    transition::apply_or_log(job, Transition::TaskLaunched { task, pid });
+                } else if let Some(exit) = self.inner.executor.exit_since(&exit_path, since) {
+                    tracing::info!(
+                        job = job.id,
+                        task,
+                        ?exit,
+                        "a task whose pid was not stored ended while the daemon was down"
+                    );
+                    let ended = Transition::TaskEnded {
+                        task,
+                        exit,
+                        ended_ms: None,
+                        usage: None,
+                    };
+                    transition::apply_or_log(job, ended);
+                } else {
+                    unlaunched.push(task);
                 }
             }
             if !unlaunched.is_empty()
                 && unlaunched.len() == job.tasks.len()
                 && local_count == job.tasks.len()
             {
-                job.state = JobState::Pending;
-                job.start_ms = None;
-                job.tasks.clear();
-                job.stopping = None;
-                job.reason = Some(host_reason(
+                let reason = host_reason(
                     ReasonCode::Other,
                     "not launched before a daemon restart; requeued".into(),
-                ));
-                self.event(job.id, "requeued", "not launched before a restart".into());
-                self.persist(job);
-                changed = true;
-                continue;
+                );
+                if transition::apply_or_log(job, Transition::Unlaunched { reason }) {
+                    self.event(job.id, "requeued", "not launched before a restart".into());
+                    self.persist(job);
+                    changed = true;
+                    continue;
+                }
             }
-            for i in unlaunched {
-                job.tasks[i].exit = Some(TaskExit::Lost);
-                job.stopping.get_or_insert(StopCause::GangFailed);
+            for task in unlaunched {
+                let lost = Transition::TaskEnded {
+                    task,
+                    exit: TaskExit::Lost,
+                    ended_ms: None,
+                    usage: None,
+                };
+                transition::apply_or_log(job, lost);
+                transition::apply_or_log(job, Transition::StopRequested(StopCause::GangFailed));
             }
             self.account_ended_while_down(job);
             for (i, t) in job.tasks.iter_mut().enumerate() {

@@ -1,11 +1,14 @@
-//! Applying decisions and reacting to processes: starting the tasks of a started job
-//! (environment, logs, launch), evicting, recording pending reasons and faults,
-//! finishing a job when its tasks end, time limits, and re-attaching after a restart.
+//! Applying a cycle's outcome: committing its starts (then launching them off the lock),
+//! asking evicted jobs to stop, recording pending reasons, priorities and faults; and the
+//! job directory's paths, writing a record, events.
 //!
-//! Owns: job state transitions. Does not own the decisions (the engine).
+//! Owns: turning a cycle's decisions into transitions (`transition.rs` applies them).
+//! Does not own the decisions (the engine), the launch (`launch`) nor task ends
+//! (`lifecycle`).
 
 use super::start_commit::{self, Started};
 use super::task_env::gpu_list;
+use super::transition::{self, StartedRun, Transition};
 use super::{Scheduler, lock, now_ms};
 use crate::model::{GpuShareView, JobRecord, JobState, ReasonView, StopCause, TaskRecord};
 use gantry_contract::ReasonCode;
@@ -63,7 +66,9 @@ impl Scheduler {
                 continue;
             }
             let before = job.clone();
-            self.mark_started(job, start);
+            if !self.mark_started(job, start) {
+                continue;
+            }
             placed_by.insert(start.job, &start.placed_by);
             started.push(Started {
                 id: start.job,
@@ -85,9 +90,10 @@ impl Scheduler {
             if job.state != JobState::Running || job.stopping.is_some() {
                 continue;
             }
-            job.stopping = Some(StopCause::Evicted {
+            let evicted = StopCause::Evicted {
                 for_job: ev.for_job,
-            });
+            };
+            transition::apply_or_log(job, Transition::StopRequested(evicted));
             crate::telemetry::job_event(job.id, "evicted", outcome.cycle_id, &ev.reason.message);
             // The job's own warning signal first (so it can checkpoint), SIGKILL after the grace.
             let first = job
@@ -159,17 +165,9 @@ impl Scheduler {
         }
     }
 
-    fn mark_started(&self, job: &mut JobRecord, start: &StartDecision) {
-        job.state = JobState::Running;
-        job.start_ms = Some(now_ms());
-        job.end_ms = None;
-        job.exit_code = None;
-        job.stopping = None;
-        job.reason = None;
-        job.tier = start.tier;
-        job.score = start.score;
-        job.warned = false;
-        job.restart_at_ms = None;
+    /// Applies a cycle's start to `job` (pending); false if the start was refused.
+    fn mark_started(&self, job: &mut JobRecord, start: &StartDecision) -> bool {
+        let now = now_ms();
         let names: Vec<String> = {
             let members = lock(&self.inner.members);
             start
@@ -182,16 +180,15 @@ impl Scheduler {
                 })
                 .collect()
         };
-        // The rendezvous port is free on this host; a gang whose rank 0 runs on an agent
-        // gets one free on that node before launch (`remote_launch.rs`).
-        job.rendezvous_port = super::task_env::free_port();
-        if job.spec.kind == gantry_contract::JobKind::Service {
-            job.service_port = match job.spec.service.as_ref().map_or(0, |s| s.port) {
+        let service_port = if job.spec.kind == gantry_contract::JobKind::Service {
+            match job.spec.service.as_ref().map_or(0, |s| s.port) {
                 0 => job.service_port.or_else(super::task_env::free_port),
                 port => Some(port),
-            };
-        }
-        job.tasks = start
+            }
+        } else {
+            job.service_port
+        };
+        let tasks = start
             .tasks
             .iter()
             .zip(names)
@@ -209,11 +206,24 @@ impl Scheduler {
                 memory_mib: a.memory_mib,
                 pid: None,
                 exit: None,
-                started_ms: Some(now_ms()),
+                started_ms: Some(now),
                 ended_ms: None,
                 usage: None,
             })
             .collect();
+        let run = StartedRun {
+            at_ms: now,
+            tier: start.tier,
+            score: start.score,
+            tasks,
+            // The rendezvous port is free on this host; a gang whose rank 0 runs on an agent
+            // gets one free on that node before launch (`remote_launch.rs`).
+            rendezvous_port: super::task_env::free_port(),
+            service_port,
+        };
+        if !transition::apply_or_log(job, Transition::Started(Box::new(run))) {
+            return false;
+        }
         let placed: Vec<String> = job
             .tasks
             .iter()
@@ -228,6 +238,7 @@ impl Scheduler {
                 placed.join(" ")
             ),
         );
+        true
     }
 
     /// Signals every launched task of `job` to stop (SIGTERM, then SIGKILL after `grace`).

@@ -8,6 +8,7 @@
 
 use super::apply::host_reason;
 use super::job_table::JobTable;
+use super::transition::{self, Transition};
 use super::{Scheduler, now_ms};
 use crate::job_options::{Dependency, DependencyKind};
 use crate::model::{JobRecord, JobState};
@@ -145,10 +146,14 @@ impl Scheduler {
             };
             match hold {
                 Hold::Never(message) => {
-                    job.state = JobState::Cancelled;
-                    job.end_ms = Some(now_ms());
-                    job.end_reason = Some("dependency-never-satisfied".into());
-                    job.reason = Some(host_reason(ReasonCode::Other, message.clone()));
+                    let cancelled = Transition::CancelledPending {
+                        end_reason: "dependency-never-satisfied".into(),
+                        reason: host_reason(ReasonCode::Other, message.clone()),
+                        at_ms: now_ms(),
+                    };
+                    if !transition::apply_or_log(job, cancelled) {
+                        continue;
+                    }
                     self.event(id, "cancelled", message.clone());
                     crate::telemetry::job_event(id, "finished", 0, &message);
                     self.persist(job);

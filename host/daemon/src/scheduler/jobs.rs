@@ -5,6 +5,7 @@
 
 use super::apply::host_reason;
 use super::job_table::{JobPage, JobQuery};
+use super::transition::{self, Transition};
 use super::{Scheduler, lock, now_ms, snapshot};
 use crate::model::{ArrayMember, FieldError, JobRecord, JobSpec, JobState, StopCause};
 use crate::store::StoreError;
@@ -300,13 +301,12 @@ impl Scheduler {
         };
         match job.state {
             JobState::Pending => {
-                job.state = JobState::Cancelled;
-                job.end_ms = Some(now_ms());
-                job.end_reason = Some("cancelled".into());
-                job.reason = Some(host_reason(
-                    ReasonCode::Other,
-                    "cancelled while pending".into(),
-                ));
+                let cancelled = Transition::CancelledPending {
+                    end_reason: "cancelled".into(),
+                    reason: host_reason(ReasonCode::Other, "cancelled while pending".into()),
+                    at_ms: now_ms(),
+                };
+                transition::apply_or_log(job, cancelled);
                 crate::telemetry::job_event(
                     id,
                     "finished",
@@ -315,9 +315,7 @@ impl Scheduler {
                 );
             }
             JobState::Running => {
-                if job.stopping.is_none() {
-                    job.stopping = Some(StopCause::Cancel);
-                }
+                transition::apply_or_log(job, Transition::StopRequested(StopCause::Cancel));
                 self.stop_tasks(job, Duration::from_secs(self.inner.config.kill_grace_s));
             }
             s => return Err(CancelError::Ended(id, s.as_str())),

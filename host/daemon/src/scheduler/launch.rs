@@ -21,6 +21,7 @@
 //! environment (`task_env`), processes (`executor`) or agents (`remote_launch`).
 
 use super::apply::host_reason;
+use super::transition::{self, Transition};
 use super::{Scheduler, lock};
 use crate::executor::{TaskExit, TaskLaunch, task_files};
 use crate::model::{JobRecord, JobState, StopCause};
@@ -158,8 +159,8 @@ impl Scheduler {
             }
             return false;
         };
-        for &(i, pid) in &launched.started {
-            job.tasks[i].pid = Some(pid);
+        for &(task, pid) in &launched.started {
+            transition::apply_or_log(job, Transition::TaskLaunched { task, pid });
         }
         let go_on = match launched.failed {
             Some(message) => {
@@ -183,11 +184,11 @@ impl Scheduler {
 
     pub(crate) fn launch_failed(&self, job: &mut JobRecord, message: String) {
         tracing::error!(job = job.id, "{message}");
-        job.stopping = Some(StopCause::LaunchFailed);
+        transition::apply_or_log(job, Transition::StopRequested(StopCause::LaunchFailed));
         let kill = Some(std::time::Duration::ZERO);
-        for i in 0..job.tasks.len() {
-            let key = Self::task_key(job, i);
-            let t = &mut job.tasks[i];
+        for task in 0..job.tasks.len() {
+            let key = Self::task_key(job, task);
+            let t = &job.tasks[task];
             if t.exit.is_some() {
                 continue;
             }
@@ -195,7 +196,15 @@ impl Scheduler {
                 Some(pid) => {
                     let _ = self.signal_task(&t.node, key, Some(pid), libc::SIGKILL, kill);
                 }
-                None => t.exit = Some(TaskExit::Lost),
+                None => {
+                    let lost = Transition::TaskEnded {
+                        task,
+                        exit: TaskExit::Lost,
+                        ended_ms: None,
+                        usage: None,
+                    };
+                    transition::apply_or_log(job, lost);
+                }
             }
         }
         job.reason = Some(host_reason(ReasonCode::Other, message));

@@ -1,11 +1,13 @@
 //! The end of tasks and jobs: a task's exit (stopping the rest of a failed gang), the job's
 //! final state or its requeue, and time limits.
 //!
-//! Owns: these state transitions. Does not own starting jobs (`apply`, `launch`).
+//! Owns: deciding these transitions (`transition.rs` applies them). Does not own starting
+//! jobs (`apply`, `launch`).
 
 use super::apply::host_reason;
+use super::transition::{self, Transition};
 use super::{Scheduler, lock, now_ms};
-use crate::executor::{TaskEvent, TaskExit, TaskUsage};
+use crate::executor::{TaskEvent, TaskExit};
 use crate::model::{JobRecord, JobState, StopCause};
 use gantry_contract::ReasonCode;
 use std::time::Duration;
@@ -23,25 +25,24 @@ impl Scheduler {
         if job.state != JobState::Running {
             return;
         }
-        let Some(task) = job.tasks.get_mut(ev.task_index as usize) else {
+        let task = ev.task_index as usize;
+        let Some(t) = job.tasks.get(task) else {
             return;
         };
-        if task.exit.is_some() {
+        if t.exit.is_some() {
             // Already ended (declared lost with its node, or reported twice): applied once.
             return;
         }
-        task.exit = Some(ev.exit);
-        let start = task.started_ms.or(job.start_ms).unwrap_or(0);
-        task.ended_ms = Some(self.process_end_ms(job.id, ev.task_index as usize, start));
-        task.usage = Some(match task.usage {
-            // A restarted service task sums its runs.
-            Some(before) => TaskUsage {
-                cpu_ms: before.cpu_ms + ev.usage.cpu_ms,
-                memory_peak_mib: before.memory_peak_mib.max(ev.usage.memory_peak_mib),
-                oom_killed: ev.usage.oom_killed,
-            },
-            None => ev.usage,
-        });
+        let start = t.started_ms.or(job.start_ms).unwrap_or(0);
+        let ended = Transition::TaskEnded {
+            task,
+            exit: ev.exit,
+            ended_ms: Some(self.process_end_ms(job.id, task, start)),
+            usage: Some(ev.usage),
+        };
+        if !transition::apply_or_log(job, ended) {
+            return;
+        }
         self.account_task_end(job, ev.task_index as usize, ev.usage);
         // A service is restarted, not finished, unless the daemon stopped it (service.rs).
         if self.service_task_ended(job, ev.task_index as usize) {
@@ -52,7 +53,7 @@ impl Scheduler {
         }
         let failed = ev.exit != TaskExit::Exited(0);
         if failed && job.stopping.is_none() && job.tasks.iter().any(|t| t.exit.is_none()) {
-            job.stopping = Some(StopCause::GangFailed);
+            transition::apply_or_log(job, Transition::StopRequested(StopCause::GangFailed));
             self.stop_tasks(job, Duration::from_secs(self.inner.config.kill_grace_s));
         }
         if job.tasks.iter().all(|t| t.exit.is_some()) {
@@ -82,14 +83,14 @@ impl Scheduler {
             Some(TaskExit::Signaled(s)) => Some(128 + s),
             Some(TaskExit::Lost) => Some(-1),
         });
-        job.exit_code = Some(code.unwrap_or(0));
-        job.end_ms = Some(last_process_end(job).unwrap_or_else(now_ms));
+        let exit_code = code.unwrap_or(0);
+        let end_ms = last_process_end(job).unwrap_or_else(now_ms);
         let oom = job
             .tasks
             .iter()
             .enumerate()
             .find(|(_, t)| t.usage.is_some_and(|u| u.oom_killed));
-        let (state, end_reason, reason) = match (job.stopping.take(), oom) {
+        let (state, end_reason, reason) = match (job.stopping.clone(), oom) {
             (Some(StopCause::Cancel), _) => (JobState::Cancelled, "cancelled", "cancelled".into()),
             (Some(StopCause::TimeLimit), _) => (
                 JobState::TimedOut,
@@ -146,20 +147,25 @@ impl Scheduler {
             }
             _ => (JobState::Succeeded, "completed", "exit code 0".to_string()),
         };
-        job.state = state;
-        job.end_reason = Some(end_reason.to_string());
+        // A failed task keeps the reason that explains it (e.g. which task failed first);
+        // every other end gets its own.
+        let keep = matches!(end_reason, "exit-code" | "lost") && job.reason.is_some();
+        let finished = Transition::Finished {
+            state,
+            end_reason: end_reason.to_string(),
+            exit_code,
+            end_ms,
+            reason: (!keep).then(|| host_reason(ReasonCode::Other, reason.clone())),
+        };
+        if !transition::apply_or_log(job, finished) {
+            return;
+        }
         crate::telemetry::job_event(
             job.id,
             "finished",
             0,
             &format!("{}: {reason}", state.as_str()),
         );
-        // A failed task keeps the reason that explains it (e.g. which task failed first);
-        // every other end gets its own.
-        let keep = matches!(end_reason, "exit-code" | "lost") && job.reason.is_some();
-        if !keep {
-            job.reason = Some(host_reason(ReasonCode::Other, reason.clone()));
-        }
         self.event(job.id, state.as_str(), reason);
     }
 
@@ -176,13 +182,12 @@ impl Scheduler {
         if job.requeues >= self.max_requeues(job) {
             return false;
         }
-        job.state = JobState::Pending;
-        job.requeues += 1;
-        job.start_ms = None;
-        job.end_ms = None;
-        job.exit_code = None;
-        job.warned = false;
-        job.reason = Some(host_reason(code, format!("{why}; requeued")));
+        let requeued = Transition::Requeued {
+            reason: host_reason(code, format!("{why}; requeued")),
+        };
+        if !transition::apply_or_log(job, requeued) {
+            return false;
+        }
         self.event(job.id, "requeued", why.to_string());
         crate::telemetry::job_event(job.id, "requeued", 0, why);
         true
@@ -214,7 +219,7 @@ impl Scheduler {
                     .start_ms
                     .is_some_and(|s| now >= s + job.spec.time_limit_s * 1000);
             if let Some((pid_signal, before_ms)) = warn_due(job, now) {
-                job.warned = true;
+                transition::apply_or_log(job, Transition::Warned);
                 self.signal_running_tasks(job, pid_signal, None);
                 let snapshot = job.clone();
                 self.persist(&snapshot);
@@ -228,7 +233,7 @@ impl Scheduler {
                 );
             }
             if over {
-                job.stopping = Some(StopCause::TimeLimit);
+                transition::apply_or_log(job, Transition::StopRequested(StopCause::TimeLimit));
                 self.stop_tasks(job, grace);
                 let snapshot = job.clone();
                 self.persist(&snapshot);

@@ -36,6 +36,7 @@ pub mod snapshot;
 mod start_commit;
 mod submit_limits;
 mod task_env;
+mod transition;
 pub mod views;
 
 use crate::config::Config;

@@ -12,6 +12,7 @@
 
 use super::members::{Link, Liveness};
 use super::nodes::{NodeOpError, drain_key};
+use super::transition::{self, Transition};
 use super::{Scheduler, lock, now_ms};
 use crate::executor::TaskExit;
 use crate::model::{JobState, StopCause};
@@ -79,18 +80,22 @@ impl Scheduler {
             if !job.tasks.iter().any(|t| t.node == node && t.exit.is_none()) {
                 continue;
             }
-            for t in job
-                .tasks
-                .iter_mut()
-                .filter(|t| t.node == node && t.exit.is_none())
-            {
-                t.exit = Some(TaskExit::Lost);
+            for task in 0..job.tasks.len() {
+                let t = &job.tasks[task];
+                if t.node == node && t.exit.is_none() {
+                    let lost = Transition::TaskEnded {
+                        task,
+                        exit: TaskExit::Lost,
+                        ended_ms: None,
+                        usage: None,
+                    };
+                    transition::apply_or_log(job, lost);
+                }
             }
-            if job.stopping.is_none() || job.stopping == Some(StopCause::GangFailed) {
-                job.stopping = Some(StopCause::NodeDown {
-                    node: node.to_string(),
-                });
-            }
+            let down = StopCause::NodeDown {
+                node: node.to_string(),
+            };
+            transition::apply_or_log(job, Transition::StopRequested(down));
             self.event(
                 job.id,
                 "node-down",

@@ -9,6 +9,7 @@
 //! Owns: these rules. Does not own heartbeats themselves (`remote.rs`) or launching
 //! (`remote_launch.rs`).
 
+use super::transition::{self, Transition};
 use super::{Scheduler, lock};
 use crate::cluster::proto::{EndReport, Heartbeat, TaskKey};
 use crate::executor::TaskExit;
@@ -36,8 +37,8 @@ impl Scheduler {
                 wanted.insert(key);
                 if let Some(pid) = reported.get(&key) {
                     lock(&self.inner.remote_runs).reported(&key);
-                    if job.tasks[i].pid.is_none() {
-                        job.tasks[i].pid = Some(*pid);
+                    let launched = Transition::TaskLaunched { task: i, pid: *pid };
+                    if job.tasks[i].pid.is_none() && transition::apply_or_log(job, launched) {
                         changed.push(job.id);
                     }
                 } else if ended.contains(&key) || launching.contains(&key) {

@@ -11,6 +11,7 @@
 //! local executor path (`launch.rs`), the environment (`task_env.rs`) or what heartbeats
 //! report (`remote.rs`).
 
+use super::transition::{self, Transition};
 use super::{Scheduler, lock};
 use crate::cluster::agent_client::{AgentCallError, AgentClient};
 use crate::cluster::proto::{LaunchReply, LaunchRequest, PROTOCOL_VERSION, TaskKey};
@@ -119,7 +120,11 @@ impl Scheduler {
         }
         match answer {
             Ok(reply) => {
-                job.tasks[key.task as usize].pid = Some(reply.pid);
+                let launched = Transition::TaskLaunched {
+                    task: key.task as usize,
+                    pid: reply.pid,
+                };
+                transition::apply_or_log(job, launched);
                 if reply.replayed {
                     tracing::info!(task = %key, pid = reply.pid, "the agent already had this launch");
                 }

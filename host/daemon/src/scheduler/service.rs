@@ -22,6 +22,7 @@ mod checker;
 use gantry_node::port_owner;
 pub(crate) mod probe;
 
+use super::transition::{self, Transition};
 use super::{Scheduler, lock, now_ms};
 use crate::executor::TaskExit;
 use crate::job_options::ServiceSpec;
@@ -89,15 +90,14 @@ impl Scheduler {
                 continue;
             }
             let all_ended = job.tasks.iter().all(|t| t.exit.is_some());
-            match job.restart_at_ms {
+            let restart_at = job.restart_at_ms;
+            match restart_at {
                 Some(_) if all_ended && job.stopping.is_some() => {
-                    job.restart_at_ms = None;
                     self.finish(job);
                     self.persist(job);
                     changed = true;
                 }
-                Some(at) if all_ended && now >= at => {
-                    self.relaunch(job, now);
+                Some(at) if all_ended && now >= at && self.relaunch(job, now) => {
                     to_launch.push(job.clone());
                     changed = true;
                 }
@@ -135,7 +135,8 @@ impl Scheduler {
         let backoff_s = next_backoff_s(health.backoff_s, ran_ms, max_s);
         health.backoff_s = backoff_s;
         let cause = health.last_exit.clone().unwrap_or_default();
-        job.restart_at_ms = Some(now + u64::from(backoff_s) * 1000);
+        let until_ms = now + u64::from(backoff_s) * 1000;
+        transition::apply_or_log(job, Transition::ServiceBackOff { until_ms });
         // Wake the run loop when the back-off is over rather than at its next tick.
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             let me = self.clone();
@@ -153,14 +154,11 @@ impl Scheduler {
 
     /// Makes every task of a service a new run on its allocation, durably; the caller
     /// launches it once the job table's lock is let go.
-    fn relaunch(&self, job: &mut JobRecord, now: u64) {
-        job.restart_at_ms = None;
-        job.restarts += 1;
-        for (i, t) in job.tasks.iter_mut().enumerate() {
-            t.exit = None;
-            t.pid = None;
-            t.started_ms = Some(now);
-            t.ended_ms = None;
+    fn relaunch(&self, job: &mut JobRecord, now: u64) -> bool {
+        if !transition::apply_or_log(job, Transition::ServiceRelaunched { at_ms: now }) {
+            return false;
+        }
+        for i in 0..job.tasks.len() {
             // Without the old exit record a crash before the launch is seen as "never
             // launched" by adoption, not as this run's end.
             let _ = std::fs::remove_file(self.exit_path(job.id, i));
@@ -181,6 +179,7 @@ impl Scheduler {
         );
         self.persist(job);
         self.event(job.id, "restarted", message);
+        true
     }
 }
 

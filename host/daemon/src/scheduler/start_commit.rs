@@ -11,6 +11,7 @@
 
 use super::apply::host_reason;
 use super::job_table::JobTable;
+use super::transition::{self, Transition};
 use crate::model::JobRecord;
 use crate::store::{Store, StoreError};
 use gantry_contract::ReasonCode;
@@ -75,15 +76,20 @@ fn revert(store: &impl Durable, job: &mut JobRecord, before: JobRecord, e: &Stor
         job = job.id,
         "not starting: the start could not be recorded: {e}"
     );
-    *job = before;
-    job.reason = Some(host_reason(
+    let reason = host_reason(
         ReasonCode::Other,
         format!(
             "not started: the daemon could not record its start durably ({e}); is the \
              disk of its data_dir full? It starts once the start can be recorded"
         ),
-    ));
-    let _ = store.put_job(job);
+    );
+    let undo = Transition::StartUndone {
+        before: Box::new(before),
+        reason,
+    };
+    if transition::apply_or_log(job, undo) {
+        let _ = store.put_job(job);
+    }
 }
 
 #[cfg(test)]
