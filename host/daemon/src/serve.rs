@@ -15,8 +15,10 @@ use anyhow::Context;
 
 /// Runs the daemon.
 pub async fn serve(mut config: Config) -> anyhow::Result<()> {
-    let shim = std::env::current_exe()
-        .context("cannot find the gantry executable (needed as the task shim)")?;
+    let shim = crate::executor::shim_executable(
+        &std::env::current_exe()
+            .context("cannot find the gantry executable (needed as the task shim)")?,
+    );
     trust_state_paths(&mut config)?;
     let listen = config.listen.clone();
     let data_dir = config.data_dir.clone();

@@ -131,8 +131,10 @@ pub async fn run(options: AgentOptions) -> anyhow::Result<()> {
         );
     }
     let controller = heartbeat::Controller::new(&options.controller, &token, options.ca_cert)?;
-    let shim = std::env::current_exe()
-        .context("cannot find the gantry executable (needed as the task shim)")?;
+    let shim = crate::executor::shim_executable(
+        &std::env::current_exe()
+            .context("cannot find the gantry executable (needed as the task shim)")?,
+    );
     crate::private_files::restrict_umask();
     let data_dir = crate::trusted_dir::absolute_and_trusted(&config.data_dir)
         .context("refusing the data directory (data_dir)")?;

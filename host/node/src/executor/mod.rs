@@ -28,6 +28,7 @@ mod record;
 mod scratch;
 mod shim;
 mod shim_args;
+mod shim_exe;
 mod shim_signals;
 pub(crate) mod signals;
 mod spawn_shim;
@@ -56,6 +57,7 @@ pub use devices::DeviceId;
 pub use identity::{IdentityError, TaskIdentity};
 pub use isolation::{Isolation, IsolationError, IsolationSummary};
 pub use shim::{SHIM_SUBCOMMAND, run_shim};
+pub use shim_exe::{SHIM_BINARY, shim_executable};
 pub use types::{ExecError, RunningTask, TaskEvent, TaskExit, TaskLaunch, TaskUsage};
 
 use cgroup::TaskCgroup;
