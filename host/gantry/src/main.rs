@@ -79,6 +79,34 @@ enum Command {
         #[arg(required = true)]
         ids: Vec<String>,
     },
+    /// Hold pending jobs, as scontrol hold: they do not start until released.
+    Hold {
+        /// Job ids and ranges (`12-20`).
+        #[arg(required = true)]
+        ids: Vec<String>,
+    },
+    /// Release held jobs, as scontrol release.
+    Release {
+        /// Job ids and ranges (`12-20`).
+        #[arg(required = true)]
+        ids: Vec<String>,
+    },
+    /// Change a pending job, as scontrol update: gantry update 8 --time 2h --dependency afterok:5
+    Update {
+        id: u64,
+        /// New time limit (90s, 15m, 4h, 2d, or SLURM's 1:30:00, 1-12, UNLIMITED).
+        #[arg(short = 't', long)]
+        time: Option<String>,
+        /// New dependencies, replacing the old ones (afterok:12:13,afterany:14; `none` clears).
+        #[arg(short = 'd', long)]
+        dependency: Option<String>,
+    },
+    /// Send a signal to a running job's tasks, as scancel --signal: gantry signal 8 USR1
+    Signal {
+        id: u64,
+        /// INT, TERM, USR1, USR2, HUP, QUIT, CONT, URG, WINCH or ALRM (with or without SIG).
+        signal: String,
+    },
     /// Print a task's log (`-f`: follow it until the job ends, as `tail -f`).
     Logs {
         id: u64,
@@ -342,6 +370,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Cancel { ids } => gantry_cli::cli::cancel_all(&client, &ids),
+        Command::Hold { ids } => gantry_cli::control_cli::hold_all(&client, &ids),
+        Command::Release { ids } => gantry_cli::control_cli::release_all(&client, &ids),
+        Command::Update {
+            id,
+            time,
+            dependency,
+        } => gantry_cli::control_cli::update(&client, id, time.as_deref(), dependency.as_deref()),
+        Command::Signal { id, signal } => gantry_cli::control_cli::signal(&client, id, &signal),
         Command::Logs { id, task, follow } => {
             if follow {
                 return gantry_cli::cli::follow_log(&client, id, task);

@@ -219,6 +219,16 @@ impl Client {
         self.finish(self.req(self.agent.put(self.url(path))).send_json(body))
     }
 
+    /// PATCH `body` as JSON, the answer decoded as `T`.
+    pub fn patch<T: DeserializeOwned, B: Serialize + ?Sized>(
+        &self,
+        path: &str,
+        body: &B,
+    ) -> Result<T> {
+        let v = self.finish(self.req(self.agent.patch(self.url(path))).send_json(body))?;
+        Self::decode(path, v)
+    }
+
     /// DELETE, the answer as JSON.
     pub fn delete_json(&self, path: &str) -> Result<Value> {
         self.finish(self.req(self.agent.delete(self.url(path))).call())

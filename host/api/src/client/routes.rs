@@ -51,6 +51,22 @@ impl Client {
         self.post(&format!("/v1/jobs/{id}/cancel"), &json!({}))
     }
 
+    /// `POST /v1/jobs/{id}/hold`: the pending job, held.
+    pub fn hold(&self, id: u64) -> Result<JobRecord> {
+        self.post(&format!("/v1/jobs/{id}/hold"), &json!({}))
+    }
+
+    /// `POST /v1/jobs/{id}/release`: the held job, released.
+    pub fn release(&self, id: u64) -> Result<JobRecord> {
+        self.post(&format!("/v1/jobs/{id}/release"), &json!({}))
+    }
+
+    /// `PATCH /v1/jobs/{id}`: a pending job's new time limit or dependencies (`update`: a
+    /// JSON object with `time_limit_s` and/or `dependencies`).
+    pub fn update(&self, id: u64, update: &serde_json::Value) -> Result<JobRecord> {
+        self.patch(&format!("/v1/jobs/{id}"), update)
+    }
+
     /// `POST /v1/jobs/{id}/signal`: sends `signal` (a name such as `INT`) to its tasks.
     pub fn signal(&self, id: u64, signal: &str) -> Result<()> {
         self.post_json(

@@ -188,6 +188,10 @@ pub struct JobRecord {
     /// `MASTER_PORT` of the current run, chosen free when it started.
     #[serde(default)]
     pub rendezvous_port: Option<u16>,
+    /// Who held this pending job (`gantry hold`, as `scontrol hold`): it does not start until
+    /// released (`gantry release`).
+    #[serde(default)]
+    pub held_by: Option<String>,
 }
 
 /// A job's place in an array.
@@ -237,6 +241,7 @@ impl JobRecord {
             health: None,
             warned: false,
             rendezvous_port: None,
+            held_by: None,
         }
     }
 }

@@ -23,6 +23,7 @@ mod body;
 mod cluster;
 mod error;
 mod guard;
+mod job_control;
 mod jobs;
 mod live;
 mod locate;

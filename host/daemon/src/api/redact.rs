@@ -61,6 +61,7 @@ fn for_others(job: &JobRecord) -> JobRecord {
         health,
         warned,
         rendezvous_port,
+        held_by,
     } = job;
     JobRecord {
         id: *id,
@@ -84,6 +85,7 @@ fn for_others(job: &JobRecord) -> JobRecord {
         health: health.as_ref().map(health_for_others),
         warned: *warned,
         rendezvous_port: *rendezvous_port,
+        held_by: held_by.clone(),
     }
 }
 

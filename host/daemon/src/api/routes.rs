@@ -6,7 +6,7 @@
 //! Owns the list. The handlers live with their area (`jobs.rs`, `policy.rs`, ...); the
 //! layers every route shares (body limit, authentication, guard) are `mod.rs`'s.
 
-use super::{accounting, admin, attach, jobs, live, logs, nodes, openapi, policy};
+use super::{accounting, admin, attach, job_control, jobs, live, logs, nodes, openapi, policy};
 use crate::scheduler::Scheduler;
 use axum::Json;
 use axum::extract::{DefaultBodyLimit, State};
@@ -63,6 +63,10 @@ fn delete<H: Handler<T, Scheduler>, T: 'static>(path: &'static str, h: H) -> Rou
     at("delete", MethodFilter::DELETE, path, h)
 }
 
+fn patch<H: Handler<T, Scheduler>, T: 'static>(path: &'static str, h: H) -> Route {
+    at("patch", MethodFilter::PATCH, path, h)
+}
+
 /// `GET /v1/health`: liveness and the node's isolation.
 async fn health(State(s): State<Scheduler>) -> Json<serde_json::Value> {
     Json(serde_json::json!({"status": "ok", "isolation": s.isolation()}))
@@ -77,6 +81,9 @@ pub(super) fn all() -> Vec<Route> {
         get("/v1/jobs/{id}", jobs::get_one),
         delete("/v1/jobs/{id}", jobs::cancel),
         post("/v1/jobs/{id}/cancel", jobs::cancel),
+        patch("/v1/jobs/{id}", job_control::update),
+        post("/v1/jobs/{id}/hold", job_control::hold),
+        post("/v1/jobs/{id}/release", job_control::release),
         get("/v1/jobs/{id}/logs", logs::logs),
         get("/v1/jobs/{id}/attach", attach::attach),
         post("/v1/jobs/{id}/signal", attach::signal),

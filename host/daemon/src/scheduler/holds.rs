@@ -1,4 +1,5 @@
-//! Host-side holds, decided before each cycle's snapshot: a pending job whose dependencies
+//! Host-side holds, decided before each cycle's snapshot: a pending job its user held
+//! (`job_control.rs`) waits until released; a pending job whose dependencies
 //! have not ended as asked waits (its reason names the dependency), one whose dependencies
 //! can never be met is cancelled with a reason, and an array member waits while its array
 //! already runs as many members as its `%N` allows. Held jobs are left out of the snapshot,
@@ -34,8 +35,18 @@ pub(crate) fn evaluate(jobs: &JobTable) -> BTreeMap<u64, Hold> {
         }
     }
     for j in jobs.active().filter(|j| j.state == JobState::Pending) {
-        if let Some(h) = dependency_hold(j, jobs, &members) {
-            holds.insert(j.id, h);
+        match (dependency_hold(j, jobs, &members), &j.held_by) {
+            (Some(never @ Hold::Never(_)), _) => {
+                holds.insert(j.id, never);
+            }
+            (_, Some(by)) => {
+                let release = format!("held by {by}; `gantry release {}` lets it start", j.id);
+                holds.insert(j.id, Hold::Wait(release));
+            }
+            (Some(wait), None) => {
+                holds.insert(j.id, wait);
+            }
+            (None, None) => {}
         }
     }
     for (array_id, list) in &members {
@@ -191,6 +202,38 @@ mod tests {
 
     fn map(list: Vec<JobRecord>) -> JobTable {
         JobTable::in_memory(list)
+    }
+
+    #[test]
+    fn a_users_hold_waits_but_a_dependency_that_can_never_be_met_still_cancels() {
+        let held = |mut j: JobRecord| {
+            j.held_by = Some("alice".into());
+            j
+        };
+        let jobs = map(vec![
+            job(1, JobState::Failed),
+            held(job(2, JobState::Pending)),
+            held(with_dep(
+                job(3, JobState::Pending),
+                DependencyKind::Afterok,
+                1,
+            )),
+            held(with_dep(
+                job(4, JobState::Pending),
+                DependencyKind::Afternotok,
+                1,
+            )),
+        ]);
+        let h = evaluate(&jobs);
+        assert!(
+            matches!(&h[&2], Hold::Wait(m) if m.contains("held by alice") && m.contains("gantry release 2")),
+            "{h:?}"
+        );
+        assert!(matches!(&h[&3], Hold::Never(_)), "{h:?}");
+        assert!(
+            matches!(&h[&4], Hold::Wait(m) if m.contains("held by alice")),
+            "{h:?}"
+        );
     }
 
     #[test]

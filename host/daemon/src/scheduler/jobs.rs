@@ -250,7 +250,7 @@ impl Scheduler {
     }
 
     /// Every dependency must name a job (or array) that exists.
-    fn check_dependencies(&self, spec: &JobSpec) -> Result<(), SubmitError> {
+    pub(super) fn check_dependencies(&self, spec: &JobSpec) -> Result<(), SubmitError> {
         let st = lock(&self.inner.state);
         for (i, d) in spec.dependencies.iter().enumerate() {
             if !st.jobs.names_job_or_array(d.job)? {
@@ -265,7 +265,7 @@ impl Scheduler {
 
     /// An interactive job may run at most its queue's interactive time limit, and gets that
     /// limit when it asks for none: an unlimited notebook is a GPU lost to the cluster.
-    fn limit_interactive(&self, spec: &mut JobSpec) -> Result<(), SubmitError> {
+    pub(super) fn limit_interactive(&self, spec: &mut JobSpec) -> Result<(), SubmitError> {
         if spec.kind != gantry_contract::JobKind::Interactive {
             return Ok(());
         }

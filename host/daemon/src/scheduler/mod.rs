@@ -13,6 +13,7 @@ mod apply;
 pub mod decisions;
 mod fault_log;
 mod holds;
+mod job_control;
 mod job_table;
 pub mod jobs;
 mod jobs_in_memory;
@@ -50,6 +51,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::{Notify, mpsc};
 
+pub use job_control::{ControlError, JobUpdate};
 pub use job_table::{JobPage, JobQuery};
 pub use jobs as jobs_api;
 pub use jobs::NodeView;

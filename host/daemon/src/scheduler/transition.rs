@@ -3,7 +3,7 @@
 //!
 //! A job moves pending → running (`Started`) → pending again (`Requeued`, `Unlaunched`,
 //! `StartUndone`) or to a terminal state (`Finished`); a pending job may be cancelled
-//! (`CancelledPending`). While it runs, its tasks are launched, end and (services) restart,
+//! (`CancelledPending`), held and released, or have its spec updated. While it runs, its tasks are launched, end and (services) restart,
 //! and the daemon may ask it to stop; which stop cause wins is decided here too.
 //!
 //! Owns: which transitions are legal from which state, and which fields of a `JobRecord`
@@ -15,7 +15,7 @@
 //! tier and score) and a service's health are not lifecycle and are set where computed.
 
 use crate::executor::{TaskExit, TaskUsage};
-use crate::model::{JobRecord, JobState, ReasonView, StopCause, TaskRecord};
+use crate::model::{JobRecord, JobSpec, JobState, ReasonView, StopCause, TaskRecord};
 
 /// A new run of a pending job, as the cycle's plan placed it.
 #[derive(Debug, Clone, PartialEq)]
@@ -70,6 +70,12 @@ pub(crate) enum Transition {
         end_ms: u64,
         reason: Option<ReasonView>,
     },
+    /// A pending job is held by `by` (`gantry hold`): it stays pending, out of every cycle.
+    Held { by: String },
+    /// A held pending job may start again.
+    Released,
+    /// A pending job's spec is replaced by `spec` (`gantry update`), validated by the caller.
+    Updated(Box<JobSpec>),
     /// pending → cancelled (by its user, or a dependency that can never be met).
     CancelledPending {
         end_reason: String,
@@ -93,6 +99,9 @@ impl Transition {
             Self::Requeued { .. } => "requeued",
             Self::Unlaunched { .. } => "unlaunched",
             Self::Finished { .. } => "finished",
+            Self::Held { .. } => "held",
+            Self::Released => "released",
+            Self::Updated(_) => "updated",
             Self::CancelledPending { .. } => "cancelled",
         }
     }
@@ -220,6 +229,9 @@ pub(crate) fn apply(job: &mut JobRecord, t: Transition) -> Result<(), IllegalTra
                 job.reason = reason;
             }
         }
+        Transition::Held { by } => job.held_by = Some(by),
+        Transition::Released => job.held_by = None,
+        Transition::Updated(spec) => job.spec = *spec,
         Transition::CancelledPending {
             end_reason,
             reason,
@@ -267,6 +279,7 @@ fn check(job: &JobRecord, t: &Transition) -> Result<(), &'static str> {
     match t {
         Transition::Started(run) => {
             ok_if(job.state == JobState::Pending, "only a pending job starts")?;
+            ok_if(job.held_by.is_none(), "a held job does not start")?;
             ok_if(!run.tasks.is_empty(), "a run has at least one task")
         }
         Transition::StartUndone { before, .. } => {
@@ -319,6 +332,17 @@ fn check(job: &JobRecord, t: &Transition) -> Result<(), &'static str> {
             job.state == JobState::Pending,
             "only a pending job is cancelled at once",
         ),
+        Transition::Held { .. } | Transition::Updated(_) => ok_if(
+            job.state == JobState::Pending,
+            "only a pending job is held or updated",
+        ),
+        Transition::Released => {
+            ok_if(
+                job.state == JobState::Pending,
+                "only a pending job is released",
+            )?;
+            ok_if(job.held_by.is_some(), "the job is not held")
+        }
     }
 }
 

@@ -203,6 +203,22 @@ fn only_a_pending_job_is_cancelled_at_once() {
     assert!(apply(&mut running, cancel()).is_err());
 }
 
+#[test]
+fn a_held_job_does_not_start_until_released() {
+    let mut job = pending(1);
+    apply(&mut job, Transition::Held { by: "alice".into() }).unwrap();
+    let start = apply(&mut job, started(1)).unwrap_err();
+    assert_eq!(start.why, "a held job does not start");
+    apply(&mut job, Transition::Released).unwrap();
+    assert!(
+        apply(&mut job, Transition::Released).is_err(),
+        "not held any more"
+    );
+    apply(&mut job, started(1)).unwrap();
+    let running = apply(&mut job, Transition::Held { by: "alice".into() }).unwrap_err();
+    assert_eq!(running.why, "only a pending job is held or updated");
+}
+
 /// Any transition, with small task indexes so that some apply and some do not.
 fn any_transition() -> impl Strategy<Value = Transition> {
     let exit = prop_oneof![
@@ -250,6 +266,8 @@ fn any_transition() -> impl Strategy<Value = Transition> {
             reason: reason("cancelled"),
             at_ms: 50,
         }),
+        Just(Transition::Held { by: "alice".into() }),
+        Just(Transition::Released),
     ]
 }
 
@@ -283,6 +301,7 @@ proptest! {
             match job.state {
                 JobState::Running => {
                     prop_assert!(!job.tasks.is_empty() && job.start_ms.is_some());
+                    prop_assert!(job.held_by.is_none(), "a held job started");
                 }
                 JobState::Pending => {
                     prop_assert!(job.start_ms.is_none() && job.stopping.is_none());
@@ -316,6 +335,7 @@ fn no_code_outside_transition_rs_sets_a_jobs_lifecycle_fields() {
         ".warned = ",
         ".exit_code = ",
         ".end_reason = ",
+        ".held_by = ",
     ];
     let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut stack = vec![src];

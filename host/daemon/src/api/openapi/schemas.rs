@@ -1,7 +1,7 @@
 //! The schemas of the OpenAPI document (`components.schemas`), generated from the types
 //! themselves with `utoipa::ToSchema`: the wire types of `gantry-api` (its feature `openapi`,
 //! with `JobKind` and `ReasonCode` from `gantry-contract`'s) and the daemon's request bodies
-//! (`PipelineSpec`, `ReplayRequest`, `DrainRequest`, `SignalRequest`). Doc comments become
+//! (`PipelineSpec`, `ReplayRequest`, `DrainRequest`, `SignalRequest`, `JobUpdate`). Doc comments become
 //! descriptions; serde's attributes (renames, defaults, `deny_unknown_fields`, `flatten`)
 //! decide names, `required` and `additionalProperties`; limits are `#[schema(...)]` on the
 //! fields. A field added to a type appears here without an edit.
@@ -14,6 +14,7 @@
 //! references are `openapi.rs`'s.
 
 use super::super::attach::SignalBody;
+use super::super::job_control::JobUpdateBody;
 use super::super::nodes::DrainRequest;
 use super::super::policy::ReplayRequest;
 use crate::policy::PipelineSpec;
@@ -68,6 +69,7 @@ pub fn schemas() -> Map<String, Value> {
     add::<ReplayRequest>(&mut all);
     add::<DrainRequest>(&mut all);
     add::<SignalBody>(&mut all);
+    add::<JobUpdateBody>(&mut all);
     let mut out: Map<String, Value> = all
         .into_iter()
         .map(|(name, schema)| {

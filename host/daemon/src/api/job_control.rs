@@ -1,0 +1,90 @@
+//! `POST /v1/jobs/{id}/hold`, `POST /v1/jobs/{id}/release` and `PATCH /v1/jobs/{id}`: what
+//! SLURM users do with `scontrol hold`, `release` and `update` on a pending job.
+//!
+//! Authorization: the job's owner or an operator, as for cancel. Owns the HTTP side only;
+//! the rules are `crate::scheduler::job_control`.
+
+use super::blocking;
+use super::body::{JsonBody, parse_json};
+use super::error::ApiError;
+use super::jobs::{JobId, owned_job};
+use crate::auth::Caller;
+use crate::job_options::Dependency;
+use crate::scheduler::{ControlError, JobUpdate, Scheduler};
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use serde::Deserialize;
+
+/// The body of `PATCH /v1/jobs/{id}`: what to change of a pending job; a field left out
+/// stays as it is.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = JobUpdate)]
+pub(super) struct JobUpdateBody {
+    /// The new time limit in seconds (0: none), checked as at submit.
+    #[serde(default)]
+    time_limit_s: Option<u64>,
+    /// The new dependencies, replacing the old ones (`[]`: none); each names a job
+    /// submitted before this one.
+    #[serde(default)]
+    dependencies: Option<Vec<Dependency>>,
+}
+
+fn refused(e: ControlError) -> ApiError {
+    match e {
+        ControlError::NotFound(_) => ApiError::not_found(e.to_string()),
+        ControlError::NotPending { .. } => {
+            ApiError::new(StatusCode::CONFLICT, "not-pending", e.to_string())
+        }
+        ControlError::NotHeld(_) => ApiError::new(StatusCode::CONFLICT, "not-held", e.to_string()),
+        ControlError::Field(f) => ApiError::field("invalid-field", f.field, f.message),
+        ControlError::Store(e) => ApiError::internal(e),
+    }
+}
+
+pub(super) async fn hold(
+    State(s): State<Scheduler>,
+    caller: Caller,
+    JobId(id): JobId,
+    _body: axum::body::Bytes,
+) -> Result<impl IntoResponse, ApiError> {
+    owned_job(&s, &caller, id, "holding a job")?;
+    let by = caller.role_and_user().1.to_string();
+    blocking(move || s.hold(id, &by))
+        .await?
+        .map(Json)
+        .map_err(refused)
+}
+
+pub(super) async fn release(
+    State(s): State<Scheduler>,
+    caller: Caller,
+    JobId(id): JobId,
+    _body: axum::body::Bytes,
+) -> Result<impl IntoResponse, ApiError> {
+    owned_job(&s, &caller, id, "releasing a job")?;
+    blocking(move || s.release(id))
+        .await?
+        .map(Json)
+        .map_err(refused)
+}
+
+pub(super) async fn update(
+    State(s): State<Scheduler>,
+    caller: Caller,
+    JobId(id): JobId,
+    JsonBody(body): JsonBody,
+) -> Result<impl IntoResponse, ApiError> {
+    owned_job(&s, &caller, id, "updating a job")?;
+    let body: JobUpdateBody = parse_json(&body)?;
+    let update = JobUpdate {
+        time_limit_s: body.time_limit_s,
+        dependencies: body.dependencies,
+    };
+    blocking(move || s.update(id, update))
+        .await?
+        .map(Json)
+        .map_err(refused)
+}

@@ -1,0 +1,162 @@
+//! Issue 27, item 4: the `scontrol` commands SLURM users type for a pending job, and
+//! `scancel --signal`, through the real CLI against a real daemon: `gantry hold`, `release`,
+//! `update --time --dependency` and `signal`, with the refusals a user meets (a running
+//! job, a job not held, a dependency on a later job).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use gantry_e2e::{Daemon, gantry_bin};
+use serde_json::json;
+use std::process::{Command, Output};
+
+fn gantry(d: &Daemon, args: &[&str]) -> Output {
+    Command::new(gantry_bin())
+        .args(["--server", d.url()])
+        .args(args)
+        .env("HOME", "/nonexistent")
+        .output()
+        .unwrap()
+}
+
+fn ok(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "stdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn refused(out: &Output) -> String {
+    assert!(
+        !out.status.success(),
+        "accepted: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn one_gpu(name: &str, argv: &[&str]) -> serde_json::Value {
+    json!({"name": name, "argv": argv,
+           "tasks": [{"count": 1, "gpus": 1, "cpu_milli": 100, "memory_mib": 64}]})
+}
+
+#[test]
+fn a_held_job_waits_until_released_and_an_update_changes_its_limit_and_dependencies() {
+    let d = Daemon::start(1);
+    let script = "trap 'echo got USR1' USR1; echo ready; while :; do sleep 0.1; done";
+    let blocker = d.submit(&one_gpu("blocker", &["sh", "-c", script]));
+    d.wait_state(blocker, "running");
+    let held = d.submit(&one_gpu("held", &["true"]));
+    let (h, b) = (held.to_string(), blocker.to_string());
+
+    let out = ok(&gantry(&d, &["hold", &h]));
+    assert!(
+        out.contains(&format!("job {held}: pending, held by")),
+        "{out}"
+    );
+    let reason = d.wait_for("the hold in the job's reason", gantry_e2e::WAIT, || {
+        let job = d.job(held);
+        let message = job["reason"]["message"].as_str()?.to_string();
+        message.contains("held by").then_some(message)
+    });
+    assert!(
+        reason.contains(&format!("gantry release {held}")),
+        "{reason}"
+    );
+
+    // scontrol update: SLURM's time forms, and dependencies replaced.
+    let out = ok(&gantry(
+        &d,
+        &[
+            "update",
+            &h,
+            "--time",
+            "1:30:00",
+            "-d",
+            &format!("afterany:{b}"),
+        ],
+    ));
+    assert!(out.contains("time limit 5400 s"), "{out}");
+    assert!(out.contains(&format!("afterany:{blocker}")), "{out}");
+    let job = d.job(held);
+    assert_eq!(job["spec"]["time_limit_s"], 5400);
+    assert_eq!(
+        job["spec"]["dependencies"],
+        json!([{"kind": "afterany", "job": blocker}])
+    );
+    let later = (held + 50).to_string();
+    let err = refused(&gantry(
+        &d,
+        &["update", &h, "-d", &format!("afterok:{later}")],
+    ));
+    assert!(
+        err.contains("dependencies[0].job") && err.contains("submitted before"),
+        "{err}"
+    );
+    let err = refused(&gantry(&d, &["update", &h, "--time", "soon"]));
+    assert!(err.contains("--time"), "{err}");
+
+    // scancel --signal: the running blocker's trap runs.
+    ok(&gantry(&d, &["signal", &b, "SIGUSR1"]));
+    d.wait_for("the trap's output", gantry_e2e::WAIT, || {
+        let (_, text) = d.get_text(&format!("/v1/jobs/{blocker}/logs"));
+        text.contains("got USR1").then_some(())
+    });
+    let err = refused(&gantry(&d, &["hold", &b]));
+    assert!(err.contains("only a pending job can be held"), "{err}");
+
+    // The GPU frees; a job submitted after the held one starts on it, the held one waits.
+    ok(&gantry(&d, &["cancel", &b]));
+    d.wait_state(blocker, "cancelled");
+    let after = d.submit(&one_gpu("after", &["true"]));
+    d.wait_state(after, "succeeded");
+    assert_eq!(d.job(held)["state"], "pending", "a held job started");
+
+    let out = ok(&gantry(&d, &["release", &h]));
+    assert!(
+        out.contains(&format!("job {held}: pending")) && !out.contains("held by"),
+        "{out}"
+    );
+    let done = d.wait_state(held, "succeeded");
+    assert_eq!(done["held_by"], serde_json::Value::Null);
+    let err = refused(&gantry(&d, &["release", &h]));
+    assert!(err.contains("only a pending job can be released"), "{err}");
+    let err = refused(&gantry(&d, &["update", "999999", "--time", "1h"]));
+    assert!(err.contains("does not exist"), "{err}");
+
+    // The events tell the story.
+    let (_, events) = d.get(&format!("/v1/jobs/{held}/events"));
+    let kinds: Vec<&str> = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["kind"].as_str())
+        .collect();
+    for kind in ["held", "updated", "released", "started"] {
+        assert!(kinds.contains(&kind), "{kind} missing from {kinds:?}");
+    }
+}
+
+#[test]
+fn releasing_a_job_that_is_not_held_is_refused_and_hold_is_idempotent() {
+    let d = Daemon::start(1);
+    let blocker = d.submit(&one_gpu("blocker", &["sleep", "60"]));
+    d.wait_state(blocker, "running");
+    let waiting = d.submit(&one_gpu("waiting", &["true"]));
+    let w = waiting.to_string();
+    let err = refused(&gantry(&d, &["release", &w]));
+    assert!(err.contains("is not held"), "{err}");
+    ok(&gantry(&d, &["hold", &w]));
+    ok(&gantry(&d, &["hold", &w]));
+    let (status, body) = d.post(&format!("/v1/jobs/{waiting}/release"), &json!({}));
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = d.post(&format!("/v1/jobs/{waiting}/release"), &json!({}));
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (409, Some("not-held")),
+        "{body}"
+    );
+    ok(&gantry(&d, &["cancel", &blocker.to_string()]));
+    d.wait_state(waiting, "succeeded");
+}
