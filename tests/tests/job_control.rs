@@ -1,4 +1,5 @@
-//! Issue 27, item 4: the `scontrol` commands SLURM users type for a pending job, and
+//! Issue 27, items 4 and 5: `gantry jobs` shaped like squeue, and the `scontrol` commands
+//! SLURM users type for a pending job, and
 //! `scancel --signal`, through the real CLI against a real daemon: `gantry hold`, `release`,
 //! `update --time --dependency` and `signal`, with the refusals a user meets (a running
 //! job, a job not held, a dependency on a later job).
@@ -159,4 +160,69 @@ fn releasing_a_job_that_is_not_held_is_refused_and_hold_is_idempotent() {
     );
     ok(&gantry(&d, &["cancel", &blocker.to_string()]));
     d.wait_state(waiting, "succeeded");
+}
+
+#[test]
+fn gantry_jobs_lists_like_squeue_with_arrays_collapsed_and_json_for_scripts() {
+    let d = Daemon::start(1);
+    let quick = d.submit(&one_gpu("quick", &["true"]));
+    d.wait_state(quick, "succeeded");
+    let mut array = one_gpu("sweep", &["sleep", "60"]);
+    array["array"] = json!({"indices": (0..10).collect::<Vec<u32>>()});
+    let first = d.submit(&array);
+    d.wait_state(first, "running");
+    d.wait_for("the members' reasons", gantry_e2e::WAIT, || {
+        let job = d.job(first + 9);
+        job["reason"]["message"].as_str().map(|_| ())
+    });
+
+    let table = ok(&gantry(&d, &["jobs"]));
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(
+        lines[0].contains("JOBID") && lines[0].contains("NODELIST(REASON)"),
+        "{table}"
+    );
+    let line_of = |id: &str| {
+        lines
+            .iter()
+            .find(|l| l.split_whitespace().next() == Some(id))
+            .unwrap_or_else(|| panic!("no line for {id}:\n{table}"))
+            .to_string()
+    };
+    let running = line_of(&format!("{first}_0"));
+    assert!(
+        running.contains("running") && running.contains("GPUs [0]"),
+        "{running}"
+    );
+    // The member next in line waits for the GPU, the rest behind it: one line per reason.
+    let next = line_of(&format!("{first}_1"));
+    assert!(
+        next.contains("pending") && next.contains("(insufficient-gpus"),
+        "{next}"
+    );
+    let behind = line_of(&format!("{first}_[2-9]"));
+    assert!(behind.contains("(blocked-by-higher-priority"), "{behind}");
+    // Ended a moment ago: still listed, as squeue keeps a job for MinJobAge.
+    assert!(line_of(&quick.to_string()).contains("succeeded"), "{table}");
+
+    let json_out = ok(&gantry(
+        &d,
+        &[
+            "jobs",
+            "--state",
+            "succeeded,running",
+            "--since",
+            "1h",
+            "--json",
+        ],
+    ));
+    let listed: Vec<serde_json::Value> = serde_json::from_str(&json_out).unwrap();
+    let mut ids: Vec<u64> = listed.iter().map(|j| j["id"].as_u64().unwrap()).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, vec![quick, first], "{json_out}");
+    let all = ok(&gantry(&d, &["jobs", "--all", "--json"]));
+    let all: Vec<serde_json::Value> = serde_json::from_str(&all).unwrap();
+    assert_eq!(all.len(), 11, "every job, members one by one");
+
+    ok(&gantry(&d, &["cancel", &format!("{first}-{}", first + 9)]));
 }

@@ -188,7 +188,7 @@ pub fn parse_duration_s(text: &str) -> anyhow::Result<u64> {
 }
 
 /// A value as a table cell: its JSON text, without quotes for a string (e.g. a `ReasonCode`).
-fn wire_text<T: serde::Serialize>(v: &T) -> String {
+pub(crate) fn wire_text<T: serde::Serialize>(v: &T) -> String {
     match serde_json::to_value(v) {
         Ok(Value::String(s)) => s,
         Ok(v) => v.to_string(),
@@ -199,47 +199,6 @@ fn wire_text<T: serde::Serialize>(v: &T) -> String {
 /// `-` for a missing value, else the value.
 fn or_dash<T: std::fmt::Display>(v: Option<T>) -> String {
     v.map_or_else(|| "-".into(), |v| v.to_string())
-}
-
-/// Prints jobs as a table.
-pub fn print_jobs(jobs: &[JobRecord]) {
-    println!(
-        "{:>6}  {:<10} {:<20} {:<10} {:<8} {:>5}  REASON / GPUs",
-        "ID", "STATE", "NAME", "USER", "QUEUE", "TASKS"
-    );
-    for j in jobs {
-        let tasks: u64 = j.spec.tasks.iter().map(|g| u64::from(g.count)).sum();
-        let detail = if j.state == JobState::Running {
-            let gpus: Vec<String> = j
-                .tasks
-                .iter()
-                .map(|t| {
-                    t.gpus
-                        .iter()
-                        .map(|g| g.index.to_string())
-                        .collect::<Vec<_>>()
-                        .join(",")
-                })
-                .collect();
-            format!("GPUs [{}]", gpus.join(" | "))
-        } else {
-            format!(
-                "{}: {}",
-                or_dash(j.reason.as_ref().map(|r| wire_text(&r.code))),
-                or_dash(j.reason.as_ref().map(|r| &r.message))
-            )
-        };
-        let name: String = j.spec.name.chars().take(20).collect();
-        println!(
-            "{:>6}  {:<10} {:<20} {:<10} {:<8} {:>5}  {detail}",
-            j.id,
-            j.state.as_str(),
-            name,
-            j.spec.user,
-            j.spec.queue,
-            tasks
-        );
-    }
 }
 
 /// Prints nodes: state (with the drain's reason, who and how long ago), GPU groups,

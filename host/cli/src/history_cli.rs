@@ -1,5 +1,6 @@
-//! `gantry jobs` (a page of the job list, or every page with `--all`, from memory and
-//! history alike), `gantry admin gc` (runs the retention collector in small steps,
+//! `gantry jobs` (as `squeue`: the pending and running jobs and those that ended in the
+//! last five minutes by default; several states at once; every job, history included,
+//! with `--all`; a table shaped like squeue's, `squeue_view.rs`, or `--json`), `gantry admin gc` (runs the retention collector in small steps,
 //! printing each step's progress until nothing is left) and `gantry admin compact` (the
 //! store rewritten offline, so its files shrink).
 //!
@@ -9,12 +10,14 @@
 use crate::cli::{self, Client};
 use anyhow::Result;
 use gantry_api::client::percent_encode;
+use gantry_api::model::JobRecord;
 
 /// The flags of `gantry jobs`.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct JobsArgs {
-    /// Only this state (pending, running, succeeded, failed, cancelled, timed_out, preempted).
-    #[arg(long)]
+    /// Only these states, comma-separated (pending, running, succeeded, failed, cancelled,
+    /// timed_out, preempted). Default: pending and running, and what ended in the last 5 min.
+    #[arg(long, short = 't')]
     pub state: Option<String>,
     /// Only this user.
     #[arg(long)]
@@ -25,7 +28,8 @@ pub struct JobsArgs {
     /// Only this queue.
     #[arg(long)]
     pub queue: Option<String>,
-    /// Only jobs submitted at or after (ms since the Unix epoch or RFC 3339).
+    /// Only jobs submitted at or after: a duration ago (`1h`, `2d`), ms since the Unix epoch
+    /// or RFC 3339.
     #[arg(long)]
     pub since: Option<String>,
     /// Only jobs submitted before (ms since the Unix epoch or RFC 3339).
@@ -34,21 +38,33 @@ pub struct JobsArgs {
     /// Jobs per page (default 1000, at most 10000).
     #[arg(long)]
     pub limit: Option<usize>,
-    /// Every matching job, page after page (default: the first page).
+    /// Every job, history included (every state, page after page).
     #[arg(long)]
     pub all: bool,
+    /// The jobs as JSON (the API's records), for scripts.
+    #[arg(long)]
+    pub json: bool,
 }
 
+/// How long an ended job stays in the default listing, as SLURM's `MinJobAge` keeps it in
+/// `squeue`.
+const RECENTLY_ENDED_MS: u64 = 5 * 60 * 1000;
+
 impl JobsArgs {
-    /// The list's query string, without a cursor.
-    pub fn query(&self) -> String {
+    /// The list's query string for one `state` (`None`: every state), without a cursor.
+    pub fn query(&self, state: Option<&str>, now_ms: u64) -> String {
         let mut q = Vec::new();
+        let since = self.since.as_ref().map(|t| match cli::parse_duration_s(t) {
+            Ok(ago) => now_ms.saturating_sub(ago * 1000).to_string(),
+            Err(_) => t.clone(),
+        });
+        let state = state.map(str::to_string);
         let text = [
-            ("state", &self.state),
+            ("state", &state),
             ("user", &self.user),
             ("account", &self.account),
             ("queue", &self.queue),
-            ("since", &self.since),
+            ("since", &since),
             ("until", &self.until),
         ];
         for (k, v) in text {
@@ -63,22 +79,54 @@ impl JobsArgs {
     }
 }
 
-/// Prints the first page of jobs, or every page with `--all`.
-pub fn jobs(client: &Client, args: &JobsArgs) -> Result<()> {
-    let base = args.query();
-    let (mut jobs, mut next) = client.jobs_page(&base)?;
-    while args.all
-        && let Some(after) = next
-    {
-        let (more, n) = client.jobs_page(&format!("{base}&after={after}"))?;
+/// Every page of the list `query` selects, or the first only unless `all_pages`; whether
+/// more pages were left.
+fn fetch(client: &Client, query: &str, all_pages: bool) -> Result<(Vec<JobRecord>, bool)> {
+    let (mut jobs, mut next) = client.jobs_page(query)?;
+    while all_pages && let Some(after) = next {
+        let (more, n) = client.jobs_page(&format!("{query}&after={after}"))?;
         jobs.extend(more);
         next = n;
     }
-    cli::print_jobs(&jobs);
-    if let Some(after) = next {
-        eprintln!("(more: --all for every page)  [next page: after={after}]");
+    Ok((jobs, next.is_some()))
+}
+
+/// Prints the jobs `args` select (see [`JobsArgs`]), newest first.
+pub fn jobs(client: &Client, args: &JobsArgs) -> Result<()> {
+    let now = now_ms();
+    let mut jobs = Vec::new();
+    if args.all {
+        jobs = fetch(client, &args.query(None, now), true)?.0;
+    } else if let Some(states) = &args.state {
+        for state in states.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            jobs.extend(fetch(client, &args.query(Some(state), now), true)?.0);
+        }
+    } else {
+        for state in ["pending", "running"] {
+            jobs.extend(fetch(client, &args.query(Some(state), now), true)?.0);
+        }
+        // The newest page of every state holds what ended a moment ago.
+        let (newest, _) = fetch(client, &args.query(None, now), false)?;
+        jobs.extend(newest.into_iter().filter(|j| {
+            j.state.is_terminal() && j.end_ms.is_some_and(|e| e + RECENTLY_ENDED_MS >= now)
+        }));
+    }
+    jobs.sort_by_key(|j| std::cmp::Reverse(j.id));
+    jobs.dedup_by_key(|j| j.id);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&jobs)?);
+    } else {
+        for line in crate::squeue_view::render(&jobs, now) {
+            println!("{line}");
+        }
     }
     Ok(())
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// Batches of `retention.gc_batch` deletes per request of `gantry admin gc`: each answer
@@ -160,9 +208,15 @@ mod tests {
             ..JobsArgs::default()
         };
         assert_eq!(
-            a.query(),
+            a.query(Some("failed"), 0),
             "state=failed&user=ann%20b&since=2026-01-01T00%3A00%3A00Z&limit=5"
         );
-        assert_eq!(JobsArgs::default().query(), "");
+        assert_eq!(JobsArgs::default().query(None, 0), "");
+        // A duration is that long before now.
+        let ago = JobsArgs {
+            since: Some("1h".into()),
+            ..JobsArgs::default()
+        };
+        assert_eq!(ago.query(None, 7_200_000), "since=3600000");
     }
 }
