@@ -68,7 +68,7 @@ fn gantry_run_streams_from_a_task_on_an_agent() {
     let (status, log) = d.get_text(&format!("/v1/jobs/{}/logs", job["id"]));
     assert_eq!(status, 200);
     assert!(log.contains("hello from node-a"), "{log}");
-    let out = gantry(&d).arg("nodes").output().unwrap();
+    let out = gantry(&d).args(["nodes", "-l"]).output().unwrap();
     let listing = String::from_utf8_lossy(&out.stdout);
     assert!(listing.contains("node-a (up"), "{listing}");
     assert!(

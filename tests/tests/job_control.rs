@@ -1,4 +1,5 @@
-//! Issue 27, items 4 and 5: `gantry jobs` shaped like squeue, and the `scontrol` commands
+//! Issue 27, items 4 and 5: `gantry jobs` and `gantry nodes` shaped like squeue and
+//! `sinfo -N`, and the `scontrol` commands
 //! SLURM users type for a pending job, and
 //! `scancel --signal`, through the real CLI against a real daemon: `gantry hold`, `release`,
 //! `update --time --dependency` and `signal`, with the refusals a user meets (a running
@@ -223,6 +224,23 @@ fn gantry_jobs_lists_like_squeue_with_arrays_collapsed_and_json_for_scripts() {
     let all = ok(&gantry(&d, &["jobs", "--all", "--json"]));
     let all: Vec<serde_json::Value> = serde_json::from_str(&all).unwrap();
     assert_eq!(all.len(), 11, "every job, members one by one");
+
+    // sinfo -N: one line per node, its one GPU allocated to the running member.
+    let nodes = ok(&gantry(&d, &["nodes"]));
+    let lines: Vec<&str> = nodes.lines().collect();
+    assert_eq!(lines.len(), 2, "{nodes}");
+    assert!(
+        lines[0].starts_with("NODE") && lines[0].ends_with("REASON"),
+        "{nodes}"
+    );
+    let cells: Vec<&str> = lines[1].split_whitespace().collect();
+    assert_eq!(&cells[2..4], ["1", "1.00"], "{nodes}");
+    let json_nodes: serde_json::Value =
+        serde_json::from_str(&ok(&gantry(&d, &["nodes", "--json"]))).unwrap();
+    assert_eq!(
+        json_nodes[0]["gpus"][0]["allocated_milli"], 1000,
+        "{json_nodes}"
+    );
 
     ok(&gantry(&d, &["cancel", &format!("{first}-{}", first + 9)]));
 }

@@ -79,7 +79,7 @@ fn drain_lets_running_jobs_finish_holds_new_ones_and_survives_a_restart() {
     });
     let seen = reason["cycle"].as_u64().unwrap();
     reason_after(&d, waiting, seen + 2);
-    let listing = cli(&d, &["nodes"]);
+    let listing = cli(&d, &["nodes", "-l"]);
     assert!(
         listing.contains("drained") && listing.contains("drained by unauthenticated"),
         "{listing}"
@@ -223,7 +223,7 @@ fn a_gpu_marked_unhealthy_in_the_config_gets_no_task() {
     assert_eq!(gpu_set(&env["CUDA_VISIBLE_DEVICES"]), [1], "{env:?}");
     d.release(second);
     d.wait_state(second, "succeeded");
-    let listing = cli(&d, &["nodes"]);
+    let listing = cli(&d, &["nodes", "-l"]);
     assert!(
         listing.contains("UNHEALTHY") && listing.contains("marked unhealthy in config"),
         "{listing}"

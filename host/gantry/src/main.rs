@@ -118,8 +118,15 @@ enum Command {
     },
     /// Who the daemon takes you for (user, role, and how: socket, token or none).
     Whoami,
-    /// List nodes and who holds each GPU.
-    Nodes,
+    /// List nodes, one line each as sinfo -N (`-l`: every GPU and who holds it).
+    Nodes {
+        /// Every GPU with its holders, health and MIG devices (the long form).
+        #[arg(short = 'l', long)]
+        long: bool,
+        /// The nodes as JSON (the API's view), for scripts.
+        #[arg(long)]
+        json: bool,
+    },
     /// Usage records of ended tasks and GPU/CPU-hour totals per user and account (like sacct).
     Accounting(gantry_cli::accounting_cli::AccountingArgs),
     /// Drain a node (operator): running jobs continue, nothing new starts there.
@@ -387,8 +394,17 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Accounting(a) => gantry_cli::accounting_cli::run(&client, &a),
         Command::Whoami => gantry_cli::cli::whoami(&client),
-        Command::Nodes => {
-            cli::print_nodes(&client.nodes()?);
+        Command::Nodes { long, json } => {
+            let nodes = client.nodes()?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&nodes)?);
+            } else if long {
+                cli::print_nodes(&nodes);
+            } else {
+                gantry_cli::sinfo_view::render(&nodes)
+                    .iter()
+                    .for_each(|l| println!("{l}"));
+            }
             Ok(())
         }
         Command::Drain { node, reason } => {
