@@ -13,6 +13,7 @@
 #![deny(missing_docs)]
 
 pub mod agents;
+pub mod as_user;
 mod auth;
 mod binary;
 mod process;

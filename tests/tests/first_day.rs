@@ -14,46 +14,20 @@ use gantry_e2e::{Daemon, WAIT, gantry_bin};
 use serde_json::json;
 use std::fs;
 use std::io::Read;
-use std::os::unix::fs::PermissionsExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-const NOBODY: u32 = 65534;
+use gantry_e2e::as_user::{NOBODY, daemon_for_users, nobodys_dir};
 
 /// A daemon whose tasks run as their users, with its socket reachable by other accounts.
 fn daemon() -> (Daemon, PathBuf) {
-    let d = Daemon::start_with_config(2, "[execution]\nrun_as_user = true\ncgroups = \"off\"\n");
-    let root = d.out_dir().parent().unwrap().to_path_buf();
-    fs::set_permissions(&root, fs::Permissions::from_mode(0o755)).unwrap();
-    let socket = root.join("data/gantry.sock");
-    (d, socket)
-}
-
-/// A directory of nobody's own, as a user's home directory would be.
-fn nobodys_dir() -> tempfile::TempDir {
-    let parent = tempfile::tempdir().unwrap();
-    fs::set_permissions(parent.path(), fs::Permissions::from_mode(0o755)).unwrap();
-    std::os::unix::fs::chown(parent.path(), Some(NOBODY), Some(NOBODY)).unwrap();
-    fs::set_permissions(parent.path(), fs::Permissions::from_mode(0o700)).unwrap();
-    parent
+    daemon_for_users(2)
 }
 
 /// The CLI as nobody, in `dir`, with `env` as its whole environment.
 fn cli(socket: &Path, dir: &Path, env: &[(&str, &str)], args: &[&str]) -> Output {
-    Command::new(gantry_bin())
-        .arg("--server")
-        .arg(format!("unix:{}", socket.display()))
-        .args(args)
-        .env_clear()
-        .envs(env.iter().copied())
-        .current_dir(dir)
-        .uid(NOBODY)
-        .gid(NOBODY)
-        .stdin(Stdio::null())
-        .output()
-        .expect("cannot run gantry as nobody")
+    gantry_e2e::as_user::cli_as_nobody(socket, dir, env, args)
 }
 
 fn job_id(out: &Output) -> u64 {
