@@ -1,7 +1,8 @@
 //! Issue 27's sbatch-compatibility suite: batch scripts in the shapes the SLURM
 //! documentation shows (a named job with a time limit, arrays with a step and a limit,
 //! several tasks, CPUs, a GPU, memory, a working directory, a partition, a failing script,
-//! a dependency, a warning signal before the time limit), written for this project. Each is
+//! a dependency, a warning signal before the time limit, a job submitted held), written
+//! for this project. Each is
 //! submitted as a real user (`nobody`) from that user's own directory through the CLI over
 //! the daemon's socket, and checked for its output, its SLURM variables and how it ended.
 //! (`srun` inside a script is out of scope: Gantry has no job steps.)
@@ -200,7 +201,43 @@ fn the_shapes_of_the_sbatch_documentation_run_as_sbatch_would_run_them() {
         "succeeded",
     );
     // (bash reports the `sleep` the signal ended too: "User defined signal 1".)
-    assert!(log.starts_with("started\n") && log.ends_with("saving\n"), "{log:?}");
+    assert!(
+        log.starts_with("started\n") && log.ends_with("saving\n"),
+        "{log:?}"
+    );
     let ran_ms = job["end_ms"].as_u64().unwrap() - job["start_ms"].as_u64().unwrap();
     assert!(ran_ms < 60_000, "the signal came late: {ran_ms} ms");
+
+    // 9. Submitted held (--hold): it waits, naming how to release it, until its user does.
+    let held = s.sbatch(
+        "later.sh",
+        "#!/bin/sh
+#SBATCH --hold
+echo released
+",
+    )[0];
+    let reason = s.d.wait_for("the hold's reason", gantry_e2e::WAIT, || {
+        let job = s.d.job(held);
+        assert_eq!(job["state"], "pending", "{job}");
+        let message = job["reason"]["message"].as_str()?.to_string();
+        message.contains("held by nobody").then_some(message)
+    });
+    assert!(
+        reason.contains(&format!("gantry release {held}")),
+        "{reason}"
+    );
+    let env = [("PATH", "/usr/bin:/bin")];
+    let out = cli_as_nobody(
+        &s.socket,
+        s.home.path(),
+        &env,
+        &["release", &held.to_string()],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    s.d.wait_state(held, "succeeded");
+    assert_eq!(s.log(held, 0), "released\n");
 }

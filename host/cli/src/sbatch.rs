@@ -94,6 +94,8 @@ pub struct Options {
     pub requeue: Option<bool>,
     /// `--signal`.
     pub signal: Option<WarnSignal>,
+    /// `--hold`, `-H`: submitted held.
+    pub hold: Option<bool>,
     /// How often it may be requeued (command line only).
     pub max_requeues: Option<u32>,
     /// Priority tier (command line only).
@@ -124,6 +126,7 @@ impl Options {
             dependencies: flags.dependencies.or(self.dependencies),
             requeue: flags.requeue.or(self.requeue),
             signal: flags.signal.or(self.signal),
+            hold: flags.hold.or(self.hold),
             max_requeues: flags.max_requeues.or(self.max_requeues),
             tier: flags.tier.or(self.tier),
             preemptible: flags.preemptible.or(self.preemptible),

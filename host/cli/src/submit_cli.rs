@@ -80,6 +80,9 @@ pub struct SubmitArgs {
     /// Back to the queue when evicted.
     #[arg(long, overrides_with = "no_requeue")]
     pub requeue: bool,
+    /// Submit held, as sbatch --hold: it waits until `gantry release`.
+    #[arg(short = 'H', long)]
+    pub hold: bool,
     /// End as preempted when evicted.
     #[arg(long, overrides_with = "requeue")]
     pub no_requeue: bool,
@@ -204,6 +207,7 @@ impl SubmitArgs {
                 .transpose()
                 .map_err(|e| flag("signal", e))?,
             max_requeues: self.max_requeues,
+            hold: self.hold.then_some(true),
             tier: self.tier,
             preemptible: self.preemptible.then_some(true),
             kind,

@@ -265,6 +265,7 @@ fn to_sim_job(path: &Path, line: usize, j: JobLine) -> Result<SimJob, InputError
         dependencies: Vec::new(),
         signal: None,
         service: None,
+        hold: false,
     };
     spec.validate()
         .map_err(|e| field_error(path, line, &e.field, e.message))?;

@@ -207,6 +207,9 @@ pub struct JobSpec {
     /// Port, health check and restart back-off of a `service` job.
     #[serde(default)]
     pub service: Option<ServiceSpec>,
+    /// Submitted held (`sbatch --hold`): it waits until released (`gantry release`).
+    #[serde(default)]
+    pub hold: bool,
 }
 
 /// A submission error naming the field.

@@ -139,7 +139,10 @@ impl Directive<'_> {
                 "the job's environment is Gantry's task environment plus gantry submit \
                  --env K=V; the submitting shell's is not copied",
             ),
-            "hold" | "begin" => self.ignore("delayed starts are not supported"),
+            "hold" => o.hold = Some(true),
+            "begin" => {
+                self.ignore("delayed starts are not supported; submit with --hold and release it")
+            }
             _ => self.ignore("not supported by Gantry"),
         }
         Ok(())

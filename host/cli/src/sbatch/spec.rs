@@ -177,6 +177,7 @@ impl Options {
         put("array", self.array.as_ref().map(|a| json!(a)));
         put("dependencies", self.dependencies.as_ref().map(|d| json!(d)));
         put("signal", self.signal.as_ref().map(|s| json!(s)));
+        put("hold", self.hold.map(Value::from));
         Ok(m)
     }
 }

@@ -292,3 +292,14 @@ fn spec_fields_are_a_valid_job_spec() {
     assert_eq!(spec.signal.unwrap().before_s, 30);
     assert!(spec.requeue);
 }
+
+#[test]
+fn hold_submits_held_and_begin_is_skipped_with_a_note() {
+    let parsed = parse("#!/bin/sh\n#SBATCH --hold\n#SBATCH --begin=now+1hour\ntrue\n").unwrap();
+    assert_eq!(parsed.options.hold, Some(true));
+    assert!(
+        parsed.ignored.iter().any(|i| i.directive.contains("begin")),
+        "{:?}",
+        parsed.ignored
+    );
+}

@@ -112,6 +112,7 @@ fn spec_for_others(spec: &JobSpec) -> JobSpec {
         dependencies,
         signal,
         service: _,
+        hold,
     } = spec;
     JobSpec {
         name: name.clone(),
@@ -135,6 +136,7 @@ fn spec_for_others(spec: &JobSpec) -> JobSpec {
         dependencies: dependencies.clone(),
         signal: signal.clone(),
         service: None,
+        hold: *hold,
     }
 }
 

@@ -184,7 +184,11 @@ impl Scheduler {
         }
         // After admission, so a policy's own time rules are the ones users see first.
         self.limit_interactive(&mut spec)?;
-        let records = self.new_records(spec)?;
+        let mut records = self.new_records(spec)?;
+        for record in records.iter_mut().filter(|r| r.spec.hold) {
+            let by = record.spec.user.clone();
+            transition::apply_or_log(record, Transition::Held { by });
+        }
         for record in &records {
             self.inner.store.put_job(record)?;
             self.inner.store.event(
