@@ -104,16 +104,16 @@ fn a_restarted_daemon_keeps_a_running_jobs_scratch_and_releases_a_stale_one() {
     let data = d.out_dir().parent().unwrap().join("data");
     let work = data.join(format!("jobs/{id}/work"));
     let stale = data.join("jobs/999/work");
-    assert!(mounted_at(&work), "the running job has no scratch tmpfs");
-    // `running` is committed before the launch, which runs off the job table's lock: a daemon
-    // killed in between requeues the job, rightly, since nothing ran. Kill it only once the
-    // task has run.
+    // `running` is committed before the launch (which mounts the scratch) runs off the job
+    // table's lock: a daemon killed in between requeues the job, rightly, since nothing ran.
+    // Look, and kill, only once the task has run.
     gantry_e2e::poll_until(
         "the task's note",
         std::time::Duration::from_secs(20),
         String::new,
         || work.join("note").exists().then_some(()),
     );
+    assert!(mounted_at(&work), "the running job has no scratch tmpfs");
     // A daemon killed while a task ran: the next one finds a scratch tmpfs of a job that is
     // not running (here one made by hand) beside the running job's.
     d.restart_after_sigkill_with(|data| {
