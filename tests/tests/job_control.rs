@@ -66,6 +66,19 @@ fn a_held_job_waits_until_released_and_an_update_changes_its_limit_and_dependenc
         reason.contains(&format!("gantry release {held}")),
         "{reason}"
     );
+    // scontrol show job: Key=Value lines a person reads.
+    let shown = ok(&gantry(&d, &["job", &h]));
+    assert!(
+        shown.starts_with(&format!("JobId={held} JobName=held")),
+        "{shown}"
+    );
+    for part in [
+        "JobState=pending",
+        "HeldBy=anonymous",
+        "Reason=held-by-policy: held by",
+    ] {
+        assert!(shown.contains(part), "{part} missing:\n{shown}");
+    }
 
     // scontrol update: SLURM's time forms, and dependencies replaced.
     let out = ok(&gantry(

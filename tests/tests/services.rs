@@ -70,12 +70,13 @@ fn http_get(port: u64, path: &str) -> String {
     answer
 }
 
-/// `gantry job ID` against the daemon: stdout (the record) and stderr (the service line).
+/// `gantry job ID --json` against the daemon: stdout (the record) and stderr (the service
+/// line).
 fn cli_job(d: &Daemon, id: u64) -> (String, String) {
     let out = std::process::Command::new(gantry_bin())
         .env_remove("GANTRY_TOKEN")
         .env("HOME", d.out_dir())
-        .args(["--server", d.url(), "job", &id.to_string()])
+        .args(["--server", d.url(), "job", &id.to_string(), "--json"])
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
@@ -199,7 +200,7 @@ fn failing_http_health_check_restarts_the_service() {
         "{answer}"
     );
     let (stdout, stderr) = cli_job(&d, id);
-    serde_json::from_str::<Value>(&stdout).expect("gantry job prints the record as JSON");
+    serde_json::from_str::<Value>(&stdout).expect("gantry job --json prints the record as JSON");
     assert!(
         stderr.contains(&format!("service: {node}:{port} (healthy, 0 restarts)")),
         "{stderr}"

@@ -19,6 +19,7 @@ pub mod export;
 pub mod history_cli;
 pub mod run_cli;
 pub mod sbatch;
+pub mod show_job;
 pub mod sinfo_view;
 pub mod squeue_view;
 pub mod submit_cli;

@@ -71,8 +71,13 @@ enum Command {
         #[command(subcommand)]
         action: AdminAction,
     },
-    /// Show one job (state, allocation, exit code, pending reason).
-    Job { id: u64 },
+    /// Show one job as scontrol show job does (state, reason, times, allocation, exit code).
+    Job {
+        id: u64,
+        /// The record as JSON (the API's), for scripts.
+        #[arg(long)]
+        json: bool,
+    },
     /// Cancel jobs, as scancel: gantry cancel 8 9 12-20 (each id or range of ids).
     Cancel {
         /// Job ids and ranges (`12-20`).
@@ -368,11 +373,20 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             AdminAction::Gc => gantry_cli::history_cli::gc(&client),
             AdminAction::Compact { data_dir } => gantry_cli::history_cli::compact(&data_dir),
         },
-        Command::Job { id } => {
+        Command::Job { id, json } => {
             let job = client.job(id)?;
-            cli::print_json(&serde_json::to_value(&job)?);
+            if json {
+                cli::print_json(&serde_json::to_value(&job)?);
+            } else {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as u64);
+                gantry_cli::show_job::render(&job, now)
+                    .iter()
+                    .for_each(|l| println!("{l}"));
+            }
             if let Some(line) = cli::service_line(&job) {
-                eprintln!("{line}"); // stderr: stdout stays JSON
+                eprintln!("{line}"); // stderr: with --json, stdout stays JSON
             }
             Ok(())
         }
