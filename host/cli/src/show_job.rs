@@ -13,8 +13,12 @@ pub fn render(job: &JobRecord, now_ms: u64) -> Vec<String> {
     let spec = &job.spec;
     let or_none = |v: Option<String>| v.unwrap_or_else(|| "None".into());
     let reason = job.reason.as_ref().map(|r| {
+        let note = r
+            .priority_note
+            .as_ref()
+            .map_or_else(String::new, |n| format!("; priority: {n}"));
         format!(
-            "{}: {} (stage {}, plugin {})",
+            "{}: {} (stage {}, plugin {}{note})",
             crate::cli::wire_text(&r.code),
             r.message,
             r.stage,
