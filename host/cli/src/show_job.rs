@@ -42,14 +42,6 @@ pub fn render(job: &JobRecord, now_ms: u64) -> Vec<String> {
         None => job.id.to_string(),
     };
     let nodes: Vec<String> = job.tasks.iter().map(|t| t.node.clone()).collect();
-    let gpus: Vec<String> = job
-        .tasks
-        .iter()
-        .map(|t| {
-            let list: Vec<String> = t.gpus.iter().map(|g| g.index.to_string()).collect();
-            list.join(",")
-        })
-        .collect();
     let deps: Vec<String> = spec
         .dependencies
         .iter()
@@ -96,7 +88,7 @@ pub fn render(job: &JobRecord, now_ms: u64) -> Vec<String> {
             } else {
                 nodes.join(",")
             },
-            gpus.join(" | ")
+            crate::squeue_view::gpus_per_task(job)
         ),
         format!(
             "   WorkDir={} Command={command}",

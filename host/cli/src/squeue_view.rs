@@ -50,20 +50,25 @@ fn id_cell(job: &JobRecord) -> String {
     }
 }
 
+/// The GPU indices of each task, `0,1 | 2,3`.
+pub(crate) fn gpus_per_task(job: &JobRecord) -> String {
+    let per_task: Vec<String> = job
+        .tasks
+        .iter()
+        .map(|t| {
+            let list: Vec<String> = t.gpus.iter().map(|g| g.index.to_string()).collect();
+            list.join(",")
+        })
+        .collect();
+    per_task.join(" | ")
+}
+
 /// The last column: the nodes and GPUs of a running job, else the reason it waits or ended.
 fn where_or_why(job: &JobRecord) -> String {
     if job.state == JobState::Running {
         let nodes: BTreeSet<&str> = job.tasks.iter().map(|t| t.node.as_str()).collect();
-        let gpus: Vec<String> = job
-            .tasks
-            .iter()
-            .map(|t| {
-                let list: Vec<String> = t.gpus.iter().map(|g| g.index.to_string()).collect();
-                list.join(",")
-            })
-            .collect();
         let nodes: Vec<&str> = nodes.into_iter().collect();
-        return format!("{}  GPUs [{}]", nodes.join(","), gpus.join(" | "));
+        return format!("{}  GPUs [{}]", nodes.join(","), gpus_per_task(job));
     }
     match &job.reason {
         Some(r) => format!("({}: {})", crate::cli::wire_text(&r.code), r.message),

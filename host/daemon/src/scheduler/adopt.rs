@@ -6,7 +6,6 @@
 use super::apply::host_reason;
 use super::transition::{self, Transition};
 use super::{Scheduler, lock};
-use crate::executor::TaskExit;
 use crate::model::StopCause;
 use gantry_contract::ReasonCode;
 use std::time::Duration;
@@ -115,13 +114,7 @@ impl Scheduler {
                 }
             }
             for task in unlaunched {
-                let lost = Transition::TaskEnded {
-                    task,
-                    exit: TaskExit::Lost,
-                    ended_ms: None,
-                    usage: None,
-                };
-                transition::apply_or_log(job, lost);
+                transition::apply_or_log(job, Transition::task_lost(task));
                 transition::apply_or_log(job, Transition::StopRequested(StopCause::GangFailed));
             }
             self.account_ended_while_down(job);

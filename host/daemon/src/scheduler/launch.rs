@@ -23,7 +23,7 @@
 use super::apply::host_reason;
 use super::transition::{self, Transition};
 use super::{Scheduler, lock};
-use crate::executor::{TaskExit, TaskLaunch, task_files};
+use crate::executor::{TaskLaunch, task_files};
 use crate::model::{JobRecord, JobState, StopCause};
 use gantry_contract::ReasonCode;
 use std::time::Duration;
@@ -197,13 +197,7 @@ impl Scheduler {
                     let _ = self.signal_task(&t.node, key, Some(pid), libc::SIGKILL, kill);
                 }
                 None => {
-                    let lost = Transition::TaskEnded {
-                        task,
-                        exit: TaskExit::Lost,
-                        ended_ms: None,
-                        usage: None,
-                    };
-                    transition::apply_or_log(job, lost);
+                    transition::apply_or_log(job, Transition::task_lost(task));
                 }
             }
         }

@@ -14,7 +14,6 @@ use super::members::{Link, Liveness};
 use super::nodes::{NodeOpError, drain_key};
 use super::transition::{self, Transition};
 use super::{Scheduler, lock, now_ms};
-use crate::executor::TaskExit;
 use crate::model::{JobState, StopCause};
 use std::time::Duration;
 
@@ -83,13 +82,7 @@ impl Scheduler {
             for task in 0..job.tasks.len() {
                 let t = &job.tasks[task];
                 if t.node == node && t.exit.is_none() {
-                    let lost = Transition::TaskEnded {
-                        task,
-                        exit: TaskExit::Lost,
-                        ended_ms: None,
-                        usage: None,
-                    };
-                    transition::apply_or_log(job, lost);
+                    transition::apply_or_log(job, Transition::task_lost(task));
                 }
             }
             let down = StopCause::NodeDown {

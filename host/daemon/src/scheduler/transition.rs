@@ -85,6 +85,17 @@ pub(crate) enum Transition {
 }
 
 impl Transition {
+    /// Task `task` is lost: it never ran, or nothing is known of its end (its node went
+    /// down, its launch failed, a restart found neither its shim nor its exit record).
+    pub(crate) fn task_lost(task: usize) -> Self {
+        Self::TaskEnded {
+            task,
+            exit: TaskExit::Lost,
+            ended_ms: None,
+            usage: None,
+        }
+    }
+
     /// The transition's name, for errors and logs.
     pub(crate) fn name(&self) -> &'static str {
         match self {
