@@ -40,6 +40,32 @@ pub const SIGNAL_PATH: &str = "/agent/v1/signal";
 pub const FREE_PORT_PATH: &str = "/agent/v1/free-port";
 /// Agent route that runs a service's health-check command on its node.
 pub const CHECK_PATH: &str = "/agent/v1/check";
+/// Controller → agent: input for an interactive task (`gantry run`), an [`InputRequest`];
+/// answered with [`InputReply`], or 409 when the task's input is not open.
+pub const INPUT_PATH: &str = "/agent/v1/tasks/{job}/{task}/{run}/input";
+
+/// Input for a task's stdin, then what follows it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InputRequest {
+    /// The bytes, base64 (standard, padded).
+    #[serde(default)]
+    pub data: String,
+    /// The terminal's new size (lines, columns), once all the data was taken.
+    #[serde(default)]
+    pub resize: Option<(u16, u16)>,
+    /// The end of input, once all the data was taken.
+    #[serde(default)]
+    pub eof: bool,
+}
+
+/// Agent → controller: how many bytes of data the task's input took (the rest is for the
+/// client to send again; the size and the end apply only when all was taken).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InputReply {
+    /// Data bytes taken.
+    pub accepted: usize,
+}
 
 /// One run of one task: a requeued or restarted task gets a new `run` (its start time, ms).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -152,6 +178,9 @@ pub struct LaunchRequest {
     /// never as `user`.
     #[serde(default)]
     pub anonymous: bool,
+    /// What the task reads as its input (an interactive job's first task).
+    #[serde(default)]
+    pub input: crate::task::TaskInput,
 }
 
 /// Agent → controller: the launched (or already known) task.

@@ -1,9 +1,23 @@
-//! How a task ended ([`TaskExit`]) and what it used ([`TaskUsage`]): the plain records the
-//! node's executor writes (`task-N.exit`), the job record keeps and the cluster protocol
-//! carries.
+//! How a task ended ([`TaskExit`]), what it used ([`TaskUsage`]) and what it reads as its
+//! input ([`TaskInput`]): the plain records the node's executor writes (`task-N.exit`), the
+//! job record keeps and the cluster protocol carries.
 //!
 //! Owns these data types only. Measuring and recording them is `gantry-node`'s executor,
-//! which re-exports them as `gantry_node::executor::{TaskExit, TaskUsage}`.
+//! which re-exports them as `gantry_node::executor::{TaskExit, TaskUsage, TaskInput}`.
+
+/// How a task reads its input.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskInput {
+    /// `/dev/null` (every batch task, and every task of a job but its first).
+    #[default]
+    None,
+    /// A pipe fed with what the client sends, closed at its end of input.
+    Pipe,
+    /// A terminal of this size: the command's stdin, stdout and stderr and its controlling
+    /// terminal; the output goes to the task's log as a terminal shows it.
+    Tty { rows: u16, cols: u16 },
+}
 
 /// How a task ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -18,6 +18,7 @@ pub mod control_cli;
 pub mod export;
 pub mod history_cli;
 pub mod run_cli;
+pub mod run_input;
 pub mod sbatch;
 pub mod show_job;
 pub mod sinfo_view;

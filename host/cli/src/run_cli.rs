@@ -1,13 +1,16 @@
-//! `gantry run [--gpus N] [--time 4h] -- CMD`: an interactive job, like `srun` or a Ray task
-//! at a terminal. It submits the job as `interactive`, waits until it starts (showing why it
-//! waits), streams its output to this terminal, forwards the first Ctrl-C to the job as
-//! SIGINT (a second one cancels it), and exits with the job's exit code. When this client goes
-//! away, the daemon cancels the job.
+//! `gantry run [--gpus N] [--time 4h] -- CMD`: an interactive job, like `srun --pty` or a Ray
+//! task at a terminal. It submits the job as `interactive`, waits until it starts (showing why
+//! it waits), streams its output to this terminal, sends this client's stdin to it (with a
+//! terminal of its own when stdin is one, `run_input`), and exits with the job's exit code.
+//! While it waits, or without a terminal, the first Ctrl-C goes to the job as SIGINT (a second
+//! one cancels it); with a terminal, Ctrl-C is a key the job's terminal turns into SIGINT.
+//! When this client goes away, the daemon cancels the job.
 //!
 //! Owns: the client side of `/v1/jobs/{id}/attach` and `/signal`. Does not own the stream's
-//! format (`api::attach`).
+//! format (`api::attach`) nor the input (`run_input`).
 
 use crate::cli::{Client, parse_duration_s};
+use crate::run_input::{self, InputMode};
 use anyhow::{Context, bail};
 use gantry_api::views::AttachFrame;
 use serde_json::{Value, json};
@@ -49,6 +52,12 @@ pub struct RunArgs {
     /// Environment variable K=V (repeatable).
     #[arg(long = "env")]
     pub env: Vec<String>,
+    /// Do not send this client's stdin (the job reads /dev/null), as `srun --input=none`.
+    #[arg(long)]
+    pub no_stdin: bool,
+    /// No terminal for the job even when stdin is one (stdin is sent as bytes).
+    #[arg(long)]
+    pub no_pty: bool,
     /// The command and its arguments (after `--`).
     #[arg(last = true, required = true)]
     pub command: Vec<String>,
@@ -79,25 +88,40 @@ pub fn run_body(a: &RunArgs, with_token: bool) -> anyhow::Result<Value> {
 
 /// Runs `gantry run`; returns the process exit code.
 pub fn run(client: Arc<Client>, a: &RunArgs) -> anyhow::Result<i32> {
-    let id = client.submit(&run_body(a, client.has_token())?)?.job.id;
+    let mode = InputMode::choose(a.no_stdin, a.no_pty);
+    let mut body = run_body(a, client.has_token())?;
+    mode.add_to(&mut body);
+    let id = client.submit(&body)?.job.id;
     eprintln!("gantry: job {id} submitted");
     gantry_node::sys::count_interrupts();
+    let tty = matches!(mode, InputMode::Tty(..));
+    if tty {
+        gantry_node::terminal::count_window_changes();
+    }
+    if mode != InputMode::None {
+        let client = client.clone();
+        std::thread::spawn(move || run_input::pump_stdin(&client, id, mode));
+    }
     let done = Arc::new(AtomicBool::new(false));
     let forwarder = {
         let (client, done) = (client.clone(), done.clone());
-        std::thread::spawn(move || forward_interrupts(&client, id, &done))
+        std::thread::spawn(move || forward_interrupts(&client, id, tty, &done))
     };
-    let result = follow(&client, id);
+    let result = follow(&client, id, tty);
     done.store(true, Ordering::SeqCst);
     let _ = forwarder.join();
     result
 }
 
 /// Sends the job SIGINT on the first Ctrl-C (or cancels it while it waits), cancels it on
-/// the second.
-fn forward_interrupts(client: &Client, id: u64, done: &AtomicBool) {
+/// the second; with a terminal, also sends the terminal's new size when it changes.
+fn forward_interrupts(client: &Client, id: u64, tty: bool, done: &AtomicBool) {
     let mut handled = 0;
+    let mut resized = 0;
     while !done.load(Ordering::SeqCst) {
+        if tty {
+            resized = run_input::follow_resize(client, id, resized);
+        }
         let seen = gantry_node::sys::interrupts();
         if seen > handled {
             handled = seen;
@@ -116,10 +140,12 @@ fn forward_interrupts(client: &Client, id: u64, done: &AtomicBool) {
 }
 
 /// Streams the job until its last frame; returns its exit code.
-fn follow(client: &Client, id: u64) -> anyhow::Result<i32> {
+fn follow(client: &Client, id: u64, tty: bool) -> anyhow::Result<i32> {
     let reader = BufReader::new(client.attach(id)?);
     let mut stdout = std::io::stdout();
     let mut last_reason = String::new();
+    // This terminal, raw while the job's terminal is in use; restored when this returns.
+    let mut raw = None;
     for line in reader.lines() {
         let line = line.context("the stream from the daemon broke")?;
         let frame: AttachFrame = serde_json::from_str(&line)
@@ -140,8 +166,15 @@ fn follow(client: &Client, id: u64) -> anyhow::Result<i32> {
             Some("running") => {
                 let node = frame.node.as_deref().unwrap_or("?");
                 eprintln!("gantry: job {id} running on {node}");
+                if tty && raw.is_none() {
+                    raw = Some(
+                        gantry_node::terminal::RawMode::enter(0)
+                            .context("cannot put this terminal in raw mode")?,
+                    );
+                }
             }
             Some(state) => {
+                drop(raw.take());
                 let code = frame.exit_code.unwrap_or(1);
                 if state != "succeeded" {
                     let why = frame.reason.as_deref().unwrap_or(state);

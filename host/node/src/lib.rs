@@ -23,4 +23,5 @@ pub mod port_owner;
 pub mod private_files;
 pub mod process_hygiene;
 pub mod sys;
+pub mod terminal;
 pub mod trusted_dir;

@@ -266,6 +266,8 @@ fn to_sim_job(path: &Path, line: usize, j: JobLine) -> Result<SimJob, InputError
         signal: None,
         service: None,
         hold: false,
+        stdin: false,
+        tty: None,
     };
     spec.validate()
         .map_err(|e| field_error(path, line, &e.field, e.message))?;

@@ -76,6 +76,16 @@ impl Client {
         .map(drop)
     }
 
+    /// `POST /v1/jobs/{id}/input`: input for an interactive job (`{"data": BASE64, "resize":
+    /// {"rows": R, "cols": C}, "eof": BOOL}`); how many bytes of data it took.
+    pub fn input(&self, id: u64, body: &serde_json::Value) -> Result<usize> {
+        let answer = self.post_json(&format!("/v1/jobs/{id}/input"), body)?;
+        Ok(answer["accepted"]
+            .as_u64()
+            .and_then(|n| usize::try_from(n).ok())
+            .unwrap_or(0))
+    }
+
     /// `GET /v1/jobs/{id}/logs?task={task}`: the task's output.
     pub fn logs(&self, id: u64, task: usize) -> Result<String> {
         self.get_text(&format!("/v1/jobs/{id}/logs?task={task}"))

@@ -6,11 +6,13 @@
 //! daemon's `[execution]` settings.
 
 mod exec_size;
+mod job_input;
 pub mod job_options;
 mod record;
 mod service_health;
 
 pub use exec_size::{MAX_ARG_LEN, MAX_ARG_STRLEN, MAX_EXEC_BYTES};
+pub use job_input::TtySize;
 pub use service_health::{HealthState, ServiceHealth};
 
 pub use record::{
@@ -210,6 +212,12 @@ pub struct JobSpec {
     /// Submitted held (`sbatch --hold`): it waits until released (`gantry release`).
     #[serde(default)]
     pub hold: bool,
+    /// An interactive job's first task reads what its client sends (`gantry run`).
+    #[serde(default)]
+    pub stdin: bool,
+    /// An interactive job's first task gets a terminal of this size (implies `stdin`).
+    #[serde(default)]
+    pub tty: Option<TtySize>,
 }
 
 /// A submission error naming the field.
@@ -344,6 +352,7 @@ impl JobSpec {
                 format!("more than {MAX_TIME_LIMIT_S} seconds (one year)"),
             ));
         }
+        self.validate_input()?;
         self.validate_tasks()
     }
 

@@ -118,6 +118,7 @@ impl TaskTable {
             cpu_milli: request.cpu_milli,
             memory_mib: request.memory_mib,
             identity,
+            input: request.input,
         };
         self.executor
             .launch(&launch)

@@ -1,5 +1,5 @@
 //! The agent's HTTP routes for the controller (axum): launch, signal, a free port, log
-//! reads and services' check commands, every one behind the cluster token (401 with a JSON [`ProtoError`] otherwise).
+//! reads, an interactive task's input and services' check commands, every one behind the cluster token (401 with a JSON [`ProtoError`] otherwise).
 //! Refusals are JSON [`ProtoError`]s naming the field concerned; 4xx means "do not retry".
 //!
 //! Owns: routes, the token check, request parsing and status mapping. Does not own the task
@@ -7,15 +7,18 @@
 
 use super::tasks::{TaskError, TaskTable};
 use crate::cluster::proto::{
-    CHECK_PATH, CheckReply, CheckRequest, FREE_PORT_PATH, FreePort, LAUNCH_PATH, LaunchRequest,
-    PROTOCOL_VERSION, ProtoError, SIGNAL_PATH, SignalRequest, TaskKey, token_matches,
+    CHECK_PATH, CheckReply, CheckRequest, FREE_PORT_PATH, FreePort, INPUT_PATH, InputReply,
+    InputRequest, LAUNCH_PATH, LaunchRequest, PROTOCOL_VERSION, ProtoError, SIGNAL_PATH,
+    SignalRequest, TaskKey, token_matches,
 };
+use crate::executor::{InputError, task_input};
 use axum::body::Bytes;
 use axum::extract::{Path, Query, Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use base64::Engine;
 use http::StatusCode;
 use serde::Deserialize;
 use std::io::{Read, Seek, SeekFrom};
@@ -35,6 +38,7 @@ pub(crate) fn router(table: Arc<TaskTable>, token: &str) -> Router {
         .route(SIGNAL_PATH, post(signal))
         .route(FREE_PORT_PATH, get(free_port))
         .route(LOG_PATH, get(log))
+        .route(INPUT_PATH, post(input))
         .route(CHECK_PATH, post(check))
         .fallback(|| async { refuse(StatusCode::NOT_FOUND, "no such route".into(), None) })
         .with_state(table)
@@ -132,6 +136,49 @@ struct LogQuery {
     offset: u64,
     #[serde(default)]
     limit: Option<u64>,
+}
+
+/// Input for an interactive task of this agent (409 when its input is not open).
+async fn input(
+    State(table): State<Arc<TaskTable>>,
+    path: Result<Path<(u64, u32, u64)>, axum::extract::rejection::PathRejection>,
+    body: Bytes,
+) -> Response {
+    let Path((job, task, run)) = match path {
+        Ok(p) => p,
+        Err(e) => return refuse(StatusCode::BAD_REQUEST, e.body_text(), Some("key")),
+    };
+    let request: InputRequest = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => return refuse(StatusCode::BAD_REQUEST, e.to_string(), None),
+    };
+    let data = match base64::engine::general_purpose::STANDARD.decode(request.data.as_bytes()) {
+        Ok(d) => d,
+        Err(e) => return refuse(StatusCode::BAD_REQUEST, e.to_string(), Some("data")),
+    };
+    let fifo = task_input::fifo_path(&TaskTable::exit_path(&table.dir(TaskKey {
+        job,
+        task,
+        run,
+    })));
+    let sent = tokio::task::spawn_blocking(move || {
+        task_input::deliver(&fifo, &data, request.resize, request.eof)
+    })
+    .await;
+    match sent {
+        Ok(Ok(accepted)) => Json(InputReply { accepted }).into_response(),
+        Ok(Err(InputError::NotOpen)) => refuse(
+            StatusCode::CONFLICT,
+            "the task's input is not open".into(),
+            None,
+        ),
+        Ok(Err(e)) => refuse(StatusCode::INTERNAL_SERVER_ERROR, e.to_string(), None),
+        Err(e) => refuse(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("input failed: {e}"),
+            None,
+        ),
+    }
 }
 
 async fn log(

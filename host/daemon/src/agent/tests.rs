@@ -71,6 +71,7 @@ pub(super) fn request(key: TaskKey, argv: &[&str]) -> LaunchRequest {
         memory_mib: 256,
         user: "nobody-in-particular".into(),
         anonymous: false,
+        input: gantry_api::task::TaskInput::None,
     }
 }
 

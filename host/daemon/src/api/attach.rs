@@ -36,6 +36,8 @@ use tokio::sync::mpsc;
 
 /// How often the job and its log are looked at.
 const POLL: Duration = Duration::from_millis(100);
+/// How often for a job that reads its client's input: what is typed is echoed from there.
+const POLL_INTERACTIVE: Duration = Duration::from_millis(20);
 /// A heartbeat frame after this much silence (it also reveals a client that went away).
 const HEARTBEAT: Duration = Duration::from_secs(1);
 /// Most output bytes per frame.
@@ -147,6 +149,11 @@ async fn follow(s: Scheduler, id: u64, task: usize, tx: mpsc::Sender<Bytes>) {
     let mut silent = Duration::ZERO;
     let gone = loop {
         let Some(job) = s.job(id) else { break false };
+        let poll = if job.spec.task_input() == gantry_api::task::TaskInput::None {
+            POLL
+        } else {
+            POLL_INTERACTIVE
+        };
         let state = state_frame(&job);
         let mut frames = Vec::new();
         // Output first, so the last frame comes after everything the job wrote.
@@ -174,7 +181,7 @@ async fn follow(s: Scheduler, id: u64, task: usize, tx: mpsc::Sender<Bytes>) {
             frames.push(json!({"heartbeat": true}));
         }
         silent = if frames.is_empty() {
-            silent + POLL
+            silent + poll
         } else {
             Duration::ZERO
         };
@@ -191,7 +198,7 @@ async fn follow(s: Scheduler, id: u64, task: usize, tx: mpsc::Sender<Bytes>) {
         if job.state.is_terminal() {
             break false;
         }
-        tokio::time::sleep(POLL).await;
+        tokio::time::sleep(poll).await;
     };
     if gone
         && s.job(id)

@@ -24,6 +24,7 @@ mod cluster;
 mod error;
 mod guard;
 mod job_control;
+mod job_input;
 mod jobs;
 mod live;
 mod locate;

@@ -113,6 +113,8 @@ fn spec_for_others(spec: &JobSpec) -> JobSpec {
         signal,
         service: _,
         hold,
+        stdin,
+        tty,
     } = spec;
     JobSpec {
         name: name.clone(),
@@ -137,6 +139,8 @@ fn spec_for_others(spec: &JobSpec) -> JobSpec {
         signal: signal.clone(),
         service: None,
         hold: *hold,
+        stdin: *stdin,
+        tty: *tty,
     }
 }
 

@@ -6,7 +6,9 @@
 //! Owns the list. The handlers live with their area (`jobs.rs`, `policy.rs`, ...); the
 //! layers every route shares (body limit, authentication, guard) are `mod.rs`'s.
 
-use super::{accounting, admin, attach, job_control, jobs, live, logs, nodes, openapi, policy};
+use super::{
+    accounting, admin, attach, job_control, job_input, jobs, live, logs, nodes, openapi, policy,
+};
 use crate::scheduler::Scheduler;
 use axum::Json;
 use axum::extract::{DefaultBodyLimit, State};
@@ -87,6 +89,7 @@ pub(super) fn all() -> Vec<Route> {
         get("/v1/jobs/{id}/logs", logs::logs),
         get("/v1/jobs/{id}/attach", attach::attach),
         post("/v1/jobs/{id}/signal", attach::signal),
+        post("/v1/jobs/{id}/input", job_input::input),
         get("/v1/jobs/{id}/events", jobs::events),
         get("/v1/jobs/{id}/decisions", jobs::decisions),
         get("/v1/jobs/{id}/trace", live::trace),

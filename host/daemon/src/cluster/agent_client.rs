@@ -6,8 +6,8 @@
 //! own retries or what a failure means for the job (`scheduler::remote`).
 
 use super::proto::{
-    CHECK_PATH, CheckReply, CheckRequest, FREE_PORT_PATH, FreePort, LAUNCH_PATH, LaunchReply,
-    LaunchRequest, ProtoError, SIGNAL_PATH, SignalRequest, TaskKey,
+    CHECK_PATH, CheckReply, CheckRequest, FREE_PORT_PATH, FreePort, InputReply, InputRequest,
+    LAUNCH_PATH, LaunchReply, LaunchRequest, ProtoError, SIGNAL_PATH, SignalRequest, TaskKey,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -142,6 +142,14 @@ impl AgentClient {
         } else {
             Err(self.refused(status, &body))
         }
+    }
+
+    /// Delivers input to an interactive task; returns the data bytes taken (409 when its
+    /// input is not open).
+    pub fn input(&self, key: TaskKey, request: &InputRequest) -> Result<usize, AgentCallError> {
+        let path = format!("/agent/v1/tasks/{}/{}/{}/input", key.job, key.task, key.run);
+        self.post::<_, InputReply>(&path, request)
+            .map(|r| r.accepted)
     }
 
     fn post<B: Serialize, R: DeserializeOwned>(

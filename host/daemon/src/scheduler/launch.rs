@@ -23,7 +23,7 @@
 use super::apply::host_reason;
 use super::transition::{self, Transition};
 use super::{Scheduler, lock};
-use crate::executor::{TaskLaunch, task_files};
+use crate::executor::{TaskInput, TaskLaunch, task_files};
 use crate::model::{JobRecord, JobState, StopCause};
 use gantry_contract::ReasonCode;
 use std::time::Duration;
@@ -129,6 +129,11 @@ impl Scheduler {
                 cpu_milli: task.cpu_milli,
                 memory_mib: task.memory_mib,
                 identity: identity.clone(),
+                input: if i == 0 {
+                    job.spec.task_input()
+                } else {
+                    TaskInput::None
+                },
             };
             match executor.launch(&launch) {
                 Ok(t) => done.started.push((i, t.pid)),

@@ -14,6 +14,7 @@ pub mod decisions;
 mod fault_log;
 mod holds;
 mod job_control;
+pub mod job_input;
 mod job_table;
 pub mod jobs;
 mod jobs_in_memory;

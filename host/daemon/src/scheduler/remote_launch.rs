@@ -16,6 +16,7 @@ use super::{Scheduler, lock};
 use crate::cluster::agent_client::{AgentCallError, AgentClient};
 use crate::cluster::proto::{LaunchReply, LaunchRequest, PROTOCOL_VERSION, TaskKey};
 use crate::model::{JobRecord, JobState};
+use gantry_api::task::TaskInput;
 use std::time::{Duration, Instant};
 
 /// First wait between launch retries; doubled up to [`RETRY_MAX`].
@@ -84,6 +85,11 @@ impl Scheduler {
                 memory_mib: t.memory_mib,
                 user: job.spec.user.clone(),
                 anonymous: job.spec.anonymous,
+                input: if i == 0 {
+                    job.spec.task_input()
+                } else {
+                    TaskInput::None
+                },
             };
             lock(&self.inner.remote_runs).launch_sent(request.key);
             requests.push((agent, request));

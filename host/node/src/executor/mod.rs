@@ -29,10 +29,12 @@ mod scratch;
 mod shim;
 mod shim_args;
 mod shim_exe;
+mod shim_input;
 mod shim_signals;
 pub(crate) mod signals;
 mod spawn_shim;
 pub mod task_files;
+pub mod task_input;
 #[cfg(any(test, feature = "test-support"))]
 pub mod test_shim;
 #[cfg(test)]
@@ -58,6 +60,7 @@ pub use identity::{IdentityError, TaskIdentity};
 pub use isolation::{Isolation, IsolationError, IsolationSummary};
 pub use shim::{SHIM_SUBCOMMAND, run_shim};
 pub use shim_exe::{SHIM_BINARY, shim_executable};
+pub use task_input::{InputError, InputFrame, TaskInput};
 pub use types::{ExecError, RunningTask, TaskEvent, TaskExit, TaskLaunch, TaskUsage};
 
 use cgroup::TaskCgroup;
@@ -218,6 +221,13 @@ impl Executor {
             path: argv_file.clone(),
             source,
         })?;
+        let input_fifo = (l.input != TaskInput::None).then(|| task_input::fifo_path(&l.exit_path));
+        if let Some(fifo) = &input_fifo {
+            task_input::create_fifo(fifo).map_err(|source| ExecError::Prepare {
+                path: fifo.clone(),
+                source,
+            })?;
+        }
         let key = (l.job_id, l.task_index);
         lock(&self.watched).insert(key);
         let cgroup = match self.task_cgroup(l) {
@@ -242,6 +252,8 @@ impl Executor {
                 gid: i.gid,
                 groups: i.groups.clone(),
             }),
+            input: l.input,
+            input_fifo,
             argv_file: Some(argv_file),
             argv: Vec::new(),
         };

@@ -23,9 +23,10 @@ use std::path::Path;
 use std::process::{Command, ExitStatus, Stdio};
 
 use super::child::{ChildSetup, Ids};
-use super::log_cap::{self, Piped};
+use super::log_cap::{self, Copier, Piped};
 use super::record::ExitRecord;
 use super::shim_args::{self, ShimArgs};
+use super::shim_input::Input;
 use super::{TaskExit, TaskUsage, record, shim_signals, signals};
 
 /// The hidden subcommand under which the daemon binary acts as the shim.
@@ -129,21 +130,44 @@ fn run_command(args: &ShimArgs, log: &File) -> ExitRecord {
             return failed;
         }
     };
-    let piped = match args.log_max_bytes.map(|max| Piped::start(log, max)) {
-        Some(Err(e)) => {
+    let input = match Input::open(args.input, args.input_fifo.as_deref(), args.ids.as_ref()) {
+        Ok(input) => input,
+        Err(e) => {
+            log_line(log, &format!("cannot open the input of `{program}`: {e}"));
+            return failed;
+        }
+    };
+    // A terminal's output, or a log with a size limit: the shim copies it into the log.
+    let captured = match input.terminal_output() {
+        Some(terminal) => terminal.and_then(|(out, err, master)| {
+            let limit = args.log_max_bytes.unwrap_or(u64::MAX);
+            Ok((
+                Some(Copier::start(master, log.try_clone()?, limit)?),
+                out,
+                err,
+            ))
+        }),
+        None => match args.log_max_bytes.map(|max| Piped::start(log, max)) {
+            Some(Ok(piped)) => piped
+                .stdio()
+                .map(|(out, err)| (Some(piped.into_copier()), out, err)),
+            Some(Err(e)) => Err(e),
+            None => log_stdio(log).map(|(out, err)| (None, out, err)),
+        },
+    };
+    let (copier, out, err) = match captured {
+        Ok(captured) => captured,
+        Err(e) => {
             log_line(
                 log,
                 &format!("cannot capture the output of `{program}`: {e}"),
             );
             return failed;
         }
-        Some(Ok(piped)) => Some(piped),
-        None => None,
     };
-    let stdio = piped.as_ref().map_or_else(|| log_stdio(log), Piped::stdio);
-    let started = stdio.and_then(|(out, err)| {
+    let started = input.stdin().and_then(|stdin| {
         let mut cmd = Command::new(program);
-        cmd.args(rest).stdin(Stdio::null()).stdout(out).stderr(err);
+        cmd.args(rest).stdin(stdin).stdout(out).stderr(err);
         if let Some(env) = env {
             cmd.env_clear()
                 .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
@@ -159,10 +183,10 @@ fn run_command(args: &ShimArgs, log: &File) -> ExitRecord {
         }
         cmd.spawn()
     });
-    let copier = piped.map(Piped::into_copier);
     let child = match started {
         Ok(child) => child,
         Err(e) => {
+            drop(input);
             if let Some(copier) = copier {
                 copier.finish(log_cap::DRAIN_GRACE);
             }
@@ -170,6 +194,9 @@ fn run_command(args: &ShimArgs, log: &File) -> ExitRecord {
             return failed;
         }
     };
+    if let Err(e) = input.start_relay() {
+        log_line(log, &format!("cannot relay the input of `{program}`: {e}"));
+    }
     let record = match signals::wait_with_usage(child.id()) {
         Ok((status, usage)) => ExitRecord {
             exit: record::exit_from_status(ExitStatus::from_raw(status)),
@@ -243,6 +270,7 @@ pub(crate) fn usage_from_rusage(ru: &libc::rusage) -> TaskUsage {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::executor::task_input::TaskInput;
 
     fn strings(args: &[&str]) -> Vec<String> {
         args.iter().map(|s| (*s).to_owned()).collect()
@@ -257,6 +285,8 @@ mod tests {
             workdir: None,
             cgroup_procs: vec![],
             ids: None,
+            input: TaskInput::None,
+            input_fifo: None,
             argv_file: None,
             argv: strings(argv),
         }

@@ -3,7 +3,7 @@
 //! ```text
 //! task-shim --exit-file F --log L [--log-max-bytes N] [--env-file E] [--workdir D]
 //!           [--cgroup-procs P]... [--uid U --gid G [--groups G1,G2,...]]
-//!           (--argv-file A | -- argv...)
+//!           [--input pipe|tty:ROWSxCOLS --input-fifo F] (--argv-file A | -- argv...)
 //! ```
 //!
 //! The executor passes the command in a file (`--argv-file`, `command_file.rs`): the job's
@@ -15,6 +15,7 @@ use std::path::PathBuf;
 
 use super::SHIM_SUBCOMMAND;
 use super::child::Ids;
+use super::task_input::TaskInput;
 
 /// The shim's parsed command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,6 +32,10 @@ pub(crate) struct ShimArgs {
     pub cgroup_procs: Vec<PathBuf>,
     /// The user the command runs as; the shim's own when `None`.
     pub ids: Option<Ids>,
+    /// The command's stdin (`shim_input.rs`): `/dev/null` unless the task is interactive.
+    pub input: TaskInput,
+    /// The FIFO the task's input arrives through (`task_input.rs`).
+    pub input_fifo: Option<PathBuf>,
     /// The file holding the command (`command_file.rs`); then `argv` is empty.
     pub argv_file: Option<PathBuf>,
     pub argv: Vec<String>,
@@ -82,12 +87,38 @@ pub(crate) fn build(args: &ShimArgs) -> Vec<String> {
             out.extend(["--groups".to_owned(), list.join(",")]);
         }
     }
+    match args.input {
+        TaskInput::None => {}
+        TaskInput::Pipe => out.extend(["--input".to_owned(), "pipe".to_owned()]),
+        TaskInput::Tty { rows, cols } => {
+            out.extend(["--input".to_owned(), format!("tty:{rows}x{cols}")]);
+        }
+    }
+    if let Some(fifo) = &args.input_fifo {
+        out.extend(["--input-fifo".to_owned(), path(fifo)]);
+    }
     if let Some(file) = &args.argv_file {
         out.extend(["--argv-file".to_owned(), path(file)]);
     }
     out.push("--".to_owned());
     out.extend(args.argv.iter().cloned());
     out
+}
+
+/// `pipe` or `tty:ROWSxCOLS`.
+fn input_mode(value: &str) -> Result<TaskInput, ShimArgError> {
+    let bad = || ShimArgError::BadValue("--input", value.to_owned());
+    if value == "pipe" {
+        return Ok(TaskInput::Pipe);
+    }
+    let (rows, cols) = value
+        .strip_prefix("tty:")
+        .and_then(|size| size.split_once('x'))
+        .ok_or_else(bad)?;
+    Ok(TaskInput::Tty {
+        rows: rows.parse().map_err(|_| bad())?,
+        cols: cols.parse().map_err(|_| bad())?,
+    })
 }
 
 fn number(option: &'static str, value: &str) -> Result<u32, ShimArgError> {
@@ -99,7 +130,8 @@ fn number(option: &'static str, value: &str) -> Result<u32, ShimArgError> {
 /// Parses the arguments that follow `task-shim`.
 pub(crate) fn parse(args: &[String]) -> Result<ShimArgs, ShimArgError> {
     let (mut exit_file, mut log, mut workdir, mut env_file) = (None, None, None, None);
-    let mut argv_file = None;
+    let (mut argv_file, mut input_fifo) = (None, None);
+    let mut input = TaskInput::None;
     let mut log_max_bytes = None;
     let (mut uid, mut gid, mut groups) = (None, None, Vec::new());
     let mut cgroup_procs = Vec::new();
@@ -120,6 +152,8 @@ pub(crate) fn parse(args: &[String]) -> Result<ShimArgs, ShimArgError> {
                 | "--uid"
                 | "--gid"
                 | "--groups"
+                | "--input"
+                | "--input-fifo"
         ) {
             return Err(ShimArgError::UnknownOption(arg.clone()));
         }
@@ -138,6 +172,8 @@ pub(crate) fn parse(args: &[String]) -> Result<ShimArgs, ShimArgError> {
             "--env-file" => env_file = Some(PathBuf::from(value)),
             "--argv-file" => argv_file = Some(PathBuf::from(value)),
             "--workdir" => workdir = Some(PathBuf::from(value)),
+            "--input" => input = input_mode(value)?,
+            "--input-fifo" => input_fifo = Some(PathBuf::from(value)),
             "--cgroup-procs" => cgroup_procs.push(PathBuf::from(value)),
             "--uid" => uid = Some(number("--uid", value)?),
             "--gid" => gid = Some(number("--gid", value)?),
@@ -168,6 +204,8 @@ pub(crate) fn parse(args: &[String]) -> Result<ShimArgs, ShimArgError> {
         workdir,
         cgroup_procs,
         ids,
+        input,
+        input_fifo,
         argv_file,
         argv,
     })
@@ -263,6 +301,10 @@ mod tests {
         );
         assert_eq!(with(&["--gid", "1"]), ShimArgError::MissingOption("--uid"));
         assert_eq!(
+            with(&["--input", "tty:24"]),
+            ShimArgError::BadValue("--input", "tty:24".into())
+        );
+        assert_eq!(
             with(&["--uid", "1", "--gid", "1", "--groups", "1,-2"]),
             ShimArgError::BadValue("--groups", "-2".into())
         );
@@ -278,6 +320,8 @@ mod tests {
             workdir: None,
             cgroup_procs: vec![],
             ids: None,
+            input: TaskInput::None,
+            input_fifo: None,
             argv_file: Some(PathBuf::from("/e.argv")),
             argv: vec![],
         };
@@ -323,6 +367,11 @@ mod tests {
                 gid: 65534,
                 groups: vec![65534],
             }),
+            input: TaskInput::Tty {
+                rows: 40,
+                cols: 132,
+            },
+            input_fifo: Some(PathBuf::from("/e.stdin")),
             argv_file: None,
             argv: strings(&["sh", "-c", "echo hi"]),
         };
@@ -335,6 +384,8 @@ mod tests {
             workdir: None,
             cgroup_procs: vec![],
             ids: None,
+            input: TaskInput::None,
+            input_fifo: None,
             ..args
         };
         let built = build(&plain);

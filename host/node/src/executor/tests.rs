@@ -40,6 +40,7 @@ pub(super) fn spec(dir: &Path, argv: &[&str]) -> TaskLaunch {
         cpu_milli: 1000,
         memory_mib: 1024,
         identity: None,
+        input: TaskInput::None,
     }
 }
 

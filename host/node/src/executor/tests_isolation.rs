@@ -251,6 +251,8 @@ async fn adopt_and_sweep_clean_up_after_a_restart() {
         workdir: None,
         cgroup_procs: cg.procs_files(),
         ids: None,
+        input: super::task_input::TaskInput::None,
+        input_fifo: None,
         argv_file: None,
         argv: l.argv.clone(),
     };

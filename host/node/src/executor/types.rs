@@ -39,6 +39,9 @@ pub struct TaskLaunch {
     pub memory_mib: u64,
     /// Who the command runs as (see [`super::Executor::identity`]); the daemon's user when `None`.
     pub identity: Option<TaskIdentity>,
+    /// The command's stdin: `/dev/null`, or a pipe or terminal fed through
+    /// [`super::task_input::send`] (an interactive job's first task).
+    pub input: super::task_input::TaskInput,
 }
 
 /// The end of one task, sent on the executor's event channel.

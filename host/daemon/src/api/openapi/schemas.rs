@@ -15,6 +15,7 @@
 
 use super::super::attach::SignalBody;
 use super::super::job_control::JobUpdateBody;
+use super::super::job_input::JobInputBody;
 use super::super::nodes::DrainRequest;
 use super::super::policy::ReplayRequest;
 use crate::policy::PipelineSpec;
@@ -70,6 +71,7 @@ pub fn schemas() -> Map<String, Value> {
     add::<DrainRequest>(&mut all);
     add::<SignalBody>(&mut all);
     add::<JobUpdateBody>(&mut all);
+    add::<JobInputBody>(&mut all);
     let mut out: Map<String, Value> = all
         .into_iter()
         .map(|(name, schema)| {
@@ -98,6 +100,8 @@ pub fn schemas() -> Map<String, Value> {
 pub const NO_CONTROL: &str = r"^[^\x00-\x1f\x7f-\x9f]*$";
 /// No NUL (`execve` ends a string there).
 const NO_NUL: &str = r"^[^\x00]*$";
+/// Standard base64 with its padding (`POST /v1/jobs/{id}/input`'s data).
+const BASE64: &str = r"^([A-Za-z0-9+/]{4})*([A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$";
 /// The signals a job may ask for (`WarnSignal::number`), by name or by number (Linux's); the
 /// server also takes lower case, a `SIG` prefix and blanks around, which this leaves out.
 pub const SIGNAL: &str =
@@ -131,6 +135,10 @@ pub fn refinements() -> Vec<(&'static str, &'static str, Value)> {
                 {"anyOf": [
                     {"required": ["kind"], "properties": {"kind": {"enum": ["service"]}}},
                     {"properties": {"service": null_only()}},
+                ]},
+                {"anyOf": [
+                    {"required": ["kind"], "properties": {"kind": {"enum": ["interactive"]}}},
+                    {"properties": {"stdin": {"enum": [false]}, "tty": null_only()}},
                 ]},
             ]}),
         ),
@@ -189,6 +197,8 @@ pub fn refinements() -> Vec<(&'static str, &'static str, Value)> {
             "/properties/signal",
             json!({"pattern": SIGNAL}),
         ),
+        // `job_input`: standard base64 with its padding.
+        ("JobInput", "/properties/data", json!({"pattern": BASE64})),
     ]
 }
 
