@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 use gantry::config::Config;
 use gantry_cli::auth_cli::{self, TokenCreateArgs};
 use gantry_cli::cli::{self, Client};
+use gantry_cli::policy_view;
 use gantry_cli::submit_cli::{self, SubmitArgs};
 use serde_json::json;
 use std::path::PathBuf;
@@ -156,11 +157,17 @@ enum Command {
     Plugin {
         #[command(subcommand)]
         action: PluginAction,
+        /// Print the daemon's answer as JSON (for scripts).
+        #[arg(long, global = true)]
+        json: bool,
     },
     /// Manage the policy pipeline.
     Policy {
         #[command(subcommand)]
         action: PolicyAction,
+        /// Print the daemon's answer as JSON (for scripts).
+        #[arg(long, global = true)]
+        json: bool,
     },
     /// Replay a workload on a simulated cluster through real pipelines, on a virtual
     /// clock (no daemon needed).
@@ -177,6 +184,9 @@ enum Command {
         /// Candidate pipeline file (JSON or TOML).
         #[arg(long)]
         pipeline: PathBuf,
+        /// Print the daemon's answer as JSON (for scripts).
+        #[arg(long)]
+        json: bool,
     },
     /// Manage API tokens.
     Token {
@@ -295,7 +305,8 @@ fn is_client(command: &Command) -> bool {
                 action: AdminAction::Compact { .. }
             }
             | Command::Plugin {
-                action: PluginAction::Test { .. }
+                action: PluginAction::Test { .. },
+                ..
             }
     )
 }
@@ -436,6 +447,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Plugin {
             action: PluginAction::Add { file },
+            ..
         } => {
             let info = client.upload_plugin(&cli::read_file(&file)?)?;
             // Each as JSON (names in quotes), as this line always showed them.
@@ -457,21 +469,35 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     deadline_ms,
                     memory_mib,
                 },
+            ..
         } => plugin_test(file, scenarios, config, deadline_ms, memory_mib),
         Command::Plugin {
             action: PluginAction::List,
+            json,
         } => {
-            cli::print_json(&client.get_json("/v1/plugins")?);
+            show(
+                json,
+                &client.get_json("/v1/plugins")?,
+                policy_view::render_plugins,
+            );
             Ok(())
         }
-        Command::Policy { action } => policy(&client, action),
+        Command::Policy { action, json } => policy(&client, action, json),
         Command::Simulate { mode } => gantry_sim::command::run(mode),
-        Command::Replay { since, pipeline } => {
+        Command::Replay {
+            since,
+            pipeline,
+            json,
+        } => {
             let body = json!({
                 "pipeline": cli::read_pipeline(&pipeline)?,
                 "since_s": cli::parse_duration_s(&since)?,
             });
-            cli::print_json(&client.post_json("/v1/replay", &body)?);
+            show(
+                json,
+                &client.post_json("/v1/replay", &body)?,
+                policy_view::render_replay,
+            );
             Ok(())
         }
         Command::Token {
@@ -506,18 +532,53 @@ fn plugin_test(
     Ok(())
 }
 
-fn policy(client: &Client, action: PolicyAction) -> anyhow::Result<()> {
-    let v = match action {
-        PolicyAction::Show => client.get_json("/v1/policy")?,
-        PolicyAction::Set { file } => client.put_json("/v1/policy", &cli::read_pipeline(&file)?)?,
-        PolicyAction::Shadow { clear: true, .. } => client.delete_json("/v1/policy/shadow")?,
+/// Prints `v` as JSON with `json`, else as `render` lays it out.
+fn show(json: bool, v: &serde_json::Value, render: fn(&serde_json::Value) -> Vec<String>) {
+    if json {
+        cli::print_json(v);
+    } else {
+        for line in render(v) {
+            println!("{line}");
+        }
+    }
+}
+
+fn policy(client: &Client, action: PolicyAction, json: bool) -> anyhow::Result<()> {
+    match action {
+        PolicyAction::Show => show(
+            json,
+            &client.get_json("/v1/policy")?,
+            policy_view::render_policy,
+        ),
+        PolicyAction::Set { file } => {
+            let v = client.put_json("/v1/policy", &cli::read_pipeline(&file)?)?;
+            show(json, &v, policy_view::render_policy);
+        }
+        PolicyAction::Shadow { clear: true, .. } => {
+            let v = client.delete_json("/v1/policy/shadow")?;
+            show(json, &v, |_| vec!["shadow pipeline stopped".into()]);
+        }
         PolicyAction::Shadow {
             file: Some(file), ..
-        } => client.put_json("/v1/policy/shadow", &cli::read_pipeline(&file)?)?,
-        PolicyAction::Shadow { file: None, .. } => client.get_json("/v1/policy/shadow/diff")?,
-        PolicyAction::Rollback => client.post_json("/v1/policy/rollback", &json!({}))?,
-        PolicyAction::History => client.get_json("/v1/policy/history")?,
-    };
-    cli::print_json(&v);
+        } => {
+            let v = client.put_json("/v1/policy/shadow", &cli::read_pipeline(&file)?)?;
+            show(json, &v, policy_view::render_shadow);
+        }
+        PolicyAction::Shadow { file: None, .. } => {
+            let v = client.get_json("/v1/policy/shadow/diff")?;
+            show(json, &v, policy_view::render_shadow);
+        }
+        PolicyAction::Rollback => {
+            let v = client.post_json("/v1/policy/rollback", &json!({}))?;
+            show(json, &v, policy_view::render_policy);
+        }
+        PolicyAction::History => {
+            show(
+                json,
+                &client.get_json("/v1/policy/history")?,
+                policy_view::render_history,
+            );
+        }
+    }
     Ok(())
 }
