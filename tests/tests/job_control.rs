@@ -6,7 +6,7 @@
 //! job, a job not held, a dependency on a later job).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use gantry_e2e::{Daemon, gantry_bin};
+use gantry_e2e::{Daemon, WAIT, gantry_bin};
 use serde_json::json;
 use std::process::{Command, Output};
 
@@ -174,6 +174,34 @@ fn releasing_a_job_that_is_not_held_is_refused_and_hold_is_idempotent() {
     );
     ok(&gantry(&d, &["cancel", &blocker.to_string()]));
     d.wait_state(waiting, "succeeded");
+}
+
+#[test]
+fn a_job_with_a_begin_time_waits_for_it_then_runs() {
+    let d = Daemon::start(1);
+    let out = ok(&gantry(
+        &d,
+        &["submit", "--begin", "now+3", "--gpus", "1", "--", "true"],
+    ));
+    assert!(out.contains("submitted job 1"), "{out}");
+    let job = d.job(1);
+    let begin = job["spec"]["begin_ms"].as_u64().unwrap();
+    assert!(begin >= job["submit_ms"].as_u64().unwrap() + 2_000, "{job}");
+    let waiting = d.wait_for("the begin-time reason", WAIT, || {
+        let job = d.job(1);
+        let message = job["reason"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        message.contains("waits for its begin time").then_some(job)
+    });
+    assert_eq!(waiting["state"], "pending", "{waiting}");
+    let shown = ok(&gantry(&d, &["job", "1"]));
+    assert!(shown.contains(" EligibleTime="), "{shown}");
+    let done = d.wait_state(1, "succeeded");
+    assert!(done["start_ms"].as_u64().unwrap() >= begin, "{done}");
+    let err = refused(&gantry(&d, &["submit", "--begin", "someday", "--", "true"]));
+    assert!(err.contains("begin"), "{err}");
 }
 
 #[test]

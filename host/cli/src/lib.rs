@@ -13,6 +13,7 @@
 
 pub mod accounting_cli;
 pub mod auth_cli;
+pub mod begin_time;
 pub mod cli;
 pub mod control_cli;
 pub mod export;

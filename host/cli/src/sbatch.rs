@@ -96,6 +96,8 @@ pub struct Options {
     pub signal: Option<WarnSignal>,
     /// `--hold`, `-H`: submitted held.
     pub hold: Option<bool>,
+    /// `--begin`, `-b`: not to start before this time (ms since the epoch).
+    pub begin_ms: Option<u64>,
     /// How often it may be requeued (command line only).
     pub max_requeues: Option<u32>,
     /// Priority tier (command line only).
@@ -127,6 +129,7 @@ impl Options {
             requeue: flags.requeue.or(self.requeue),
             signal: flags.signal.or(self.signal),
             hold: flags.hold.or(self.hold),
+            begin_ms: flags.begin_ms.or(self.begin_ms),
             max_requeues: flags.max_requeues.or(self.max_requeues),
             tier: flags.tier.or(self.tier),
             preemptible: flags.preemptible.or(self.preemptible),

@@ -69,8 +69,14 @@ pub fn render(job: &JobRecord, now_ms: u64) -> Vec<String> {
             or_none(job.end_reason.clone())
         ),
         format!(
-            "   SubmitTime={} StartTime={} EndTime={}",
+            "   SubmitTime={} EligibleTime={} StartTime={} EndTime={}",
             format_utc(job.submit_ms),
+            format_utc(
+                job.spec
+                    .begin_ms
+                    .unwrap_or(job.submit_ms)
+                    .max(job.submit_ms)
+            ),
             or_none(job.start_ms.map(format_utc)),
             or_none(job.end_ms.map(format_utc))
         ),

@@ -83,6 +83,10 @@ pub struct SubmitArgs {
     /// Submit held, as sbatch --hold: it waits until `gantry release`.
     #[arg(short = 'H', long)]
     pub hold: bool,
+    /// Not to start before this time, as sbatch --begin: now+1hour, 16:00,
+    /// 2026-12-24T18:00, tomorrow, midnight (local time).
+    #[arg(short = 'b', long)]
+    pub begin: Option<String>,
     /// End as preempted when evicted.
     #[arg(long, overrides_with = "requeue")]
     pub no_requeue: bool,
@@ -208,6 +212,12 @@ impl SubmitArgs {
                 .map_err(|e| flag("signal", e))?,
             max_requeues: self.max_requeues,
             hold: self.hold.then_some(true),
+            begin_ms: self
+                .begin
+                .as_deref()
+                .map(|t| crate::begin_time::parse(t, &jiff::Zoned::now()))
+                .transpose()
+                .map_err(|e| flag("begin", e))?,
             tier: self.tier,
             preemptible: self.preemptible.then_some(true),
             kind,

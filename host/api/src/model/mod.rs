@@ -39,6 +39,8 @@ pub const MAX_ARGS: usize = 4096;
 pub const MAX_PATH: usize = 4096;
 /// Highest `max_requeues` of a job (the daemon's `execution.max_requeues` has the same cap).
 pub const MAX_REQUEUES: u32 = 1000;
+/// Latest begin time a job may ask for (2200-01-01, in ms since the epoch).
+pub const MAX_BEGIN_MS: u64 = 7_258_118_400_000;
 
 // The `#[schema(...)]` limits below (feature `openapi`) repeat these constants as literals,
 // which utoipa requires; `host/daemon/src/api/openapi/tests.rs` checks that they agree. The
@@ -212,6 +214,10 @@ pub struct JobSpec {
     /// Submitted held (`sbatch --hold`): it waits until released (`gantry release`).
     #[serde(default)]
     pub hold: bool,
+    /// Not to start before this time, ms since the epoch (`sbatch --begin`).
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(maximum = 7_258_118_400_000u64))]
+    pub begin_ms: Option<u64>,
     /// An interactive job's first task reads what its client sends (`gantry run`).
     #[serde(default)]
     pub stdin: bool,
@@ -345,6 +351,9 @@ impl JobSpec {
                 "service",
                 "only a job of kind `service` takes service settings",
             ));
+        }
+        if self.begin_ms.is_some_and(|at| at > MAX_BEGIN_MS) {
+            return Err(bad("begin_ms", "later than the year 2200"));
         }
         if self.time_limit_s > MAX_TIME_LIMIT_S {
             return Err(bad(

@@ -140,9 +140,7 @@ impl Directive<'_> {
                  --env K=V; the submitting shell's is not copied",
             ),
             "hold" => o.hold = Some(true),
-            "begin" => {
-                self.ignore("delayed starts are not supported; submit with --hold and release it")
-            }
+            "begin" => o.begin_ms = Some(crate::begin_time::parse(value, &jiff::Zoned::now())?),
             _ => self.ignore("not supported by Gantry"),
         }
         Ok(())

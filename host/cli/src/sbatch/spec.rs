@@ -178,6 +178,7 @@ impl Options {
         put("dependencies", self.dependencies.as_ref().map(|d| json!(d)));
         put("signal", self.signal.as_ref().map(|s| json!(s)));
         put("hold", self.hold.map(Value::from));
+        put("begin_ms", self.begin_ms.map(Value::from));
         Ok(m)
     }
 }

@@ -294,12 +294,16 @@ fn spec_fields_are_a_valid_job_spec() {
 }
 
 #[test]
-fn hold_submits_held_and_begin_is_skipped_with_a_note() {
+fn hold_submits_held_and_begin_sets_the_begin_time() {
+    let before = jiff::Timestamp::now().as_millisecond() as u64;
     let parsed = parse("#!/bin/sh\n#SBATCH --hold\n#SBATCH --begin=now+1hour\ntrue\n").unwrap();
     assert_eq!(parsed.options.hold, Some(true));
+    let begin = parsed.options.begin_ms.unwrap();
     assert!(
-        parsed.ignored.iter().any(|i| i.directive.contains("begin")),
-        "{:?}",
-        parsed.ignored
+        begin >= before + 3_600_000 && begin < before + 3_700_000,
+        "{begin}"
     );
+    assert!(parsed.ignored.is_empty(), "{:?}", parsed.ignored);
+    let wrong = parse("#!/bin/sh\n#SBATCH --begin=someday\ntrue\n").unwrap_err();
+    assert!(wrong.to_string().contains("begin"), "{wrong}");
 }

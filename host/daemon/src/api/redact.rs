@@ -113,6 +113,7 @@ fn spec_for_others(spec: &JobSpec) -> JobSpec {
         signal,
         service: _,
         hold,
+        begin_ms,
         stdin,
         tty,
     } = spec;
@@ -139,6 +140,7 @@ fn spec_for_others(spec: &JobSpec) -> JobSpec {
         signal: signal.clone(),
         service: None,
         hold: *hold,
+        begin_ms: *begin_ms,
         stdin: *stdin,
         tty: *tty,
     }

@@ -1,5 +1,6 @@
 //! Host-side holds, decided before each cycle's snapshot: a pending job its user held
-//! (`job_control.rs`) waits until released; a pending job whose dependencies
+//! (`job_control.rs`) waits until released; one with a begin time (`sbatch --begin`) waits
+//! until then; a pending job whose dependencies
 //! have not ended as asked waits (its reason names the dependency), one whose dependencies
 //! can never be met is cancelled with a reason, and an array member waits while its array
 //! already runs as many members as its `%N` allows. Held jobs are left out of the snapshot,
@@ -25,8 +26,17 @@ pub(crate) enum Hold {
     Never(String),
 }
 
-/// Holds of every pending job that has one.
-pub(crate) fn evaluate(jobs: &JobTable) -> BTreeMap<u64, Hold> {
+/// The reason of a job that waits for its begin time (the same text every cycle).
+fn begin_reason(begin_ms: Option<u64>) -> String {
+    let at = begin_ms
+        .and_then(|ms| i64::try_from(ms).ok())
+        .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok())
+        .map_or_else(|| "-".to_string(), |t| t.to_string());
+    format!("waits for its begin time {at} (--begin)")
+}
+
+/// Holds of every pending job that has one, at `now` (ms since the epoch).
+pub(crate) fn evaluate(jobs: &JobTable, now: u64) -> BTreeMap<u64, Hold> {
     let mut holds = BTreeMap::new();
     let mut members: BTreeMap<u64, Vec<&JobRecord>> = BTreeMap::new();
     for j in jobs.active() {
@@ -42,6 +52,9 @@ pub(crate) fn evaluate(jobs: &JobTable) -> BTreeMap<u64, Hold> {
             (_, Some(by)) => {
                 let release = format!("held by {by}; `gantry release {}` lets it start", j.id);
                 holds.insert(j.id, Hold::Wait(release));
+            }
+            (_, None) if j.spec.begin_ms.is_some_and(|at| at > now) => {
+                holds.insert(j.id, Hold::Wait(begin_reason(j.spec.begin_ms)));
             }
             (Some(wait), None) => {
                 holds.insert(j.id, wait);
@@ -151,7 +164,7 @@ impl Scheduler {
     /// met, records the reason of those that wait; returns the ids left out of the snapshot.
     pub(crate) fn apply_holds(&self, jobs: &mut JobTable) -> BTreeSet<u64> {
         let mut held = BTreeSet::new();
-        for (id, hold) in evaluate(jobs) {
+        for (id, hold) in evaluate(jobs, now_ms()) {
             let Some(job) = jobs.get_mut(id) else {
                 continue;
             };
@@ -224,7 +237,7 @@ mod tests {
                 1,
             )),
         ]);
-        let h = evaluate(&jobs);
+        let h = evaluate(&jobs, 0);
         assert!(
             matches!(&h[&2], Hold::Wait(m) if m.contains("held by alice") && m.contains("gantry release 2")),
             "{h:?}"
@@ -237,12 +250,25 @@ mod tests {
     }
 
     #[test]
+    fn a_job_waits_for_its_begin_time_and_not_after_it() {
+        let mut later = job(1, JobState::Pending);
+        later.spec.begin_ms = Some(1_800_000_000_000);
+        let jobs = map(vec![later]);
+        let h = evaluate(&jobs, 1_799_999_999_999);
+        assert_eq!(
+            h[&1],
+            Hold::Wait("waits for its begin time 2027-01-15T08:00:00Z (--begin)".into())
+        );
+        assert!(evaluate(&jobs, 1_800_000_000_000).is_empty());
+    }
+
+    #[test]
     fn dependencies_wait_then_release_or_never() {
         let jobs = map(vec![
             job(1, JobState::Running),
             with_dep(job(2, JobState::Pending), DependencyKind::Afterok, 1),
         ]);
-        let h = evaluate(&jobs);
+        let h = evaluate(&jobs, 0);
         assert!(
             matches!(&h[&2], Hold::Wait(m) if m.contains("afterok:1")),
             "{h:?}"
@@ -254,7 +280,7 @@ mod tests {
             with_dep(job(3, JobState::Pending), DependencyKind::Afternotok, 1),
             with_dep(job(4, JobState::Pending), DependencyKind::Afterany, 1),
         ]);
-        let h = evaluate(&jobs);
+        let h = evaluate(&jobs, 0);
         assert!(!h.contains_key(&2) && !h.contains_key(&4), "{h:?}");
         assert!(
             matches!(&h[&3], Hold::Never(m) if m.contains("ended succeeded")),
@@ -266,7 +292,7 @@ mod tests {
             with_dep(job(2, JobState::Pending), DependencyKind::Afterok, 1),
             with_dep(job(3, JobState::Pending), DependencyKind::Afternotok, 1),
         ]);
-        let h = evaluate(&jobs);
+        let h = evaluate(&jobs, 0);
         assert!(matches!(&h[&2], Hold::Never(_)), "{h:?}");
         assert!(!h.contains_key(&3), "{h:?}");
     }
@@ -298,7 +324,7 @@ mod tests {
             DependencyKind::Afterany,
             10,
         ));
-        let h = evaluate(&map(list));
+        let h = evaluate(&map(list), 0);
         assert!(
             !h.contains_key(&12),
             "one slot left: the lowest pending member: {h:?}"
