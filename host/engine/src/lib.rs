@@ -13,6 +13,7 @@
 
 pub mod cycle;
 pub mod native;
+mod node_count;
 mod pending_reason;
 pub mod pipeline;
 pub mod sim;

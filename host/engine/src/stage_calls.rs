@@ -6,6 +6,7 @@
 //! Owns: per-stage call, validation hook, fallback. Does not own the order of stages
 //! or the reasons of pending jobs (`cycle`).
 
+use crate::node_count::hold_back_unspread;
 use crate::pending_reason::PendingReason;
 use crate::pipeline::{FaultKind, FaultRecord, Pipeline, PluginIdent, PolicyFault, StageSlot};
 use crate::snapshot::Snapshot;
@@ -220,8 +221,9 @@ pub(crate) fn placement(
     faults: &mut Vec<FaultRecord>,
 ) -> (Plan, String) {
     let ident = live.placement.plugin.ident().clone();
+    let spread = |plan: Plan, name: &str| hold_back_unspread(&snap.ctx, ordered, plan, name);
     match checked_place(snap, ordered, &mut live.placement) {
-        Ok(plan) => (plan, ident.name),
+        Ok(plan) => (spread(plan, &ident.name), ident.name),
         Err(f) => {
             faults.push(fault(
                 Stage::Placement,
@@ -232,7 +234,7 @@ pub(crate) fn placement(
             if let Some(fb) = fallback {
                 let fb_ident = fb.placement.plugin.ident().clone();
                 match checked_place(snap, ordered, &mut fb.placement) {
-                    Ok(plan) => return (plan, fb_ident.name),
+                    Ok(plan) => return (spread(plan, &fb_ident.name), fb_ident.name),
                     Err(f2) => faults.push(fault(Stage::Placement, &fb_ident, f2, false)),
                 }
             }

@@ -266,6 +266,7 @@ fn to_sim_job(path: &Path, line: usize, j: JobLine) -> Result<SimJob, InputError
         signal: None,
         service: None,
         hold: false,
+        nodes: None,
         begin_ms: None,
         stdin: false,
         tty: None,

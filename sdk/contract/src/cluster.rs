@@ -11,6 +11,9 @@ use crate::types::{
 };
 use std::collections::HashMap;
 
+mod spread;
+pub use spread::{NODES_LABEL, block_size, spread_shortage};
+
 /// Why a booking does not fit.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BookError {
@@ -327,9 +330,13 @@ impl ClusterModel {
         }
     }
 
-    /// Fits and books every task of `job` (first node that fits, in model order), or
-    /// books nothing and says why. All or nothing.
+    /// Fits and books every task of `job` (first node that fits, in model order; a job
+    /// that asks for a number of nodes in blocks on that many nodes, `spread.rs`), or books
+    /// nothing and says why. All or nothing.
     pub fn fit_gang(&mut self, ctx: &Cycle, job: &Job) -> Result<Vec<TaskAllocation>, Reason> {
+        if let Some(nodes) = job.nodes_wanted(ctx) {
+            return self.fit_spread(ctx, job, nodes);
+        }
         let mut booked: Vec<(TaskGroup, TaskAllocation)> = Vec::with_capacity(job.task_count());
         for group in job.expanded_tasks() {
             let first = if group.gpu_milli_per_task() > 0 {
@@ -355,6 +362,15 @@ impl ClusterModel {
 
     /// Why `job` does not fit now: which resource is short, with numbers.
     pub fn explain(&self, ctx: &Cycle, job: &Job) -> Reason {
+        let totals = self.free_totals(job);
+        if let Some(nodes) = job.nodes_wanted(ctx) {
+            return spread_shortage(ctx, job, nodes, &totals);
+        }
+        explain_shortage(ctx, job, &totals).unwrap_or_else(|| spread_reason(ctx, job))
+    }
+
+    /// What is free for `job`: over nodes that are up, GPUs of a model it allows.
+    pub fn free_totals(&self, job: &Job) -> FreeTotals {
         let gpu_groups: Vec<&TaskGroup> = job
             .tasks
             .iter()
@@ -373,7 +389,7 @@ impl ClusterModel {
                 }
             }
         }
-        explain_shortage(ctx, job, &totals).unwrap_or_else(|| spread_reason(ctx, job))
+        totals
     }
 }
 

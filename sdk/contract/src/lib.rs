@@ -17,7 +17,7 @@ pub mod traits;
 pub mod types;
 pub mod wit_convert;
 
-pub use cluster::{BookError, ClusterModel};
+pub use cluster::{BookError, ClusterModel, NODES_LABEL};
 pub use stages::*;
 pub use traits::*;
 pub use types::*;

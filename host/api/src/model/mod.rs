@@ -39,6 +39,8 @@ pub const MAX_ARGS: usize = 4096;
 pub const MAX_PATH: usize = 4096;
 /// Highest `max_requeues` of a job (the daemon's `execution.max_requeues` has the same cap).
 pub const MAX_REQUEUES: u32 = 1000;
+/// Labels under this prefix are Gantry's, set from the spec (`nodes`), never by a user.
+pub const RESERVED_LABEL_PREFIX: &str = "gantry.io/";
 /// Latest begin time a job may ask for (2200-01-01, in ms since the epoch).
 pub const MAX_BEGIN_MS: u64 = 7_258_118_400_000;
 
@@ -214,6 +216,11 @@ pub struct JobSpec {
     /// Submitted held (`sbatch --hold`): it waits until released (`gantry release`).
     #[serde(default)]
     pub hold: bool,
+    /// Run the tasks on exactly this many nodes, in blocks as even as they go (`sbatch
+    /// --nodes`); at most the number of tasks.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 1024))]
+    pub nodes: Option<u32>,
     /// Not to start before this time, ms since the epoch (`sbatch --begin`).
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(maximum = 7_258_118_400_000u64))]
@@ -339,6 +346,14 @@ impl JobSpec {
             let field = format!("labels.{}", short(k));
             check_string(&field, k)?;
             check_string(&field, v)?;
+            if k.starts_with(RESERVED_LABEL_PREFIX) {
+                return Err(bad(
+                    field,
+                    format!(
+                        "labels under {RESERVED_LABEL_PREFIX} are set by Gantry (e.g. `nodes` sets {RESERVED_LABEL_PREFIX}nodes)"
+                    ),
+                ));
+            }
         }
         job_options::validate(
             self.array.as_ref(),
@@ -362,7 +377,16 @@ impl JobSpec {
             ));
         }
         self.validate_input()?;
-        self.validate_tasks()
+        self.validate_tasks()?;
+        if let Some(n) = self.nodes
+            && (n == 0 || n as usize > self.task_count())
+        {
+            return Err(bad(
+                "nodes",
+                format!("must be 1..={} (the job's tasks)", self.task_count()),
+            ));
+        }
+        Ok(())
     }
 
     fn validate_tasks(&self) -> Result<(), FieldError> {

@@ -128,9 +128,8 @@ impl Options {
     pub fn notes(&self, shape: &TaskShape) -> Vec<String> {
         match self.nodes {
             Some(nodes) if nodes > 1 => vec![format!(
-                "--nodes={nodes}: the job is one gang of {} tasks; per-node amounts were \
-                 divided over {} tasks per node, but where the tasks run is up to Gantry's \
-                 placement (spreading over nodes is best-effort until multi-node placement lands)",
+                "--nodes={nodes}: one gang of {} tasks on {nodes} nodes, up to {} per node; \
+                 per-node amounts were divided over a node's tasks",
                 shape.count, shape.tasks_per_node
             )],
             _ => Vec::new(),
@@ -178,6 +177,7 @@ impl Options {
         put("dependencies", self.dependencies.as_ref().map(|d| json!(d)));
         put("signal", self.signal.as_ref().map(|s| json!(s)));
         put("hold", self.hold.map(Value::from));
+        put("nodes", self.nodes.map(Value::from));
         put("begin_ms", self.begin_ms.map(Value::from));
         Ok(m)
     }

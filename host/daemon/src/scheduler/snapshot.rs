@@ -83,9 +83,11 @@ pub fn contract_job(j: &JobRecord, models: &Models, strings: &mut Interner) -> c
             .spec
             .labels
             .iter()
+            .map(|(k, v)| (k.as_str(), v.clone()))
+            .chain(j.spec.nodes.map(|n| (c::NODES_LABEL, n.to_string())))
             .map(|(k, v)| c::Label {
                 key: strings.intern(k),
-                value: strings.intern(v),
+                value: strings.intern(&v),
             })
             .collect(),
         tasks: j
