@@ -142,14 +142,21 @@ impl Scheduler {
         let probe = JobRecord::new(0, spec.clone(), now_ms());
         let (ctx, nodes, job) = {
             let st = lock(&self.inner.state);
-            let all = st.jobs.active().chain(std::iter::once(&probe));
+            let running: Vec<&JobRecord> =
+                st.jobs.running().chain(std::iter::once(&probe)).collect();
             let members = lock(&self.inner.members);
             // Every node the cluster knows counts for "could it ever fit", up or not.
             let nodes: Vec<_> = members.all().map(|(id, m)| (id, &m.info)).collect();
             // The context and nodes only: converting every pending and running job, as a
             // cycle does, would make each submit cost as much as the backlog.
-            let (mut ctx, nodes, models) =
-                snapshot::submit_context(all, &nodes, st.cycle, now_ms(), &self.ledger());
+            let (mut ctx, nodes, models) = snapshot::submit_context(
+                running.iter().copied(),
+                st.jobs.active().chain(std::iter::once(&probe)),
+                &nodes,
+                st.cycle,
+                now_ms(),
+                &self.ledger(),
+            );
             let mut strings = Interner::new();
             for s in &ctx.strings {
                 strings.intern(s);

@@ -257,12 +257,19 @@ fn queues<'a>(
             .and_then(|g| models.names.iter().position(|m| *m == g.model))
     };
     for j in jobs {
-        let e = q
-            .entry(j.spec.queue.clone())
-            .or_insert_with(|| c::QueueStatus {
-                gpu_milli_used_by_model: vec![0; models.names.len()],
-                ..Default::default()
-            });
+        // Looked up by reference first: no allocation per job of a large backlog.
+        if !q.contains_key(j.spec.queue.as_str()) {
+            q.insert(
+                j.spec.queue.clone(),
+                c::QueueStatus {
+                    gpu_milli_used_by_model: vec![0; models.names.len()],
+                    ..Default::default()
+                },
+            );
+        }
+        let Some(e) = q.get_mut(j.spec.queue.as_str()) else {
+            continue;
+        };
         match j.state {
             JobState::Running => {
                 e.gpu_milli_used += j.gpu_milli_held();
@@ -338,7 +345,7 @@ pub fn build<'a>(
         now_ms,
         ledger,
     };
-    let ctx = cycle_context(jobs, &on, gpu_models, &mut strings);
+    let ctx = cycle_context(jobs.clone(), jobs, &on, gpu_models, &mut strings);
     let mut snap = Snapshot {
         ctx,
         pending,
@@ -352,9 +359,13 @@ pub fn build<'a>(
 
 /// What a submit reads of a snapshot, without converting every pending and running job
 /// (`build` does, for a cycle): the context, its strings included, the nodes with what is
-/// free, and the models (to convert the submitted job with).
+/// free, and the models (to convert the submitted job with). `running` are the running jobs
+/// and the submitted one (models, usage, what nodes have free); `active` every job not
+/// ended, walked once for the queues' pending counts, so a submit into a large backlog costs
+/// one cheap pass over it.
 pub fn submit_context<'a>(
-    jobs: impl Iterator<Item = &'a JobRecord> + Clone,
+    running: impl Iterator<Item = &'a JobRecord> + Clone,
+    active: impl Iterator<Item = &'a JobRecord>,
     nodes: &NodeList<'_>,
     cycle_id: u64,
     now_ms: u64,
@@ -366,7 +377,7 @@ pub fn submit_context<'a>(
         gpu_models,
         nodes_c,
         ..
-    } = Base::of(jobs.clone(), nodes);
+    } = Base::of(running.clone(), nodes);
     let on = Cluster {
         nodes,
         nodes_c: &nodes_c,
@@ -375,7 +386,7 @@ pub fn submit_context<'a>(
         now_ms,
         ledger,
     };
-    let mut ctx = cycle_context(jobs, &on, gpu_models, &mut strings);
+    let mut ctx = cycle_context(running, active, &on, gpu_models, &mut strings);
     ctx.strings = strings.into_strings();
     (ctx, nodes_c, models)
 }
@@ -423,8 +434,11 @@ struct Cluster<'n, 'i> {
 
 /// The context of a cycle (its strings still in `strings`): totals of `on`'s nodes, decayed
 /// usage, GPUs in use and queue status over `jobs`.
+/// The context over `running` (usage and GPUs in use: only its running jobs count) and
+/// `active` (the queues: its jobs not ended).
 fn cycle_context<'a>(
-    jobs: impl Iterator<Item = &'a JobRecord> + Clone,
+    running: impl Iterator<Item = &'a JobRecord> + Clone,
+    active: impl Iterator<Item = &'a JobRecord>,
     on: &Cluster<'_, '_>,
     gpu_models: Vec<c::Symbol>,
     strings: &mut Interner,
@@ -444,10 +458,10 @@ fn cycle_context<'a>(
         cpu_milli_total: nodes_c.iter().map(|n| u64::from(n.cpu_milli_total)).sum(),
         memory_mib_total: nodes_c.iter().map(|n| n.memory_mib_total).sum(),
     };
-    let (user_usage, account_usage) = usage(jobs.clone(), on.now_ms, on.ledger, strings);
-    let (user_gpus, account_gpus) = gpus_in_use(jobs.clone(), strings);
+    let (user_usage, account_usage) = usage(running.clone(), on.now_ms, on.ledger, strings);
+    let (user_gpus, account_gpus) = gpus_in_use(running, strings);
     let queues = queues(
-        jobs.filter(|j| !j.state.is_terminal()),
+        active.filter(|j| !j.state.is_terminal()),
         on.nodes,
         on.models,
         strings,

@@ -98,3 +98,69 @@ fn each_node_counts_only_its_own_tasks_and_absent_nodes_book_nothing() {
         "node b has no whole GPU free"
     );
 }
+
+#[test]
+fn a_submits_context_reads_as_the_cycles_does_over_the_same_jobs() {
+    let (a, b) = (node("a", 2), node("b", 2));
+    let pending = |id: u64, queue: &str, user: &str| {
+        let mut spec: JobSpec = serde_json::from_value(serde_json::json!({
+            "argv": ["true"], "queue": queue, "user": user,
+        }))
+        .unwrap();
+        spec.validate().unwrap();
+        JobRecord::new(id, spec, 0)
+    };
+    let jobs = [
+        running(1, &[("a", 0, 1000), ("b", 0, 1000)]),
+        running(2, &[("b", 1, 500)]),
+        pending(3, "default", "alice"),
+        pending(4, "gpu", "bob"),
+        pending(5, "gpu", "alice"),
+    ];
+    let nodes = [(0, &a), (1, &b)];
+    let ledger = Ledger::new(3600.0);
+    let cycle = build(jobs.iter(), &nodes, 4, 10_000, &ledger);
+    let running: Vec<&JobRecord> = jobs
+        .iter()
+        .filter(|j| j.state == JobState::Running)
+        .collect();
+    let (ctx, nodes_c, _) = submit_context(
+        running.iter().copied(),
+        jobs.iter(),
+        &nodes,
+        4,
+        10_000,
+        &ledger,
+    );
+    let named = |ctx: &c::Cycle| {
+        let queues: Vec<(String, u32, u64)> = ctx
+            .queues
+            .iter()
+            .map(|q| {
+                (
+                    ctx.text(q.queue).to_string(),
+                    q.pending_jobs,
+                    q.gpu_milli_used,
+                )
+            })
+            .collect();
+        let usage: Vec<(String, u64)> = ctx
+            .user_usage
+            .iter()
+            .map(|u| (ctx.text(u.who).to_string(), u.gpu_seconds as u64))
+            .collect();
+        let gpus: Vec<(String, u64)> = ctx
+            .user_gpus
+            .iter()
+            .map(|u| (ctx.text(u.who).to_string(), u.gpu_milli))
+            .collect();
+        (queues, usage, gpus, ctx.totals)
+    };
+    assert_eq!(named(&ctx), named(&cycle.ctx));
+    assert_eq!(
+        named(&ctx).0,
+        [("default".into(), 1, 2500), ("gpu".into(), 2, 0)],
+        "pending counts come from the whole backlog"
+    );
+    assert_eq!(nodes_c, cycle.nodes);
+}
