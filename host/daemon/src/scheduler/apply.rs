@@ -143,16 +143,10 @@ impl Scheduler {
                 cycle: outcome.cycle_id,
                 priority_note: reason.priority_note.clone(),
             };
-            let changed = job.reason.as_ref().is_none_or(|r| {
-                r.code != view.code
-                    || r.message != view.message
-                    || r.priority_note != view.priority_note
-            });
+            // A pending job's reason is recomputed every cycle: kept in memory, written with
+            // the record's next transition, never alone. Writing each new reason under the
+            // lock made the first cycle over a burst of submits write the whole burst.
             job.reason = Some(view);
-            if changed {
-                let snapshot = job.clone();
-                self.persist(&snapshot);
-            }
         }
         drop(st);
         // The starts are durable (committed above): launch them off the lock.

@@ -184,9 +184,9 @@ impl Scheduler {
                 }
                 Hold::Wait(message) => {
                     held.insert(id);
+                    // In memory only, like every pending reason (`apply.rs`).
                     if job.reason.as_ref().is_none_or(|r| r.message != message) {
                         job.reason = Some(host_reason(ReasonCode::HeldByPolicy, message));
-                        self.persist(job);
                     }
                 }
             }
