@@ -205,6 +205,48 @@ fn a_job_with_a_begin_time_waits_for_it_then_runs() {
 }
 
 #[test]
+fn cancel_takes_array_ids_members_users_and_states_as_scancel_does() {
+    let d = Daemon::start(1);
+    ok(&gantry(
+        &d,
+        &["submit", "--array", "0-3", "--", "sleep", "60"],
+    ));
+    let state = |id: u64| d.job(id)["state"].as_str().unwrap().to_string();
+    // Members 1..=4 (indices 0..=3); the array's id is its first member's.
+    assert_eq!(d.job(3)["array"]["index"], 2);
+    let out = ok(&gantry(&d, &["cancel", "1_2"]));
+    assert_eq!(out.trim(), "job 3: \"cancelled\"", "{out}");
+    assert_eq!(state(3), "cancelled");
+    assert_ne!(state(4), "cancelled");
+    let out = ok(&gantry(&d, &["cancel", "1"]));
+    assert_eq!(out.lines().count(), 3, "every member not ended yet: {out}");
+    for id in 1..=4 {
+        d.wait_for(&format!("job {id} to end"), WAIT, || {
+            (state(id) == "cancelled").then_some(())
+        });
+    }
+    let err = refused(&gantry(&d, &["cancel", "1_9"]));
+    assert!(err.contains("array 1 has no member 9"), "{err}");
+
+    // By state, then by user.
+    let running = d.submit(&one_gpu("running", &["sleep", "60"]));
+    d.wait_state(running, "running");
+    let pending = d.submit(&one_gpu("pending", &["true"]));
+    let out = ok(&gantry(&d, &["cancel", "--state", "pending"]));
+    assert_eq!(out.trim(), format!("job {pending}: \"cancelled\""), "{out}");
+    assert_eq!(state(running), "running");
+    let out = ok(&gantry(&d, &["cancel", "--user", "someone-else"]));
+    assert_eq!(out.trim(), "no job matched");
+    let user = d.job(running)["spec"]["user"].as_str().unwrap().to_string();
+    let out = ok(&gantry(&d, &["cancel", "--user", &user]));
+    // A running job answers while it stops.
+    assert_eq!(out.trim(), format!("job {running}: \"running\""), "{out}");
+    d.wait_state(running, "cancelled");
+    let err = refused(&gantry(&d, &["cancel"]));
+    assert!(err.contains("name the jobs to cancel"), "{err}");
+}
+
+#[test]
 fn gantry_jobs_lists_like_squeue_with_arrays_collapsed_and_json_for_scripts() {
     let d = Daemon::start(1);
     let quick = d.submit(&one_gpu("quick", &["true"]));

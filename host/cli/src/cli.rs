@@ -72,26 +72,6 @@ pub fn job_ids(args: &[String]) -> anyhow::Result<Vec<u64>> {
     Ok(ids)
 }
 
-/// `gantry cancel IDS...`: cancels each job, printing its state after the request; goes on
-/// past a job that cannot be cancelled and fails at the end if any could not.
-pub fn cancel_all(client: &Client, args: &[String]) -> anyhow::Result<()> {
-    let ids = job_ids(args)?;
-    let mut failed = 0usize;
-    for id in &ids {
-        match client.cancel(*id) {
-            Ok(j) => println!("job {id}: {}", serde_json::to_string(&j.state)?),
-            Err(e) => {
-                failed += 1;
-                eprintln!("job {id}: {e}");
-            }
-        }
-    }
-    if failed > 0 {
-        bail!("{failed} of {} jobs could not be cancelled", ids.len());
-    }
-    Ok(())
-}
-
 /// Prints text a job wrote: on a terminal its control sequences are shown, not obeyed.
 pub fn print_job_text(text: &str) {
     use std::io::Write;

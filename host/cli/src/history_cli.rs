@@ -81,7 +81,11 @@ impl JobsArgs {
 
 /// Every page of the list `query` selects, or the first only unless `all_pages`; whether
 /// more pages were left.
-fn fetch(client: &Client, query: &str, all_pages: bool) -> Result<(Vec<JobRecord>, bool)> {
+pub(crate) fn fetch(
+    client: &Client,
+    query: &str,
+    all_pages: bool,
+) -> Result<(Vec<JobRecord>, bool)> {
     let (mut jobs, mut next) = client.jobs_page(query)?;
     while all_pages && let Some(after) = next {
         let (more, n) = client.jobs_page(&format!("{query}&after={after}"))?;

@@ -14,6 +14,7 @@
 pub mod accounting_cli;
 pub mod auth_cli;
 pub mod begin_time;
+pub mod cancel_cli;
 pub mod cli;
 pub mod control_cli;
 pub mod export;

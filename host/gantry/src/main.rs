@@ -79,12 +79,9 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Cancel jobs, as scancel: gantry cancel 8 9 12-20 (each id or range of ids).
-    Cancel {
-        /// Job ids and ranges (`12-20`).
-        #[arg(required = true)]
-        ids: Vec<String>,
-    },
+    /// Cancel jobs, as scancel: gantry cancel 8 9 12-20, an array (64) or a member (64_3),
+    /// --user alice, --state pending
+    Cancel(gantry_cli::cancel_cli::CancelArgs),
     /// Hold pending jobs, as scontrol hold: they do not start until released.
     Hold {
         /// Job ids and ranges (`12-20`).
@@ -401,7 +398,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Cancel { ids } => gantry_cli::cli::cancel_all(&client, &ids),
+        Command::Cancel(a) => gantry_cli::cancel_cli::run(&client, &a),
         Command::Hold { ids } => gantry_cli::control_cli::hold_all(&client, &ids),
         Command::Release { ids } => gantry_cli::control_cli::release_all(&client, &ids),
         Command::Update {
