@@ -241,3 +241,48 @@ echo released
     s.d.wait_state(held, "succeeded");
     assert_eq!(s.log(held, 0), "released\n");
 }
+
+#[test]
+fn output_and_error_go_to_the_files_sbatch_writes_as_the_user() {
+    use std::os::unix::fs::MetadataExt;
+    let s = Session::new();
+    let (job, log) = s.run(
+        "split.sh",
+        "#!/bin/sh\n#SBATCH --output=out-%j.txt\n#SBATCH -e err-%x-%t.txt\necho to-out\necho to-err >&2\n",
+        "succeeded",
+    );
+    let id = job["id"].as_u64().unwrap();
+    let home = s.home.path();
+    let out = home.join(format!("out-{id}.txt"));
+    let err = home.join("err-split.sh-0.txt");
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "to-out\n");
+    assert_eq!(std::fs::read_to_string(&err).unwrap(), "to-err\n");
+    assert_eq!(
+        std::fs::metadata(&out).unwrap().uid(),
+        65534,
+        "written as the user"
+    );
+    assert!(
+        log.contains("stdout goes to out-"),
+        "the log says where: {log}"
+    );
+
+    // --output alone takes both streams, as with sbatch.
+    let (job, _) = s.run(
+        "both.sh",
+        "#!/bin/sh\n#SBATCH -o both-%j.log\necho one\necho two >&2\n",
+        "succeeded",
+    );
+    let both = home.join(format!("both-{}.log", job["id"]));
+    assert_eq!(std::fs::read_to_string(&both).unwrap(), "one\ntwo\n");
+
+    // A file the user may not write is never written by root: the task fails, saying why.
+    let (job, log) = s.run(
+        "denied.sh",
+        "#!/bin/sh\n#SBATCH --output=/root/gantry-e2e-denied.txt\necho never\n",
+        "failed",
+    );
+    assert_eq!(job["exit_code"], 127, "{job}");
+    assert!(log.contains("--output/--error file"), "{log}");
+    assert!(!Path::new("/root/gantry-e2e-denied.txt").exists());
+}

@@ -181,6 +181,12 @@ pub struct LaunchRequest {
     /// What the task reads as its input (an interactive job's first task).
     #[serde(default)]
     pub input: crate::task::TaskInput,
+    /// Files for stdout and stderr (`sbatch --output/--error`, patterns expanded), opened
+    /// by the task as its user; its log when `None`.
+    #[serde(default)]
+    pub stdout_file: Option<String>,
+    #[serde(default)]
+    pub stderr_file: Option<String>,
 }
 
 /// Agent → controller: the launched (or already known) task.

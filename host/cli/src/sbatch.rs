@@ -98,6 +98,10 @@ pub struct Options {
     pub hold: Option<bool>,
     /// `--begin`, `-b`: not to start before this time (ms since the epoch).
     pub begin_ms: Option<u64>,
+    /// `--output`, `-o`: the file pattern for stdout.
+    pub output: Option<String>,
+    /// `--error`, `-e`: the file pattern for stderr.
+    pub error: Option<String>,
     /// How often it may be requeued (command line only).
     pub max_requeues: Option<u32>,
     /// Priority tier (command line only).
@@ -130,6 +134,8 @@ impl Options {
             signal: flags.signal.or(self.signal),
             hold: flags.hold.or(self.hold),
             begin_ms: flags.begin_ms.or(self.begin_ms),
+            output: flags.output.or(self.output),
+            error: flags.error.or(self.error),
             max_requeues: flags.max_requeues.or(self.max_requeues),
             tier: flags.tier.or(self.tier),
             preemptible: flags.preemptible.or(self.preemptible),

@@ -21,7 +21,7 @@ pub struct SubmitArgs {
     #[arg(value_name = "SCRIPT")]
     pub script_file: Option<PathBuf>,
     /// Job name (default: the script's file name, or the command).
-    #[arg(long, visible_alias = "job-name")]
+    #[arg(short = 'J', long, visible_alias = "job-name")]
     pub name: Option<String>,
     /// Whole GPUs per task.
     #[arg(long, visible_alias = "gpus-per-task", conflicts_with = "gpu_milli")]
@@ -32,11 +32,15 @@ pub struct SubmitArgs {
     /// Allowed GPU model (repeatable).
     #[arg(long = "gpu-model")]
     pub gpu_models: Vec<String>,
+    /// GPUs per node, as sbatch --gres=gpu[:TYPE]:N (divided over a node's tasks).
+    #[arg(long, conflicts_with_all = ["gpus", "gpu_milli"])]
+    pub gres: Option<String>,
     /// Tasks in the gang.
-    #[arg(long, visible_alias = "ntasks")]
+    #[arg(short = 'n', long, visible_alias = "ntasks")]
     pub tasks: Option<u32>,
-    /// Nodes (SLURM's --nodes; per-node amounts are divided over a node's tasks).
-    #[arg(long)]
+    /// Nodes: the tasks run on exactly this many (per-node amounts are divided over a
+    /// node's tasks).
+    #[arg(short = 'N', long)]
     pub nodes: Option<u32>,
     /// Tasks per node (tasks = nodes × this, unless --tasks is given).
     #[arg(long)]
@@ -45,23 +49,36 @@ pub struct SubmitArgs {
     #[arg(long, conflicts_with = "cpus_per_task")]
     pub cpu_milli: Option<u32>,
     /// Whole cores per task.
-    #[arg(long)]
+    #[arg(short = 'c', long)]
     pub cpus_per_task: Option<u32>,
     /// Memory per task in MiB.
     #[arg(long, conflicts_with = "mem")]
     pub mem_mib: Option<u64>,
     /// Memory per node, SLURM style (4096, 500M, 16G), divided over the node's tasks.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["mem_per_gpu", "mem_per_cpu"])]
     pub mem: Option<String>,
-    /// Time limit (90s, 15m, 4h, 2d, or SLURM's HH:MM:SS, D-HH:MM, UNLIMITED).
-    #[arg(long)]
+    /// Memory per GPU, SLURM style (16G).
+    #[arg(long, conflicts_with_all = ["mem_mib", "mem_per_cpu"])]
+    pub mem_per_gpu: Option<String>,
+    /// Memory per CPU, SLURM style (2G).
+    #[arg(long, conflicts_with = "mem_mib")]
+    pub mem_per_cpu: Option<String>,
+    /// Time limit (90s, 15m, 4h, 2d, or SLURM's MM, HH:MM:SS, D-HH:MM, UNLIMITED).
+    #[arg(short = 't', long)]
     pub time: Option<String>,
     /// Queue.
-    #[arg(long, visible_alias = "partition")]
+    #[arg(short = 'p', long, visible_alias = "partition")]
     pub queue: Option<String>,
     /// Account (default: your token's first account; without tokens, your user).
-    #[arg(long)]
+    #[arg(short = 'A', long)]
     pub account: Option<String>,
+    /// File for the tasks' stdout (and stderr unless --error), as sbatch -o: appended to,
+    /// as the job's user, relative to its working directory; %j %A %a %x %u %t %N.
+    #[arg(short = 'o', long)]
+    pub output: Option<String>,
+    /// File for the tasks' stderr, as sbatch -e.
+    #[arg(short = 'e', long)]
+    pub error: Option<String>,
     /// Priority tier.
     #[arg(long)]
     pub tier: Option<i32>,
@@ -69,10 +86,10 @@ pub struct SubmitArgs {
     #[arg(long)]
     pub preemptible: bool,
     /// Submit one job per index: 0-199%8, 1,3,5-9, 0-15:4 (GANTRY_ARRAY_INDEX).
-    #[arg(long)]
+    #[arg(short = 'a', long)]
     pub array: Option<String>,
     /// Start after other jobs: afterok:12:13,afterany:14,afternotok:15.
-    #[arg(long)]
+    #[arg(short = 'd', long)]
     pub dependency: Option<String>,
     /// Signal sent before the time limit and on eviction: [B:]SIG[@SECONDS], e.g. USR1@90.
     #[arg(long)]
@@ -131,11 +148,12 @@ pub struct Submission {
     pub array: Option<ArraySpec>,
 }
 
-/// Parses `--time`: Gantry's `90s`/`15m`/`4h`/`2d` (a bare number is seconds), or a SLURM
-/// form with `:` or `-` (`00:05:00`, `1-12`), or `UNLIMITED`.
+/// Parses `--time`/`-t`: Gantry's `90s`/`15m`/`4h`/`2d`, or a SLURM form: a bare number of
+/// minutes (`-t 30`, as sbatch reads it), `MM:SS`, `HH:MM:SS`, `D-HH[:MM[:SS]]`, `UNLIMITED`.
 pub fn parse_time_flag(text: &str) -> anyhow::Result<u64> {
     let t = text.trim();
-    if t.contains([':', '-']) || t.eq_ignore_ascii_case("unlimited") {
+    let bare = !t.is_empty() && t.chars().all(|c| c.is_ascii_digit());
+    if bare || t.contains([':', '-']) || t.eq_ignore_ascii_case("unlimited") {
         return sbatch::values::parse_time(t).map_err(|e| anyhow::anyhow!("--time {e}"));
     }
     parse_duration_s(t)
@@ -144,10 +162,31 @@ pub fn parse_time_flag(text: &str) -> anyhow::Result<u64> {
 impl SubmitArgs {
     /// The options the flags set; `None` for every flag not given.
     pub fn options(&self) -> anyhow::Result<Options> {
+        let mut gpu_models = self.gpu_models.clone();
+        let gres = match &self.gres {
+            Some(text) => {
+                let mut per_node = None;
+                for g in
+                    sbatch::values::parse_gres(text).map_err(|e| anyhow::anyhow!("--gres {e}"))?
+                {
+                    match g {
+                        sbatch::values::Gres::Gpu { count, model } => {
+                            per_node = Some(GpuAmount::PerNode(count));
+                            gpu_models.extend(model);
+                        }
+                        sbatch::values::Gres::Other(name) => {
+                            bail!("--gres {name}: GPUs are the only generic resource Gantry has")
+                        }
+                    }
+                }
+                per_node
+            }
+            None => None,
+        };
         let gpus = match (self.gpus, self.gpu_milli) {
             (Some(n), _) => Some(GpuAmount::PerTask(n)),
             (None, Some(m)) => Some(GpuAmount::MilliPerTask(m)),
-            (None, None) => None,
+            (None, None) => gres,
         };
         let cpu = match (self.cpu_milli, self.cpus_per_task) {
             (Some(m), _) => Some(CpuAmount::MilliPerTask(m)),
@@ -157,12 +196,20 @@ impl SubmitArgs {
             )),
             (None, None) => None,
         };
-        let memory = match (self.mem_mib, &self.mem) {
-            (Some(m), _) => Some(MemAmount::PerTask(m)),
-            (None, Some(text)) => Some(MemAmount::PerNode(
-                sbatch::values::parse_mem_mib(text).map_err(|e| anyhow::anyhow!("--mem {e}"))?,
-            )),
-            (None, None) => None,
+        let mib = |flag: &str, text: &str| {
+            sbatch::values::parse_mem_mib(text).map_err(|e| anyhow::anyhow!("--{flag} {e}"))
+        };
+        let memory = match (
+            self.mem_mib,
+            &self.mem,
+            &self.mem_per_gpu,
+            &self.mem_per_cpu,
+        ) {
+            (Some(m), ..) => Some(MemAmount::PerTask(m)),
+            (None, Some(text), ..) => Some(MemAmount::PerNode(mib("mem", text)?)),
+            (None, None, Some(text), _) => Some(MemAmount::PerGpu(mib("mem-per-gpu", text)?)),
+            (None, None, None, Some(text)) => Some(MemAmount::PerCpu(mib("mem-per-cpu", text)?)),
+            (None, None, None, None) => None,
         };
         let kind = self
             .kind
@@ -183,7 +230,7 @@ impl SubmitArgs {
             ntasks: self.tasks,
             ntasks_per_node: self.ntasks_per_node,
             gpus,
-            gpu_models: (!self.gpu_models.is_empty()).then(|| self.gpu_models.clone()),
+            gpu_models: (!gpu_models.is_empty()).then_some(gpu_models),
             cpu,
             memory,
             time_limit_s: self.time.as_deref().map(parse_time_flag).transpose()?,
@@ -212,6 +259,8 @@ impl SubmitArgs {
                 .map_err(|e| flag("signal", e))?,
             max_requeues: self.max_requeues,
             hold: self.hold.then_some(true),
+            output: self.output.clone(),
+            error: self.error.clone(),
             begin_ms: self
                 .begin
                 .as_deref()

@@ -267,6 +267,8 @@ fn to_sim_job(path: &Path, line: usize, j: JobLine) -> Result<SimJob, InputError
         service: None,
         hold: false,
         nodes: None,
+        output: None,
+        error: None,
         begin_ms: None,
         stdin: false,
         tty: None,

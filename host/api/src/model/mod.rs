@@ -221,6 +221,17 @@ pub struct JobSpec {
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 1024))]
     pub nodes: Option<u32>,
+    /// File the tasks' stdout (and stderr, unless `error` is set) go to instead of the log
+    /// (`sbatch --output`), opened by each task as its user, relative to its working
+    /// directory; `%j` job id, `%A` array id, `%a` array index, `%x` name, `%u` user,
+    /// `%t` task index, `%N` node, `%%` a percent sign.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(max_length = 4096))]
+    pub output: Option<String>,
+    /// File the tasks' stderr goes to (`sbatch --error`), as `output`.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(max_length = 4096))]
+    pub error: Option<String>,
     /// Not to start before this time, ms since the epoch (`sbatch --begin`).
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(maximum = 7_258_118_400_000u64))]
@@ -377,6 +388,21 @@ impl JobSpec {
             ));
         }
         self.validate_input()?;
+        for (field, file) in [("output", &self.output), ("error", &self.error)] {
+            if let Some(f) = file
+                && (f.is_empty() || f.len() > MAX_PATH || f.chars().any(char::is_control))
+            {
+                return Err(bad(
+                    field,
+                    format!(
+                        "must be a file name of 1..={MAX_PATH} bytes without control characters"
+                    ),
+                ));
+            }
+            if file.is_some() && self.tty.is_some() {
+                return Err(bad(field, "a job with a terminal shows its output there"));
+            }
+        }
         self.validate_tasks()?;
         if let Some(n) = self.nodes
             && (n == 0 || n as usize > self.task_count())

@@ -119,10 +119,8 @@ impl Directive<'_> {
             "requeue" => o.requeue = Some(true),
             "no-requeue" => o.requeue = Some(false),
             "signal" => o.signal = Some(WarnSignal::parse(value)?),
-            "output" | "error" => self.ignore(
-                "Gantry keeps each task's output and error itself and does not write them to \
-                 a file: read them with `gantry logs ID` (add --task N for other tasks)",
-            ),
+            "output" => o.output = Some(value.to_string()),
+            "error" => o.error = Some(value.to_string()),
             "input" => self.ignore("tasks get no input"),
             "qos" => self.ignore(
                 "Gantry has no QOS: the queue's policy sets priority (or give \

@@ -178,6 +178,8 @@ impl Options {
         put("signal", self.signal.as_ref().map(|s| json!(s)));
         put("hold", self.hold.map(Value::from));
         put("nodes", self.nodes.map(Value::from));
+        put("output", self.output.clone().map(Value::from));
+        put("error", self.error.clone().map(Value::from));
         put("begin_ms", self.begin_ms.map(Value::from));
         Ok(m)
     }

@@ -196,8 +196,6 @@ echo start
         vec![
             (4, "--mail-type=END"),
             (4, "--mail-user me@example.org"),
-            (5, "--output=slurm-%j.out"),
-            (5, "-e err-%A_%a.txt"),
             (5, "--exclusive"),
             (6, "--qos=high"),
             (6, "--gres=license:2"),
@@ -208,8 +206,10 @@ echo start
         ]
     );
     assert!(p.ignored[0].reason.contains("e-mail"));
-    assert!(p.ignored[2].reason.contains("gantry logs"));
-    assert!(p.ignored[10].reason.contains("first command"));
+    assert!(p.ignored[8].reason.contains("first command"));
+    // --output and --error are applied now (they were ignored before).
+    assert_eq!(p.options.output.as_deref(), Some("slurm-%j.out"));
+    assert_eq!(p.options.error.as_deref(), Some("err-%A_%a.txt"));
     assert_eq!(
         p.ignored[0].to_string(),
         "ignored #SBATCH --mail-type=END (line 4): e-mail is not supported"

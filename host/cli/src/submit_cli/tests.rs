@@ -72,12 +72,14 @@ fn flags_given_override_the_directives_they_match() {
     // Not overridden: the model and the name.
     assert_eq!(t["gpu_models"], serde_json::json!(["a100"]));
     assert_eq!(b["name"], "from-script");
-    // SLURM time forms on the command line too; a bare number is seconds, as before.
+    // SLURM time forms on the command line too.
     assert_eq!(
         body(&["job.sh", "--time", "1-00:00"])["time_limit_s"],
         86_400
     );
-    assert_eq!(body(&["job.sh", "--time", "90"])["time_limit_s"], 90);
+    // A bare number is minutes, as sbatch -t reads it.
+    assert_eq!(body(&["job.sh", "--time", "90"])["time_limit_s"], 5400);
+    assert_eq!(body(&["job.sh", "-t", "90s"])["time_limit_s"], 90);
     assert_eq!(body(&["job.sh", "--name", "mine"])["name"], "mine");
     assert_eq!(
         body(&["job.sh", "--no-requeue", "--requeue"])["requeue"],

@@ -12,7 +12,7 @@
 use super::tasks::{Entry, TaskError, TaskTable, lock};
 use crate::cluster::proto::{EndReport, LaunchReply, LaunchRequest, PROTOCOL_VERSION, TaskKey};
 use crate::executor::{TaskExit, TaskIdentity, TaskLaunch, TaskUsage, task_files};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// File in a run's directory holding its shim's pid.
 const PID_FILE: &str = "pid";
@@ -119,6 +119,8 @@ impl TaskTable {
             memory_mib: request.memory_mib,
             identity,
             input: request.input,
+            stdout_file: request.stdout_file.as_ref().map(PathBuf::from),
+            stderr_file: request.stderr_file.as_ref().map(PathBuf::from),
         };
         self.executor
             .launch(&launch)

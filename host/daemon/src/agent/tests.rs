@@ -72,6 +72,8 @@ pub(super) fn request(key: TaskKey, argv: &[&str]) -> LaunchRequest {
         user: "nobody-in-particular".into(),
         anonymous: false,
         input: gantry_api::task::TaskInput::None,
+        stdout_file: None,
+        stderr_file: None,
     }
 }
 

@@ -117,6 +117,7 @@ impl Scheduler {
         };
         for &i in indices {
             let task = &job.tasks[i];
+            let files = super::output_files::of_task(job, i);
             let launch = TaskLaunch {
                 job_id: job.id,
                 task_index: i as u32,
@@ -134,6 +135,8 @@ impl Scheduler {
                 } else {
                     TaskInput::None
                 },
+                stdout_file: files.0.map(std::path::PathBuf::from),
+                stderr_file: files.1.map(std::path::PathBuf::from),
             };
             match executor.launch(&launch) {
                 Ok(t) => done.started.push((i, t.pid)),

@@ -24,6 +24,7 @@ pub(crate) mod members;
 mod node_down;
 pub mod node_view;
 pub mod nodes;
+mod output_files;
 mod policy_manager;
 pub mod policy_ops;
 mod reconcile;

@@ -90,6 +90,8 @@ impl Scheduler {
                 } else {
                     TaskInput::None
                 },
+                stdout_file: super::output_files::of_task(job, i).0,
+                stderr_file: super::output_files::of_task(job, i).1,
             };
             lock(&self.inner.remote_runs).launch_sent(request.key);
             requests.push((agent, request));

@@ -254,6 +254,8 @@ impl Executor {
             }),
             input: l.input,
             input_fifo,
+            stdout_file: l.stdout_file.clone(),
+            stderr_file: l.stderr_file.clone(),
             argv_file: Some(argv_file),
             argv: Vec::new(),
         };

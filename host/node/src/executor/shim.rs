@@ -117,7 +117,16 @@ fn run_command(args: &ShimArgs, log: &File) -> ExitRecord {
         &args.cgroup_procs,
         args.ids.as_ref(),
         args.workdir.as_deref(),
-    );
+    )
+    .and_then(|s| s.with_output_files(args.stdout_file.as_deref(), args.stderr_file.as_deref()));
+    for (what, file) in [("stdout", &args.stdout_file), ("stderr", &args.stderr_file)] {
+        if let Some(f) = file {
+            log_line(
+                log,
+                &format!("{what} goes to {} (--output/--error)", f.display()),
+            );
+        }
+    }
     let env = args
         .env_file
         .as_deref()
@@ -190,7 +199,12 @@ fn run_command(args: &ShimArgs, log: &File) -> ExitRecord {
             if let Some(copier) = copier {
                 copier.finish(log_cap::DRAIN_GRACE);
             }
-            log_line(log, &format!("cannot start `{program}`: {e}"));
+            let files = if args.stdout_file.is_some() || args.stderr_file.is_some() {
+                " (its --output/--error file must be one its user may write)"
+            } else {
+                ""
+            };
+            log_line(log, &format!("cannot start `{program}`: {e}{files}"));
             return failed;
         }
     };
@@ -287,6 +301,8 @@ mod tests {
             ids: None,
             input: TaskInput::None,
             input_fifo: None,
+            stdout_file: None,
+            stderr_file: None,
             argv_file: None,
             argv: strings(argv),
         }

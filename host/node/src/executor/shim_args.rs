@@ -3,7 +3,8 @@
 //! ```text
 //! task-shim --exit-file F --log L [--log-max-bytes N] [--env-file E] [--workdir D]
 //!           [--cgroup-procs P]... [--uid U --gid G [--groups G1,G2,...]]
-//!           [--input pipe|tty:ROWSxCOLS --input-fifo F] (--argv-file A | -- argv...)
+//!           [--input pipe|tty:ROWSxCOLS --input-fifo F] [--stdout-file O] [--stderr-file E]
+//!           (--argv-file A | -- argv...)
 //! ```
 //!
 //! The executor passes the command in a file (`--argv-file`, `command_file.rs`): the job's
@@ -36,6 +37,10 @@ pub(crate) struct ShimArgs {
     pub input: TaskInput,
     /// The FIFO the task's input arrives through (`task_input.rs`).
     pub input_fifo: Option<PathBuf>,
+    /// Files the command's stdout and stderr go to instead of the log, opened by the
+    /// command's child as its user (`child.rs`).
+    pub stdout_file: Option<PathBuf>,
+    pub stderr_file: Option<PathBuf>,
     /// The file holding the command (`command_file.rs`); then `argv` is empty.
     pub argv_file: Option<PathBuf>,
     pub argv: Vec<String>,
@@ -97,6 +102,12 @@ pub(crate) fn build(args: &ShimArgs) -> Vec<String> {
     if let Some(fifo) = &args.input_fifo {
         out.extend(["--input-fifo".to_owned(), path(fifo)]);
     }
+    if let Some(file) = &args.stdout_file {
+        out.extend(["--stdout-file".to_owned(), path(file)]);
+    }
+    if let Some(file) = &args.stderr_file {
+        out.extend(["--stderr-file".to_owned(), path(file)]);
+    }
     if let Some(file) = &args.argv_file {
         out.extend(["--argv-file".to_owned(), path(file)]);
     }
@@ -131,6 +142,7 @@ fn number(option: &'static str, value: &str) -> Result<u32, ShimArgError> {
 pub(crate) fn parse(args: &[String]) -> Result<ShimArgs, ShimArgError> {
     let (mut exit_file, mut log, mut workdir, mut env_file) = (None, None, None, None);
     let (mut argv_file, mut input_fifo) = (None, None);
+    let (mut stdout_file, mut stderr_file) = (None, None);
     let mut input = TaskInput::None;
     let mut log_max_bytes = None;
     let (mut uid, mut gid, mut groups) = (None, None, Vec::new());
@@ -154,6 +166,8 @@ pub(crate) fn parse(args: &[String]) -> Result<ShimArgs, ShimArgError> {
                 | "--groups"
                 | "--input"
                 | "--input-fifo"
+                | "--stdout-file"
+                | "--stderr-file"
         ) {
             return Err(ShimArgError::UnknownOption(arg.clone()));
         }
@@ -174,6 +188,8 @@ pub(crate) fn parse(args: &[String]) -> Result<ShimArgs, ShimArgError> {
             "--workdir" => workdir = Some(PathBuf::from(value)),
             "--input" => input = input_mode(value)?,
             "--input-fifo" => input_fifo = Some(PathBuf::from(value)),
+            "--stdout-file" => stdout_file = Some(PathBuf::from(value)),
+            "--stderr-file" => stderr_file = Some(PathBuf::from(value)),
             "--cgroup-procs" => cgroup_procs.push(PathBuf::from(value)),
             "--uid" => uid = Some(number("--uid", value)?),
             "--gid" => gid = Some(number("--gid", value)?),
@@ -206,6 +222,8 @@ pub(crate) fn parse(args: &[String]) -> Result<ShimArgs, ShimArgError> {
         ids,
         input,
         input_fifo,
+        stdout_file,
+        stderr_file,
         argv_file,
         argv,
     })
@@ -322,6 +340,8 @@ mod tests {
             ids: None,
             input: TaskInput::None,
             input_fifo: None,
+            stdout_file: None,
+            stderr_file: None,
             argv_file: Some(PathBuf::from("/e.argv")),
             argv: vec![],
         };
@@ -372,6 +392,8 @@ mod tests {
                 cols: 132,
             },
             input_fifo: Some(PathBuf::from("/e.stdin")),
+            stdout_file: Some(PathBuf::from("out-1.txt")),
+            stderr_file: Some(PathBuf::from("err-1.txt")),
             argv_file: None,
             argv: strings(&["sh", "-c", "echo hi"]),
         };
@@ -386,6 +408,8 @@ mod tests {
             ids: None,
             input: TaskInput::None,
             input_fifo: None,
+            stdout_file: None,
+            stderr_file: None,
             ..args
         };
         let built = build(&plain);

@@ -41,6 +41,8 @@ pub(super) fn spec(dir: &Path, argv: &[&str]) -> TaskLaunch {
         memory_mib: 1024,
         identity: None,
         input: TaskInput::None,
+        stdout_file: None,
+        stderr_file: None,
     }
 }
 

@@ -253,6 +253,8 @@ async fn adopt_and_sweep_clean_up_after_a_restart() {
         ids: None,
         input: super::task_input::TaskInput::None,
         input_fifo: None,
+        stdout_file: None,
+        stderr_file: None,
         argv_file: None,
         argv: l.argv.clone(),
     };

@@ -42,6 +42,10 @@ pub struct TaskLaunch {
     /// The command's stdin: `/dev/null`, or a pipe or terminal fed through
     /// [`super::task_input::send`] (an interactive job's first task).
     pub input: super::task_input::TaskInput,
+    /// Files for stdout and stderr instead of the log (`sbatch --output/--error`), opened
+    /// by the task as its user, relative to its working directory.
+    pub stdout_file: Option<PathBuf>,
+    pub stderr_file: Option<PathBuf>,
 }
 
 /// The end of one task, sent on the executor's event channel.
