@@ -115,10 +115,8 @@ fn command_line_flags_override_directives() {
         &["submit", "train.sh", "--time", "10m", "--gpus", "1"],
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("ignored #SBATCH --output=slurm-%j.out (line 5)"),
-        "{stderr}"
-    );
+    // --output is applied (it was reported as ignored before the output files existed).
+    assert!(!stderr.contains("ignored #SBATCH --output"), "{stderr}");
     assert!(
         stderr.contains("ignored #SBATCH --gres=gpu:4 (line 7): after the first command"),
         "{stderr}"
@@ -137,7 +135,13 @@ fn command_line_flags_override_directives() {
         "no --name: the directive holds"
     );
     assert_eq!(spec["tasks"][0]["memory_mib"], 64);
-    let text = log(&d, ids[0]);
+    assert_eq!(spec["output"], "slurm-%j.out");
+    // The output went to the file the directive names, in the job's directory.
+    let text = std::fs::read_to_string(dir.path().join(format!("slurm-{}.out", ids[0]))).unwrap();
+    assert!(
+        log(&d, ids[0]).contains("stdout goes to slurm-"),
+        "the log says where"
+    );
     let cwd = dir.path().canonicalize().unwrap();
     assert!(
         [dir.path(), cwd.as_path()]
