@@ -33,6 +33,11 @@ fn text(v: &Value) -> String {
     }
 }
 
+/// The elements of an array (none when `v` is not one).
+fn items(v: &Value) -> &[Value] {
+    v.as_array().map_or(&[], Vec::as_slice)
+}
+
 fn short_sha(v: &Value) -> String {
     v.as_str()
         .map_or("-".into(), |s| s.chars().take(12).collect())
@@ -61,10 +66,7 @@ fn table(header: &[&str], rows: &[Vec<String>]) -> Vec<String> {
 
 /// One stage per line of a pipeline version's `resolved` plugins.
 fn stages(version: &Value) -> Vec<String> {
-    let rows: Vec<Vec<String>> = version["resolved"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default()
+    let rows: Vec<Vec<String>> = items(&version["resolved"])
         .iter()
         .map(|p| {
             let config = match &p["config"] {
@@ -123,16 +125,10 @@ pub fn render_policy(v: &Value) -> Vec<String> {
 
 /// `gantry policy history`: one line per version, newest last.
 pub fn render_history(v: &Value) -> Vec<String> {
-    let rows: Vec<Vec<String>> = v
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default()
+    let rows: Vec<Vec<String>> = items(v)
         .iter()
         .map(|version| {
-            let plugins: Vec<String> = version["resolved"]
-                .as_array()
-                .map(Vec::as_slice)
-                .unwrap_or_default()
+            let plugins: Vec<String> = items(&version["resolved"])
                 .iter()
                 .map(|p| {
                     format!(
@@ -158,19 +154,10 @@ pub fn render_history(v: &Value) -> Vec<String> {
 
 /// `gantry plugin list`.
 pub fn render_plugins(v: &Value) -> Vec<String> {
-    let rows: Vec<Vec<String>> = v
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default()
+    let rows: Vec<Vec<String>> = items(v)
         .iter()
         .map(|p| {
-            let stages: Vec<String> = p["stages"]
-                .as_array()
-                .map(Vec::as_slice)
-                .unwrap_or_default()
-                .iter()
-                .map(text)
-                .collect();
+            let stages: Vec<String> = items(&p["stages"]).iter().map(text).collect();
             let kib = p["size_bytes"]
                 .as_u64()
                 .map_or("-".into(), |b| format!("{} KiB", b.div_ceil(1024)));
@@ -192,10 +179,7 @@ pub fn render_plugins(v: &Value) -> Vec<String> {
 
 /// The differing decisions of a shadow or a replay.
 fn differences(list: &Value) -> Vec<String> {
-    let rows: Vec<Vec<String>> = list
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default()
+    let rows: Vec<Vec<String>> = items(list)
         .iter()
         .map(|d| {
             vec![
@@ -228,11 +212,7 @@ pub fn render_shadow(v: &Value) -> Vec<String> {
     out.extend(stages(v));
     out.push(counts_line(v, v["faults"].as_u64().unwrap_or(0) as usize));
     out.extend(differences(&v["recent"]));
-    for fault in v["recent_faults"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default()
-    {
+    for fault in items(&v["recent_faults"]) {
         out.push(format!("fault: {}", text(fault)));
     }
     out
@@ -240,10 +220,7 @@ pub fn render_shadow(v: &Value) -> Vec<String> {
 
 /// `gantry replay`.
 pub fn render_replay(v: &Value) -> Vec<String> {
-    let faults = v["faults"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default();
+    let faults = items(&v["faults"]);
     let mut out = vec![format!("replayed {}", counts_line(v, faults.len()))];
     out.extend(differences(&v["details"]));
     out.extend(faults.iter().map(|f| format!("fault: {}", text(f))));

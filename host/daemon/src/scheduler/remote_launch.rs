@@ -73,6 +73,7 @@ impl Scheduler {
             let Some(agent) = self.agent_of(&t.node) else {
                 continue;
             };
+            let (stdout_file, stderr_file) = super::output_files::of_task(job, i);
             let request = LaunchRequest {
                 protocol: PROTOCOL_VERSION,
                 key: Self::task_key(job, i),
@@ -90,8 +91,8 @@ impl Scheduler {
                 } else {
                     TaskInput::None
                 },
-                stdout_file: super::output_files::of_task(job, i).0,
-                stderr_file: super::output_files::of_task(job, i).1,
+                stdout_file,
+                stderr_file,
             };
             lock(&self.inner.remote_runs).launch_sent(request.key);
             requests.push((agent, request));
