@@ -135,6 +135,18 @@ impl Scheduler {
             if job.state != JobState::Pending {
                 continue;
             }
+            // Most reasons are the last cycle's again: only the cycle number changes then
+            // (no allocation per pending job under the lock).
+            if let Some(same) = job.reason.as_mut().filter(|r| {
+                r.code == reason.code
+                    && r.stage == reason.stage.as_str()
+                    && r.message == reason.message
+                    && r.plugin == reason.plugin
+                    && r.priority_note == reason.priority_note
+            }) {
+                same.cycle = outcome.cycle_id;
+                continue;
+            }
             let view = ReasonView {
                 stage: reason.stage.as_str().to_string(),
                 code: reason.code,

@@ -243,9 +243,10 @@ impl JobTable {
         self.jobs.active()
     }
 
-    /// The active jobs, to change, oldest id first.
-    pub(crate) fn active_mut(&mut self) -> impl Iterator<Item = &mut JobRecord> {
-        self.jobs.active_mut()
+    /// The active jobs as they are now, shared (copied on write): what a cycle converts
+    /// after the lock is let go, taken in time proportional to their number of pointers.
+    pub(crate) fn shared_active(&self) -> Vec<std::sync::Arc<JobRecord>> {
+        self.jobs.shared_active()
     }
 
     /// How many jobs are in memory.
@@ -260,9 +261,7 @@ impl JobTable {
 
     /// The running jobs, to change.
     pub(crate) fn running_mut(&mut self) -> impl Iterator<Item = &mut JobRecord> {
-        self.jobs
-            .active_mut()
-            .filter(|j| j.state == JobState::Running)
+        self.jobs.running_mut()
     }
 
     /// The jobs not yet ended (pending, held or running).

@@ -9,16 +9,22 @@
 //! back to the active map first (whatever the caller changes, the next settle puts it where
 //! its state says).
 //!
+//! Each record is shared (`Arc`), copied on write: [`JobsInMemory::shared_active`] hands a
+//! cycle the active jobs as they are in time proportional to their number of pointers, so
+//! the cycle converts them after the job table's lock is let go; a job changed meanwhile is
+//! copied once by `get_mut` (`Arc::make_mut`), the cycle keeping the version it was given.
+//!
 //! Owns: the two maps and the order of the ended ones by end time. Does not own the store
 //! nor the queries over jobs (`job_table`).
 
-use crate::model::JobRecord;
+use crate::model::{JobRecord, JobState};
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 #[derive(Debug, Default)]
 pub(crate) struct JobsInMemory {
-    active: BTreeMap<u64, JobRecord>,
-    ended: BTreeMap<u64, JobRecord>,
+    active: BTreeMap<u64, Arc<JobRecord>>,
+    ended: BTreeMap<u64, Arc<JobRecord>>,
     /// (end time, id) of every job in `ended`, oldest end first.
     by_end: BTreeSet<(u64, u64)>,
 }
@@ -34,14 +40,17 @@ impl JobsInMemory {
         if job.state.is_terminal() {
             self.active.remove(&job.id);
             self.by_end.insert(end_key(&job));
-            self.ended.insert(job.id, job);
+            self.ended.insert(job.id, Arc::new(job));
         } else {
-            self.active.insert(job.id, job);
+            self.active.insert(job.id, Arc::new(job));
         }
     }
 
     pub(crate) fn get(&self, id: u64) -> Option<&JobRecord> {
-        self.active.get(&id).or_else(|| self.ended.get(&id))
+        self.active
+            .get(&id)
+            .or_else(|| self.ended.get(&id))
+            .map(|j| &**j)
     }
 
     /// Job `id` to change; an ended one moves back to the active map until the next settle.
@@ -49,7 +58,7 @@ impl JobsInMemory {
         if let Some(job) = self.take_from_ended(id) {
             self.active.insert(id, job);
         }
-        self.active.get_mut(&id)
+        self.active.get_mut(&id).map(Arc::make_mut)
     }
 
     pub(crate) fn contains(&self, id: u64) -> bool {
@@ -63,17 +72,28 @@ impl JobsInMemory {
 
     /// The active jobs, oldest id first (and any that ended since the last settle).
     pub(crate) fn active(&self) -> impl DoubleEndedIterator<Item = &JobRecord> + Clone {
-        self.active.values()
+        self.active.values().map(|j| &**j)
     }
 
-    /// The active jobs, to change.
-    pub(crate) fn active_mut(&mut self) -> impl Iterator<Item = &mut JobRecord> {
-        self.active.values_mut()
+    /// The active jobs as they are now, shared: a copy of pointers, not of records.
+    pub(crate) fn shared_active(&self) -> Vec<Arc<JobRecord>> {
+        self.active.values().cloned().collect()
+    }
+
+    /// The running jobs, to change (only those are copied if a cycle still shares them).
+    pub(crate) fn running_mut(&mut self) -> impl Iterator<Item = &mut JobRecord> {
+        self.active
+            .values_mut()
+            .filter(|j| j.state == JobState::Running)
+            .map(Arc::make_mut)
     }
 
     /// Every job in memory: the active ones, then the ended ones, each by id.
     pub(crate) fn all(&self) -> impl Iterator<Item = &JobRecord> + Clone {
-        self.active.values().chain(self.ended.values())
+        self.active
+            .values()
+            .chain(self.ended.values())
+            .map(|j| &**j)
     }
 
     /// Every job in memory with an id below `before`, newest first.
@@ -81,9 +101,9 @@ impl JobsInMemory {
         let mut a = self.active.range(..before).rev().peekable();
         let mut e = self.ended.range(..before).rev().peekable();
         std::iter::from_fn(move || match (a.peek(), e.peek()) {
-            (Some((ia, _)), Some((ie, _))) if ia > ie => a.next().map(|(_, j)| j),
-            (Some(_), Some(_)) | (None, Some(_)) => e.next().map(|(_, j)| j),
-            (Some(_), None) => a.next().map(|(_, j)| j),
+            (Some((ia, _)), Some((ie, _))) if ia > ie => a.next().map(|(_, j)| &**j),
+            (Some(_), Some(_)) | (None, Some(_)) => e.next().map(|(_, j)| &**j),
+            (Some(_), None) => a.next().map(|(_, j)| &**j),
             (None, None) => None,
         })
     }
@@ -120,6 +140,7 @@ impl JobsInMemory {
         self.by_end
             .range(..=(cutoff_ms, u64::MAX))
             .filter_map(|(_, id)| self.ended.get(id))
+            .map(|j| &**j)
             .collect()
     }
 
@@ -128,7 +149,7 @@ impl JobsInMemory {
         self.take_from_ended(id);
     }
 
-    fn take_from_ended(&mut self, id: u64) -> Option<JobRecord> {
+    fn take_from_ended(&mut self, id: u64) -> Option<Arc<JobRecord>> {
         let job = self.ended.remove(&id)?;
         self.by_end.remove(&end_key(&job));
         Some(job)

@@ -211,7 +211,7 @@ impl Scheduler {
         let now = now_ms();
         let mut st = lock(&self.inner.state);
         let grace = Duration::from_secs(self.inner.config.kill_grace_s);
-        for job in st.jobs.active_mut() {
+        for job in st.jobs.running_mut() {
             let over = job.state == JobState::Running
                 && job.stopping.is_none()
                 && job.spec.time_limit_s > 0

@@ -10,6 +10,7 @@
 pub mod accounting;
 mod adopt;
 mod apply;
+mod cycle_inputs;
 pub mod decisions;
 mod fault_log;
 mod holds;
@@ -261,21 +262,13 @@ impl Scheduler {
     /// decision.
     pub fn cycle(&self) {
         let t0 = std::time::Instant::now();
-        let (snap, drain_note) = {
-            let mut st = lock(&self.inner.state);
-            st.cycle += 1;
-            let held = self.apply_holds(&mut st.jobs);
-            let members = lock(&self.inner.members);
-            let mut snap = snapshot::build(
-                st.jobs.active().filter(|j| !held.contains(&j.id)),
-                &members.schedulable(),
-                st.cycle,
-                now_ms(),
-                &self.ledger(),
-            );
-            let note = nodes::apply_node_control(&members, &mut snap);
-            (Arc::new(snap), note)
-        };
+        // The jobs and nodes are copied under the locks (pointers and a few hundred bytes a
+        // node); converting them for the engine happens after, off every lock.
+        let inputs = self.cycle_inputs(true, |jobs| self.apply_holds(jobs));
+        let mut snap = inputs.snapshot(now_ms());
+        drop(inputs);
+        let drain_note = nodes::apply_node_control(&lock(&self.inner.members), &mut snap);
+        let snap = Arc::new(snap);
         let span = tracing::info_span!(
             "cycle",
             cycle_id = snap.ctx.id,

@@ -6,7 +6,7 @@
 //! (`policy::Registry`) or HTTP (`api`).
 
 use super::policy_manager::PolicyManager;
-use super::{FaultView, Scheduler, lock, now_ms, snapshot};
+use super::{FaultView, Scheduler, lock, now_ms};
 use crate::config::Config;
 use crate::policy::{PipelineSpec, PipelineVersion, PolicyError, Registry, default_spec};
 use crate::store::{Store, StoreError};
@@ -244,17 +244,9 @@ impl Scheduler {
         let t0 = Instant::now();
         let registry = lock(&self.inner.policy).registry().clone();
         let (mut candidate, resolved) = registry.build(&spec, Some(&self.inner.store))?;
-        let snap = {
-            let st = lock(&self.inner.state);
-            let members = lock(&self.inner.members);
-            snapshot::build(
-                st.jobs.active(),
-                &members.schedulable(),
-                st.cycle,
-                now_ms(),
-                &self.ledger(),
-            )
-        };
+        let snap = self
+            .cycle_inputs(false, |_| Default::default())
+            .snapshot(now_ms());
         let dry = gantry_engine::run_cycle(&snap, &mut candidate, None);
         if !dry.faults.is_empty() {
             lock(&self.inner.faults).record(0, &dry.faults, &self.inner.store);

@@ -85,7 +85,7 @@ impl Scheduler {
         let mut changed = false;
         let mut wanted = Vec::new();
         let mut to_launch = Vec::new();
-        for job in st.jobs.active_mut() {
+        for job in st.jobs.running_mut() {
             if job.state != JobState::Running || job.spec.kind != JobKind::Service {
                 continue;
             }

@@ -1,0 +1,242 @@
+//! Benchmark: does the API answer while a large cycle runs? (issue 28)
+//!
+//! `cargo bench -p gantry --bench busy_cycle` starts the real `gantry` binary as a
+//! controller on 127.0.0.1 with no local node, registers `BENCH_NODES` (default 1,000)
+//! nodes of 8 GPUs through the agent protocol (one heartbeat each, as `gantry agent` sends
+//! it), every GPU reported unhealthy, so the cluster is full and nothing starts, and
+//! submits `BENCH_PENDING` (default 10,000) one-GPU jobs as arrays. Every cycle then
+//! places each pending job against every node and finds no room: the largest cycle such a
+//! cluster has, over and over (`cycle_interval_ms = 1000`; a cycle longer than that runs
+//! back to back).
+//!
+//! While those cycles run, one client asks in turn, for `BENCH_PROBE_S` (default 20)
+//! seconds: `GET /v1/jobs/{id}` (a pending job), `GET /v1/health`, `GET /v1/jobs?limit=50`
+//! (the dashboard's list) and `POST /v1/jobs` (a one-GPU submit that joins the backlog, acknowledged durably), and prints
+//! each one's median, p99 and max, with the cycles' count and mean duration over the same
+//! window (from `gantry_cycle_duration_seconds` in `/metrics`).
+//!
+//! Prints `RESULT {json}`; asserts nothing about speed. `GANTRY_BENCH_BIN` runs another
+//! `gantry` binary (an older build, to compare both in one session).
+
+use serde_json::{Value, json};
+use std::error::Error;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+type Result<T> = std::result::Result<T, Box<dyn Error + Send + Sync>>;
+
+const TOKEN: &str = "bench-busy-cycle-token-0123456789";
+const GPUS_PER_NODE: u32 = 8;
+const ARRAY_MAX: usize = 10_000;
+
+/// Kills the daemon however the benchmark ends.
+struct Daemon(Child);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn http() -> ureq::Agent {
+    ureq::Agent::new_with_config(
+        ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .proxy(None)
+            .timeout_global(Some(Duration::from_secs(120)))
+            .build(),
+    )
+}
+
+fn start(dir: &std::path::Path) -> Result<(Daemon, String)> {
+    let cfg = dir.join("gantry.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[auth]\nanonymous_role = \"admin\"\n\
+             [execution]\ncgroups = \"off\"\nrun_as_user = false\n\
+             [limits]\nmax_pending_per_user = 1000000\n\
+             [cluster]\ntoken = \"{TOKEN}\"\nlocal_node = false\n\
+             heartbeat_interval_ms = 60000\nnode_down_after_ms = 3600000\n"
+        ),
+    )?;
+    // It holds the cluster token: the daemon refuses a configuration others may read.
+    std::fs::set_permissions(&cfg, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+    let bin =
+        std::env::var_os("GANTRY_BENCH_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_gantry").into());
+    let mut child = Command::new(bin)
+        .args(["serve", "--listen", "127.0.0.1:0", "--no-nvml", "--config"])
+        .arg(&cfg)
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(dir.join("daemon.err"))?)
+        .spawn()?;
+    let stdout = child.stdout.take().ok_or("no stdout")?;
+    let mut lines = BufReader::new(stdout).lines();
+    let base = loop {
+        let Some(line) = lines.next() else {
+            let err = std::fs::read_to_string(dir.join("daemon.err")).unwrap_or_default();
+            return Err(format!("the daemon exited before listening: {err}").into());
+        };
+        let line = line?;
+        if let Some(i) = line.find("gantry listening on ") {
+            break line[i + "gantry listening on ".len()..].trim().to_string();
+        }
+    };
+    std::thread::spawn(move || for _ in lines.by_ref() {});
+    Ok((Daemon(child), base))
+}
+
+/// One heartbeat per node registers it; every GPU is reported unhealthy so nothing starts.
+fn register_nodes(agent: &ureq::Agent, base: &str, nodes: usize) -> Result<()> {
+    for i in 0..nodes {
+        let gpus: Vec<Value> = (0..GPUS_PER_NODE)
+            .map(
+                |g| json!({"index": g, "model": "bench-gpu", "memory_mib": 81920, "healthy": true}),
+            )
+            .collect();
+        let faults: serde_json::Map<String, Value> = (0..GPUS_PER_NODE)
+            .map(|g| (g.to_string(), json!("benchmark: reported unhealthy")))
+            .collect();
+        let hb = json!({
+            "protocol": 1,
+            "node": {"name": format!("bench-{i:04}"), "cpu_milli": 64000, "memory_mib": 512000,
+                     "gpus": gpus, "labels": {}, "gpu_source": "config"},
+            "agent_url": "http://127.0.0.1:9",
+            "addr": "127.0.0.1",
+            "gpu_faults": faults,
+            "running": [],
+            "ended": [],
+        });
+        let resp = agent
+            .post(format!("{base}/cluster/v1/heartbeat"))
+            .header("Authorization", format!("Bearer {TOKEN}"))
+            .send_json(&hb)?;
+        if resp.status() != 200 {
+            return Err(format!("heartbeat of node {i}: HTTP {}", resp.status()).into());
+        }
+    }
+    Ok(())
+}
+
+fn body_text(mut resp: http::Response<ureq::Body>) -> Result<(u16, String)> {
+    let status = resp.status().as_u16();
+    let text = resp
+        .body_mut()
+        .with_config()
+        .limit(256 << 20)
+        .read_to_string()?;
+    Ok((status, text))
+}
+
+fn metric(agent: &ureq::Agent, base: &str, name: &str) -> Result<f64> {
+    let (_, text) = body_text(agent.get(format!("{base}/metrics")).call()?)?;
+    Ok(text
+        .lines()
+        .filter(|l| l.starts_with(name))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum())
+}
+
+fn submit_pending(agent: &ureq::Agent, base: &str, pending: usize) -> Result<u64> {
+    let mut first = None;
+    let mut left = pending;
+    while left > 0 {
+        let n = left.min(ARRAY_MAX);
+        let spec = json!({"name": "backlog", "argv": ["/bin/true"],
+            "tasks": [{"count": 1, "gpus": 1, "cpu_milli": 100, "memory_mib": 64}],
+            "array": {"indices": (0..n as u32).collect::<Vec<_>>()}});
+        let (status, text) = body_text(agent.post(format!("{base}/v1/jobs")).send_json(&spec)?)?;
+        if status != 201 {
+            return Err(format!("array submit: HTTP {status}: {text}").into());
+        }
+        let v: Value = serde_json::from_str(&text)?;
+        let id = v["array_job_ids"][0]
+            .as_u64()
+            .or_else(|| v["job"]["id"].as_u64())
+            .ok_or("no id")?;
+        first.get_or_insert(id);
+        left -= n;
+    }
+    first.ok_or_else(|| "nothing submitted".into())
+}
+
+fn summary(name: &str, mut ms: Vec<f64>) -> Value {
+    ms.sort_by(f64::total_cmp);
+    let at = |q: f64| {
+        let rank = ((ms.len() as f64 * q).ceil() as usize).clamp(1, ms.len().max(1));
+        ms.get(rank - 1).copied().unwrap_or(f64::NAN)
+    };
+    json!({"probe": name, "n": ms.len(), "median_ms": at(0.5), "p99_ms": at(0.99), "max_ms": at(1.0)})
+}
+
+fn main() -> Result<()> {
+    if std::env::args().any(|a| a == "--list") {
+        return Ok(());
+    }
+    let nodes = env_usize("BENCH_NODES", 1000);
+    let pending = env_usize("BENCH_PENDING", 10_000);
+    let probe_s = env_usize("BENCH_PROBE_S", 20) as u64;
+    let tmp = tempfile::tempdir()?;
+    let (_daemon, base) = start(tmp.path())?;
+    let agent = http();
+    register_nodes(&agent, &base, nodes).map_err(|e| format!("registering nodes: {e}"))?;
+    let job = submit_pending(&agent, &base, pending)
+        .map_err(|e| format!("submitting the backlog: {e}"))?;
+    // Let the first cycles over the whole backlog run before measuring.
+    let t0 = Instant::now();
+    while metric(&agent, &base, "gantry_cycle_duration_seconds_count")? < 3.0 {
+        if t0.elapsed() > Duration::from_secs(300) {
+            return Err("fewer than 3 cycles in 300 s".into());
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let sum0 = metric(&agent, &base, "gantry_cycle_duration_seconds_sum")?;
+    let count0 = metric(&agent, &base, "gantry_cycle_duration_seconds_count")?;
+    let probes = ["job", "health", "list", "submit"];
+    let mut times: Vec<Vec<f64>> = vec![Vec::new(); probes.len()];
+    let end = Instant::now() + Duration::from_secs(probe_s);
+    // One GPU like the backlog, so it joins it: nothing is launched during the window.
+    let tiny = json!({"name": "probe", "argv": ["/bin/true"],
+        "tasks": [{"count": 1, "gpus": 1, "cpu_milli": 100, "memory_mib": 64}]});
+    let mut i = 0usize;
+    while Instant::now() < end {
+        let k = i % probes.len();
+        let t = Instant::now();
+        let resp = match probes[k] {
+            "job" => agent.get(format!("{base}/v1/jobs/{job}")).call(),
+            "health" => agent.get(format!("{base}/v1/health")).call(),
+            "list" => agent.get(format!("{base}/v1/jobs?limit=50")).call(),
+            _ => agent.post(format!("{base}/v1/jobs")).send_json(&tiny),
+        }
+        .map_err(|e| format!("probe {}: {e}", probes[k]))?;
+        let (status, text) = body_text(resp)?;
+        times[k].push(t.elapsed().as_secs_f64() * 1000.0);
+        if status >= 300 {
+            return Err(format!("{}: HTTP {status}: {text}", probes[k]).into());
+        }
+        i += 1;
+    }
+    let cycles = metric(&agent, &base, "gantry_cycle_duration_seconds_count")? - count0;
+    let cycle_s = metric(&agent, &base, "gantry_cycle_duration_seconds_sum")? - sum0;
+    let result = json!({
+        "nodes": nodes,
+        "pending": pending,
+        "probe_s": probe_s,
+        "cycles": cycles,
+        "cycle_mean_ms": if cycles > 0.0 { cycle_s / cycles * 1000.0 } else { f64::NAN },
+        "probes": probes.iter().zip(times).map(|(p, t)| summary(p, t)).collect::<Vec<_>>(),
+    });
+    println!("RESULT {result}");
+    Ok(())
+}
