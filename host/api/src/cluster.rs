@@ -187,6 +187,12 @@ pub struct LaunchRequest {
     pub stdout_file: Option<String>,
     #[serde(default)]
     pub stderr_file: Option<String>,
+    /// The image the task runs in (`JobSpec::image`); the node's root file system when none.
+    #[serde(default)]
+    pub image: Option<String>,
+    /// Host paths mounted inside the image (checked by the controller).
+    #[serde(default)]
+    pub mounts: Vec<crate::model::ContainerMount>,
 }
 
 /// Agent → controller: the launched (or already known) task.

@@ -58,6 +58,13 @@ pub struct RunArgs {
     /// No terminal for the job even when stdin is one (stdin is sent as bytes).
     #[arg(long)]
     pub no_pty: bool,
+    /// Run in this container image (as `gantry submit --image`); the working directory is
+    /// the image's.
+    #[arg(long, visible_alias = "container-image")]
+    pub image: Option<String>,
+    /// A host path to see inside the image, SRC[:DST][:ro] (repeatable).
+    #[arg(long = "mount", visible_alias = "container-mounts")]
+    pub mounts: Vec<String>,
     /// The command and its arguments (after `--`).
     #[arg(last = true, required = true)]
     pub command: Vec<String>,
@@ -71,12 +78,28 @@ pub fn run_body(a: &RunArgs, with_token: bool) -> anyhow::Result<Value> {
     } else {
         std::env::var("USER").unwrap_or_default()
     };
+    let mut mounts = Vec::new();
+    for m in &a.mounts {
+        mounts.extend(
+            gantry_api::model::ContainerMount::parse_list(m)
+                .map_err(|e| anyhow::anyhow!("--mount: {e}"))?,
+        );
+    }
+    // In an image the host's directory means nothing: the image's working directory.
+    let workdir = match &a.image {
+        Some(_) => None,
+        None => std::env::current_dir()
+            .ok()
+            .map(|d| d.to_string_lossy().into_owned()),
+    };
     Ok(json!({
+        "image": a.image,
+        "mounts": mounts,
         "name": if a.name.is_empty() { a.command.first().cloned().unwrap_or_default() } else { a.name.clone() },
         "kind": "interactive",
         "argv": a.command,
         "env": env,
-        "workdir": std::env::current_dir().ok().map(|d| d.to_string_lossy().into_owned()),
+        "workdir": workdir,
         "tasks": [{"count": a.tasks, "gpus": a.gpus, "gpu_milli": a.gpu_milli,
                    "cpu_milli": a.cpu_milli, "memory_mib": a.mem_mib}],
         "time_limit_s": a.time.as_deref().map(parse_duration_s).transpose()?.unwrap_or(0),

@@ -102,6 +102,10 @@ pub struct Options {
     pub output: Option<String>,
     /// `--error`, `-e`: the file pattern for stderr.
     pub error: Option<String>,
+    /// `--container-image` (Pyxis' spelling): the image the tasks run in.
+    pub image: Option<String>,
+    /// `--container-mounts=SRC:DST[:ro],...` (Pyxis' spelling).
+    pub mounts: Option<Vec<gantry_api::model::ContainerMount>>,
     /// How often it may be requeued (command line only).
     pub max_requeues: Option<u32>,
     /// Priority tier (command line only).
@@ -136,6 +140,8 @@ impl Options {
             begin_ms: flags.begin_ms.or(self.begin_ms),
             output: flags.output.or(self.output),
             error: flags.error.or(self.error),
+            image: flags.image.or(self.image),
+            mounts: flags.mounts.or(self.mounts),
             max_requeues: flags.max_requeues.or(self.max_requeues),
             tier: flags.tier.or(self.tier),
             preemptible: flags.preemptible.or(self.preemptible),
@@ -240,6 +246,8 @@ const OPTIONS: &[(&str, Option<char>, Arity)] = &[
     ("export", None, Arity::Value),
     ("licenses", Some('L'), Arity::Value),
     ("begin", Some('b'), Arity::Value),
+    ("container-image", None, Arity::Value),
+    ("container-mounts", None, Arity::Value),
     ("hold", Some('H'), Arity::Flag),
     ("time-min", None, Arity::Value),
     ("comment", None, Arity::Value),

@@ -10,6 +10,7 @@
 use crate::cli::{Client, parse_duration_s};
 use crate::sbatch::{self, CpuAmount, GpuAmount, Ignored, MemAmount, Options};
 use anyhow::{Context, bail};
+use gantry_api::model::ContainerMount;
 use gantry_api::model::job_options::{ArraySpec, WarnSignal, parse_dependencies};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -104,6 +105,15 @@ pub struct SubmitArgs {
     /// 2026-12-24T18:00, tomorrow, midnight (local time).
     #[arg(short = 'b', long)]
     pub begin: Option<String>,
+    /// Run the tasks in this container image: a registry reference
+    /// (registry.lab/team/trainer:v7, name@sha256:...) or oci:/dir/layout:tag
+    /// (sbatch: --container-image, Pyxis' spelling).
+    #[arg(long, visible_alias = "container-image")]
+    pub image: Option<String>,
+    /// A host path to see inside the image, SRC[:DST][:ro] (repeatable; a comma list too,
+    /// as Pyxis' --container-mounts).
+    #[arg(long = "mount", visible_alias = "container-mounts")]
+    pub mounts: Vec<String>,
     /// End as preempted when evicted.
     #[arg(long, overrides_with = "requeue")]
     pub no_requeue: bool,
@@ -270,6 +280,16 @@ impl SubmitArgs {
             tier: self.tier,
             preemptible: self.preemptible.then_some(true),
             kind,
+            image: self.image.clone(),
+            mounts: if self.mounts.is_empty() {
+                None
+            } else {
+                let mut all = Vec::new();
+                for m in &self.mounts {
+                    all.extend(ContainerMount::parse_list(m).map_err(|e| flag("mount", e))?);
+                }
+                Some(all)
+            },
         })
     }
 
@@ -317,10 +337,14 @@ pub fn build(a: &SubmitArgs, script: Option<(&str, &str)>) -> anyhow::Result<Sub
     body.insert("argv".into(), Value::from(a.command.clone()));
     body.insert("script".into(), Value::from(script.map(|(_, t)| t)));
     body.insert("env".into(), Value::Object(env));
-    body.insert(
-        "workdir".into(),
-        Value::from(cwd.map(|d| d.to_string_lossy().into_owned())),
-    );
+    // In an image the submit directory means nothing (the image's own, unless -D names
+    // one inside it).
+    if options.image.is_none() {
+        body.insert(
+            "workdir".into(),
+            Value::from(cwd.map(|d| d.to_string_lossy().into_owned())),
+        );
+    }
     body.insert(
         "user".into(),
         Value::String(std::env::var("USER").unwrap_or_default()),

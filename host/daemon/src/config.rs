@@ -73,6 +73,8 @@ pub struct Config {
     pub limits: crate::config_limits::LimitsConfig,
     /// How long ended jobs stay in memory and on disk (`[retention]`).
     pub retention: crate::config_retention::RetentionConfig,
+    /// Jobs in OCI images (`[containers]`: runtime, cache, allowed mounts, registries).
+    pub containers: gantry_node::container::ContainersConfig,
 }
 
 /// Per-call sandbox limits.
@@ -119,6 +121,7 @@ impl Default for Config {
             http: Default::default(),
             limits: Default::default(),
             retention: Default::default(),
+            containers: Default::default(),
         }
     }
 }
@@ -254,6 +257,7 @@ impl Config {
         self.http.check().map_err(ConfigError::Invalid)?;
         self.limits.check().map_err(ConfigError::Invalid)?;
         self.retention.check().map_err(ConfigError::Invalid)?;
+        self.containers.check().map_err(ConfigError::Invalid)?;
         crate::auth::Tokens::new(&self.auth)?;
         crate::tls::ServerTls::load(&self.tls)?;
         Ok(())

@@ -6,6 +6,7 @@
 //! - `inventory`: the node's GPUs, CPU and memory (NVML or configuration), NVLink groups and
 //!   GPU health;
 //! - `config_execution`: the `[execution]` settings the executor acts on;
+//! - `container`: jobs in OCI images (`[containers]`, the image cache, the runtime's bundle);
 //! - `private_files`: the umask and directory modes of what the daemon keeps on disk;
 //! - `process_hygiene`: a new session and no inherited descriptors for what Gantry starts;
 //! - `port_owner`: which users listen on a TCP port (for service health checks);
@@ -17,6 +18,7 @@
 //! never the other way round. See `ARCHITECTURE.md`.
 
 pub mod config_execution;
+pub mod container;
 pub mod executor;
 pub mod inventory;
 pub mod port_owner;

@@ -272,6 +272,8 @@ fn to_sim_job(path: &Path, line: usize, j: JobLine) -> Result<SimJob, InputError
         begin_ms: None,
         stdin: false,
         tty: None,
+        image: None,
+        mounts: Vec::new(),
     };
     spec.validate()
         .map_err(|e| field_error(path, line, &e.field, e.message))?;

@@ -5,12 +5,14 @@
 //! Owns: field limits and defaults. Does not own scheduling (the engine), storage or the
 //! daemon's `[execution]` settings.
 
+pub mod container;
 mod exec_size;
 mod job_input;
 pub mod job_options;
 mod record;
 mod service_health;
 
+pub use container::ContainerMount;
 pub use exec_size::{MAX_ARG_LEN, MAX_ARG_STRLEN, MAX_EXEC_BYTES};
 pub use job_input::TtySize;
 pub use service_health::{HealthState, ServiceHealth};
@@ -242,6 +244,16 @@ pub struct JobSpec {
     /// An interactive job's first task gets a terminal of this size (implies `stdin`).
     #[serde(default)]
     pub tty: Option<TtySize>,
+    /// The container image the tasks run in (`--image`, `#SBATCH --container-image`): a
+    /// registry reference (`registry.lab/team/trainer:v7`, `name@sha256:...`) or a local
+    /// OCI layout under one of the node's `[containers] image_dirs` (`oci:/path:tag`).
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(max_length = 512))]
+    pub image: Option<String>,
+    /// Host paths made visible inside the image (`--mount SRC:DST[:ro]`).
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(max_items = 32))]
+    pub mounts: Vec<ContainerMount>,
 }
 
 /// A submission error naming the field.
@@ -401,6 +413,17 @@ impl JobSpec {
             }
             if file.is_some() && self.tty.is_some() {
                 return Err(bad(field, "a job with a terminal shows its output there"));
+            }
+        }
+        container::validate(self.image.as_deref(), &self.mounts)?;
+        if self.image.is_some() {
+            for (field, file) in [("output", &self.output), ("error", &self.error)] {
+                if file.is_some() {
+                    return Err(bad(
+                        field,
+                        "not supported with an image yet: the log has it",
+                    ));
+                }
             }
         }
         self.validate_tasks()?;

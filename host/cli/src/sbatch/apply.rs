@@ -138,6 +138,10 @@ impl Directive<'_> {
                  --env K=V; the submitting shell's is not copied",
             ),
             "hold" => o.hold = Some(true),
+            "container-image" => o.image = Some(value.to_string()),
+            "container-mounts" => {
+                o.mounts = Some(gantry_api::model::ContainerMount::parse_list(value)?);
+            }
             "begin" => o.begin_ms = Some(crate::begin_time::parse(value, &jiff::Zoned::now())?),
             _ => self.ignore("not supported by Gantry"),
         }

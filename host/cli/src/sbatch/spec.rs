@@ -181,6 +181,8 @@ impl Options {
         put("output", self.output.clone().map(Value::from));
         put("error", self.error.clone().map(Value::from));
         put("begin_ms", self.begin_ms.map(Value::from));
+        put("image", self.image.clone().map(Value::from));
+        put("mounts", self.mounts.as_ref().map(|m| json!(m)));
         Ok(m)
     }
 }

@@ -106,12 +106,21 @@ impl TaskTable {
         let workdir = (self.executor)
             .workdir(request.workdir.as_deref(), dir, identity.as_ref())
             .map_err(prepare("cannot prepare the working directory"))?;
+        let mut argv = argv;
+        let mounts = match &request.image {
+            Some(_) => gantry_node::container::task_mounts(&request.mounts, &mut argv, dir),
+            None => Vec::new(),
+        };
         let launch = TaskLaunch {
             job_id: key.job,
             task_index: key.task,
             argv,
             env: request.env.clone(),
-            workdir: Some(workdir),
+            // In an image: the job's own directory inside it, else the image's.
+            workdir: match &request.image {
+                Some(_) => request.workdir.as_ref().map(PathBuf::from),
+                None => Some(workdir),
+            },
             log_path: TaskTable::log_path(dir),
             exit_path: TaskTable::exit_path(dir),
             gpus: request.gpus.clone(),
@@ -121,6 +130,8 @@ impl TaskTable {
             input: request.input,
             stdout_file: request.stdout_file.as_ref().map(PathBuf::from),
             stderr_file: request.stderr_file.as_ref().map(PathBuf::from),
+            image: request.image.clone(),
+            mounts,
         };
         self.executor
             .launch(&launch)

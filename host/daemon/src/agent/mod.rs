@@ -148,7 +148,11 @@ pub async fn run(options: AgentOptions) -> anyhow::Result<()> {
     let (tx, mut events) = tokio::sync::mpsc::unbounded_channel();
     let executor = Executor::with_isolation(shim, tx, isolation)
         .with_log_limit(config.limits.max_log_bytes())
-        .with_scratch_limit(config.execution.work_dir_mib);
+        .with_scratch_limit(config.execution.work_dir_mib)
+        .with_containers(gantry_node::container::Containers::detect(
+            &config.containers,
+            &config.data_dir,
+        ));
     let table = TaskTable::new(
         data_dir.join(TASKS_DIR),
         executor.clone(),

@@ -74,6 +74,8 @@ pub(super) fn request(key: TaskKey, argv: &[&str]) -> LaunchRequest {
         input: gantry_api::task::TaskInput::None,
         stdout_file: None,
         stderr_file: None,
+        image: None,
+        mounts: Vec::new(),
     }
 }
 

@@ -119,6 +119,8 @@ fn spec_for_others(spec: &JobSpec) -> JobSpec {
         begin_ms,
         stdin,
         tty,
+        image,
+        mounts: _,
     } = spec;
     JobSpec {
         name: name.clone(),
@@ -149,6 +151,8 @@ fn spec_for_others(spec: &JobSpec) -> JobSpec {
         begin_ms: *begin_ms,
         stdin: *stdin,
         tty: *tty,
+        image: image.clone(),
+        mounts: Vec::new(),
     }
 }
 

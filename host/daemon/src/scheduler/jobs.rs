@@ -134,6 +134,7 @@ impl Scheduler {
         submitter: crate::auth_submit::Submitter,
     ) -> Result<Submitted, SubmitError> {
         spec.validate().map_err(SubmitError::Field)?;
+        self.check_image(&spec)?;
         self.check_runnable_user(&spec)?;
         // Held to the end: the new jobs count as pending for their user until they are in
         // the job table.

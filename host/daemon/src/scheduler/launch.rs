@@ -118,12 +118,21 @@ impl Scheduler {
         for &i in indices {
             let task = &job.tasks[i];
             let files = super::output_files::of_task(job, i);
+            let mut argv = argv.clone();
+            let mounts = match &job.spec.image {
+                Some(_) => gantry_node::container::task_mounts(&job.spec.mounts, &mut argv, &dir),
+                None => Vec::new(),
+            };
             let launch = TaskLaunch {
                 job_id: job.id,
                 task_index: i as u32,
-                argv: argv.clone(),
+                argv,
                 env: self.task_env(job, i),
-                workdir: Some(workdir.clone()),
+                // In an image: the job's own directory inside it, else the image's.
+                workdir: match &job.spec.image {
+                    Some(_) => job.spec.workdir.as_ref().map(std::path::PathBuf::from),
+                    None => Some(workdir.clone()),
+                },
                 log_path: self.log_path(job.id, i),
                 exit_path: self.exit_path(job.id, i),
                 gpus: task.gpus.iter().map(|g| g.index).collect(),
@@ -137,6 +146,8 @@ impl Scheduler {
                 },
                 stdout_file: files.0.map(std::path::PathBuf::from),
                 stderr_file: files.1.map(std::path::PathBuf::from),
+                image: job.spec.image.clone(),
+                mounts,
             };
             match executor.launch(&launch) {
                 Ok(t) => done.started.push((i, t.pid)),

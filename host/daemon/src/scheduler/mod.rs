@@ -14,6 +14,7 @@ mod cycle_inputs;
 pub mod decisions;
 mod fault_log;
 mod holds;
+mod image_check;
 mod job_control;
 pub mod job_input;
 mod job_table;
@@ -180,7 +181,11 @@ impl Scheduler {
         let isolation = crate::executor::Isolation::setup(&config.execution, node_gpus)?;
         let executor = Executor::with_isolation(shim_exe, tx, isolation)
             .with_log_limit(config.limits.max_log_bytes())
-            .with_scratch_limit(config.execution.work_dir_mib);
+            .with_scratch_limit(config.execution.work_dir_mib)
+            .with_containers(gantry_node::container::Containers::detect(
+                &config.containers,
+                &config.data_dir,
+            ));
         let metrics = Arc::new(crate::metrics::Metrics::default());
         let policy = policy_ops::load_policy(&config, &store, metrics.clone())?;
         let recorder = shadow::Recorder::new(config.record_snapshots);

@@ -93,6 +93,8 @@ impl Scheduler {
                 },
                 stdout_file,
                 stderr_file,
+                image: job.spec.image.clone(),
+                mounts: job.spec.mounts.clone(),
             };
             lock(&self.inner.remote_runs).launch_sent(request.key);
             requests.push((agent, request));

@@ -77,6 +77,9 @@ pub(crate) fn cpu_quota_us(cpu_milli: u32) -> Option<i64> {
 }
 
 /// The name of task `task` of job `job` under `parent`.
+/// The child cgroup a task's OCI runtime puts its container in (`container_launch.rs`).
+pub(crate) const CONTAINER_CHILD: &str = "ctr";
+
 pub(crate) fn task_name(parent: &str, job: u64, task: u32) -> String {
     format!("{parent}/job-{job}-task-{task}")
 }
@@ -258,9 +261,19 @@ impl TaskCgroup {
         self.dirs().iter().any(|d| d.is_dir())
     }
 
-    /// The processes still in it.
+    /// The processes still in it, and in the cgroup of its container (`ctr`, made by the
+    /// OCI runtime for a task in an image), which a runtime killed first leaves behind.
     pub fn procs(&self) -> Vec<u64> {
-        self.cg.procs().into_iter().map(|p| p.pid).collect()
+        let mut pids: Vec<u64> = self.cg.procs().into_iter().map(|p| p.pid).collect();
+        for dir in self.dirs() {
+            let procs = dir.join(CONTAINER_CHILD).join("cgroup.procs");
+            if let Ok(text) = std::fs::read_to_string(procs) {
+                pids.extend(text.lines().filter_map(|l| l.trim().parse::<u64>().ok()));
+            }
+        }
+        pids.sort_unstable();
+        pids.dedup();
+        pids
     }
 
     /// What its processes used; `exit` helps decide OOM on kernels without an OOM counter.
@@ -312,6 +325,10 @@ impl TaskCgroup {
                 cgroup = self.cg.path(),
                 "processes survive in the task cgroup"
             );
+        }
+        for dir in self.dirs() {
+            // The container's cgroup, when its runtime did not remove it (killed first).
+            let _ = std::fs::remove_dir(dir.join(CONTAINER_CHILD));
         }
         if let Err(e) = self.cg.delete() {
             tracing::warn!(cgroup = self.cg.path(), error = %e, "cannot remove the task cgroup");

@@ -53,6 +53,7 @@ impl Ending {
                 cg.destroy();
             }
         }
+        super::container_launch::forget_container(&self.exit_path);
         lock(&self.watched).remove(&(self.job_id, self.task_index));
         let (job_id, task_index) = (self.job_id, self.task_index);
         tracing::debug!(job_id, task_index, ?exit, ?usage, "task ended");

@@ -172,6 +172,11 @@ impl Isolation {
         &self.config.env_passthrough
     }
 
+    /// The device node of GPU `index` (`execution.gpu_device_pattern`).
+    pub(crate) fn gpu_device(&self, index: u32) -> std::path::PathBuf {
+        super::devices::device_path(&self.config.gpu_device_pattern, index)
+    }
+
     pub(crate) fn parent(&self) -> &str {
         &self.config.cgroup_parent
     }

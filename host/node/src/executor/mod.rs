@@ -18,6 +18,7 @@ mod cgroup;
 mod check;
 mod child;
 mod command_file;
+mod container_launch;
 mod devices;
 mod ending;
 mod environment;
@@ -88,6 +89,8 @@ pub struct Executor {
     /// Size of the scratch tmpfs of a task run as another user without a `workdir`
     /// (`execution.work_dir_mib`; 0: a plain directory, unbounded).
     scratch_mib: u64,
+    /// How tasks in images run here (`[containers]`); none: image tasks are refused.
+    containers: Option<Arc<crate::container::Containers>>,
 }
 
 impl Executor {
@@ -110,6 +113,7 @@ impl Executor {
             watched: Arc::default(),
             log_max_bytes: None,
             scratch_mib: 0,
+            containers: None,
         }
     }
 
@@ -118,6 +122,25 @@ impl Executor {
     pub fn with_log_limit(mut self, max_bytes: u64) -> Self {
         self.log_max_bytes = Some(max_bytes);
         self
+    }
+
+    /// Runs tasks that name an image with `containers` (`[containers]`, detected at start).
+    pub fn with_containers(mut self, containers: crate::container::Containers) -> Self {
+        self.containers = Some(Arc::new(containers));
+        self
+    }
+
+    /// Why a task in an image cannot run on this node, if it cannot.
+    pub fn containers_unavailable(&self) -> Option<String> {
+        match &self.containers {
+            None => Some("containers are not set up on this node".into()),
+            Some(c) => c.unavailable(),
+        }
+    }
+
+    /// The `[containers]` settings in force (none: image tasks are refused).
+    pub fn containers(&self) -> Option<&crate::container::Containers> {
+        self.containers.as_deref()
     }
 
     /// A task run as another user without a `workdir` of its own works in a tmpfs of
@@ -237,12 +260,45 @@ impl Executor {
                 return Err(e);
             }
         };
+        let container = match &l.image {
+            None => None,
+            Some(image) => {
+                let prepared = self
+                    .containers
+                    .as_deref()
+                    .ok_or_else(|| ExecError::Container("containers are not set up".into()))
+                    .and_then(|c| {
+                        let name = cgroup.as_ref().map(|_| {
+                            cgroup::task_name(self.isolation.parent(), l.job_id, l.task_index)
+                        });
+                        container_launch::write_request(c, l, image, name.as_deref(), |g| {
+                            self.isolation.gpu_device(g)
+                        })
+                    });
+                match prepared {
+                    Ok(path) => Some(path),
+                    Err(e) => {
+                        if let Some(cg) = &cgroup {
+                            cg.destroy();
+                        }
+                        lock(&self.watched).remove(&key);
+                        return Err(e);
+                    }
+                }
+            }
+        };
         let args = ShimArgs {
             exit_file: l.exit_path.clone(),
             log: l.log_path.clone(),
             log_max_bytes: self.log_max_bytes,
             env_file: Some(env_file),
-            workdir: l.workdir.clone(),
+            // In an image the directory is the container's (in the request), never entered
+            // on the host by the runtime's root.
+            workdir: if container.is_some() {
+                None
+            } else {
+                l.workdir.clone()
+            },
             cgroup_procs: cgroup
                 .as_ref()
                 .map(TaskCgroup::procs_files)
@@ -258,6 +314,7 @@ impl Executor {
             stderr_file: l.stderr_file.clone(),
             argv_file: Some(argv_file),
             argv: Vec::new(),
+            container,
         };
         // The shim runs as root: nothing of the job's (nor the daemon's secrets) in its
         // environment. It leads a session of its own (no controlling terminal; its process

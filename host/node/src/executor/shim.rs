@@ -35,6 +35,10 @@ pub const SHIM_SUBCOMMAND: &str = "task-shim";
 /// Exit code of the shim, and recorded exit, when the command cannot be started.
 pub(crate) const SPAWN_FAILED_CODE: i32 = 127;
 
+/// Exit code of the shim, and recorded exit, when a task's image could not be made ready or
+/// its bundle written (the reason is in the task's log), as `docker run` answers 125.
+pub(crate) const IMAGE_FAILED_CODE: i32 = 125;
+
 /// Exit code of the shim when its own arguments are wrong (nothing is recorded then).
 pub(crate) const USAGE_CODE: i32 = 2;
 
@@ -110,15 +114,41 @@ fn run_command(args: &ShimArgs, log: &File) -> ExitRecord {
         },
         None => args.argv.clone(),
     };
+    let env = args
+        .env_file
+        .as_deref()
+        .map(super::environment::read_file)
+        .transpose();
+    // In an image, the runtime (as root, in the task's cgroups) runs the command as the
+    // user inside: it gets the environment through the bundle, and the runtime only PATH.
+    let (argv, env, ids) = match (&args.container, env) {
+        (Some(request), Ok(env)) => {
+            let task_env = env.unwrap_or_default();
+            let mut say = |line: &str| log_line(log, line);
+            match super::container_launch::prepare_in_shim(request, &argv, &task_env, &mut say) {
+                Ok(runtime_argv) => (
+                    runtime_argv,
+                    Ok(Some(
+                        super::environment::shim_env()
+                            .map(|(k, v)| (k.to_string(), v))
+                            .to_vec(),
+                    )),
+                    None,
+                ),
+                Err(e) => {
+                    log_line(log, &format!("cannot run the task in its image: {e}"));
+                    return ExitRecord::exit_only(TaskExit::Exited(IMAGE_FAILED_CODE));
+                }
+            }
+        }
+        (_, env) => (argv, env, args.ids.as_ref()),
+    };
     let Some((program, rest)) = argv.split_first() else {
         return failed;
     };
-    let setup = ChildSetup::new(
-        &args.cgroup_procs,
-        args.ids.as_ref(),
-        args.workdir.as_deref(),
-    )
-    .and_then(|s| s.with_output_files(args.stdout_file.as_deref(), args.stderr_file.as_deref()));
+    let setup = ChildSetup::new(&args.cgroup_procs, ids, args.workdir.as_deref()).and_then(|s| {
+        s.with_output_files(args.stdout_file.as_deref(), args.stderr_file.as_deref())
+    });
     for (what, file) in [("stdout", &args.stdout_file), ("stderr", &args.stderr_file)] {
         if let Some(f) = file {
             log_line(
@@ -127,11 +157,6 @@ fn run_command(args: &ShimArgs, log: &File) -> ExitRecord {
             );
         }
     }
-    let env = args
-        .env_file
-        .as_deref()
-        .map(super::environment::read_file)
-        .transpose();
     let (setup, env) = match (setup, env) {
         (Ok(setup), Ok(env)) => (setup, env),
         (Err(e), _) | (_, Err(e)) => {
@@ -305,6 +330,7 @@ mod tests {
             stderr_file: None,
             argv_file: None,
             argv: strings(argv),
+            container: None,
         }
     }
 

@@ -44,6 +44,8 @@ pub(crate) struct ShimArgs {
     /// The file holding the command (`command_file.rs`); then `argv` is empty.
     pub argv_file: Option<PathBuf>,
     pub argv: Vec<String>,
+    /// The task runs in an image: the request the executor wrote (`container.rs`).
+    pub container: Option<PathBuf>,
 }
 
 /// Why the shim's arguments could not be parsed.
@@ -111,6 +113,9 @@ pub(crate) fn build(args: &ShimArgs) -> Vec<String> {
     if let Some(file) = &args.argv_file {
         out.extend(["--argv-file".to_owned(), path(file)]);
     }
+    if let Some(file) = &args.container {
+        out.extend(["--container".to_owned(), path(file)]);
+    }
     out.push("--".to_owned());
     out.extend(args.argv.iter().cloned());
     out
@@ -143,6 +148,7 @@ pub(crate) fn parse(args: &[String]) -> Result<ShimArgs, ShimArgError> {
     let (mut exit_file, mut log, mut workdir, mut env_file) = (None, None, None, None);
     let (mut argv_file, mut input_fifo) = (None, None);
     let (mut stdout_file, mut stderr_file) = (None, None);
+    let mut container = None;
     let mut input = TaskInput::None;
     let mut log_max_bytes = None;
     let (mut uid, mut gid, mut groups) = (None, None, Vec::new());
@@ -168,6 +174,7 @@ pub(crate) fn parse(args: &[String]) -> Result<ShimArgs, ShimArgError> {
                 | "--input-fifo"
                 | "--stdout-file"
                 | "--stderr-file"
+                | "--container"
         ) {
             return Err(ShimArgError::UnknownOption(arg.clone()));
         }
@@ -190,6 +197,7 @@ pub(crate) fn parse(args: &[String]) -> Result<ShimArgs, ShimArgError> {
             "--input-fifo" => input_fifo = Some(PathBuf::from(value)),
             "--stdout-file" => stdout_file = Some(PathBuf::from(value)),
             "--stderr-file" => stderr_file = Some(PathBuf::from(value)),
+            "--container" => container = Some(PathBuf::from(value)),
             "--cgroup-procs" => cgroup_procs.push(PathBuf::from(value)),
             "--uid" => uid = Some(number("--uid", value)?),
             "--gid" => gid = Some(number("--gid", value)?),
@@ -226,6 +234,7 @@ pub(crate) fn parse(args: &[String]) -> Result<ShimArgs, ShimArgError> {
         stderr_file,
         argv_file,
         argv,
+        container,
     })
 }
 
@@ -344,6 +353,7 @@ mod tests {
             stderr_file: None,
             argv_file: Some(PathBuf::from("/e.argv")),
             argv: vec![],
+            container: None,
         };
         let built = build(&args);
         assert_eq!(
@@ -396,6 +406,7 @@ mod tests {
             stderr_file: Some(PathBuf::from("err-1.txt")),
             argv_file: None,
             argv: strings(&["sh", "-c", "echo hi"]),
+            container: None,
         };
         let built = build(&args);
         assert_eq!(built[0], SHIM_SUBCOMMAND);

@@ -43,6 +43,8 @@ pub(super) fn spec(dir: &Path, argv: &[&str]) -> TaskLaunch {
         input: TaskInput::None,
         stdout_file: None,
         stderr_file: None,
+        image: None,
+        mounts: Vec::new(),
     }
 }
 

@@ -257,6 +257,7 @@ async fn adopt_and_sweep_clean_up_after_a_restart() {
         stderr_file: None,
         argv_file: None,
         argv: l.argv.clone(),
+        container: None,
     };
     // The test binary acts as the shim (see `tests::shim_entry`); the exit path, given as an
     // extra test filter, puts it on the command line where `adopt` recognises its shim.

@@ -46,6 +46,10 @@ pub struct TaskLaunch {
     /// by the task as its user, relative to its working directory.
     pub stdout_file: Option<PathBuf>,
     pub stderr_file: Option<PathBuf>,
+    /// The image the command runs in (`container`); the host's root file system when `None`.
+    pub image: Option<String>,
+    /// Host paths mounted inside the image (checked by the daemon against `allowed_mounts`).
+    pub mounts: Vec<gantry_api::model::ContainerMount>,
 }
 
 /// The end of one task, sent on the executor's event channel.
@@ -98,6 +102,9 @@ pub enum ExecError {
         #[source]
         source: io::Error,
     },
+    /// The task asks for an image and this node cannot run one.
+    #[error("cannot run an image on this node: {0}")]
+    Container(String),
     /// The shim started but its pid could not be obtained.
     #[error("the task shim started but has no pid")]
     NoPid,

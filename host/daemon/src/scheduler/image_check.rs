@@ -1,0 +1,79 @@
+//! Submit-time checks of a job in an image: its mounts under `[containers] allowed_mounts`,
+//! its local layout under `image_dirs`, and, when this node is the cluster's only one, that
+//! it can run images at all (an OCI runtime, skopeo and umoci). Agents' nodes decide at
+//! launch.
+//!
+//! Owns: those refusals (400, naming the field). Does not own the syntax of `image` and
+//! `mounts` (`gantry_api::model::container`) nor running an image (`gantry_node::container`).
+
+use super::jobs::SubmitError;
+use super::{Scheduler, lock};
+use crate::model::{FieldError, JobSpec};
+
+impl Scheduler {
+    /// Refuses, naming the field, an image job whose mounts are not under `[containers]
+    /// allowed_mounts`, whose local layout is not under `image_dirs`, or which cannot run
+    /// anywhere: this node cannot run images and it is the cluster's only one.
+    pub(crate) fn check_image(&self, spec: &JobSpec) -> Result<(), SubmitError> {
+        let Some(image) = &spec.image else {
+            return Ok(());
+        };
+        let Some(containers) = self.inner.executor.containers() else {
+            return Err(SubmitError::Field(field_error(
+                "image",
+                "containers are not set up",
+            )));
+        };
+        for (i, m) in spec.mounts.iter().enumerate() {
+            if !containers.mount_allowed(&m.source) {
+                return Err(SubmitError::Field(field_error(
+                    format!("mounts[{i}].source"),
+                    format!(
+                        "{} is not under a directory of [containers] allowed_mounts ({})",
+                        m.source,
+                        allowed_list(&containers.config.allowed_mounts)
+                    ),
+                )));
+            }
+        }
+        if let Ok(gantry_node::container::image_store::Source::Layout { dir, .. }) =
+            gantry_node::container::image_store::Source::parse(image)
+            && !containers.layout_allowed(&dir)
+        {
+            return Err(SubmitError::Field(field_error(
+                "image",
+                format!(
+                    "{} is not under a directory of [containers] image_dirs ({})",
+                    dir.display(),
+                    allowed_list(&containers.config.image_dirs)
+                ),
+            )));
+        }
+        let only_local = {
+            let members = lock(&self.inner.members);
+            let mut all = members.all();
+            matches!((all.next(), all.next()), (Some((_, m)), None) if m.agent().is_none())
+        };
+        if only_local && let Some(why) = self.inner.executor.containers_unavailable() {
+            return Err(SubmitError::Field(field_error("image", why)));
+        }
+        Ok(())
+    }
+}
+
+fn allowed_list(dirs: &[std::path::PathBuf]) -> String {
+    if dirs.is_empty() {
+        return "none configured".into();
+    }
+    dirs.iter()
+        .map(|d| d.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn field_error(field: impl Into<String>, message: impl Into<String>) -> FieldError {
+    FieldError {
+        field: field.into(),
+        message: message.into(),
+    }
+}

@@ -1,0 +1,344 @@
+//! The node's image cache: an image named by a job becomes a root file system on this node,
+//! once per manifest digest, shared read-only by every task that runs it.
+//!
+//! - A registry reference is copied by `skopeo` into an OCI layout of the cache
+//!   (`layouts/<reference, made a file name>`), with TLS verification unless the registry is
+//!   one of `insecure_registries`, and the credentials of `auth_file` when given; a tag is
+//!   looked up again at every launch (it may have moved), a digest is not.
+//! - A local layout (`oci:/dir/layout:tag`) is read where it is (the daemon checked that it
+//!   lies under `image_dirs`).
+//! - The manifest's digest names the unpacked image (`rootfs/<digest>`): `umoci unpack`
+//!   writes it under a temporary name while holding a lock file, so two tasks of one image
+//!   unpack it once; then every device node, FIFO and socket is removed and every setuid
+//!   and setgid bit cleared (an image is hostile input; the runtime's `no_new_privileges`
+//!   and device rules stop them too), and the directory is renamed into place.
+//!
+//! Owns: the cache's layout and those steps. Does not own the bundle (`bundle`) nor running
+//! anything in it (the shim).
+
+use super::ContainerRequest;
+use std::fs::{self, File};
+use std::io;
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// An image ready to run: its unpacked root and what its configuration says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PreparedImage {
+    /// `sha256:...` of the manifest.
+    pub digest: String,
+    /// The root file system (shared, read-only for tasks).
+    pub rootfs: PathBuf,
+    /// The image's environment (`KEY=VALUE`), its working directory.
+    pub env: Vec<String>,
+    pub cwd: String,
+}
+
+/// Why an image could not be made ready (the task ends with it in its log).
+#[derive(Debug, thiserror::Error)]
+pub enum ImageError {
+    #[error("pulling {image} failed: {message}")]
+    Pull { image: String, message: String },
+    #[error("unpacking {image} failed: {message}")]
+    Unpack { image: String, message: String },
+    #[error("the image cache at {path}: {source}")]
+    Cache { path: PathBuf, source: io::Error },
+    #[error("{0}")]
+    Reference(String),
+}
+
+/// Where an image comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// A local OCI layout and the tag in it.
+    Layout { dir: PathBuf, tag: String },
+    /// A registry reference (`host/name:tag`, `name@sha256:...`).
+    Registry { reference: String, by_digest: bool },
+}
+
+impl Source {
+    /// Parses an image reference as a job gives it.
+    pub fn parse(image: &str) -> Result<Self, ImageError> {
+        if let Some(rest) = image.strip_prefix("oci:") {
+            let (dir, tag) = match rest.rsplit_once(':') {
+                Some((dir, tag)) if !tag.contains('/') => (dir, tag),
+                _ => (rest, "latest"),
+            };
+            if !dir.starts_with('/') || dir.split('/').any(|c| c == "..") {
+                return Err(ImageError::Reference(format!(
+                    "`{image}`: a local layout is named by an absolute path (oci:/dir/layout:tag)"
+                )));
+            }
+            return Ok(Self::Layout {
+                dir: PathBuf::from(dir),
+                tag: tag.to_string(),
+            });
+        }
+        if image.starts_with('-') || image.is_empty() {
+            return Err(ImageError::Reference(format!("`{image}` is not an image")));
+        }
+        Ok(Self::Registry {
+            reference: image.to_string(),
+            by_digest: image.contains('@'),
+        })
+    }
+}
+
+/// A file name for `reference` in the cache (letters, digits, `-`, `_`, `.`).
+fn file_name_of(reference: &str) -> String {
+    reference
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+fn cache_err(path: &Path) -> impl FnOnce(io::Error) -> ImageError + '_ {
+    move |source| ImageError::Cache {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Makes `req.image` ready on this node (pull if needed, unpack once); `say` receives
+/// progress lines for the task's log.
+pub fn prepare(
+    req: &ContainerRequest,
+    say: &mut dyn FnMut(&str),
+) -> Result<PreparedImage, ImageError> {
+    let (layout, tag) = match Source::parse(&req.image)? {
+        Source::Layout { dir, tag } => (dir, tag),
+        Source::Registry {
+            reference,
+            by_digest,
+        } => {
+            let layout = req.cache_dir.join("layouts").join(file_name_of(&reference));
+            let have = by_digest && layout.join("index.json").is_file();
+            if !have {
+                say(&format!("pulling {reference}"));
+                pull(req, &reference, &layout)?;
+            }
+            (layout, "image".to_string())
+        }
+    };
+    let digest = manifest_digest(&layout, &tag).map_err(|message| ImageError::Unpack {
+        image: req.image.clone(),
+        message,
+    })?;
+    let hex = digest.trim_start_matches("sha256:");
+    let roots = req.cache_dir.join("rootfs");
+    fs::create_dir_all(&roots).map_err(cache_err(&roots))?;
+    let bundle = roots.join(hex);
+    if !bundle.join(".complete").is_file() {
+        let lock_path = roots.join(format!("{hex}.lock"));
+        let lock = File::create(&lock_path).map_err(cache_err(&lock_path))?;
+        lock.lock().map_err(cache_err(&lock_path))?;
+        if !bundle.join(".complete").is_file() {
+            say(&format!("unpacking {} ({digest})", req.image));
+            unpack(req, &layout, &tag, &bundle)?;
+        }
+    }
+    let (env, cwd) = image_config(&bundle.join("config.json"));
+    Ok(PreparedImage {
+        digest,
+        rootfs: bundle.join("rootfs"),
+        env,
+        cwd,
+    })
+}
+
+fn pull(req: &ContainerRequest, reference: &str, layout: &Path) -> Result<(), ImageError> {
+    let skopeo = super::find_tool("skopeo").ok_or_else(|| ImageError::Pull {
+        image: reference.into(),
+        message: "skopeo is not installed".into(),
+    })?;
+    if let Some(parent) = layout.parent() {
+        fs::create_dir_all(parent).map_err(cache_err(parent))?;
+    }
+    let mut cmd = Command::new(skopeo);
+    cmd.args(["copy", "--quiet", "--retry-times", "2"]);
+    if req.insecure {
+        cmd.arg("--src-tls-verify=false");
+    }
+    if let Some(auth) = &req.auth_file {
+        cmd.arg("--src-authfile").arg(auth);
+    }
+    cmd.arg(format!("docker://{reference}"))
+        .arg(format!("oci:{}:image", layout.display()));
+    run_tool(cmd).map_err(|message| ImageError::Pull {
+        image: reference.into(),
+        message,
+    })
+}
+
+fn unpack(
+    req: &ContainerRequest,
+    layout: &Path,
+    tag: &str,
+    bundle: &Path,
+) -> Result<(), ImageError> {
+    let err = |message: String| ImageError::Unpack {
+        image: req.image.clone(),
+        message,
+    };
+    let umoci = super::find_tool("umoci").ok_or_else(|| err("umoci is not installed".into()))?;
+    let tmp = bundle.with_extension(format!("tmp-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&tmp);
+    let mut cmd = Command::new(umoci);
+    cmd.arg("unpack")
+        .arg("--image")
+        .arg(format!("{}:{tag}", layout.display()))
+        .arg(&tmp);
+    run_tool(cmd).map_err(err)?;
+    defuse(&tmp.join("rootfs")).map_err(|e| err(format!("cleaning the unpacked image: {e}")))?;
+    let _ = fs::remove_dir_all(bundle);
+    fs::rename(&tmp, bundle).map_err(cache_err(bundle))?;
+    File::create(bundle.join(".complete")).map_err(cache_err(bundle))?;
+    Ok(())
+}
+
+/// Runs a tool to its end; its stderr (cut) is the error.
+fn run_tool(mut cmd: Command) -> Result<(), String> {
+    let out = cmd
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run {:?}: {e}", cmd.get_program()))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let text = String::from_utf8_lossy(&out.stderr);
+    let text: String = text.trim().chars().take(2000).collect();
+    Err(format!("{} ({})", text, out.status))
+}
+
+/// The digest of the manifest tagged `tag` in the layout at `dir`.
+fn manifest_digest(dir: &Path, tag: &str) -> Result<String, String> {
+    let path = dir.join("index.json");
+    let text = fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let index: serde_json::Value =
+        serde_json::from_slice(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    let manifests = index["manifests"].as_array().cloned().unwrap_or_default();
+    let found = manifests
+        .iter()
+        .find(|m| m["annotations"]["org.opencontainers.image.ref.name"].as_str() == Some(tag));
+    let digest = found
+        .and_then(|m| m["digest"].as_str())
+        .ok_or_else(|| format!("no manifest tagged `{tag}` in {}", dir.display()))?;
+    let hex = digest.strip_prefix("sha256:").unwrap_or("");
+    if hex.len() != 64 || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
+        return Err(format!("`{digest}` is not a sha256 digest"));
+    }
+    Ok(digest.to_string())
+}
+
+/// The image's environment and working directory, from the bundle umoci wrote.
+fn image_config(path: &Path) -> (Vec<String>, String) {
+    let Ok(spec) = oci_spec::runtime::Spec::load(path) else {
+        return (Vec::new(), "/".into());
+    };
+    let process = spec.process().clone().unwrap_or_default();
+    let env = process.env().clone().unwrap_or_default();
+    let cwd = process.cwd().to_string_lossy().into_owned();
+    (env, if cwd.is_empty() { "/".into() } else { cwd })
+}
+
+/// Removes device nodes, FIFOs and sockets under `root` and clears setuid/setgid bits,
+/// never following a symbolic link.
+pub fn defuse(root: &Path) -> io::Result<()> {
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in fs::read_dir(&dir)? {
+            let entry = entry?;
+            let path = entry.path();
+            let meta = fs::symlink_metadata(&path)?;
+            let ft = meta.file_type();
+            if ft.is_symlink() {
+                continue;
+            }
+            if ft.is_block_device() || ft.is_char_device() || ft.is_fifo() || ft.is_socket() {
+                fs::remove_file(&path)?;
+                continue;
+            }
+            let mode = meta.permissions().mode();
+            if mode & 0o6000 != 0 {
+                fs::set_permissions(&path, fs::Permissions::from_mode(mode & 0o1777))?;
+            }
+            if ft.is_dir() {
+                stack.push(path);
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn references_parse_into_layouts_and_registry_names() {
+        assert_eq!(
+            Source::parse("oci:/srv/images/busybox:v1").unwrap(),
+            Source::Layout {
+                dir: "/srv/images/busybox".into(),
+                tag: "v1".into()
+            }
+        );
+        assert_eq!(
+            Source::parse("oci:/srv/images/busybox").unwrap(),
+            Source::Layout {
+                dir: "/srv/images/busybox".into(),
+                tag: "latest".into()
+            }
+        );
+        assert!(Source::parse("oci:relative:v1").is_err());
+        assert!(Source::parse("oci:/srv/../etc:v1").is_err());
+        assert!(Source::parse("--src-creds=x").is_err());
+        assert_eq!(
+            Source::parse("127.0.0.1:5000/test@sha256:ab").unwrap(),
+            Source::Registry {
+                reference: "127.0.0.1:5000/test@sha256:ab".into(),
+                by_digest: true
+            }
+        );
+        assert_eq!(
+            file_name_of("127.0.0.1:5000/a/b:v1"),
+            "127.0.0.1_5000_a_b_v1"
+        );
+    }
+
+    #[test]
+    fn defuse_removes_special_files_and_setuid_bits_without_following_links() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("rootfs");
+        fs::create_dir_all(root.join("bin")).unwrap();
+        let suid = root.join("bin/su");
+        fs::write(&suid, b"x").unwrap();
+        fs::set_permissions(&suid, fs::Permissions::from_mode(0o4755)).unwrap();
+        // A link out of the root to a setuid file outside: left alone, target untouched.
+        let outside = dir.path().join("outside");
+        fs::write(&outside, b"y").unwrap();
+        fs::set_permissions(&outside, fs::Permissions::from_mode(0o4755)).unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("bin/out")).unwrap();
+        let fifo = std::ffi::CString::new(root.join("fifo").to_str().unwrap()).unwrap();
+        // SAFETY: a valid C string; mkfifo only creates a file.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+        defuse(&root).unwrap();
+        assert_eq!(
+            fs::metadata(&suid).unwrap().permissions().mode() & 0o7777,
+            0o755
+        );
+        assert_eq!(
+            fs::metadata(&outside).unwrap().permissions().mode() & 0o7777,
+            0o4755
+        );
+        assert!(!root.join("fifo").exists());
+    }
+}

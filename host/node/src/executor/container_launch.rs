@@ -1,0 +1,152 @@
+//! The executor's side of a task in an image: the request its shim reads
+//! (`task-N.container`), and the shim's side: make the image ready, write the bundle, and
+//! the runtime's command line that replaces the task's own.
+//!
+//! The shim runs the runtime as root (it needs to make namespaces and mounts); the runtime
+//! starts the task's command as the job's user with no capability and
+//! `no_new_privileges` (`container::bundle`). The runtime is in the task's cgroup; the
+//! container is in a child of it (`ctr`), so the task's limits, usage and OOM count stay on
+//! the task's cgroup, and the runtime removes only the child when the container ends.
+//!
+//! Owns: that glue. Does not own the image cache (`container::image_store`), the bundle's
+//! contents (`container::bundle`) nor the task's cgroup (`cgroup`).
+
+use super::{ExecError, TaskLaunch};
+use crate::container::{self, ContainerRequest, Containers};
+use std::path::{Path, PathBuf};
+
+/// Where the runtime keeps its state (root only).
+pub(crate) const RUNTIME_STATE: &str = "/run/gantry-runc";
+
+/// The control nodes a GPU task needs beside its GPUs' own, when the node has them.
+const GPU_CONTROL_NODES: [&str; 4] = [
+    "/dev/nvidiactl",
+    "/dev/nvidia-uvm",
+    "/dev/nvidia-uvm-tools",
+    "/dev/nvidia-modeset",
+];
+
+/// The container's cgroup below the task's (`cgroup_name`, e.g. `gantry/job-1-task-0`).
+pub(crate) fn container_cgroup(cgroup_name: &str) -> String {
+    format!("/{cgroup_name}/{}", super::cgroup::CONTAINER_CHILD)
+}
+
+/// Writes the request for task `l` beside its exit file; returns its path.
+pub(crate) fn write_request(
+    containers: &Containers,
+    l: &TaskLaunch,
+    image: &str,
+    cgroup_name: Option<&str>,
+    gpu_device: impl Fn(u32) -> PathBuf,
+) -> Result<PathBuf, ExecError> {
+    let (uid, gid, groups) = match &l.identity {
+        Some(i) => (i.uid, i.gid, i.groups.clone()),
+        // The daemon's own ids, as a host task run as the daemon's user has.
+        None => (
+            crate::sys::effective_uid(),
+            crate::sys::effective_gid(),
+            Vec::new(),
+        ),
+    };
+    let mut devices: Vec<PathBuf> = l.gpus.iter().map(|g| gpu_device(*g)).collect();
+    devices.retain(|d| d.exists());
+    if !l.gpus.is_empty() {
+        devices.extend(
+            GPU_CONTROL_NODES
+                .iter()
+                .map(PathBuf::from)
+                .filter(|p| p.exists()),
+        );
+    }
+    let dir = l.exit_path.with_extension("bundle");
+    let unique = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let name = format!("gantry-{}-{}-{unique}", l.job_id, l.task_index);
+    let req = ContainerRequest {
+        image: image.to_string(),
+        mounts: l.mounts.clone(),
+        uid,
+        gid,
+        groups,
+        cwd: l.workdir.as_ref().map(|w| w.to_string_lossy().into_owned()),
+        devices,
+        cgroups_path: cgroup_name.map(container_cgroup),
+        runtime: containers.runtime.clone().ok_or_else(|| {
+            ExecError::Container(
+                containers
+                    .unavailable()
+                    .unwrap_or_else(|| "no OCI runtime".into()),
+            )
+        })?,
+        cache_dir: containers.cache_dir.clone(),
+        insecure: containers.insecure(image),
+        auth_file: containers.config.auth_file.clone(),
+        name,
+        bundle_dir: dir,
+    };
+    let path = l.exit_path.with_extension("container");
+    container::write_request(&path, &req).map_err(|source| ExecError::Prepare {
+        path: path.clone(),
+        source,
+    })?;
+    Ok(path)
+}
+
+/// In the shim: makes the image ready and writes the bundle for `argv` with the task's
+/// environment `env`; returns the runtime's command line. `say` writes to the task's log.
+pub(crate) fn prepare_in_shim(
+    request: &Path,
+    argv: &[String],
+    env: &[(String, String)],
+    say: &mut dyn FnMut(&str),
+) -> Result<Vec<String>, String> {
+    let req = container::read_request(request)
+        .map_err(|e| format!("cannot read {}: {e}", request.display()))?;
+    let image = container::image_store::prepare(&req, say).map_err(|e| e.to_string())?;
+    say(&format!("image {} is {}", req.image, image.digest));
+    let job_path = env
+        .iter()
+        .find(|(k, _)| k == "GANTRY_JOB_PATH")
+        .map(|(_, v)| v.as_str());
+    let env = container::bundle::merged_env(&image.env, env, job_path);
+    let spec = container::bundle::spec(&req, &image, argv, env).map_err(|e| e.to_string())?;
+    container::bundle::write(&req.bundle_dir, &spec).map_err(|e| e.to_string())?;
+    let _ = std::fs::create_dir_all(RUNTIME_STATE);
+    Ok(vec![
+        req.runtime.to_string_lossy().into_owned(),
+        "--root".into(),
+        RUNTIME_STATE.into(),
+        "run".into(),
+        "--bundle".into(),
+        req.bundle_dir.to_string_lossy().into_owned(),
+        req.name,
+    ])
+}
+
+/// After a task in an image ended (its processes are gone): removes what its runtime keeps
+/// of it, which a runtime killed with its task leaves (`runc delete --force`); nothing for a
+/// host task.
+pub(crate) fn forget_container(exit_path: &Path) {
+    let Ok(req) = container::read_request(&exit_path.with_extension("container")) else {
+        return;
+    };
+    if !Path::new(RUNTIME_STATE).join(&req.name).exists() {
+        return;
+    }
+    let out = std::process::Command::new(&req.runtime)
+        .args(["--root", RUNTIME_STATE, "delete", "--force", &req.name])
+        .stdin(std::process::Stdio::null())
+        .output();
+    match out {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => tracing::warn!(
+            container = %req.name,
+            "cannot delete the container's runtime state: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        ),
+        Err(e) => {
+            tracing::warn!(container = %req.name, "cannot run {}: {e}", req.runtime.display())
+        }
+    }
+}

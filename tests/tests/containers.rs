@@ -1,0 +1,241 @@
+//! Jobs in container images (issue 29), end to end with the distribution's parts: a test
+//! image built with `umoci` from busybox-static into an OCI layout, served by a real
+//! `docker-registry` on 127.0.0.1 and pulled by `skopeo`, run by `runc` as the job's user in
+//! its task cgroup.
+//!
+//! Needs root (runc, cgroups) and runc, umoci, skopeo, busybox-static and docker-registry
+//! (`.ci/run` installs them): without them the tests fail, they never skip.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use gantry_e2e::Daemon;
+use gantry_e2e::root::require_root;
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Runs a tool to success, or panics with what it printed.
+fn run(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// An OCI layout at `dir/layout` tagged `test`: busybox and a marker file.
+fn build_image(dir: &Path) -> PathBuf {
+    let layout = dir.join("layout");
+    let src = dir.join("rootfs-src");
+    std::fs::create_dir_all(src.join("bin")).unwrap();
+    std::fs::create_dir_all(src.join("etc")).unwrap();
+    std::fs::copy("/bin/busybox", src.join("bin/busybox"))
+        .expect("busybox-static must be installed (/bin/busybox)");
+    for tool in ["sh", "cat", "id", "ls", "sleep", "echo", "touch", "test"] {
+        std::os::unix::fs::symlink("busybox", src.join("bin").join(tool)).unwrap();
+    }
+    std::fs::write(src.join("etc/gantry-image"), "gantry-test-image\n").unwrap();
+    let l = layout.to_str().unwrap();
+    run(Command::new("umoci").args(["init", "--layout", l]));
+    run(Command::new("umoci").args(["new", "--image", &format!("{l}:test")]));
+    run(Command::new("umoci")
+        .args(["insert", "--image", &format!("{l}:test")])
+        .arg(&src)
+        .arg("/"));
+    run(Command::new("umoci").args([
+        "config",
+        "--image",
+        &format!("{l}:test"),
+        "--config.env",
+        "PATH=/bin",
+    ]));
+    layout
+}
+
+/// A daemon whose tasks run as their users in cgroups of their own, with images allowed
+/// from `images` and mounts from `shared`, and `registry` reachable over plain HTTP.
+fn daemon(parent: &str, images: &Path, shared: &Path, registry: &str) -> Daemon {
+    Daemon::start_with_config(
+        1,
+        &format!(
+            "[execution]\nrun_as_user = true\ncgroups = \"auto\"\ncgroup_parent = \"{parent}\"\n\
+             [containers]\nimage_dirs = [\"{}\"]\nallowed_mounts = [\"{}\"]\ninsecure_registries = [\"{registry}\"]\n",
+            images.display(),
+            shared.display()
+        ),
+    )
+}
+
+fn log_of(d: &Daemon, id: u64) -> String {
+    d.get_text(&format!("/v1/jobs/{id}/logs")).1
+}
+
+fn image_job(image: &str, script: &str) -> Value {
+    json!({"name": "in-image", "image": image, "argv": ["sh", "-c", script],
+           "tasks": [{"count": 1, "gpus": 0, "cpu_milli": 100, "memory_mib": 64}]})
+}
+
+/// A `docker-registry` on a free port of 127.0.0.1, stopped on drop.
+struct Registry {
+    child: Child,
+    addr: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Registry {
+    fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let addr = format!("127.0.0.1:{port}");
+        let config = dir.path().join("config.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: {addr}\n",
+                dir.path().join("data").display()
+            ),
+        )
+        .unwrap();
+        let child = Command::new("docker-registry")
+            .arg("serve")
+            .arg(&config)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("docker-registry must be installed");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::net::TcpStream::connect(&addr).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "the registry never listened on {addr}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Self {
+            child,
+            addr,
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_job_runs_in_its_image_as_its_user_in_its_cgroup_pulled_from_a_registry() {
+    require_root("runc and cgroups need root");
+    let work = gantry_e2e::root::open_dir();
+    let images = work.path().join("images");
+    let shared = work.path().join("shared");
+    std::fs::create_dir_all(&shared).unwrap();
+    std::fs::write(shared.join("data.txt"), "from the host\n").unwrap();
+    let layout = build_image(&images);
+    let registry = Registry::start();
+    let parent = gantry_e2e::root::CgroupParent::new("gantry-e2e-ctr");
+    let d = daemon(&parent.0, &images, &shared, &registry.addr);
+    let local = format!("oci:{}:test", layout.display());
+
+    // The image's root, the job's user (the fallback account of an anonymous job), its
+    // own task cgroup.
+    let id = d.submit(&image_job(
+        &local,
+        "id -u; cat /etc/gantry-image; test -e /etc/debian_version && echo HOST-ROOT; cat /proc/self/cgroup",
+    ));
+    let job = d.wait_state(id, "succeeded");
+    let log = log_of(&d, id);
+    assert!(log.contains("65534\n"), "runs as nobody: {log}");
+    assert!(log.contains("gantry-test-image"), "{log}");
+    assert!(!log.contains("HOST-ROOT"), "sees the host's root: {log}");
+    assert!(
+        log.contains(&format!("job-{id}-task-0/ctr")),
+        "not in its task's cgroup: {log}"
+    );
+    assert_eq!(job["exit_code"], 0, "{job}");
+
+    // Its exit code.
+    let id = d.submit(&image_job(&local, "exit 7"));
+    let job = d.wait_state(id, "failed");
+    assert_eq!(job["exit_code"], 7, "{job}");
+
+    // A mount the admin allows, read-only; one outside `allowed_mounts` is refused, naming
+    // the field; so is a layout outside `image_dirs`.
+    let mut spec = image_job(
+        &local,
+        "cat /data/data.txt; touch /data/new 2>/dev/null && echo WROTE; echo done",
+    );
+    spec["mounts"] =
+        json!([{"source": shared.to_str().unwrap(), "destination": "/data", "read_only": true}]);
+    let id = d.submit(&spec);
+    d.wait_state(id, "succeeded");
+    let log = log_of(&d, id);
+    assert!(log.contains("from the host"), "{log}");
+    assert!(!log.contains("WROTE"), "wrote to a read-only mount: {log}");
+    spec["mounts"] = json!([{"source": "/etc", "destination": "/etc2"}]);
+    let (status, body) = d.post("/v1/jobs", &spec);
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["field"], "mounts[0].source", "{body}");
+    let (status, body) = d.post("/v1/jobs", &image_job("oci:/usr/share:x", "true"));
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["field"], "image", "{body}");
+
+    // Cancel reaches the container, and nothing of it is left.
+    let id = d.submit(&image_job(&local, "echo started; sleep 300"));
+    d.wait_for("the container to start", Duration::from_secs(60), || {
+        log_of(&d, id).contains("started").then_some(())
+    });
+    let (status, body) = d.post(&format!("/v1/jobs/{id}/cancel"), &json!({}));
+    assert_eq!(status, 200, "{body}");
+    d.wait_state(id, "cancelled");
+    let left = Command::new("pgrep")
+        .args(["-f", "sleep 300"])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&left.stdout).trim().is_empty(),
+        "processes left: {}",
+        String::from_utf8_lossy(&left.stdout)
+    );
+
+    // From the registry, by tag and by digest; a missing image fails the job with the
+    // registry's answer in its log.
+    let pushed = format!("{}/gantry-test:v1", registry.addr);
+    run(Command::new("skopeo").args([
+        "copy",
+        "--quiet",
+        "--dest-tls-verify=false",
+        &format!("oci:{}:test", layout.display()),
+        &format!("docker://{pushed}"),
+    ]));
+    let id = d.submit(&image_job(&pushed, "cat /etc/gantry-image"));
+    d.wait_state(id, "succeeded");
+    let log = log_of(&d, id);
+    assert!(log.contains("gantry-test-image"), "{log}");
+    let digest = log
+        .lines()
+        .find_map(|l| l.split(" is ").nth(1))
+        .expect("the log names the image's digest")
+        .trim()
+        .to_string();
+    let by_digest = format!("{}/gantry-test@{digest}", registry.addr);
+    let id = d.submit(&image_job(&by_digest, "cat /etc/gantry-image"));
+    d.wait_state(id, "succeeded");
+    let id = d.submit(&image_job(
+        &format!("{}/no-such-image:v1", registry.addr),
+        "true",
+    ));
+    let job = d.wait_state(id, "failed");
+    assert_eq!(job["exit_code"], 125, "{job}");
+    assert!(log_of(&d, id).contains("pulling"), "{}", log_of(&d, id));
+}
