@@ -238,4 +238,114 @@ fn a_job_runs_in_its_image_as_its_user_in_its_cgroup_pulled_from_a_registry() {
     let job = d.wait_state(id, "failed");
     assert_eq!(job["exit_code"], 125, "{job}");
     assert!(log_of(&d, id).contains("pulling"), "{}", log_of(&d, id));
+    drop(d);
+    a_container_job_outlives_a_daemon_restart(&parent.0, &images, &shared, &local);
+}
+
+/// The daemon is SIGKILLed while a container job runs; the restarted daemon adopts it and
+/// records its end.
+fn a_container_job_outlives_a_daemon_restart(
+    parent: &str,
+    images: &Path,
+    shared: &Path,
+    local: &str,
+) {
+    let mut d = daemon(parent, images, shared, "127.0.0.1:1");
+    let mut spec = image_job(
+        local,
+        "echo started; while [ ! -e /data/release ]; do sleep 0.1; done; echo released",
+    );
+    spec["mounts"] =
+        json!([{"source": shared.to_str().unwrap(), "destination": "/data", "read_only": true}]);
+    let id = d.submit(&spec);
+    d.wait_for("the container to start", Duration::from_secs(60), || {
+        log_of(&d, id).contains("started").then_some(())
+    });
+    d.restart_after_sigkill();
+    std::fs::write(shared.join("release"), "").unwrap();
+    d.wait_state(id, "succeeded");
+    assert!(log_of(&d, id).contains("released"), "{}", log_of(&d, id));
+}
+
+/// A layer that tries every escape a tar can: `../` and absolute names, a write through a
+/// symbolic link pointing at a host directory, a block device node for the host's disk, a
+/// setuid file. Written with Python's `tarfile`, added with `umoci raw add-layer`.
+fn add_hostile_layer(layout: &Path, dir: &Path, host_target: &Path) {
+    let tar = dir.join("evil.tar");
+    let script = format!(
+        r##"
+import io, tarfile
+t = tarfile.open({tar:?}, "w")
+def add(name, data=b"x", mode=0o644, kind=tarfile.REGTYPE, link="", major=0, minor=0):
+    ti = tarfile.TarInfo(name); ti.mode = mode; ti.type = kind; ti.linkname = link
+    ti.devmajor = major; ti.devminor = minor
+    if kind == tarfile.REGTYPE:
+        ti.size = len(data); t.addfile(ti, io.BytesIO(data))
+    else:
+        t.addfile(ti)
+add("../../../../escaped-dotdot", b"dotdot")
+add("/escaped-absolute", b"abs")
+add("evil-link", kind=tarfile.SYMTYPE, link={target:?})
+add("evil-link/through-link", b"through")
+add("dev-sda", kind=tarfile.BLKTYPE, mode=0o666, major=8, minor=0)
+add("suid-sh", b"#!/bin/sh\n", mode=0o4755)
+t.close()
+"##,
+        tar = tar.to_str().unwrap(),
+        target = host_target.to_str().unwrap(),
+    );
+    run(Command::new("python3").arg("-c").arg(script));
+    run(Command::new("umoci")
+        .args(["raw", "add-layer", "--image"])
+        .arg(format!("{}:test", layout.display()))
+        .arg(&tar));
+}
+
+#[test]
+fn a_hostile_layer_writes_nothing_outside_the_image_and_gives_no_device_nor_setuid() {
+    require_root("runc and cgroups need root");
+    let work = gantry_e2e::root::open_dir();
+    let images = work.path().join("images");
+    let shared = work.path().join("shared");
+    let host_target = work.path().join("host-dir");
+    std::fs::create_dir_all(&shared).unwrap();
+    std::fs::create_dir_all(&host_target).unwrap();
+    let layout = build_image(&images);
+    add_hostile_layer(&layout, work.path(), &host_target);
+    let parent = gantry_e2e::root::CgroupParent::new("gantry-e2e-ctr-hostile");
+    let d = daemon(&parent.0, &images, &shared, "127.0.0.1:1");
+    let id = d.submit(&image_job(
+        &format!("oci:{}:test", layout.display()),
+        "ls -l /; test -e /dev-sda && echo HAS-DEVICE; ls -l /suid-sh",
+    ));
+    d.wait_state(id, "succeeded");
+    let log = log_of(&d, id);
+    assert!(
+        !log.contains("HAS-DEVICE"),
+        "a device node from a layer: {log}"
+    );
+    let suid = log
+        .lines()
+        .find(|l| l.ends_with("/suid-sh"))
+        .unwrap_or_else(|| panic!("no suid-sh: {log}"));
+    assert!(
+        suid.starts_with("-rwxr-xr-x"),
+        "the setuid bit survived: {suid}"
+    );
+    // Nothing was written outside the unpacked image: not through the link, not above it.
+    assert_eq!(
+        std::fs::read_dir(&host_target).unwrap().count(),
+        0,
+        "written through the layer's link"
+    );
+    let data_dir = d.out_dir().parent().unwrap().to_path_buf();
+    for root in [work.path(), data_dir.as_path(), Path::new("/")] {
+        for name in ["escaped-dotdot", "escaped-absolute"] {
+            assert!(
+                !root.join(name).exists(),
+                "{} escaped the image",
+                root.join(name).display()
+            );
+        }
+    }
 }

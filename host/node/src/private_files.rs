@@ -25,6 +25,12 @@ pub fn daemon_uid() -> u32 {
     unsafe { libc::geteuid() }
 }
 
+/// The daemon's effective gid (beside [`daemon_uid`], for the same reason).
+pub fn daemon_gid() -> u32 {
+    // SAFETY: getegid has no preconditions and cannot fail.
+    unsafe { libc::getegid() }
+}
+
 /// Sets the process umask to 077 (the daemon's files are its own unless made otherwise).
 pub fn restrict_umask() {
     // SAFETY: umask has no preconditions and cannot fail.

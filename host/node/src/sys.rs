@@ -38,12 +38,6 @@ pub fn effective_uid() -> u32 {
     unsafe { libc::geteuid() }
 }
 
-/// This process's effective gid.
-pub fn effective_gid() -> u32 {
-    // SAFETY: getegid has no preconditions and cannot fail.
-    unsafe { libc::getegid() }
-}
-
 static INTERRUPTS: AtomicU32 = AtomicU32::new(0);
 
 extern "C" fn count_interrupt(_: libc::c_int) {
