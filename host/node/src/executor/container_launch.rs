@@ -43,8 +43,8 @@ pub(crate) fn write_request(
         Some(i) => (i.uid, i.gid, i.groups.clone()),
         // The daemon's own ids, as a host task run as the daemon's user has.
         None => (
-            crate::sys::effective_uid(),
-            crate::sys::effective_gid(),
+            crate::private_files::daemon_uid(),
+            crate::private_files::daemon_gid(),
             Vec::new(),
         ),
     };
