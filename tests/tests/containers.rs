@@ -237,6 +237,7 @@ fn a_job_runs_in_its_image_as_its_user_in_its_cgroup_pulled_from_a_registry() {
     ));
     let job = d.wait_state(id, "failed");
     assert_eq!(job["exit_code"], 125, "{job}");
+    assert_eq!(job["end_reason"], "image-pull-failed", "{job}");
     assert!(log_of(&d, id).contains("pulling"), "{}", log_of(&d, id));
     drop(d);
     a_container_job_outlives_a_daemon_restart(&parent.0, &images, &shared, &local);

@@ -7,7 +7,7 @@
 use super::apply::host_reason;
 use super::transition::{self, Transition};
 use super::{Scheduler, lock, now_ms};
-use crate::executor::{TaskEvent, TaskExit};
+use crate::executor::{IMAGE_FAILED_CODE, TaskEvent, TaskExit};
 use crate::model::{JobRecord, JobState, StopCause};
 use gantry_contract::ReasonCode;
 use std::time::Duration;
@@ -137,6 +137,20 @@ impl Scheduler {
                     t.memory_mib
                 ),
             ),
+            // The shim's code for an image it could not pull or unpack (as `docker run`'s).
+            (Some(StopCause::GangFailed) | None, None)
+                if job.spec.image.is_some() && code == Some(IMAGE_FAILED_CODE) =>
+            {
+                (
+                    JobState::Failed,
+                    "image-pull-failed",
+                    format!(
+                        "image {} could not be pulled or unpacked (exit code {IMAGE_FAILED_CODE}); \
+                         the task's log has the registry's answer",
+                        job.spec.image.as_deref().unwrap_or_default()
+                    ),
+                )
+            }
             (Some(StopCause::GangFailed) | None, None) if code.is_some() => {
                 let lost = job.tasks.iter().any(|t| t.exit == Some(TaskExit::Lost));
                 (

@@ -69,8 +69,13 @@ pub fn binary() -> PathBuf {
 }
 
 pub fn start(dir: &Path) -> Result<Daemon> {
+    start_with(dir, "")
+}
+
+/// [`start`] with more configuration after [`config`]'s (tables it does not have).
+pub fn start_with(dir: &Path, extra: &str) -> Result<Daemon> {
     let cfg = dir.join("gantry.toml");
-    std::fs::write(&cfg, config())?;
+    std::fs::write(&cfg, config() + extra)?;
     let mut child = Command::new(binary())
         .args([
             "serve",

@@ -59,7 +59,7 @@ pub use check::CheckError;
 pub use devices::DeviceId;
 pub use identity::{IdentityError, TaskIdentity};
 pub use isolation::{Isolation, IsolationError, IsolationSummary};
-pub use shim::{SHIM_SUBCOMMAND, run_shim};
+pub use shim::{IMAGE_FAILED_CODE, SHIM_SUBCOMMAND, run_shim};
 pub use shim_exe::{SHIM_BINARY, shim_executable};
 pub use task_input::{InputError, InputFrame, TaskInput};
 pub use types::{ExecError, RunningTask, TaskEvent, TaskExit, TaskLaunch, TaskUsage};

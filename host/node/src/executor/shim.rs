@@ -37,7 +37,7 @@ pub(crate) const SPAWN_FAILED_CODE: i32 = 127;
 
 /// Exit code of the shim, and recorded exit, when a task's image could not be made ready or
 /// its bundle written (the reason is in the task's log), as `docker run` answers 125.
-pub(crate) const IMAGE_FAILED_CODE: i32 = 125;
+pub const IMAGE_FAILED_CODE: i32 = 125;
 
 /// Exit code of the shim when its own arguments are wrong (nothing is recorded then).
 pub(crate) const USAGE_CODE: i32 = 2;
