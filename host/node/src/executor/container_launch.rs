@@ -37,6 +37,7 @@ pub(crate) fn write_request(
     l: &TaskLaunch,
     image: &str,
     cgroup_name: Option<&str>,
+    allow_root: bool,
     gpu_device: impl Fn(u32) -> PathBuf,
 ) -> Result<PathBuf, ExecError> {
     let (uid, gid, groups) = match &l.identity {
@@ -48,6 +49,13 @@ pub(crate) fn write_request(
             Vec::new(),
         ),
     };
+    if uid == 0 && !allow_root {
+        return Err(ExecError::Container(
+            "the task would run as root inside its image (tasks keep the daemon's user: \
+             execution.run_as_user is off); set execution.allow_root to allow it"
+                .into(),
+        ));
+    }
     let mut devices: Vec<PathBuf> = l.gpus.iter().map(|g| gpu_device(*g)).collect();
     devices.retain(|d| d.exists());
     if !l.gpus.is_empty() {

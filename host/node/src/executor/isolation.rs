@@ -172,6 +172,12 @@ impl Isolation {
         &self.config.env_passthrough
     }
 
+    /// Whether jobs may run as root (`execution.allow_root`); a container never does
+    /// otherwise, even when tasks keep the daemon's user (`run_as_user = false`).
+    pub(crate) fn allow_root(&self) -> bool {
+        self.config.allow_root
+    }
+
     /// The device node of GPU `index` (`execution.gpu_device_pattern`).
     pub(crate) fn gpu_device(&self, index: u32) -> std::path::PathBuf {
         super::devices::device_path(&self.config.gpu_device_pattern, index)

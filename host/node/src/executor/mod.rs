@@ -271,9 +271,14 @@ impl Executor {
                         let name = cgroup.as_ref().map(|_| {
                             cgroup::task_name(self.isolation.parent(), l.job_id, l.task_index)
                         });
-                        container_launch::write_request(c, l, image, name.as_deref(), |g| {
-                            self.isolation.gpu_device(g)
-                        })
+                        container_launch::write_request(
+                            c,
+                            l,
+                            image,
+                            name.as_deref(),
+                            self.isolation.allow_root(),
+                            |g| self.isolation.gpu_device(g),
+                        )
                     });
                 match prepared {
                     Ok(path) => Some(path),
