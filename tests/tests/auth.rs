@@ -117,6 +117,7 @@ fn authorization_matrix_covers_every_route_and_role() {
         ("GET",    "/v1/faults",                 Empty, READ),
         ("GET",    "/v1/whoami",                 Empty, READ),
         ("GET",    "/v1/fairshare",              Empty, READ),
+        ("GET",    "/v1/images",                 Empty, READ),
         ("POST",   "/v1/plugins",                Wasm,  admin(201)),
         ("GET",    "/v1/plugins",                Empty, READ),
         ("GET",    "/v1/policy",                 Empty, READ),

@@ -231,6 +231,17 @@ fn a_job_runs_in_its_image_as_its_user_in_its_cgroup_pulled_from_a_registry() {
     let by_digest = format!("{}/gantry-test@{digest}", registry.addr);
     let id = d.submit(&image_job(&by_digest, "cat /etc/gantry-image"));
     d.wait_state(id, "succeeded");
+    // `gantry images`: one unpacked image for the three names it was asked by.
+    let (status, cache) = d.get("/v1/images");
+    assert_eq!(status, 200, "{cache}");
+    let cached = cache["images"].as_array().unwrap();
+    assert_eq!(cached.len(), 1, "one digest, unpacked once: {cache}");
+    assert_eq!(cached[0]["digest"], digest.as_str(), "{cache}");
+    let refs = cached[0]["references"].as_array().unwrap();
+    for name in [&local, &pushed, &by_digest] {
+        assert!(refs.contains(&json!(name)), "{name} not in {cache}");
+    }
+    assert_eq!(cached[0]["in_use"], false, "{cache}");
     let id = d.submit(&image_job(
         &format!("{}/no-such-image:v1", registry.addr),
         "true",

@@ -19,6 +19,7 @@ pub mod cli;
 pub mod control_cli;
 pub mod export;
 pub mod history_cli;
+pub mod images_view;
 pub mod policy_view;
 pub mod run_cli;
 pub mod run_input;

@@ -130,6 +130,12 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The container images in the node's cache: digest, size, last use, references.
+    Images {
+        /// The API's answer as JSON, for scripts.
+        #[arg(long)]
+        json: bool,
+    },
     /// Usage records of ended tasks and GPU/CPU-hour totals per user and account (like sacct).
     Accounting(gantry_cli::accounting_cli::AccountingArgs),
     /// Drain a node (operator): running jobs continue, nothing new starts there.
@@ -424,6 +430,17 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 cli::print_nodes(&nodes);
             } else {
                 gantry_cli::sinfo_view::render(&nodes)
+                    .iter()
+                    .for_each(|l| println!("{l}"));
+            }
+            Ok(())
+        }
+        Command::Images { json } => {
+            let answer = client.images()?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&answer)?);
+            } else {
+                gantry_cli::images_view::render(&answer, gantry_cli::images_view::now_ms())
                     .iter()
                     .for_each(|l| println!("{l}"));
             }

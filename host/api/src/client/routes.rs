@@ -117,6 +117,11 @@ impl Client {
         self.get("/v1/nodes")
     }
 
+    /// `GET /v1/images`: the container images in the node's cache, as JSON.
+    pub fn images(&self) -> Result<serde_json::Value> {
+        self.get("/v1/images")
+    }
+
     /// `POST /v1/nodes/{node}/drain`: the node as it is after the drain.
     pub fn drain(&self, node: &str, reason: &str) -> Result<NodeView> {
         let path = format!("/v1/nodes/{}/drain", percent_encode(node));

@@ -23,6 +23,7 @@ mod body;
 mod cluster;
 mod error;
 mod guard;
+mod images;
 mod job_control;
 mod job_input;
 mod jobs;

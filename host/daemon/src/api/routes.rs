@@ -7,7 +7,8 @@
 //! layers every route shares (body limit, authentication, guard) are `mod.rs`'s.
 
 use super::{
-    accounting, admin, attach, job_control, job_input, jobs, live, logs, nodes, openapi, policy,
+    accounting, admin, attach, images, job_control, job_input, jobs, live, logs, nodes, openapi,
+    policy,
 };
 use crate::scheduler::Scheduler;
 use axum::Json;
@@ -98,6 +99,7 @@ pub(super) fn all() -> Vec<Route> {
         get("/v1/fairshare", live::fairshare),
         get("/metrics", jobs::metrics),
         get("/v1/nodes", jobs::nodes),
+        get("/v1/images", images::list),
         delete("/v1/nodes/{name}", nodes::forget),
         post("/v1/nodes/{name}/drain", nodes::drain),
         post("/v1/nodes/{name}/resume", nodes::resume),

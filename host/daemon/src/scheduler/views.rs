@@ -42,6 +42,28 @@ impl Scheduler {
         self.inner.executor.isolation()
     }
 
+    /// The images in this node's cache (`gantry images`), with its directory and size
+    /// limit; `None` when containers are not set up.
+    pub fn cached_images(
+        &self,
+    ) -> Option<std::io::Result<(String, u64, Vec<gantry_node::container::cache::CachedImage>)>>
+    {
+        let c = self.inner.executor.containers()?;
+        Some(
+            gantry_node::container::cache::list(
+                &c.cache_dir,
+                std::path::Path::new(gantry_node::container::RUNTIME_STATE),
+            )
+            .map(|list| {
+                (
+                    c.cache_dir.display().to_string(),
+                    c.config.cache_max_mib,
+                    list,
+                )
+            }),
+        )
+    }
+
     /// Decayed GPU-seconds by user and by account at `now_ms`: closed task runs from the
     /// ledger plus running tasks in full.
     pub fn usage_at(&self, now_ms: u64) -> (UsageByName, UsageByName) {

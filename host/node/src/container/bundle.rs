@@ -249,6 +249,7 @@ mod tests {
             cache_dir: "/tmp/c".into(),
             insecure: false,
             auth_file: None,
+            cache_max_mib: 0,
             name: "gantry-1-0".into(),
             bundle_dir: "/tmp/b".into(),
         };

@@ -86,7 +86,7 @@ impl Source {
 }
 
 /// A file name for `reference` in the cache (letters, digits, `-`, `_`, `.`).
-fn file_name_of(reference: &str) -> String {
+pub(crate) fn file_name_of(reference: &str) -> String {
     reference
         .chars()
         .map(|c| {
@@ -144,6 +144,7 @@ pub fn prepare(
             unpack(req, &layout, &tag, &bundle)?;
         }
     }
+    super::cache::record_use(&bundle, &req.image).map_err(cache_err(&bundle))?;
     let (env, cwd) = image_config(&bundle.join("config.json"));
     Ok(PreparedImage {
         digest,

@@ -12,6 +12,7 @@
 //! job runs in an image (the daemon), the task's cgroup or user (`executor`).
 
 pub mod bundle;
+pub mod cache;
 pub mod image_store;
 
 use serde::{Deserialize, Serialize};
@@ -36,6 +37,8 @@ pub struct ContainersConfig {
     /// Registry credentials (the `containers-auth.json` format skopeo reads), never in
     /// job records.
     pub auth_file: Option<PathBuf>,
+    /// Above this size the least recently used images not in use are removed (0: never).
+    pub cache_max_mib: u64,
 }
 
 impl Default for ContainersConfig {
@@ -47,6 +50,7 @@ impl Default for ContainersConfig {
             image_dirs: Vec::new(),
             insecure_registries: Vec::new(),
             auth_file: None,
+            cache_max_mib: 51_200,
         }
     }
 }
@@ -78,6 +82,9 @@ impl ContainersConfig {
         Ok(())
     }
 }
+
+/// Where the OCI runtime keeps its containers' state on a node (root only).
+pub const RUNTIME_STATE: &str = "/run/gantry-runc";
 
 /// Where the distribution's tools are looked for (not the daemon's `PATH`).
 const TOOL_DIRS: [&str; 4] = ["/usr/sbin", "/usr/bin", "/sbin", "/bin"];
@@ -223,6 +230,9 @@ pub struct ContainerRequest {
     pub insecure: bool,
     /// Registry credentials file.
     pub auth_file: Option<PathBuf>,
+    /// The cache's size limit (`cache_max_mib`; 0: none).
+    #[serde(default)]
+    pub cache_max_mib: u64,
     /// The container's name for the runtime, unique on the node.
     pub name: String,
     /// The bundle directory (its `config.json`); the root file system is the cache's.

@@ -15,8 +15,7 @@ use super::{ExecError, TaskLaunch};
 use crate::container::{self, ContainerRequest, Containers};
 use std::path::{Path, PathBuf};
 
-/// Where the runtime keeps its state (root only).
-pub(crate) const RUNTIME_STATE: &str = "/run/gantry-runc";
+use crate::container::RUNTIME_STATE;
 
 /// The control nodes a GPU task needs beside its GPUs' own, when the node has them.
 const GPU_CONTROL_NODES: [&str; 4] = [
@@ -90,6 +89,7 @@ pub(crate) fn write_request(
         cache_dir: containers.cache_dir.clone(),
         insecure: containers.insecure(image),
         auth_file: containers.config.auth_file.clone(),
+        cache_max_mib: containers.config.cache_max_mib,
         name,
         bundle_dir: dir,
     };
@@ -113,6 +113,7 @@ pub(crate) fn prepare_in_shim(
         .map_err(|e| format!("cannot read {}: {e}", request.display()))?;
     let image = container::image_store::prepare(&req, say).map_err(|e| e.to_string())?;
     say(&format!("image {} is {}", req.image, image.digest));
+    collect_cache(&req, say);
     let job_path = env
         .iter()
         .find(|(k, _)| k == "GANTRY_JOB_PATH")
@@ -156,5 +157,26 @@ pub(crate) fn forget_container(exit_path: &Path) {
         Err(e) => {
             tracing::warn!(container = %req.name, "cannot run {}: {e}", req.runtime.display())
         }
+    }
+}
+
+/// Past `cache_max_mib`, removes the least recently used images (one collector at a time
+/// per node, under `.gc.lock`); a failure is logged, never fatal to the task.
+fn collect_cache(req: &ContainerRequest, say: &mut dyn FnMut(&str)) {
+    let lock_path = req.cache_dir.join(".gc.lock");
+    let Ok(lock) = std::fs::File::create(&lock_path) else {
+        return;
+    };
+    if lock.try_lock().is_err() {
+        return;
+    }
+    match container::cache::collect(&req.cache_dir, Path::new(RUNTIME_STATE), req.cache_max_mib) {
+        Ok(removed) if !removed.is_empty() => say(&format!(
+            "image cache over {} MiB: removed {}",
+            req.cache_max_mib,
+            removed.join(", ")
+        )),
+        Ok(_) => {}
+        Err(e) => say(&format!("image cache collection failed: {e}")),
     }
 }
