@@ -6,9 +6,9 @@
 //! Owns: those refusals (400, naming the field). Does not own the syntax of `image` and
 //! `mounts` (`gantry_api::model::container`) nor running an image (`gantry_node::container`).
 
-use super::jobs::SubmitError;
-use super::{Scheduler, lock};
-use crate::model::{FieldError, JobSpec};
+use super::Scheduler;
+use super::jobs::{SubmitError, field_error};
+use crate::model::JobSpec;
 
 impl Scheduler {
     /// Refuses, naming the field, an image job whose mounts are not under `[containers]
@@ -49,12 +49,9 @@ impl Scheduler {
                 ),
             )));
         }
-        let only_local = {
-            let members = lock(&self.inner.members);
-            let mut all = members.all();
-            matches!((all.next(), all.next()), (Some((_, m)), None) if m.agent().is_none())
-        };
-        if only_local && let Some(why) = self.inner.executor.containers_unavailable() {
+        if self.only_local_node()
+            && let Some(why) = self.inner.executor.containers_unavailable()
+        {
             return Err(SubmitError::Field(field_error("image", why)));
         }
         Ok(())
@@ -69,11 +66,4 @@ fn allowed_list(dirs: &[std::path::PathBuf]) -> String {
         .map(|d| d.display().to_string())
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-fn field_error(field: impl Into<String>, message: impl Into<String>) -> FieldError {
-    FieldError {
-        field: field.into(),
-        message: message.into(),
-    }
 }

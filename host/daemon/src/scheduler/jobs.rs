@@ -64,12 +64,7 @@ impl Scheduler {
     /// cluster's only one; it would be accepted and then fail at every launch. With agents,
     /// accounts and directories may differ per node and the launch decides.
     fn check_runnable_user(&self, spec: &JobSpec) -> Result<(), SubmitError> {
-        let only_local = {
-            let members = lock(&self.inner.members);
-            let mut all = members.all();
-            matches!((all.next(), all.next()), (Some((_, m)), None) if m.agent().is_none())
-        };
-        if !only_local {
+        if !self.only_local_node() {
             return Ok(());
         }
         let identity = self
@@ -85,7 +80,17 @@ impl Scheduler {
     }
 }
 
-fn field_error(field: impl Into<String>, message: impl Into<String>) -> FieldError {
+impl Scheduler {
+    /// Whether this node is the cluster's only one (no agent): then what cannot run here
+    /// cannot run anywhere, and a submit may refuse it.
+    pub(super) fn only_local_node(&self) -> bool {
+        let members = lock(&self.inner.members);
+        let mut all = members.all();
+        matches!((all.next(), all.next()), (Some((_, m)), None) if m.agent().is_none())
+    }
+}
+
+pub(super) fn field_error(field: impl Into<String>, message: impl Into<String>) -> FieldError {
     FieldError {
         field: field.into(),
         message: message.into(),

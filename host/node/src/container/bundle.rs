@@ -80,8 +80,7 @@ pub fn spec(
         .additional_gids(req.groups.clone())
         .build()?;
     let no_caps: HashSet<_> = HashSet::new();
-    let caps = LinuxCapabilities::default();
-    let mut caps = caps;
+    let mut caps = LinuxCapabilities::default();
     caps.set_bounding(Some(no_caps.clone()))
         .set_effective(Some(no_caps.clone()))
         .set_inheritable(Some(no_caps.clone()))
