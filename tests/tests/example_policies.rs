@@ -131,8 +131,11 @@ fn two_teams_sharing() {
     });
     let held: Vec<&u64> = a.iter().filter(|id| state(&d, **id) == "pending").collect();
     assert_eq!(held.len(), 6);
-    let job = d.get(&format!("/v1/jobs/{}", held[0])).1;
-    let reason = job["reason"].to_string();
+    // A job submitted after a cycle took its snapshot gets its reason from the next cycle.
+    let reason = d.wait_for("the waiting job's reason", WAIT, || {
+        let job = d.get(&format!("/v1/jobs/{}", held[0])).1;
+        (!job["reason"].is_null()).then(|| job["reason"].to_string())
+    });
     assert!(
         reason.contains("team-a") && reason.contains("borrow"),
         "{reason}"
