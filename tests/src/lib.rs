@@ -14,6 +14,7 @@
 
 pub mod agents;
 pub mod as_user;
+pub mod images;
 mod auth;
 mod binary;
 mod process;
