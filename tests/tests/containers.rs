@@ -11,7 +11,7 @@ use gantry_e2e::Daemon;
 use gantry_e2e::images::{Registry, build_image, run};
 use gantry_e2e::root::require_root;
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
