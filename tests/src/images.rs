@@ -107,3 +107,80 @@ impl Drop for Registry {
     }
 }
 
+/// A TCP proxy on a free port of 127.0.0.1 that forwards to `target` at about
+/// `bytes_per_s` towards the client (a slow registry, to watch a pull under way); stopped
+/// on drop. Written in Python (`.ci/run` installs python3).
+pub struct SlowProxy {
+    child: Child,
+    /// `127.0.0.1:PORT`.
+    pub addr: String,
+}
+
+impl SlowProxy {
+    /// Starts one in front of `target` (`host:port`) and waits until it listens.
+    pub fn start(target: &str, bytes_per_s: u64) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let (host, tport) = target.rsplit_once(':').unwrap();
+        let script = format!(
+            r#"
+import socket, threading, time
+RATE = {bytes_per_s}
+def pipe(src, dst, slow):
+    try:
+        while True:
+            data = src.recv(16384)
+            if not data:
+                break
+            dst.sendall(data)
+            if slow:
+                time.sleep(len(data) / RATE)
+    except OSError:
+        pass
+    finally:
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+def serve(client):
+    upstream = socket.create_connection(("{host}", {tport}))
+    threading.Thread(target=pipe, args=(client, upstream, False), daemon=True).start()
+    pipe(upstream, client, True)
+listener = socket.socket()
+listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+listener.bind(("127.0.0.1", {port}))
+listener.listen(64)
+while True:
+    c, _ = listener.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+"#
+        );
+        let child = Command::new("python3")
+            .arg("-c")
+            .arg(script)
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("python3 must be installed");
+        let addr = format!("127.0.0.1:{port}");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::net::TcpStream::connect(&addr).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "the proxy never listened on {addr}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Self { child, addr }
+    }
+}
+
+impl Drop for SlowProxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -14,9 +14,9 @@
 
 pub mod agents;
 pub mod as_user;
-pub mod images;
 mod auth;
 mod binary;
+pub mod images;
 mod process;
 pub mod raw_http;
 pub mod root;

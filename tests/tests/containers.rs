@@ -8,7 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use gantry_e2e::Daemon;
-use gantry_e2e::images::{Registry, build_image, run};
+use gantry_e2e::images::{Registry, SlowProxy, build_image, run};
 use gantry_e2e::root::require_root;
 use serde_json::{Value, json};
 use std::path::Path;
@@ -264,5 +264,121 @@ fn a_hostile_layer_writes_nothing_outside_the_image_and_gives_no_device_nor_setu
                 root.join(name).display()
             );
         }
+    }
+}
+
+#[test]
+fn archives_slow_pulls_and_a_gang_on_one_digest() {
+    require_root("runc and cgroups need root");
+    let work = gantry_e2e::root::open_dir();
+    let images = work.path().join("images");
+    let shared = work.path().join("shared");
+    std::fs::create_dir_all(&shared).unwrap();
+    let layout = build_image(&images);
+    let registry = Registry::start();
+    // A slow way to the same registry: 8 MiB of noise arrive in about 3 s.
+    let slow = SlowProxy::start(&registry.addr, 3 << 20);
+    let parent = gantry_e2e::root::CgroupParent::new("gantry-e2e-ctr-more");
+    let d = Daemon::start_with_config(
+        1,
+        &format!(
+            "[execution]\nrun_as_user = true\ncgroups = \"auto\"\ncgroup_parent = \"{}\"\n\
+             [containers]\nimage_dirs = [\"{}\"]\ninsecure_registries = [\"{}\", \"{}\"]\n",
+            parent.0,
+            images.display(),
+            registry.addr,
+            slow.addr
+        ),
+    );
+
+    // A `docker save` archive under image_dirs runs; one elsewhere is refused at submit.
+    let archive = images.join("test.tar");
+    run(Command::new("skopeo").args([
+        "copy",
+        "--quiet",
+        &format!("oci:{}:test", layout.display()),
+        &format!("docker-archive:{}:gantry/test:v1", archive.display()),
+    ]));
+    let id = d.submit(&image_job(
+        &format!("docker-archive:{}", archive.display()),
+        "cat /etc/gantry-image",
+    ));
+    d.wait_state(id, "succeeded");
+    assert!(
+        log_of(&d, id).contains("gantry-test-image"),
+        "{}",
+        log_of(&d, id)
+    );
+    let (status, body) = d.post(
+        "/v1/jobs",
+        &image_job("docker-archive:/var/tmp/elsewhere.tar", "true"),
+    );
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["field"], "image", "{body}");
+
+    // While its node pulls, a started job says so, with the layers and the rate.
+    let noise = work.path().join("noise");
+    std::fs::create_dir_all(&noise).unwrap();
+    run(Command::new("head")
+        .args(["-c", "8388608", "/dev/urandom"])
+        .stdout(std::fs::File::create(noise.join("noise.bin")).unwrap()));
+    run(Command::new("umoci")
+        .args(["insert", "--image", &format!("{}:test", layout.display())])
+        .arg(noise.join("noise.bin"))
+        .arg("/noise.bin"));
+    run(Command::new("skopeo").args([
+        "copy",
+        "--quiet",
+        "--dest-tls-verify=false",
+        &format!("oci:{}:test", layout.display()),
+        &format!("docker://{}/gantry-big:v1", registry.addr),
+    ]));
+    let id = d.submit(&image_job(
+        &format!("{}/gantry-big:v1", slow.addr),
+        "ls -l /noise.bin",
+    ));
+    let reason = d.wait_for("the pull's progress", Duration::from_secs(60), || {
+        let job = d.job(id);
+        let message = job["reason"]["message"].as_str().unwrap_or("").to_string();
+        (job["state"] == "running" && message.starts_with("pulling image")).then_some(message)
+    });
+    assert!(reason.contains("of 2 layers"), "{reason}");
+    assert!(reason.contains("MiB/s"), "{reason}");
+    d.wait_state(id, "succeeded");
+    let after = d.job(id);
+    assert!(
+        !after["reason"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("pulling"),
+        "{after}"
+    );
+
+    // Both ranks of a gang run the digest the tag named when it started.
+    let tag = format!("{}/gantry-big:v1", registry.addr);
+    let mut gang = image_job(&tag, "cat /etc/gantry-image");
+    gang["tasks"][0]["count"] = json!(2);
+    let id = d.submit(&gang);
+    d.wait_state(id, "succeeded");
+    let events = d.get(&format!("/v1/jobs/{id}/events")).1;
+    let pinned = events
+        .as_array()
+        .and_then(|e| e.iter().find(|e| e["kind"] == "image-pinned"))
+        .unwrap_or_else(|| panic!("no image-pinned event: {events}"));
+    let message = pinned["message"].as_str().unwrap();
+    let digest = message
+        .rsplit('@')
+        .next()
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap();
+    assert!(digest.starts_with("sha256:"), "{message}");
+    for task in 0..2 {
+        let log = d.get_text(&format!("/v1/jobs/{id}/logs?task={task}")).1;
+        assert!(
+            log.contains(&format!("gantry-big@{digest}")),
+            "rank {task} did not run the pinned digest: {log}"
+        );
     }
 }

@@ -164,7 +164,7 @@ impl Scheduler {
         // The starts are durable (committed above): launch them off the lock.
         let launched = !to_launch.is_empty();
         for job in to_launch {
-            self.launch(job);
+            self.launch_started(job);
         }
         if launched {
             self.flush();

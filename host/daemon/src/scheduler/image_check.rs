@@ -1,5 +1,5 @@
 //! Submit-time checks of a job in an image: its mounts under `[containers] allowed_mounts`,
-//! its local layout under `image_dirs`, and, when this node is the cluster's only one, that
+//! its local layout or archive under `image_dirs`, and, when this node is the cluster's only one, that
 //! it can run images at all (an OCI runtime, skopeo and umoci). Agents' nodes decide at
 //! launch.
 //!
@@ -36,9 +36,9 @@ impl Scheduler {
                 )));
             }
         }
-        if let Ok(gantry_node::container::image_store::Source::Layout { dir, .. }) =
-            gantry_node::container::image_store::Source::parse(image)
-            && !containers.layout_allowed(&dir)
+        let source = gantry_node::container::image_ref::Source::parse(image);
+        if let Some(dir) = source.as_ref().ok().and_then(|s| s.local_path())
+            && !containers.layout_allowed(dir)
         {
             return Err(SubmitError::Field(field_error(
                 "image",

@@ -361,7 +361,9 @@ impl Scheduler {
         let store = {
             let st = lock(&self.inner.state);
             if let Some(j) = st.jobs.get(id) {
-                return Some(j.clone());
+                let job = j.clone();
+                drop(st);
+                return Some(self.with_pull_progress(job));
             }
             st.jobs.store().clone()
         };

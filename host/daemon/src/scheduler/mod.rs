@@ -15,6 +15,8 @@ pub mod decisions;
 mod fault_log;
 mod holds;
 mod image_check;
+mod image_pin;
+mod image_pull_view;
 mod job_control;
 pub mod job_input;
 mod job_table;

@@ -116,7 +116,7 @@ impl Scheduler {
             self.flush();
         }
         for job in to_launch {
-            self.launch(job);
+            self.launch_started(job);
         }
     }
 

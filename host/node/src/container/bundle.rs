@@ -5,8 +5,11 @@
 //! a capability, `no_new_privileges`; its own mount, PID and IPC namespaces and the host's
 //! network and host name (distributed training needs the node's addresses); the task's
 //! cgroup; only the device nodes it was given (its GPUs), created inside and allowed by the
-//! device rules (the runtime adds the usual `/dev/null`, `/dev/zero`...); the mounts the
-//! job asked for (checked against `allowed_mounts` by the daemon), `nosuid` and `nodev`.
+//! device rules (the runtime adds the usual `/dev/null`, `/dev/zero`...), at the path the
+//! task's CDI spec gives when it gives one; the mounts the job asked for (checked against
+//! `allowed_mounts` by the daemon) and the GPU driver's files (`cdi`), `nosuid` and
+//! `nodev`; the variables of the CDI spec after the task's, which never replace
+//! `CUDA_VISIBLE_DEVICES` nor a `GANTRY_*` variable.
 //!
 //! Owns: that mapping. Does not own the image (`image_store`) nor the runtime's call (the
 //! shim).
@@ -67,6 +70,37 @@ pub fn merged_env(
     out
 }
 
+/// `env` with the GPU edits' variables (`extra`, a CDI spec's `NAME=value`) after it: each
+/// replaces the one of its name, except a `CUDA_VISIBLE_DEVICES` or `GANTRY_*` already set.
+pub fn with_gpu_env(mut env: Vec<String>, extra: &[String]) -> Vec<String> {
+    for kv in extra {
+        let Some((key, _)) = kv.split_once('=') else {
+            continue;
+        };
+        let named = |e: &String| e.split('=').next() == Some(key);
+        let protected = key == "CUDA_VISIBLE_DEVICES" || key.starts_with("GANTRY_");
+        if protected && env.iter().any(named) {
+            continue;
+        }
+        env.retain(|e| !named(e));
+        env.push(kv.clone());
+    }
+    env
+}
+
+/// The options of a bind mount of the GPU driver's files: `bind` when asked, else `rbind`;
+/// `nosuid`, `nodev`; `rw` when asked, else `ro`; `noexec` and propagation when asked.
+/// Anything else (`suid`, `dev`, `exec`...) is dropped.
+fn driver_mount_options(given: &[String]) -> Vec<String> {
+    let has = |o: &str| given.iter().any(|g| g == o);
+    let bind = if has("bind") { "bind" } else { "rbind" };
+    let access = if has("rw") { "rw" } else { "ro" };
+    let mut out: Vec<String> = vec![bind.into(), "nosuid".into(), "nodev".into(), access.into()];
+    let kept = ["noexec", "private", "rprivate", "slave", "rslave"];
+    out.extend(given.iter().filter(|o| kept.contains(&o.as_str())).cloned());
+    out
+}
+
 /// The runtime configuration of one task.
 pub fn spec(
     req: &ContainerRequest,
@@ -90,7 +124,7 @@ pub fn spec(
         .terminal(false)
         .user(user)
         .args(argv.to_vec())
-        .env(env)
+        .env(with_gpu_env(env, &req.gpu_env))
         .cwd(req.cwd.clone().unwrap_or_else(|| image.cwd.clone()))
         .no_new_privileges(true)
         .capabilities(caps)
@@ -123,18 +157,33 @@ pub fn spec(
                 .build()?,
         );
     }
+    for m in &req.gpu_mounts {
+        mounts.push(
+            MountBuilder::default()
+                .destination(&m.destination)
+                .typ("bind")
+                .source(&m.source)
+                .options(driver_mount_options(&m.options))
+                .build()?,
+        );
+    }
     let mut devices = Vec::new();
+    let mut inside_paths = HashSet::new();
     let mut rules = vec![
         LinuxDeviceCgroupBuilder::default()
             .allow(false)
             .access("rwm")
             .build()?,
     ];
-    for path in &req.devices {
-        let (major, minor, mode) = char_device(path)?;
+    for host in &req.devices {
+        let inside = req.device_paths.get(host).unwrap_or(host);
+        if !inside_paths.insert(inside) {
+            continue;
+        }
+        let (major, minor, mode) = char_device(host)?;
         devices.push(
             LinuxDeviceBuilder::default()
-                .path(path.clone())
+                .path(inside.clone())
                 .typ(LinuxDeviceType::C)
                 .major(major)
                 .minor(minor)
@@ -229,9 +278,9 @@ mod tests {
         assert_eq!(own.iter().filter(|e| e.starts_with("PATH=")).count(), 1);
     }
 
-    #[test]
-    fn a_task_gets_its_user_no_capabilities_its_namespaces_and_only_its_devices() {
-        let req = ContainerRequest {
+    /// A request as the executor writes it, with `/dev/null` for a device node.
+    fn request() -> ContainerRequest {
+        ContainerRequest {
             image: "x".into(),
             mounts: vec![gantry_api::model::ContainerMount {
                 source: "/datasets".into(),
@@ -243,6 +292,9 @@ mod tests {
             groups: vec![44],
             cwd: None,
             devices: vec!["/dev/null".into()],
+            device_paths: Default::default(),
+            gpu_mounts: Vec::new(),
+            gpu_env: Vec::new(),
             cgroups_path: Some("/gantry/job-1-task-0".into()),
             runtime: "/usr/sbin/runc".into(),
             cache_dir: "/tmp/c".into(),
@@ -251,13 +303,21 @@ mod tests {
             cache_max_mib: 0,
             name: "gantry-1-0".into(),
             bundle_dir: "/tmp/b".into(),
-        };
-        let image = PreparedImage {
+        }
+    }
+
+    fn image() -> PreparedImage {
+        PreparedImage {
             digest: "sha256:0".into(),
             rootfs: "/tmp/c/rootfs/0/rootfs".into(),
             env: vec![],
             cwd: "/work".into(),
-        };
+        }
+    }
+
+    #[test]
+    fn a_task_gets_its_user_no_capabilities_its_namespaces_and_only_its_devices() {
+        let (req, image) = (request(), image());
         let spec = spec(&req, &image, &["id".into()], vec!["A=1".into()]).unwrap();
         let json = serde_json::to_value(&spec).unwrap();
         assert_eq!(json["process"]["user"]["uid"], 1000);
@@ -298,5 +358,74 @@ mod tests {
                 .unwrap()
                 .contains(&"nosuid".into())
         );
+    }
+
+    #[test]
+    fn a_gpu_tasks_cdi_node_mount_and_variables_reach_it_but_never_replace_its_gpus() {
+        let mut req = request();
+        req.device_paths = [("/dev/null".into(), "/dev/nvidia0".into())].into();
+        req.gpu_mounts = vec![crate::container::cdi::DriverMount {
+            source: "/opt/driver/libcuda.so.1".into(),
+            destination: "/usr/lib/libcuda.so.1".into(),
+            options: vec!["bind".into(), "dev".into(), "suid".into()],
+        }];
+        req.gpu_env = [
+            "CUDA_VISIBLE_DEVICES=all",
+            "GANTRY_JOB_ID=9",
+            "GANTRY_TEST_CDI=yes",
+        ]
+        .into_iter()
+        .chain(["NVIDIA_VISIBLE_DEVICES=void", "A=2"])
+        .map(String::from)
+        .collect();
+        let env = ["A=1", "CUDA_VISIBLE_DEVICES=0", "GANTRY_JOB_ID=1"].map(String::from);
+        let spec = spec(&req, &image(), &["id".into()], env.to_vec()).unwrap();
+        let json = serde_json::to_value(&spec).unwrap();
+        let dev = &json["linux"]["devices"];
+        assert_eq!(dev.as_array().unwrap().len(), 1, "{dev}");
+        assert_eq!(
+            dev[0]["path"], "/dev/nvidia0",
+            "made inside at the spec's path"
+        );
+        assert_eq!(
+            (dev[0]["major"].as_i64(), dev[0]["minor"].as_i64()),
+            (Some(1), Some(3))
+        );
+        let lib = (json["mounts"].as_array().unwrap().iter())
+            .find(|m| m["destination"] == "/usr/lib/libcuda.so.1")
+            .unwrap();
+        assert_eq!(lib["source"], "/opt/driver/libcuda.so.1");
+        assert_eq!(
+            lib["options"],
+            serde_json::json!(["bind", "nosuid", "nodev", "ro"])
+        );
+        let env: Vec<&str> = (json["process"]["env"].as_array().unwrap().iter())
+            .map(|e| e.as_str().unwrap())
+            .collect();
+        for kept in [
+            "CUDA_VISIBLE_DEVICES=0",
+            "GANTRY_JOB_ID=1",
+            "GANTRY_TEST_CDI=yes",
+            "A=2",
+        ] {
+            assert!(env.contains(&kept), "{kept} not in {env:?}");
+        }
+        assert!(env.contains(&"NVIDIA_VISIBLE_DEVICES=void"), "{env:?}");
+        assert!(!env.contains(&"CUDA_VISIBLE_DEVICES=all") && !env.contains(&"A=1"));
+        assert_eq!(
+            driver_mount_options(&[]),
+            ["rbind", "nosuid", "nodev", "ro"]
+        );
+        assert!(driver_mount_options(&["rw".into()]).contains(&"rw".to_string()));
+    }
+
+    #[test]
+    fn a_request_written_by_an_older_binary_still_reads() {
+        let mut old = serde_json::to_value(request()).unwrap();
+        for field in ["device_paths", "gpu_mounts", "gpu_env"] {
+            old.as_object_mut().unwrap().remove(field);
+        }
+        let req: ContainerRequest = serde_json::from_value(old).unwrap();
+        assert!(req.device_paths.is_empty() && req.gpu_mounts.is_empty() && req.gpu_env.is_empty());
     }
 }

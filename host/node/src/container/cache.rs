@@ -156,7 +156,7 @@ pub fn collect(cache_dir: &Path, runtime_state: &Path, max_mib: u64) -> io::Resu
             if !reference.starts_with("oci:") {
                 let layout = cache_dir
                     .join("layouts")
-                    .join(super::image_store::file_name_of(reference));
+                    .join(super::image_ref::file_name_of(reference));
                 let _ = fs::remove_dir_all(layout);
             }
         }

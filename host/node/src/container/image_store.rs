@@ -17,11 +17,14 @@
 //! anything in it (the shim).
 
 use super::ContainerRequest;
+use super::image_ref::{Source, file_name_of};
+use super::{pull_progress, registry};
 use std::fs::{self, File};
 use std::io;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 /// An image ready to run: its unpacked root and what its configuration says.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,57 +51,6 @@ pub enum ImageError {
     Reference(String),
 }
 
-/// Where an image comes from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Source {
-    /// A local OCI layout and the tag in it.
-    Layout { dir: PathBuf, tag: String },
-    /// A registry reference (`host/name:tag`, `name@sha256:...`).
-    Registry { reference: String, by_digest: bool },
-}
-
-impl Source {
-    /// Parses an image reference as a job gives it.
-    pub fn parse(image: &str) -> Result<Self, ImageError> {
-        if let Some(rest) = image.strip_prefix("oci:") {
-            let (dir, tag) = match rest.rsplit_once(':') {
-                Some((dir, tag)) if !tag.contains('/') => (dir, tag),
-                _ => (rest, "latest"),
-            };
-            if !dir.starts_with('/') || dir.split('/').any(|c| c == "..") {
-                return Err(ImageError::Reference(format!(
-                    "`{image}`: a local layout is named by an absolute path (oci:/dir/layout:tag)"
-                )));
-            }
-            return Ok(Self::Layout {
-                dir: PathBuf::from(dir),
-                tag: tag.to_string(),
-            });
-        }
-        if image.starts_with('-') || image.is_empty() {
-            return Err(ImageError::Reference(format!("`{image}` is not an image")));
-        }
-        Ok(Self::Registry {
-            reference: image.to_string(),
-            by_digest: image.contains('@'),
-        })
-    }
-}
-
-/// A file name for `reference` in the cache (letters, digits, `-`, `_`, `.`).
-pub(crate) fn file_name_of(reference: &str) -> String {
-    reference
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '-' | '.') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
-}
-
 fn cache_err(path: &Path) -> impl FnOnce(io::Error) -> ImageError + '_ {
     move |source| ImageError::Cache {
         path: path.to_path_buf(),
@@ -119,11 +71,22 @@ pub fn prepare(
             by_digest,
         } => {
             let layout = req.cache_dir.join("layouts").join(file_name_of(&reference));
+            // One pull of a name at a time on this node (ranks of a gang share it).
+            let _lock = lock_file(&layout.with_extension("lock"))?;
             let have = by_digest && layout.join("index.json").is_file();
             if !have {
                 say(&format!("pulling {reference}"));
-                pull(req, &reference, &layout)?;
+                pull(req, &reference, &layout, say)?;
             }
+            (layout, "image".to_string())
+        }
+        Source::Archive { path, name } => {
+            let layout = req
+                .cache_dir
+                .join("layouts")
+                .join(format!("archive-{}", file_name_of(&path.to_string_lossy())));
+            let _lock = lock_file(&layout.with_extension("lock"))?;
+            import_archive(req, &path, name.as_deref(), &layout, say)?;
             (layout, "image".to_string())
         }
     };
@@ -136,9 +99,7 @@ pub fn prepare(
     fs::create_dir_all(&roots).map_err(cache_err(&roots))?;
     let bundle = roots.join(hex);
     if !bundle.join(".complete").is_file() {
-        let lock_path = roots.join(format!("{hex}.lock"));
-        let lock = File::create(&lock_path).map_err(cache_err(&lock_path))?;
-        lock.lock().map_err(cache_err(&lock_path))?;
+        let _lock = lock_file(&roots.join(format!("{hex}.lock")))?;
         if !bundle.join(".complete").is_file() {
             say(&format!("unpacking {} ({digest})", req.image));
             unpack(req, &layout, &tag, &bundle)?;
@@ -154,28 +115,129 @@ pub fn prepare(
     })
 }
 
-fn pull(req: &ContainerRequest, reference: &str, layout: &Path) -> Result<(), ImageError> {
-    let skopeo = super::find_tool("skopeo").ok_or_else(|| ImageError::Pull {
+/// Holds an exclusive lock on the file at `path` (made if missing) until dropped.
+fn lock_file(path: &Path) -> Result<File, ImageError> {
+    if let Some(parent) = path.parent() {
+        fs::create_dir_all(parent).map_err(cache_err(parent))?;
+    }
+    let file = File::create(path).map_err(cache_err(path))?;
+    file.lock().map_err(cache_err(path))?;
+    Ok(file)
+}
+
+/// Copies a `docker save` archive into the layout at `layout` when it is new or changed
+/// since the last copy (its size and modification time, kept beside the layout).
+fn import_archive(
+    req: &ContainerRequest,
+    path: &Path,
+    name: Option<&str>,
+    layout: &Path,
+    say: &mut dyn FnMut(&str),
+) -> Result<(), ImageError> {
+    let err = |message: String| ImageError::Pull {
+        image: req.image.clone(),
+        message,
+    };
+    let meta = fs::metadata(path).map_err(|e| err(format!("{}: {e}", path.display())))?;
+    let modified = meta
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos());
+    let stamp = format!("{} {modified}", meta.len());
+    let stamp_path = layout.with_extension("source");
+    if fs::read_to_string(&stamp_path).is_ok_and(|s| s == stamp)
+        && layout.join("index.json").is_file()
+    {
+        return Ok(());
+    }
+    let skopeo = super::find_tool("skopeo").ok_or_else(|| err("skopeo is not installed".into()))?;
+    say(&format!("importing {}", req.image));
+    let mut source = format!("docker-archive:{}", path.display());
+    if let Some(name) = name {
+        source = format!("{source}:{name}");
+    }
+    let mut cmd = Command::new(skopeo);
+    cmd.args(["copy", "--quiet"])
+        .arg(source)
+        .arg(format!("oci:{}:image", layout.display()));
+    watch_copy(cmd, |_, _| {}).map_err(err)?;
+    fs::write(&stamp_path, stamp).map_err(cache_err(&stamp_path))
+}
+
+/// Copies `reference` into the layout at `layout` with skopeo, writing its progress to
+/// `task-N.pull` beside the task's bundle every quarter second, and to the task's log every
+/// few seconds; the progress file is removed at the end.
+fn pull(
+    req: &ContainerRequest,
+    reference: &str,
+    layout: &Path,
+    say: &mut dyn FnMut(&str),
+) -> Result<(), ImageError> {
+    let err = |message: String| ImageError::Pull {
         image: reference.into(),
-        message: "skopeo is not installed".into(),
-    })?;
+        message,
+    };
+    let skopeo = super::find_tool("skopeo").ok_or_else(|| err("skopeo is not installed".into()))?;
     if let Some(parent) = layout.parent() {
         fs::create_dir_all(parent).map_err(cache_err(parent))?;
     }
-    let mut cmd = Command::new(skopeo);
+    let layers = registry::layers(&skopeo, req.insecure, req.auth_file.as_deref(), reference);
+    let mut cmd = Command::new(&skopeo);
     cmd.args(["copy", "--quiet", "--retry-times", "2"]);
-    if req.insecure {
-        cmd.arg("--src-tls-verify=false");
-    }
-    if let Some(auth) = &req.auth_file {
-        cmd.arg("--src-authfile").arg(auth);
-    }
+    registry::flags(&mut cmd, "src-", req.insecure, req.auth_file.as_deref());
     cmd.arg(format!("docker://{reference}"))
         .arg(format!("oci:{}:image", layout.display()));
-    run_tool(cmd).map_err(|message| ImageError::Pull {
-        image: reference.into(),
-        message,
-    })
+    let progress_file = req.bundle_dir.with_extension("pull");
+    let result = watch_copy(cmd, |elapsed_ms, last_said_ms| {
+        let progress = pull_progress::measure(&req.image, layout, &layers, elapsed_ms);
+        let _ = pull_progress::write(&progress_file, &progress);
+        if elapsed_ms >= *last_said_ms + 5000 {
+            *last_said_ms = elapsed_ms;
+            say(&progress.message());
+        }
+    });
+    let _ = fs::remove_file(&progress_file);
+    result.map_err(err)
+}
+
+/// Runs `cmd` to its end, calling `tick(elapsed ms, last time it spoke)` every quarter
+/// second meanwhile; its stderr (cut) is the error.
+fn watch_copy(mut cmd: Command, mut tick: impl FnMut(u64, &mut u64)) -> Result<(), String> {
+    let started = Instant::now();
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run {:?}: {e}", cmd.get_program()))?;
+    let stderr = child.stderr.take();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        if let Some(mut s) = stderr {
+            let _ = io::Read::read_to_string(&mut s, &mut text);
+        }
+        text
+    });
+    let mut last_said = 0;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Ok(status),
+            Ok(None) => {}
+            Err(e) => break Err(format!("waiting for skopeo: {e}")),
+        }
+        tick(
+            u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            &mut last_said,
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }?;
+    let text = reader.join().unwrap_or_default();
+    if status.success() {
+        return Ok(());
+    }
+    let text: String = text.trim().chars().take(2000).collect();
+    Err(format!("{text} ({status})"))
 }
 
 fn unpack(
@@ -282,38 +344,6 @@ pub fn defuse(root: &Path) -> io::Result<()> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-
-    #[test]
-    fn references_parse_into_layouts_and_registry_names() {
-        assert_eq!(
-            Source::parse("oci:/srv/images/busybox:v1").unwrap(),
-            Source::Layout {
-                dir: "/srv/images/busybox".into(),
-                tag: "v1".into()
-            }
-        );
-        assert_eq!(
-            Source::parse("oci:/srv/images/busybox").unwrap(),
-            Source::Layout {
-                dir: "/srv/images/busybox".into(),
-                tag: "latest".into()
-            }
-        );
-        assert!(Source::parse("oci:relative:v1").is_err());
-        assert!(Source::parse("oci:/srv/../etc:v1").is_err());
-        assert!(Source::parse("--src-creds=x").is_err());
-        assert_eq!(
-            Source::parse("127.0.0.1:5000/test@sha256:ab").unwrap(),
-            Source::Registry {
-                reference: "127.0.0.1:5000/test@sha256:ab".into(),
-                by_digest: true
-            }
-        );
-        assert_eq!(
-            file_name_of("127.0.0.1:5000/a/b:v1"),
-            "127.0.0.1_5000_a_b_v1"
-        );
-    }
 
     #[test]
     fn defuse_removes_special_files_and_setuid_bits_without_following_links() {

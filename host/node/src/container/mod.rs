@@ -13,7 +13,11 @@
 
 pub mod bundle;
 pub mod cache;
+pub mod cdi;
+pub mod image_ref;
 pub mod image_store;
+pub mod pull_progress;
+pub mod registry;
 
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -39,6 +43,10 @@ pub struct ContainersConfig {
     pub auth_file: Option<PathBuf>,
     /// Above this size the least recently used images not in use are removed (0: never).
     pub cache_max_mib: u64,
+    /// Directories of Container Device Interface specifications (`*.json`, `*.yaml`): a
+    /// GPU task's device nodes, driver libraries and variables come from the `nvidia.com/gpu`
+    /// one when there is one (`cdi`), a later directory's devices winning.
+    pub cdi_dirs: Vec<PathBuf>,
 }
 
 impl Default for ContainersConfig {
@@ -51,6 +59,7 @@ impl Default for ContainersConfig {
             insecure_registries: Vec::new(),
             auth_file: None,
             cache_max_mib: 51_200,
+            cdi_dirs: vec!["/etc/cdi".into(), "/var/run/cdi".into()],
         }
     }
 }
@@ -61,6 +70,7 @@ impl ContainersConfig {
         for (key, dirs) in [
             ("allowed_mounts", &self.allowed_mounts),
             ("image_dirs", &self.image_dirs),
+            ("cdi_dirs", &self.cdi_dirs),
         ] {
             for d in dirs {
                 let text = d.to_string_lossy();
@@ -218,8 +228,21 @@ pub struct ContainerRequest {
     pub groups: Vec<u32>,
     /// Working directory inside; the image's when `None`.
     pub cwd: Option<String>,
-    /// Device nodes the task may use (its GPUs' and the driver's control nodes).
+    /// Device nodes the task may use (its GPUs' and the driver's control nodes), as the
+    /// host names them; each is created inside at the same path unless `device_paths` says.
     pub devices: Vec<PathBuf>,
+    /// The path inside of a node of `devices` made elsewhere (a CDI `deviceNode` whose
+    /// `hostPath` differs from its `path`): host path to path inside.
+    #[serde(default)]
+    pub device_paths: std::collections::BTreeMap<PathBuf, PathBuf>,
+    /// The GPU driver's files bound inside (from a CDI specification, or its libraries and
+    /// tools found on the node), `nosuid,nodev`, read-only unless `rw` is asked.
+    #[serde(default)]
+    pub gpu_mounts: Vec<cdi::DriverMount>,
+    /// Variables of the CDI specification (`K=V`), after the task's; they never replace
+    /// `CUDA_VISIBLE_DEVICES` nor a `GANTRY_*` variable.
+    #[serde(default)]
+    pub gpu_env: Vec<String>,
     /// The task's cgroup, relative to each hierarchy's root (`None`: the runtime's own).
     pub cgroups_path: Option<String>,
     /// The OCI runtime binary.

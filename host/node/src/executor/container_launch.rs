@@ -8,11 +8,18 @@
 //! container is in a child of it (`ctr`), so the task's limits, usage and OOM count stay on
 //! the task's cgroup, and the runtime removes only the child when the container ends.
 //!
+//! A GPU task's device nodes, driver files and variables are chosen here, where its GPUs
+//! are known: from the node's CDI spec when one names them (`container::cdi`), else its
+//! GPUs' nodes and the driver's files found on the host; never another GPU's node.
+//!
 //! Owns: that glue. Does not own the image cache (`container::image_store`), the bundle's
-//! contents (`container::bundle`) nor the task's cgroup (`cgroup`).
+//! contents (`container::bundle`), the CDI files (`container::cdi`) nor the task's cgroup
+//! (`cgroup`).
 
+use super::devices::{DeviceId, char_device};
 use super::{ExecError, TaskLaunch};
-use crate::container::{self, ContainerRequest, Containers};
+use crate::container::{self, ContainerRequest, Containers, cdi};
+use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use crate::container::RUNTIME_STATE;
@@ -24,6 +31,85 @@ const GPU_CONTROL_NODES: [&str; 4] = [
     "/dev/nvidia-uvm-tools",
     "/dev/nvidia-modeset",
 ];
+
+/// GPU indices whose nodes (`execution.gpu_device_pattern`) are kept from a task not given
+/// them, whatever a CDI spec says (a node has fewer GPUs).
+const MAX_GPU_INDEX: u32 = 64;
+
+/// What a task's GPUs bring into its container.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct GpuParts {
+    /// Host device nodes; where one is made at another path inside.
+    devices: Vec<PathBuf>,
+    device_paths: BTreeMap<PathBuf, PathBuf>,
+    mounts: Vec<cdi::DriverMount>,
+    env: Vec<String>,
+}
+
+/// The device nodes, driver files and variables of a task given `gpus`: from the CDI specs
+/// in `cdi_dirs` when one names one of them by index, else its GPUs' nodes (`gpu_device`)
+/// and the driver's files found on the host; with the control nodes the host has. A node
+/// that is missing, not a character device, or another GPU's is left out.
+fn gpu_parts(cdi_dirs: &[PathBuf], gpus: &[u32], gpu_device: &dyn Fn(u32) -> PathBuf) -> GpuParts {
+    let mut parts = GpuParts::default();
+    if gpus.is_empty() {
+        return parts;
+    }
+    let own = |g: &u32| (gpu_device(*g), gpu_device(*g));
+    let mut nodes: Vec<(PathBuf, PathBuf)>;
+    let mut others = HashSet::new();
+    match cdi::select(&cdi::load(cdi_dirs, cdi::GPU_KIND), gpus) {
+        Some(sel) => {
+            if !sel.ignored.is_empty() {
+                tracing::info!("CDI: left out {}", sel.ignored.join(", "));
+            }
+            if !sel.unnamed.is_empty() {
+                tracing::warn!(gpus = ?sel.unnamed, "no CDI device named by these GPU indices: their nodes only");
+            }
+            nodes = sel.unnamed.iter().map(own).collect();
+            nodes.extend(sel.device_nodes);
+            (parts.mounts, parts.env, others) = (sel.mounts, sel.env, sel.others);
+        }
+        None => {
+            nodes = gpus.iter().map(own).collect();
+            parts.mounts = cdi::driver_files();
+        }
+    }
+    nodes.extend(
+        GPU_CONTROL_NODES
+            .iter()
+            .map(|p| (PathBuf::from(p), PathBuf::from(p))),
+    );
+    others.extend(
+        (0..MAX_GPU_INDEX)
+            .filter(|g| !gpus.contains(g))
+            .map(gpu_device),
+    );
+    let denied: HashSet<DeviceId> = (others.iter())
+        .filter(|p| p.exists())
+        .filter_map(|p| char_device(p))
+        .collect();
+    let mut inside_paths = HashSet::new();
+    for (host, inside) in nodes {
+        if !host.exists() || parts.devices.contains(&host) || inside_paths.contains(&inside) {
+            continue;
+        }
+        match char_device(&host) {
+            Some(id) if !denied.contains(&id) && !others.contains(&host) => {}
+            Some(id) => {
+                tracing::warn!(node = %host.display(), "left out: {id} is another GPU's node");
+                continue;
+            }
+            None => continue,
+        }
+        inside_paths.insert(inside.clone());
+        if inside != host {
+            parts.device_paths.insert(host.clone(), inside);
+        }
+        parts.devices.push(host);
+    }
+    parts
+}
 
 /// The container's cgroup below the task's (`cgroup_name`, e.g. `gantry/job-1-task-0`).
 pub(crate) fn container_cgroup(cgroup_name: &str) -> String {
@@ -55,16 +141,7 @@ pub(crate) fn write_request(
                 .into(),
         ));
     }
-    let mut devices: Vec<PathBuf> = l.gpus.iter().map(|g| gpu_device(*g)).collect();
-    devices.retain(|d| d.exists());
-    if !l.gpus.is_empty() {
-        devices.extend(
-            GPU_CONTROL_NODES
-                .iter()
-                .map(PathBuf::from)
-                .filter(|p| p.exists()),
-        );
-    }
+    let gpus = gpu_parts(&containers.config.cdi_dirs, &l.gpus, &gpu_device);
     let dir = l.exit_path.with_extension("bundle");
     let unique = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -77,7 +154,10 @@ pub(crate) fn write_request(
         gid,
         groups,
         cwd: l.workdir.as_ref().map(|w| w.to_string_lossy().into_owned()),
-        devices,
+        devices: gpus.devices,
+        device_paths: gpus.device_paths,
+        gpu_mounts: gpus.mounts,
+        gpu_env: gpus.env,
         cgroups_path: cgroup_name.map(container_cgroup),
         runtime: containers.runtime.clone().ok_or_else(|| {
             ExecError::Container(
@@ -178,5 +258,60 @@ fn collect_cache(req: &ContainerRequest, say: &mut dyn FnMut(&str)) {
         )),
         Ok(_) => {}
         Err(e) => say(&format!("image cache collection failed: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// `/dev/null` and `/dev/zero` stand for GPUs 0 and 1.
+    fn fake_gpu(g: u32) -> PathBuf {
+        match g {
+            0 => "/dev/null".into(),
+            1 => "/dev/zero".into(),
+            _ => format!("/nonexistent/nvidia{g}").into(),
+        }
+    }
+
+    #[test]
+    fn a_gpu_task_gets_its_cdi_nodes_and_edits_and_never_another_gpus_node() {
+        let dir = tempfile::tempdir().unwrap();
+        let link = dir.path().join("zero-link");
+        std::os::unix::fs::symlink("/dev/zero", &link).unwrap();
+        let spec = serde_json::json!({"cdiVersion": "0.6.0", "kind": "nvidia.com/gpu",
+            "devices": [
+                {"name": "0", "containerEdits": {"deviceNodes": [{"path": "/dev/nvidia0", "hostPath": "/dev/null"}]}},
+                {"name": "1", "containerEdits": {"deviceNodes": [{"path": "/dev/nvidia1", "hostPath": "/dev/zero"}]}}],
+            "containerEdits": {
+                "deviceNodes": [{"path": "/dev/nvidia-uvm", "hostPath": "/dev/full"},
+                                {"path": "/dev/sneaky", "hostPath": link},
+                                {"path": "/dev/missing", "hostPath": "/nonexistent/x"}],
+                "mounts": [{"hostPath": "/etc/hostname", "containerPath": "/usr/lib/libcuda-fake.so"}],
+                "env": ["GANTRY_TEST_CDI=yes"]}});
+        std::fs::write(dir.path().join("nvidia.json"), spec.to_string()).unwrap();
+        let dirs = [dir.path().to_path_buf()];
+        let parts = gpu_parts(&dirs, &[0], &fake_gpu);
+        assert_eq!(
+            parts.devices,
+            [PathBuf::from("/dev/full"), "/dev/null".into()]
+        );
+        let inside: Vec<&PathBuf> = parts.device_paths.values().collect();
+        assert_eq!(
+            inside,
+            [Path::new("/dev/nvidia-uvm"), Path::new("/dev/nvidia0")]
+        );
+        assert_eq!(
+            parts.mounts[0].destination,
+            Path::new("/usr/lib/libcuda-fake.so")
+        );
+        assert_eq!(parts.env, ["GANTRY_TEST_CDI=yes"]);
+        assert_eq!(gpu_parts(&dirs, &[], &fake_gpu), GpuParts::default());
+        // No spec names GPU 1's kind here: its own node, no variable.
+        let empty = tempfile::tempdir().unwrap();
+        let fallback = gpu_parts(&[empty.path().to_path_buf()], &[1], &fake_gpu);
+        assert_eq!(fallback.devices, [PathBuf::from("/dev/zero")]);
+        assert!(fallback.device_paths.is_empty() && fallback.env.is_empty());
     }
 }
