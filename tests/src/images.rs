@@ -29,7 +29,9 @@ pub fn build_image(dir: &Path) -> PathBuf {
     std::fs::create_dir_all(src.join("etc")).unwrap();
     std::fs::copy("/bin/busybox", src.join("bin/busybox"))
         .expect("busybox-static must be installed (/bin/busybox)");
-    for tool in ["sh", "cat", "id", "ls", "sleep", "echo", "touch", "test"] {
+    for tool in [
+        "sh", "cat", "id", "ls", "sleep", "echo", "touch", "test", "tty", "stty",
+    ] {
         std::os::unix::fs::symlink("busybox", src.join("bin").join(tool)).unwrap();
     }
     std::fs::write(src.join("etc/gantry-image"), "gantry-test-image\n").unwrap();

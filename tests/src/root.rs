@@ -21,9 +21,6 @@ pub fn open_dir() -> tempfile::TempDir {
     dir
 }
 
-/// The cgroup v1 controllers a task cgroup lives in, and "" for the v2 hierarchy.
-const HIERARCHIES: [&str; 6] = ["memory", "cpu", "cpuacct", "pids", "devices", ""];
-
 /// A cgroup parent of the test's own (`execution.cgroup_parent`), removed with its task
 /// cgroups when dropped.
 pub struct CgroupParent(pub String);
@@ -37,14 +34,31 @@ impl CgroupParent {
 
 impl Drop for CgroupParent {
     fn drop(&mut self) {
-        for c in HIERARCHIES {
-            let parent = PathBuf::from(format!("/sys/fs/cgroup/{c}/{}", self.0));
-            for entry in fs::read_dir(&parent).into_iter().flatten().flatten() {
-                if entry.path().is_dir() {
-                    let _ = fs::remove_dir(entry.path());
-                }
-            }
-            let _ = fs::remove_dir(&parent);
+        // Every hierarchy: an OCI runtime also makes a container's cgroup in those Gantry
+        // leaves alone (blkio, cpuset, freezer, systemd...).
+        let mut hierarchies: Vec<PathBuf> = fs::read_dir("/sys/fs/cgroup")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .collect();
+        hierarchies.push(PathBuf::from("/sys/fs/cgroup"));
+        for h in hierarchies {
+            remove_empty_tree(&h.join(&self.0));
         }
     }
+}
+
+/// Removes `dir` and the directories under it, deepest first (a cgroup directory goes only
+/// once empty of processes and children).
+fn remove_empty_tree(dir: &std::path::Path) {
+    if !dir.is_dir() {
+        return;
+    }
+    for entry in fs::read_dir(dir).into_iter().flatten().flatten() {
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            remove_empty_tree(&entry.path());
+        }
+    }
+    let _ = fs::remove_dir(dir);
 }

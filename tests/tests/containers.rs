@@ -382,3 +382,49 @@ fn archives_slow_pulls_and_a_gang_on_one_digest() {
         );
     }
 }
+
+/// Posts input to job `id` until its input is open (409 before).
+fn send_input(d: &Daemon, id: u64, body: &Value) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let (status, answer) = d.post(&format!("/v1/jobs/{id}/input"), body);
+        if status == 200 {
+            return;
+        }
+        assert_eq!(status, 409, "{answer}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "input never taken: {answer}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn an_interactive_job_in_an_image_has_a_controlling_terminal() {
+    require_root("runc and cgroups need root");
+    let work = gantry_e2e::root::open_dir();
+    let images = work.path().join("images");
+    let shared = work.path().join("shared");
+    std::fs::create_dir_all(&shared).unwrap();
+    let layout = build_image(&images);
+    let parent = gantry_e2e::root::CgroupParent::new("gantry-e2e-ctr-tty");
+    let d = daemon(&parent.0, &images, &shared, "127.0.0.1:1");
+    let mut spec = image_job(
+        &format!("oci:{}:test", layout.display()),
+        "tty; stty size; (exec 3</dev/tty) && echo has-ctty; read line; stty size; echo \"got:$line\"",
+    );
+    spec["kind"] = json!("interactive");
+    spec["tty"] = json!({"rows": 30, "cols": 90});
+    let id = d.submit(&spec);
+    d.wait_for("the shell in the image", Duration::from_secs(60), || {
+        log_of(&d, id).contains("has-ctty").then_some(())
+    });
+    send_input(&d, id, &json!({"resize": {"rows": 50, "cols": 132}}));
+    send_input(&d, id, &json!({"data": "dHlwZWQK"}));
+    d.wait_state(id, "succeeded");
+    let log = log_of(&d, id);
+    assert!(log.contains("/dev/pts/"), "{log:?}");
+    assert!(log.contains("30 90"), "{log:?}");
+    assert!(log.contains("50 132\r\ngot:typed"), "{log:?}");
+}

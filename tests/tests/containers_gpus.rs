@@ -144,7 +144,7 @@ fn a_task_in_an_image_gets_its_gpu_from_the_cdi_spec_and_never_another() {
     let d = Daemon::start_with_config(
         2,
         &format!(
-            "[execution]\nrun_as_user = true\ncgroups = \"off\"\ncgroup_parent = \"{}\"\n\
+            "[execution]\nrun_as_user = true\ncgroups = \"auto\"\ncgroup_parent = \"{}\"\n\
              gpu_device_pattern = \"{}/nvidia{{index}}\"\n\
              [containers]\nimage_dirs = [\"{}\"]\ncdi_dirs = [\"{}\"]\n",
             parent.0,

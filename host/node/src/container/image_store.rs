@@ -182,7 +182,15 @@ fn pull(
     if let Some(parent) = layout.parent() {
         fs::create_dir_all(parent).map_err(cache_err(parent))?;
     }
-    let layers = registry::layers(&skopeo, req.insecure, req.auth_file.as_deref(), reference);
+    // The manifest is asked for beside the copy, not before it: a launch by tag whose
+    // layers are all cached waits for nothing more than the copy.
+    let asking = {
+        let (skopeo, insecure) = (skopeo.clone(), req.insecure);
+        let (auth, reference) = (req.auth_file.clone(), reference.to_string());
+        std::thread::spawn(move || registry::layers(&skopeo, insecure, auth.as_deref(), &reference))
+    };
+    let mut asking = Some(asking);
+    let mut layers = Vec::new();
     let mut cmd = Command::new(&skopeo);
     cmd.args(["copy", "--quiet", "--retry-times", "2"]);
     registry::flags(&mut cmd, "src-", req.insecure, req.auth_file.as_deref());
@@ -190,6 +198,11 @@ fn pull(
         .arg(format!("oci:{}:image", layout.display()));
     let progress_file = req.bundle_dir.with_extension("pull");
     let result = watch_copy(cmd, |elapsed_ms, last_said_ms| {
+        if asking.as_ref().is_some_and(|t| t.is_finished())
+            && let Some(t) = asking.take()
+        {
+            layers = t.join().unwrap_or_default();
+        }
         let progress = pull_progress::measure(&req.image, layout, &layers, elapsed_ms);
         let _ = pull_progress::write(&progress_file, &progress);
         if elapsed_ms >= *last_said_ms + 5000 {
@@ -202,42 +215,40 @@ fn pull(
 }
 
 /// Runs `cmd` to its end, calling `tick(elapsed ms, last time it spoke)` every quarter
-/// second meanwhile; its stderr (cut) is the error.
+/// second meanwhile (its end is seen at once, not at the next tick); its stderr (cut) is
+/// the error.
 fn watch_copy(mut cmd: Command, mut tick: impl FnMut(u64, &mut u64)) -> Result<(), String> {
     let started = Instant::now();
-    let mut child = cmd
+    let child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| format!("cannot run {:?}: {e}", cmd.get_program()))?;
-    let stderr = child.stderr.take();
-    let reader = std::thread::spawn(move || {
-        let mut text = String::new();
-        if let Some(mut s) = stderr {
-            let _ = io::Read::read_to_string(&mut s, &mut text);
-        }
-        text
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
     });
     let mut last_said = 0;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break Ok(status),
-            Ok(None) => {}
-            Err(e) => break Err(format!("waiting for skopeo: {e}")),
-        }
+    let out = loop {
         tick(
             u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
             &mut last_said,
         );
-        std::thread::sleep(Duration::from_millis(250));
-    }?;
-    let text = reader.join().unwrap_or_default();
-    if status.success() {
+        match rx.recv_timeout(Duration::from_millis(250)) {
+            Ok(out) => break out.map_err(|e| format!("waiting for skopeo: {e}"))?,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                return Err("skopeo's waiter ended without an answer".into());
+            }
+        }
+    };
+    if out.status.success() {
         return Ok(());
     }
+    let text = String::from_utf8_lossy(&out.stderr);
     let text: String = text.trim().chars().take(2000).collect();
-    Err(format!("{text} ({status})"))
+    Err(format!("{text} ({})", out.status))
 }
 
 fn unpack(

@@ -256,6 +256,10 @@ pub struct ContainerRequest {
     /// The cache's size limit (`cache_max_mib`; 0: none).
     #[serde(default)]
     pub cache_max_mib: u64,
+    /// The task has a terminal (`gantry run` from one): the runtime makes one inside and
+    /// relays it to the shim's, so the command has a controlling terminal (job control).
+    #[serde(default)]
+    pub terminal: bool,
     /// The container's name for the runtime, unique on the node.
     pub name: String,
     /// The bundle directory (its `config.json`); the root file system is the cache's.

@@ -222,6 +222,10 @@ impl TaskCgroup {
         match self.version {
             CgroupVersion::V1 => {
                 let devices = self.cg.controller_of::<DevicesController>();
+                // Read and write only: a task cannot make device nodes anyway (no
+                // CAP_MKNOD), and a parent that denied `m` on any device would refuse the
+                // `c *:* m` rule an OCI runtime writes into a container's child cgroup.
+                let read_write = [DevicePermissions::Read, DevicePermissions::Write];
                 for id in &limits.denied {
                     if let Some(devices) = devices {
                         devices
@@ -229,7 +233,7 @@ impl TaskCgroup {
                                 DeviceType::Char,
                                 i64::from(id.major),
                                 i64::from(id.minor),
-                                &DevicePermissions::all(),
+                                &read_write,
                             )
                             .map_err(err(&format!("deny {id}")))?;
                     }
@@ -332,6 +336,26 @@ impl TaskCgroup {
         }
         if let Err(e) = self.cg.delete() {
             tracing::warn!(cgroup = self.cg.path(), error = %e, "cannot remove the task cgroup");
+        }
+        if self.version == CgroupVersion::V1 {
+            remove_runtime_leftovers(self.cg.path());
+        }
+    }
+}
+
+/// On cgroup v1, an OCI runtime puts a container in every mounted hierarchy, also those
+/// Gantry leaves alone (blkio, cpuset, freezer, the named ones): removes the (empty)
+/// directories of task cgroup `path` and its container there.
+fn remove_runtime_leftovers(path: &str) {
+    let Ok(hierarchies) = std::fs::read_dir("/sys/fs/cgroup") else {
+        return;
+    };
+    let path = path.trim_start_matches('/');
+    for h in hierarchies.flatten() {
+        let task = h.path().join(path);
+        if task.is_dir() {
+            let _ = std::fs::remove_dir(task.join(CONTAINER_CHILD));
+            let _ = std::fs::remove_dir(&task);
         }
     }
 }

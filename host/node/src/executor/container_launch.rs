@@ -64,7 +64,8 @@ fn gpu_parts(cdi_dirs: &[PathBuf], gpus: &[u32], gpu_device: &dyn Fn(u32) -> Pat
                 tracing::info!("CDI: left out {}", sel.ignored.join(", "));
             }
             if !sel.unnamed.is_empty() {
-                tracing::warn!(gpus = ?sel.unnamed, "no CDI device named by these GPU indices: their nodes only");
+                let unnamed = &sel.unnamed;
+                tracing::warn!(gpus = ?unnamed, "no CDI device is named by these indices");
             }
             nodes = sel.unnamed.iter().map(own).collect();
             nodes.extend(sel.device_nodes);
@@ -134,6 +135,8 @@ pub(crate) fn write_request(
             Vec::new(),
         ),
     };
+    let script = l.exit_path.with_file_name("script");
+    refuse_outside_config(containers, image, &l.mounts, &script)?;
     if uid == 0 && !allow_root {
         return Err(ExecError::Container(
             "the task would run as root inside its image (tasks keep the daemon's user: \
@@ -170,6 +173,7 @@ pub(crate) fn write_request(
         insecure: containers.insecure(image),
         auth_file: containers.config.auth_file.clone(),
         cache_max_mib: containers.config.cache_max_mib,
+        terminal: matches!(l.input, super::TaskInput::Tty { .. }),
         name,
         bundle_dir: dir,
     };
@@ -179,6 +183,41 @@ pub(crate) fn write_request(
         source,
     })?;
     Ok(path)
+}
+
+/// This node's own `[containers]` decide what it mounts and reads, whatever the controller
+/// checked at submit (its settings may differ from an agent's): a mount outside
+/// `allowed_mounts` (other than the job's own `script`) or a local image outside
+/// `image_dirs` is refused here too.
+fn refuse_outside_config(
+    containers: &Containers,
+    image: &str,
+    mounts: &[gantry_api::model::ContainerMount],
+    script: &Path,
+) -> Result<(), ExecError> {
+    let own_script = |m: &gantry_api::model::ContainerMount| {
+        m.destination == container::SCRIPT_IN_IMAGE && Path::new(&m.source) == script
+    };
+    if let Some(m) = mounts
+        .iter()
+        .find(|m| !own_script(m) && !containers.mount_allowed(&m.source))
+    {
+        return Err(ExecError::Container(format!(
+            "{} is not under a directory of this node's [containers] allowed_mounts",
+            m.source
+        )));
+    }
+    let source = container::image_ref::Source::parse(image)
+        .map_err(|e| ExecError::Container(e.to_string()))?;
+    if let Some(path) = source.local_path()
+        && !containers.layout_allowed(path)
+    {
+        return Err(ExecError::Container(format!(
+            "{} is not under a directory of this node's [containers] image_dirs",
+            path.display()
+        )));
+    }
+    Ok(())
 }
 
 /// In the shim: makes the image ready and writes the bundle for `argv` with the task's
@@ -266,6 +305,43 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
+    #[test]
+    fn a_node_refuses_mounts_and_images_its_own_settings_do_not_allow() {
+        let containers = Containers {
+            config: container::ContainersConfig {
+                allowed_mounts: vec!["/datasets".into()],
+                image_dirs: vec!["/srv/images".into()],
+                ..Default::default()
+            },
+            cache_dir: "/tmp/cache".into(),
+            runtime: None,
+        };
+        let mount = |source: &str, destination: &str| gantry_api::model::ContainerMount {
+            source: source.into(),
+            destination: destination.into(),
+            read_only: true,
+        };
+        let script = Path::new("/data/jobs/7/script");
+        let ok = [
+            mount("/datasets/a", "/a"),
+            mount("/data/jobs/7/script", container::SCRIPT_IN_IMAGE),
+        ];
+        refuse_outside_config(&containers, "reg/x:v1", &ok, script).unwrap();
+        refuse_outside_config(&containers, "oci:/srv/images/x:v1", &[], script).unwrap();
+        for (image, mounts) in [
+            ("reg/x:v1", vec![mount("/etc", "/etc2")]),
+            (
+                "reg/x:v1",
+                vec![mount("/data/jobs/8/script", container::SCRIPT_IN_IMAGE)],
+            ),
+            ("oci:/var/images/x:v1", vec![]),
+            ("docker-archive:/tmp/x.tar", vec![]),
+        ] {
+            let refused = refuse_outside_config(&containers, image, &mounts, script);
+            assert!(refused.is_err(), "{image} {mounts:?}");
+        }
+    }
+
     /// `/dev/null` and `/dev/zero` stand for GPUs 0 and 1.
     fn fake_gpu(g: u32) -> PathBuf {
         match g {
@@ -280,17 +356,20 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let link = dir.path().join("zero-link");
         std::os::unix::fs::symlink("/dev/zero", &link).unwrap();
-        let spec = serde_json::json!({"cdiVersion": "0.6.0", "kind": "nvidia.com/gpu",
-            "devices": [
-                {"name": "0", "containerEdits": {"deviceNodes": [{"path": "/dev/nvidia0", "hostPath": "/dev/null"}]}},
-                {"name": "1", "containerEdits": {"deviceNodes": [{"path": "/dev/nvidia1", "hostPath": "/dev/zero"}]}}],
-            "containerEdits": {
-                "deviceNodes": [{"path": "/dev/nvidia-uvm", "hostPath": "/dev/full"},
-                                {"path": "/dev/sneaky", "hostPath": link},
-                                {"path": "/dev/missing", "hostPath": "/nonexistent/x"}],
-                "mounts": [{"hostPath": "/etc/hostname", "containerPath": "/usr/lib/libcuda-fake.so"}],
-                "env": ["GANTRY_TEST_CDI=yes"]}});
-        std::fs::write(dir.path().join("nvidia.json"), spec.to_string()).unwrap();
+        let spec = format!(
+            "cdiVersion: 0.6.0\nkind: nvidia.com/gpu\ndevices:\n\
+             - {{name: '0', containerEdits: {{deviceNodes: [{{path: /dev/nvidia0, hostPath: /dev/null}}]}}}}\n\
+             - {{name: '1', containerEdits: {{deviceNodes: [{{path: /dev/nvidia1, hostPath: /dev/zero}}]}}}}\n\
+             containerEdits:\n  \
+               env: [GANTRY_TEST_CDI=yes]\n  \
+               mounts: [{{hostPath: /etc/hostname, containerPath: /usr/lib/libcuda-fake.so}}]\n  \
+               deviceNodes:\n  \
+               - {{path: /dev/nvidia-uvm, hostPath: /dev/full}}\n  \
+               - {{path: /dev/sneaky, hostPath: {}}}\n  \
+               - {{path: /dev/missing, hostPath: /nonexistent/x}}\n",
+            link.display()
+        );
+        std::fs::write(dir.path().join("nvidia.yaml"), spec).unwrap();
         let dirs = [dir.path().to_path_buf()];
         let parts = gpu_parts(&dirs, &[0], &fake_gpu);
         assert_eq!(
