@@ -428,3 +428,61 @@ fn an_interactive_job_in_an_image_has_a_controlling_terminal() {
     assert!(log.contains("30 90"), "{log:?}");
     assert!(log.contains("50 132\r\ngot:typed"), "{log:?}");
 }
+
+#[test]
+fn arrays_and_services_run_in_an_image() {
+    require_root("runc and cgroups need root");
+    let work = gantry_e2e::root::open_dir();
+    let images = work.path().join("images");
+    let shared = work.path().join("shared");
+    std::fs::create_dir_all(&shared).unwrap();
+    let layout = build_image(&images);
+    let parent = gantry_e2e::root::CgroupParent::new("gantry-e2e-ctr-kinds");
+    let d = daemon(&parent.0, &images, &shared, "127.0.0.1:1");
+    let image = format!("oci:{}:test", layout.display());
+
+    // Every member of an array runs in the image with its own index.
+    let mut array = image_job(
+        &image,
+        "cat /etc/gantry-image; echo index=$GANTRY_ARRAY_INDEX",
+    );
+    array["array"] = json!({"indices": [0, 1, 2]});
+    let (status, body) = d.post("/v1/jobs", &array);
+    assert_eq!(status, 201, "{body}");
+    for (i, id) in body["array_job_ids"].as_array().unwrap().iter().enumerate() {
+        let id = id.as_u64().unwrap();
+        d.wait_state(id, "succeeded");
+        let log = log_of(&d, id);
+        assert!(log.contains("gantry-test-image"), "{log}");
+        assert!(log.contains(&format!("index={i}")), "{log}");
+    }
+
+    // A service in the image (busybox's httpd on the port Gantry gives it) is checked
+    // healthy over HTTP on the host's network, and stops on cancel.
+    let mut service = image_job(
+        &image,
+        "echo '<p>up</p>' > /tmp/index.html; exec httpd -f -p \"$PORT\" -h /tmp",
+    );
+    service["kind"] = json!("service");
+    service["service"] = json!({"health": {"http_path": "/index.html", "interval_s": 1, "failures": 3, "initial_delay_s": 1}});
+    let id = d.submit(&service);
+    let job = d.wait_for(
+        "a healthy service in an image",
+        Duration::from_secs(60),
+        || {
+            let j = d.job(id);
+            (j["health"]["state"] == "healthy").then_some(j)
+        },
+    );
+    let port = job["service_port"].as_u64().unwrap();
+    let page = ureq::get(&format!("http://127.0.0.1:{port}/index.html"))
+        .call()
+        .unwrap()
+        .body_mut()
+        .read_to_string()
+        .unwrap();
+    assert!(page.contains("up"), "{page}");
+    let (status, body) = d.post(&format!("/v1/jobs/{id}/cancel"), &json!({}));
+    assert_eq!(status, 200, "{body}");
+    d.wait_state(id, "cancelled");
+}

@@ -271,6 +271,8 @@ fn unpack(
         .arg(&tmp);
     run_tool(cmd).map_err(err)?;
     defuse(&tmp.join("rootfs")).map_err(|e| err(format!("cleaning the unpacked image: {e}")))?;
+    shared_tmp(&tmp.join("rootfs"))
+        .map_err(|e| err(format!("making /tmp in the unpacked image: {e}")))?;
     let _ = fs::remove_dir_all(bundle);
     fs::rename(&tmp, bundle).map_err(cache_err(bundle))?;
     File::create(bundle.join(".complete")).map_err(cache_err(bundle))?;
@@ -320,6 +322,22 @@ fn image_config(path: &Path) -> (Vec<String>, String) {
     let env = process.env().clone().unwrap_or_default();
     let cwd = process.cwd().to_string_lossy().into_owned();
     (env, if cwd.is_empty() { "/".into() } else { cwd })
+}
+
+/// Gives an image without `/tmp` one of mode 1777: the runtime gives the task's private
+/// `/tmp` (a tmpfs) the mode of the directory it is mounted on, and one it makes itself is
+/// 0755, which only root could write. An image's own `/tmp` (or a link there) is left as
+/// the image has it.
+fn shared_tmp(root: &Path) -> io::Result<()> {
+    let tmp = root.join("tmp");
+    match fs::symlink_metadata(&tmp) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            fs::create_dir(&tmp)?;
+            fs::set_permissions(&tmp, fs::Permissions::from_mode(0o1777))
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// Removes device nodes, FIFOs and sockets under `root` and clears setuid/setgid bits,
