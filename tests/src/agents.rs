@@ -50,6 +50,21 @@ impl Agent {
         agent
     }
 
+    /// [`Agent::start`] with `extra_toml` appended to the agent's config (an `[execution]`
+    /// table there takes the tests' defaults for what it does not set).
+    pub fn start_with(
+        d: &Daemon,
+        controller: &str,
+        name: &str,
+        gpus: u32,
+        token: &str,
+        extra_toml: &str,
+    ) -> Self {
+        let agent = Self::spawn_with(controller, name, gpus, token, extra_toml, None);
+        agent.wait_up(d);
+        agent
+    }
+
     /// Starts the agent process and waits until it prints its address or exits (then
     /// [`Agent::url`] panics; see [`Agent::wait_exit`]); does not wait for its node.
     pub fn spawn(controller: &str, name: &str, gpus: u32, token: &str) -> Self {

@@ -486,3 +486,44 @@ fn arrays_and_services_run_in_an_image() {
     assert_eq!(status, 200, "{body}");
     d.wait_state(id, "cancelled");
 }
+
+#[test]
+fn the_controller_lists_an_agents_image_cache() {
+    require_root("runc and cgroups need root");
+    const TOKEN: &str = "e2e-cluster-token-0123456789abcdef";
+    let work = gantry_e2e::root::open_dir();
+    let images = work.path().join("images");
+    let layout = build_image(&images);
+    let containers = format!("[containers]\nimage_dirs = [\"{}\"]\n", images.display());
+    let d = Daemon::start_with_config(
+        0,
+        &format!(
+            "[cluster]\ntoken = \"{TOKEN}\"\nlocal_node = false\nheartbeat_interval_ms = 200\nnode_down_after_ms = 1500\n{containers}"
+        ),
+    );
+    let parent = gantry_e2e::root::CgroupParent::new("gantry-e2e-ctr-agent");
+    let _agent = gantry_e2e::agents::Agent::start_with(
+        &d,
+        d.url(),
+        "node-a",
+        1,
+        TOKEN,
+        &format!(
+            "[execution]\nrun_as_user = true\ncgroups = \"auto\"\ncgroup_parent = \"{}\"\n{containers}",
+            parent.0
+        ),
+    );
+    let image = format!("oci:{}:test", layout.display());
+    let id = d.submit(&image_job(&image, "cat /etc/gantry-image"));
+    let job = d.wait_state(id, "succeeded");
+    assert_eq!(job["tasks"][0]["node"], "node-a", "{job}");
+    let (status, listed) = d.get("/v1/images");
+    assert_eq!(status, 200, "{listed}");
+    let agent = &listed["agents"][0];
+    assert_eq!(agent["node"], "node-a", "{listed}");
+    assert_eq!(agent["enabled"], true, "{listed}");
+    let refs = &agent["images"][0]["references"];
+    assert!(refs.as_array().unwrap().contains(&json!(image)), "{listed}");
+    // The controller's own cache (no local node) stays empty.
+    assert_eq!(listed["images"], json!([]), "{listed}");
+}

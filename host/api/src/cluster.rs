@@ -44,6 +44,38 @@ pub const CHECK_PATH: &str = "/agent/v1/check";
 /// answered with [`InputReply`], or 409 when the task's input is not open.
 pub const INPUT_PATH: &str = "/agent/v1/tasks/{job}/{task}/{run}/input";
 
+/// Agent route that lists its node's image cache, answered with [`NodeImages`].
+pub const IMAGES_PATH: &str = "/agent/v1/images";
+
+/// One unpacked container image in a node's cache.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CachedImage {
+    /// `sha256:...` of the manifest.
+    pub digest: String,
+    /// The references tasks named it by.
+    pub references: Vec<String>,
+    /// Its unpacked size.
+    pub size_mib: u64,
+    /// When a task last used it, ms since the epoch.
+    pub last_used_ms: u64,
+    /// A container runs from it now.
+    pub in_use: bool,
+}
+
+/// A node's image cache (`GET /v1/images` for the controller's node, [`IMAGES_PATH`] for an
+/// agent's).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeImages {
+    /// The node runs jobs in images (`[containers]` set up).
+    pub enabled: bool,
+    /// Where its cache lives.
+    pub cache_dir: Option<String>,
+    /// `[containers] cache_max_mib`.
+    pub cache_max_mib: u64,
+    /// Its images, most recently used first.
+    pub images: Vec<CachedImage>,
+}
+
 /// Input for a task's stdin, then what follows it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

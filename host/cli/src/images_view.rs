@@ -1,4 +1,5 @@
-//! `gantry images`: the node's image cache as a table, as `docker images` or `enroot list`
+//! `gantry images`: each node's image cache as a table (the controller's, then each
+//! agent's), as `docker images` or `enroot list`
 //! show theirs: digest (short), size, when last used, whether a container runs from it, and
 //! the references tasks named it by.
 //!
@@ -24,8 +25,23 @@ fn ago(now_ms: u64, then_ms: u64) -> String {
     }
 }
 
-/// The lines to print for `answer` (the body of `GET /v1/images`) at `now_ms`.
+/// The lines to print for `answer` (the body of `GET /v1/images`) at `now_ms`: the
+/// controller's node, then each agent's node under a heading of its name.
 pub fn render(answer: &Value, now_ms: u64) -> Vec<String> {
+    let mut out = node_lines(answer, now_ms);
+    for agent in answer["agents"].as_array().into_iter().flatten() {
+        out.push(String::new());
+        out.push(format!("node {}:", agent["node"].as_str().unwrap_or("?")));
+        match agent["error"].as_str() {
+            Some(why) => out.push(format!("cannot ask it: {why}")),
+            None => out.extend(node_lines(agent, now_ms)),
+        }
+    }
+    out
+}
+
+/// One node's cache (`enabled`, `cache_dir`, `cache_max_mib`, `images`).
+fn node_lines(answer: &Value, now_ms: u64) -> Vec<String> {
     if answer["enabled"] != true {
         return vec![
             "containers are not set up on this node ([containers], docs/containers.md)".into(),
@@ -95,5 +111,22 @@ mod tests {
         );
         let off = render(&json!({"enabled": false}), 0);
         assert!(off[0].contains("not set up"), "{off:?}");
+        let with_agents = render(
+            &json!({"enabled": false, "agents": [
+                {"node": "node-a", "enabled": true, "cache_dir": "/c", "cache_max_mib": 0, "images": []},
+                {"node": "node-b", "error": "connection refused", "images": []}]}),
+            0,
+        );
+        assert_eq!(
+            with_agents[1..],
+            [
+                "",
+                "node node-a:",
+                "0 image(s), 0 MiB in /c (no limit)",
+                "",
+                "node node-b:",
+                "cannot ask it: connection refused"
+            ]
+        );
     }
 }

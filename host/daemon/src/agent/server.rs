@@ -1,5 +1,5 @@
-//! The agent's HTTP routes for the controller (axum): launch, signal, a free port, log
-//! reads, an interactive task's input and services' check commands, every one behind the cluster token (401 with a JSON [`ProtoError`] otherwise).
+//! The agent's HTTP routes for the controller (axum): launch, signal, a free port, its
+//! image cache, log reads, an interactive task's input and services' check commands, every one behind the cluster token (401 with a JSON [`ProtoError`] otherwise).
 //! Refusals are JSON [`ProtoError`]s naming the field concerned; 4xx means "do not retry".
 //!
 //! Owns: routes, the token check, request parsing and status mapping. Does not own the task
@@ -7,9 +7,9 @@
 
 use super::tasks::{TaskError, TaskTable};
 use crate::cluster::proto::{
-    CHECK_PATH, CheckReply, CheckRequest, FREE_PORT_PATH, FreePort, INPUT_PATH, InputReply,
-    InputRequest, LAUNCH_PATH, LaunchRequest, PROTOCOL_VERSION, ProtoError, SIGNAL_PATH,
-    SignalRequest, TaskKey, token_matches,
+    CHECK_PATH, CheckReply, CheckRequest, FREE_PORT_PATH, FreePort, IMAGES_PATH, INPUT_PATH,
+    InputReply, InputRequest, LAUNCH_PATH, LaunchRequest, PROTOCOL_VERSION, ProtoError,
+    SIGNAL_PATH, SignalRequest, TaskKey, token_matches,
 };
 use crate::executor::{InputError, task_input};
 use axum::body::Bytes;
@@ -37,6 +37,7 @@ pub(crate) fn router(table: Arc<TaskTable>, token: &str) -> Router {
         .route(LAUNCH_PATH, post(launch))
         .route(SIGNAL_PATH, post(signal))
         .route(FREE_PORT_PATH, get(free_port))
+        .route(IMAGES_PATH, get(images))
         .route(LOG_PATH, get(log))
         .route(INPUT_PATH, post(input))
         .route(CHECK_PATH, post(check))
@@ -116,6 +117,22 @@ async fn signal(State(table): State<Arc<TaskTable>>, body: Bytes) -> Response {
     match table.signal(&request) {
         Ok(()) => Json(serde_json::json!({})).into_response(),
         Err(e) => task_error(&e),
+    }
+}
+
+async fn images(State(table): State<Arc<TaskTable>>) -> Response {
+    let listed = tokio::task::spawn_blocking(move || {
+        gantry_node::container::cache::node_images(table.executor.containers())
+    })
+    .await;
+    match listed {
+        Ok(Ok(images)) => Json(images).into_response(),
+        Ok(Err(e)) => refuse(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("reading the image cache: {e}"),
+            None,
+        ),
+        Err(e) => refuse(StatusCode::INTERNAL_SERVER_ERROR, e.to_string(), None),
     }
 }
 

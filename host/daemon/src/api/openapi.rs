@@ -91,7 +91,7 @@ const OPERATIONS: &[Operation] = &[
     ("get", "/v1/jobs/{id}/events", "A job's lifecycle events (owner or operator)", In::Id, 200, Out::Array, &[400, 401, 403, 404]),
     ("get", "/v1/jobs/{id}/decisions", "Recent decisions about a job (owner or operator)", In::Id, 200, Out::Array, &[400, 401, 403, 404]),
     ("get", "/v1/jobs/{id}/trace", "The job's OpenTelemetry trace id (owner or operator; null when not exporting)", In::Id, 200, Out::Object, &[400, 401, 403, 404]),
-    ("get", "/v1/images", "The container images in this node's cache: digest, references, size, last use, in use (gantry images)", In::Nothing, 200, Out::Object, &[401]),
+    ("get", "/v1/images", "The container images in the cache of the controller's node and, under agents, of each agent's: digest, references, size, last use, in use (gantry images)", In::Nothing, 200, Out::Object, &[401]),
     ("get", "/v1/fairshare", "Decayed GPU-seconds per user and account behind fair-share priority (a user sees their own)", In::Nothing, 200, Out::Object, &[401]),
     ("get", "/v1/whoami", "The caller's user, token name, accounts and role (an open daemon: role admin, no user)", In::Nothing, 200, Out::Object, &[401]),
     ("get", "/v1/stream", "Server-sent events: `changed` with the parts (jobs, nodes, policy, faults) that changed, at once and then on each change; at most `[http] max_streams_per_caller` streams per caller", In::Nothing, 200, Out::EventStream, &[401, 429]),

@@ -6,8 +6,9 @@
 //! own retries or what a failure means for the job (`scheduler::remote`).
 
 use super::proto::{
-    CHECK_PATH, CheckReply, CheckRequest, FREE_PORT_PATH, FreePort, InputReply, InputRequest,
-    LAUNCH_PATH, LaunchReply, LaunchRequest, ProtoError, SIGNAL_PATH, SignalRequest, TaskKey,
+    CHECK_PATH, CheckReply, CheckRequest, FREE_PORT_PATH, FreePort, IMAGES_PATH, InputReply,
+    InputRequest, LAUNCH_PATH, LaunchReply, LaunchRequest, NodeImages, ProtoError, SIGNAL_PATH,
+    SignalRequest, TaskKey,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -113,6 +114,11 @@ impl AgentClient {
             .send_json(request)
             .map_err(|e| self.unreachable(e))?;
         self.answer(response)
+    }
+
+    /// The agent's node's image cache.
+    pub fn images(&self) -> Result<NodeImages, AgentCallError> {
+        self.get::<NodeImages>(IMAGES_PATH)
     }
 
     /// A TCP port free on the agent's node now.

@@ -6,11 +6,16 @@
 //! Owns these read-only views. It changes nothing.
 
 use super::{Scheduler, lock};
+use crate::cluster::agent_client::AgentClient;
+use crate::cluster::proto::NodeImages;
 use crate::config::Config;
 use crate::executor::IsolationSummary;
 use std::collections::BTreeMap;
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
+
+/// An agent's node and its image cache, or why it could not be asked.
+pub type AgentImages = (String, Result<NodeImages, String>);
 
 /// Decayed GPU-seconds by name (users, or accounts).
 pub type UsageByName = BTreeMap<String, f64>;
@@ -42,26 +47,22 @@ impl Scheduler {
         self.inner.executor.isolation()
     }
 
-    /// The images in this node's cache (`gantry images`), with its directory and size
-    /// limit; `None` when containers are not set up.
-    pub fn cached_images(
-        &self,
-    ) -> Option<std::io::Result<(String, u64, Vec<gantry_node::container::cache::CachedImage>)>>
-    {
-        let c = self.inner.executor.containers()?;
-        Some(
-            gantry_node::container::cache::list(
-                &c.cache_dir,
-                std::path::Path::new(gantry_node::container::RUNTIME_STATE),
-            )
-            .map(|list| {
-                (
-                    c.cache_dir.display().to_string(),
-                    c.config.cache_max_mib,
-                    list,
-                )
-            }),
-        )
+    /// The image cache of this node and of every agent's (`gantry images`); an agent that
+    /// cannot be asked is listed with the reason.
+    pub fn cached_images(&self) -> (std::io::Result<NodeImages>, Vec<AgentImages>) {
+        let local = gantry_node::container::cache::node_images(self.inner.executor.containers());
+        let agents: Vec<(String, AgentClient)> = lock(&self.inner.members)
+            .all()
+            .filter_map(|(_, m)| Some((m.info.name.clone(), m.agent()?.clone())))
+            .collect();
+        let remote = agents
+            .into_iter()
+            .map(|(name, agent)| {
+                let answer = agent.images().map_err(|e| e.to_string());
+                (name, answer)
+            })
+            .collect();
+        (local, remote)
     }
 
     /// Decayed GPU-seconds by user and by account at `now_ms`: closed task runs from the

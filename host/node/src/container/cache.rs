@@ -16,20 +16,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// task that just made it ready may not have started its container yet.
 const RECENT: Duration = Duration::from_secs(600);
 
-/// One unpacked image.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct CachedImage {
-    /// `sha256:...` of the manifest.
-    pub digest: String,
-    /// The references tasks named it by.
-    pub references: Vec<String>,
-    /// Its unpacked size.
-    pub size_mib: u64,
-    /// When a task last used it, ms since the epoch.
-    pub last_used_ms: u64,
-    /// A container runs from it now.
-    pub in_use: bool,
-}
+/// One unpacked image (the wire type, shared with agents' answers).
+pub use gantry_api::cluster::CachedImage;
+use gantry_api::cluster::NodeImages;
 
 fn roots(cache_dir: &Path) -> PathBuf {
     cache_dir.join("rootfs")
@@ -84,6 +73,19 @@ fn in_use(runtime_state: &Path) -> BTreeSet<String> {
         }
     }
     roots
+}
+
+/// This node's cache as `gantry images` shows it: disabled without `[containers]`.
+pub fn node_images(containers: Option<&super::Containers>) -> io::Result<NodeImages> {
+    let Some(c) = containers else {
+        return Ok(NodeImages::default());
+    };
+    Ok(NodeImages {
+        enabled: true,
+        cache_dir: Some(c.cache_dir.display().to_string()),
+        cache_max_mib: c.config.cache_max_mib,
+        images: list(&c.cache_dir, Path::new(super::RUNTIME_STATE))?,
+    })
 }
 
 /// The images in the cache, most recently used first.
