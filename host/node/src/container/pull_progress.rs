@@ -35,10 +35,20 @@ pub struct PullProgress {
 }
 
 impl PullProgress {
-    /// `pulling image X (n of m layers, a of b MiB, r MiB/s)`.
+    /// `pulling image X (n of m layers, a of b MiB, r MiB/s)`, or `(a MiB so far, r MiB/s)`
+    /// before the layers are known.
     pub fn message(&self) -> String {
         const MIB: f64 = 1024.0 * 1024.0;
         let secs = (self.elapsed_ms as f64 / 1000.0).max(0.001);
+        if self.layers_total == 0 {
+            // The registry's manifest has not answered (yet): only what arrived is known.
+            return format!(
+                "pulling image {} ({:.0} MiB so far, {:.1} MiB/s)",
+                self.image,
+                self.bytes_done as f64 / MIB,
+                self.bytes_done as f64 / MIB / secs
+            );
+        }
         format!(
             "pulling image {} ({} of {} layers, {:.0} of {:.0} MiB, {:.1} MiB/s)",
             self.image,
@@ -205,6 +215,14 @@ mod tests {
         assert!(
             p.message()
                 .starts_with("pulling image img:v1 (1 of 2 layers")
+        );
+        let unknown = measure("img:v1", dir.path(), &[], 2000);
+        assert!(
+            unknown
+                .message()
+                .starts_with("pulling image img:v1 (0 MiB so far"),
+            "{}",
+            unknown.message()
         );
     }
 }
