@@ -73,6 +73,11 @@ fn a_job_runs_in_its_image_as_its_user_in_its_cgroup_pulled_from_a_registry() {
     let id = d.submit(&image_job(&local, "exit 7"));
     let job = d.wait_state(id, "failed");
     assert_eq!(job["exit_code"], 7, "{job}");
+    // A command's own 125 is its exit code, not a failed pull.
+    let id = d.submit(&image_job(&local, "exit 125"));
+    let job = d.wait_state(id, "failed");
+    assert_eq!(job["exit_code"], 125, "{job}");
+    assert_eq!(job["end_reason"], "exit-code", "{job}");
 
     // A mount the admin allows, read-only; one outside `allowed_mounts` is refused, naming
     // the field; so is a layout outside `image_dirs`.
@@ -154,6 +159,7 @@ fn a_job_runs_in_its_image_as_its_user_in_its_cgroup_pulled_from_a_registry() {
     let job = d.wait_state(id, "failed");
     assert_eq!(job["exit_code"], 125, "{job}");
     assert_eq!(job["end_reason"], "image-pull-failed", "{job}");
+    assert_eq!(job["tasks"][0]["exit"], "ImageFailed", "{job}");
     assert!(log_of(&d, id).contains("pulling"), "{}", log_of(&d, id));
     drop(d);
     a_container_job_outlives_a_daemon_restart(&parent.0, &images, &shared, &local);

@@ -29,6 +29,9 @@ pub enum TaskExit {
     Signaled(i32),
     /// The process vanished with no exit record.
     Lost,
+    /// The task's image could not be pulled or unpacked: its command never started (exit
+    /// code 125, as `docker run` answers; a command's own exit 125 stays `Exited(125)`).
+    ImageFailed,
 }
 
 /// What a task's processes used, measured when it ended (from its cgroup when it had one,

@@ -105,12 +105,14 @@ fn elapsed(ms: u64) -> String {
     format!("{}:{:02}:{:02}", s / 3600, s % 3600 / 60, s % 60)
 }
 
-/// `0`, `sig 9` or `lost`, with ` oom` when the OOM killer struck.
+/// `0`, `sig 9`, `lost` or `image` (its image could not be made ready), with ` oom` when
+/// the OOM killer struck.
 fn exit_text(r: &AccountingRecord) -> String {
     let mut text = match r.exit {
         TaskExit::Exited(c) => c.to_string(),
         TaskExit::Signaled(s) => format!("sig {s}"),
         TaskExit::Lost => "lost".into(),
+        TaskExit::ImageFailed => "image".into(),
     };
     if r.oom_killed {
         text += " oom";

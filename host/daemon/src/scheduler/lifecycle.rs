@@ -82,6 +82,7 @@ impl Scheduler {
             Some(TaskExit::Exited(c)) => Some(c),
             Some(TaskExit::Signaled(s)) => Some(128 + s),
             Some(TaskExit::Lost) => Some(-1),
+            Some(TaskExit::ImageFailed) => Some(IMAGE_FAILED_CODE),
         });
         let exit_code = code.unwrap_or(0);
         let end_ms = last_process_end(job).unwrap_or_else(now_ms);
@@ -139,7 +140,10 @@ impl Scheduler {
             ),
             // The shim's code for an image it could not pull or unpack (as `docker run`'s).
             (Some(StopCause::GangFailed) | None, None)
-                if job.spec.image.is_some() && code == Some(IMAGE_FAILED_CODE) =>
+                if job
+                    .tasks
+                    .iter()
+                    .any(|t| t.exit == Some(TaskExit::ImageFailed)) =>
             {
                 (
                     JobState::Failed,

@@ -203,6 +203,7 @@ fn end_cause(job: &JobRecord, task: usize) -> String {
     let how = match t.exit {
         Some(TaskExit::Exited(code)) => format!("exited with code {code}"),
         Some(TaskExit::Signaled(sig)) => format!("was killed by signal {sig}"),
+        Some(TaskExit::ImageFailed) => "could not pull or unpack its image".to_string(),
         Some(TaskExit::Lost) | None => "was lost".to_string(),
     };
     let ran_ms = now_ms().saturating_sub(t.started_ms.unwrap_or_else(now_ms));

@@ -137,7 +137,7 @@ fn run_command(args: &ShimArgs, log: &File) -> ExitRecord {
                 ),
                 Err(e) => {
                     log_line(log, &format!("cannot run the task in its image: {e}"));
-                    return ExitRecord::exit_only(TaskExit::Exited(IMAGE_FAILED_CODE));
+                    return ExitRecord::exit_only(TaskExit::ImageFailed);
                 }
             }
         }
@@ -290,6 +290,7 @@ fn exit_code(exit: TaskExit) -> i32 {
         TaskExit::Exited(code) => code,
         TaskExit::Signaled(sig) => 128 + sig,
         TaskExit::Lost => LOST_CODE,
+        TaskExit::ImageFailed => IMAGE_FAILED_CODE,
     }
 }
 
