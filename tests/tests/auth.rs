@@ -93,6 +93,18 @@ fn authorization_matrix_covers_every_route_and_role() {
         .unwrap()
         .to_string();
     let drain = || Json(json!({"reason": "authorization matrix"}));
+    let mut service_spec = sleeper(d, "svc");
+    service_spec["kind"] = json!("service");
+    service_spec["service"] = json!({"replicas": 1});
+    let (status, created) = d.request_as(
+        Some(&c.alice),
+        "POST",
+        "/v1/services",
+        Some((service_spec.to_string().as_bytes(), "application/json")),
+    );
+    assert_eq!(status, 201, "{created}");
+    let service: Value = serde_json::from_str(&created).unwrap();
+    let service = service["id"].as_u64().unwrap().to_string();
     #[rustfmt::skip]
     let rows: Vec<(&str, &str, Body, [u16; 6])> = vec![
         ("GET",    "/v1/health",                 Empty, OPEN),
@@ -118,6 +130,12 @@ fn authorization_matrix_covers_every_route_and_role() {
         ("GET",    "/v1/whoami",                 Empty, READ),
         ("GET",    "/v1/fairshare",              Empty, READ),
         ("GET",    "/v1/images",                 Empty, READ),
+        ("POST",   "/v1/services",               Json(service_spec.clone()), SUBMIT),
+        ("GET",    "/v1/services",               Empty, READ),
+        ("GET",    "/v1/services/{service}",     Empty, READ),
+        ("GET",    "/v1/services/999999",        Empty, MISSING),
+        ("POST",   "/v1/services/{service}/scale", Json(json!({"replicas": 1})), OWNER),
+        ("DELETE", "/v1/services/{service}",     Empty, OWNER),
         ("POST",   "/v1/plugins",                Wasm,  admin(201)),
         ("GET",    "/v1/plugins",                Empty, READ),
         ("GET",    "/v1/policy",                 Empty, READ),
@@ -149,7 +167,8 @@ fn authorization_matrix_covers_every_route_and_role() {
         for ((who, token), want) in callers.iter().zip(expected) {
             let mut path = template
                 .replace("{job}", &owned.to_string())
-                .replace("{node}", &node);
+                .replace("{node}", &node)
+                .replace("{service}", &service);
             if path.contains("{fresh}") {
                 let fresh = d.submit_as(&c.alice, &sleeper(d, "fresh"));
                 path = path.replace("{fresh}", &fresh.to_string());

@@ -24,6 +24,7 @@ pub mod policy_view;
 pub mod run_cli;
 pub mod run_input;
 pub mod sbatch;
+pub mod service_cli;
 pub mod show_job;
 pub mod sinfo_view;
 pub mod squeue_view;

@@ -18,6 +18,7 @@ mod history;
 mod history_db;
 mod jobs;
 mod migrate;
+mod services;
 
 pub use accounting::{AccountingFilter, AccountingRecord};
 pub use compact::{CompactReport, compact, dir_bytes};
@@ -76,6 +77,8 @@ pub struct Store {
     meta: sled::Tree,
     /// Index keys of `jobs` (`store/jobs.rs`).
     job_index: sled::Tree,
+    /// Replicated services by id (`store/services.rs`).
+    services: sled::Tree,
     /// Archived jobs, events, decisions, accounting (`store/history_db.rs`).
     history: history_db::HistoryDb,
     /// Concurrent flushes shared (`store/group_commit.rs`).
@@ -140,6 +143,7 @@ impl Store {
             pipelines: db.open_tree("pipelines")?,
             meta: db.open_tree("meta")?,
             job_index: db.open_tree("job_index")?,
+            services: db.open_tree("services")?,
             history,
             db,
             commits: std::sync::Arc::default(),

@@ -136,6 +136,8 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Replicated services (like Deployments): create, ls, show, scale, stop.
+    Service(gantry_cli::service_cli::ServiceArgs),
     /// Usage records of ended tasks and GPU/CPU-hour totals per user and account (like sacct).
     Accounting(gantry_cli::accounting_cli::AccountingArgs),
     /// Drain a node (operator): running jobs continue, nothing new starts there.
@@ -435,6 +437,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Command::Service(a) => gantry_cli::service_cli::run(&client, &a),
         Command::Images { json } => {
             let answer = client.images()?;
             if json {

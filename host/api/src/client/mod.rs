@@ -157,7 +157,7 @@ impl Client {
         }
     }
 
-    fn decode<T: DeserializeOwned>(path: &str, v: Value) -> Result<T> {
+    pub(crate) fn decode<T: DeserializeOwned>(path: &str, v: Value) -> Result<T> {
         serde_json::from_value(v).map_err(|source| Error::Decode {
             path: path.to_string(),
             source,

@@ -8,7 +8,7 @@
 
 use super::{Client, Result, percent_encode};
 use crate::accounting::AccountingReport;
-use crate::model::JobRecord;
+use crate::model::{JobRecord, ServiceView};
 use crate::views::{NodeView, PluginInfo, Submitted};
 use serde::Serialize;
 use serde_json::json;
@@ -115,6 +115,37 @@ impl Client {
     /// `GET /v1/nodes`.
     pub fn nodes(&self) -> Result<Vec<NodeView>> {
         self.get("/v1/nodes")
+    }
+
+    /// `POST /v1/services`: a replicated service made from `spec` (kind `service`,
+    /// `service.replicas` copies).
+    pub fn create_service(&self, spec: &crate::model::JobSpec) -> Result<ServiceView> {
+        self.post("/v1/services", spec)
+    }
+
+    /// `GET /v1/services`.
+    pub fn services(&self) -> Result<Vec<ServiceView>> {
+        self.get("/v1/services")
+    }
+
+    /// `GET /v1/services/{id}`.
+    pub fn service(&self, id: u64) -> Result<ServiceView> {
+        self.get(&format!("/v1/services/{id}"))
+    }
+
+    /// `POST /v1/services/{id}/scale`: the service after the change.
+    pub fn scale_service(&self, id: u64, replicas: u32) -> Result<ServiceView> {
+        self.post(
+            &format!("/v1/services/{id}/scale"),
+            &json!({ "replicas": replicas }),
+        )
+    }
+
+    /// `DELETE /v1/services/{id}`: the service, stopped.
+    pub fn stop_service(&self, id: u64) -> Result<ServiceView> {
+        let path = format!("/v1/services/{id}");
+        let value = self.delete_json(&path)?;
+        Self::decode(&path, value)
     }
 
     /// `GET /v1/images`: the container images in the node's cache, as JSON.

@@ -307,7 +307,19 @@ pub struct ServiceSpec {
     /// Longest wait between restarts, seconds (default 60); the wait doubles from 1 s.
     #[cfg_attr(feature = "openapi", schema(maximum = 3600))]
     pub max_backoff_s: u32,
+    /// Copies of the service, each a job with its own allocation (`POST /v1/services`,
+    /// `gantry service create`); 0 or absent for a single service job (`POST /v1/jobs`).
+    #[serde(skip_serializing_if = "is_zero")]
+    #[cfg_attr(feature = "openapi", schema(maximum = 64))]
+    pub replicas: u32,
 }
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// Most replicas of one service.
+pub const MAX_REPLICAS: u32 = 64;
 
 impl ServiceSpec {
     /// Longest back-off, with the default applied.
@@ -345,6 +357,18 @@ pub fn validate(
     if let Some(svc) = service {
         if svc.max_backoff_s > 3600 {
             return Err(bad("service.max_backoff_s", "more than 3600 seconds"));
+        }
+        if svc.replicas > MAX_REPLICAS {
+            return Err(bad(
+                "service.replicas",
+                format!("more than {MAX_REPLICAS} replicas"),
+            ));
+        }
+        if svc.replicas > 1 && svc.port != 0 {
+            return Err(bad(
+                "service.port",
+                "replicas get a port each: leave port at 0 (given to each in PORT)",
+            ));
         }
         if let Some(h) = &svc.health {
             match (&h.http_path, h.command.is_empty()) {

@@ -11,11 +11,13 @@ mod job_input;
 pub mod job_options;
 mod record;
 mod service_health;
+pub mod service_set;
 
 pub use container::ContainerMount;
 pub use exec_size::{MAX_ARG_LEN, MAX_ARG_STRLEN, MAX_EXEC_BYTES};
 pub use job_input::TtySize;
 pub use service_health::{HealthState, ServiceHealth};
+pub use service_set::{ReplicaView, ScaleRequest, ServiceRecord, ServiceView};
 
 pub use record::{
     ArrayMember, GpuShareView, JobRecord, JobState, ReasonView, StopCause, TaskRecord,

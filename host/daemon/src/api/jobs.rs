@@ -11,6 +11,7 @@ use super::error::ApiError;
 use crate::auth::Caller;
 use crate::model::{JobRecord, JobSpec};
 use crate::scheduler::jobs_api::{CancelError, SubmitError};
+use crate::scheduler::service_sets::SERVICE_LABEL;
 use crate::scheduler::{JobQuery, Scheduler};
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
@@ -71,42 +72,55 @@ pub(super) async fn submit(
     caller.stamp(&mut spec.user, &mut spec.account)?;
     // Never taken from the request: a caller without an identity names its user only as a label.
     spec.anonymous = matches!(caller, Caller::Open(_));
+    // Only a service's owner (`service_sets.rs`) marks a job as one of its replicas.
+    if spec.labels.contains_key(SERVICE_LABEL) {
+        return Err(ApiError::field(
+            "invalid-field",
+            format!("labels.{SERVICE_LABEL}"),
+            "this label marks a service's replicas; it is set by POST /v1/services",
+        ));
+    }
     let submitter = caller.submitter();
     let record = blocking(move || s.submit(spec, submitter))
         .await?
-        .map_err(|e| match e {
-            SubmitError::Field(f) => ApiError::field("invalid-field", f.field, f.message),
-            SubmitError::Forbidden(f) => ApiError {
-                status: StatusCode::FORBIDDEN,
-                code: "forbidden",
-                message: f.message,
-                field: Some(f.field),
-            },
-            SubmitError::TooLarge(f) => ApiError {
-                status: StatusCode::PAYLOAD_TOO_LARGE,
-                code: "too-large",
-                message: f.message,
-                field: Some(f.field),
-            },
-            SubmitError::TooMany(f) => ApiError {
-                status: StatusCode::TOO_MANY_REQUESTS,
-                code: "too-many-pending",
-                message: f.message,
-                field: Some(f.field),
-            },
-            SubmitError::Unsatisfiable(m) => ApiError::unprocessable(
-                "unsatisfiable",
-                Some("tasks".into()),
-                format!("no node in this cluster could ever hold this job: {m}"),
-            ),
-            SubmitError::Rejected { plugin, message } => ApiError::unprocessable(
-                "rejected-by-policy",
-                None,
-                format!("rejected by admission plugin {plugin}: {message}"),
-            ),
-            SubmitError::Store(e) => ApiError::internal(e),
-        })?;
+        .map_err(submit_error)?;
     Ok((StatusCode::CREATED, Json(record)))
+}
+
+/// The answer to a submit the scheduler refused (also a service's first replica's).
+pub(super) fn submit_error(e: SubmitError) -> ApiError {
+    match e {
+        SubmitError::Field(f) => ApiError::field("invalid-field", f.field, f.message),
+        SubmitError::Forbidden(f) => ApiError {
+            status: StatusCode::FORBIDDEN,
+            code: "forbidden",
+            message: f.message,
+            field: Some(f.field),
+        },
+        SubmitError::TooLarge(f) => ApiError {
+            status: StatusCode::PAYLOAD_TOO_LARGE,
+            code: "too-large",
+            message: f.message,
+            field: Some(f.field),
+        },
+        SubmitError::TooMany(f) => ApiError {
+            status: StatusCode::TOO_MANY_REQUESTS,
+            code: "too-many-pending",
+            message: f.message,
+            field: Some(f.field),
+        },
+        SubmitError::Unsatisfiable(m) => ApiError::unprocessable(
+            "unsatisfiable",
+            Some("tasks".into()),
+            format!("no node in this cluster could ever hold this job: {m}"),
+        ),
+        SubmitError::Rejected { plugin, message } => ApiError::unprocessable(
+            "rejected-by-policy",
+            None,
+            format!("rejected by admission plugin {plugin}: {message}"),
+        ),
+        SubmitError::Store(e) => ApiError::internal(e),
+    }
 }
 
 /// Most jobs one `GET /v1/jobs` returns; a larger `limit` is clamped to it (the answer's

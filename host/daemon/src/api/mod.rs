@@ -35,6 +35,7 @@ mod openapi;
 mod policy;
 mod redact;
 mod routes;
+mod services;
 mod streams;
 mod ui;
 #[cfg(test)]

@@ -8,7 +8,7 @@
 
 use super::{
     accounting, admin, attach, images, job_control, job_input, jobs, live, logs, nodes, openapi,
-    policy,
+    policy, services,
 };
 use crate::scheduler::Scheduler;
 use axum::Json;
@@ -100,6 +100,11 @@ pub(super) fn all() -> Vec<Route> {
         get("/metrics", jobs::metrics),
         get("/v1/nodes", jobs::nodes),
         get("/v1/images", images::list),
+        post("/v1/services", services::create),
+        get("/v1/services", services::list),
+        get("/v1/services/{id}", services::get_one),
+        post("/v1/services/{id}/scale", services::scale),
+        delete("/v1/services/{id}", services::stop),
         delete("/v1/nodes/{name}", nodes::forget),
         post("/v1/nodes/{name}/drain", nodes::drain),
         post("/v1/nodes/{name}/resume", nodes::resume),

@@ -139,6 +139,12 @@ impl Scheduler {
         submitter: crate::auth_submit::Submitter,
     ) -> Result<Submitted, SubmitError> {
         spec.validate().map_err(SubmitError::Field)?;
+        if spec.service.as_ref().is_some_and(|s| s.replicas > 0) {
+            return Err(SubmitError::Field(field_error(
+                "service.replicas",
+                "a service with replicas is created with POST /v1/services (gantry service create)",
+            )));
+        }
         self.check_image(&spec)?;
         self.check_runnable_user(&spec)?;
         // Held to the end: the new jobs count as pending for their user until they are in

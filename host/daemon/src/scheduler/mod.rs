@@ -37,6 +37,7 @@ mod remote_launch;
 mod remote_runs;
 mod retention;
 pub mod service;
+pub mod service_sets;
 pub mod shadow;
 pub mod signal_ops;
 pub mod snapshot;
@@ -128,6 +129,8 @@ pub(crate) struct Inner {
     /// The submit time of the newest job: ids are given under it with a time never
     /// below it, so job ids grow with submit time (a list's time range stops early).
     pub(in crate::scheduler) submit_clock: Mutex<u64>,
+    /// Replicated services (`service_sets.rs`); never held while another lock is taken.
+    pub(in crate::scheduler) services: Mutex<service_sets::ServiceSets>,
 }
 
 /// A handle to the scheduler; cheap to clone.
@@ -194,6 +197,7 @@ impl Scheduler {
         let min_age_ms = config.retention.min_job_age_s * 1000;
         let jobs = job_table::JobTable::load(&store, now_ms(), min_age_ms)?;
         let ledger = accounting::Ledger::load(&store, config.usage_half_life_s as f64)?;
+        let services = service_sets::ServiceSets::load(&store)?;
         let inner = Inner {
             config,
             node,
@@ -216,6 +220,7 @@ impl Scheduler {
             recorder: Mutex::new(recorder),
             ledger: Mutex::new(ledger),
             submit_clock: Mutex::new(0),
+            services: Mutex::new(services),
         };
         Ok((
             Self {
@@ -258,7 +263,12 @@ impl Scheduler {
             self.enforce_time_limits();
             self.restart_due_services();
             let me = self.clone();
-            if let Err(e) = tokio::task::spawn_blocking(move || me.cycle()).await {
+            if let Err(e) = tokio::task::spawn_blocking(move || {
+                me.reconcile_services();
+                me.cycle();
+            })
+            .await
+            {
                 tracing::error!("scheduling cycle panicked: {e}");
             }
         }

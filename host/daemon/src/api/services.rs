@@ -1,0 +1,152 @@
+//! `/v1/services`: replicated services (`gantry service`). Create (a job spec of kind
+//! `service` whose `service.replicas` says how many copies), list, show one with its
+//! replicas, scale, stop.
+//!
+//! Authorization: any caller may create one (as the token's user, its replicas submitted as
+//! that caller's jobs would be) and list them; only its owner, an operator or an admin may
+//! scale or stop it.
+//!
+//! Owns: these routes. Does not own the services (`scheduler/service_sets.rs`).
+
+use super::blocking;
+use super::body::{JsonBody, parse_json};
+use super::error::ApiError;
+use super::jobs::submit_error;
+use crate::auth::Caller;
+use crate::model::{JobSpec, ScaleRequest, ServiceRecord};
+use crate::scheduler::Scheduler;
+use crate::scheduler::service_sets::ServiceError;
+use axum::Json;
+use axum::extract::{FromRequestParts, Path, State};
+use axum::http::StatusCode;
+use axum::http::request::Parts;
+use axum::response::IntoResponse;
+
+/// A service id from the path.
+pub(super) struct ServiceId(u64);
+
+impl<S: Send + Sync> FromRequestParts<S> for ServiceId {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let bad = |raw: &str| {
+            let raw: String = raw.chars().take(64).collect();
+            ApiError::field(
+                "invalid-id",
+                "id",
+                format!("`{raw}` is not a service id (a positive integer)"),
+            )
+        };
+        match Path::<String>::from_request_parts(parts, state).await {
+            Ok(Path(raw)) => raw.parse().map(ServiceId).map_err(|_| bad(&raw)),
+            Err(e) => Err(bad(&e.body_text())),
+        }
+    }
+}
+
+fn service_error(e: ServiceError) -> ApiError {
+    match e {
+        ServiceError::Submit(e) => submit_error(e),
+        ServiceError::NotFound(id) => ApiError::not_found(format!("service {id} does not exist")),
+        ServiceError::Stopped(id) => ApiError {
+            status: StatusCode::CONFLICT,
+            code: "stopped",
+            message: format!("service {id} is stopped"),
+            field: None,
+        },
+        ServiceError::Store(e) => ApiError::internal(e),
+    }
+}
+
+/// Service `id`, if `caller` may `what` it.
+fn owned_service(
+    s: &Scheduler,
+    caller: &Caller,
+    id: u64,
+    what: &str,
+) -> Result<ServiceRecord, ApiError> {
+    let service = s
+        .service(id)
+        .ok_or_else(|| ApiError::not_found(format!("service {id} does not exist")))?;
+    caller.require_owner(&service.template.user, what)?;
+    Ok(service)
+}
+
+pub(super) async fn create(
+    State(s): State<Scheduler>,
+    caller: Caller,
+    JsonBody(body): JsonBody,
+) -> Result<impl IntoResponse, ApiError> {
+    let mut spec: JobSpec = parse_json(&body)?;
+    caller.stamp(&mut spec.user, &mut spec.account)?;
+    spec.anonymous = matches!(caller, Caller::Open(_));
+    // The owner sets its own label on the replicas.
+    spec.labels
+        .remove(crate::scheduler::service_sets::SERVICE_LABEL);
+    let submitter = caller.submitter();
+    let me = s.clone();
+    let created = blocking(move || me.create_service(spec, submitter))
+        .await?
+        .map_err(service_error)?;
+    let view = blocking(move || s.service_view(created)).await?;
+    Ok((StatusCode::CREATED, Json(view)))
+}
+
+pub(super) async fn list(State(s): State<Scheduler>) -> Result<impl IntoResponse, ApiError> {
+    let views = blocking(move || {
+        s.services()
+            .into_iter()
+            .map(|svc| s.service_view(svc))
+            .collect::<Vec<_>>()
+    })
+    .await?;
+    Ok(Json(views))
+}
+
+pub(super) async fn get_one(
+    State(s): State<Scheduler>,
+    ServiceId(id): ServiceId,
+) -> Result<impl IntoResponse, ApiError> {
+    let service = s
+        .service(id)
+        .ok_or_else(|| ApiError::not_found(format!("service {id} does not exist")))?;
+    Ok(Json(blocking(move || s.service_view(service)).await?))
+}
+
+pub(super) async fn scale(
+    State(s): State<Scheduler>,
+    caller: Caller,
+    ServiceId(id): ServiceId,
+    JsonBody(body): JsonBody,
+) -> Result<impl IntoResponse, ApiError> {
+    let request: ScaleRequest = parse_json(&body)?;
+    if request.replicas > crate::model::job_options::MAX_REPLICAS {
+        return Err(ApiError::field(
+            "invalid-field",
+            "replicas",
+            format!(
+                "more than {} replicas",
+                crate::model::job_options::MAX_REPLICAS
+            ),
+        ));
+    }
+    owned_service(&s, &caller, id, "scaling a service")?;
+    let me = s.clone();
+    let scaled = blocking(move || me.scale_service(id, request.replicas))
+        .await?
+        .map_err(service_error)?;
+    Ok(Json(blocking(move || s.service_view(scaled)).await?))
+}
+
+pub(super) async fn stop(
+    State(s): State<Scheduler>,
+    caller: Caller,
+    ServiceId(id): ServiceId,
+) -> Result<impl IntoResponse, ApiError> {
+    owned_service(&s, &caller, id, "stopping a service")?;
+    let me = s.clone();
+    let stopped = blocking(move || me.stop_service(id))
+        .await?
+        .map_err(service_error)?;
+    Ok(Json(blocking(move || s.service_view(stopped)).await?))
+}

@@ -1,0 +1,26 @@
+//! Replicated services in the store: one JSON record per service, keyed by its id
+//! (big-endian), written when the service changes and flushed with the next flush.
+//!
+//! Owns: that tree's layout. Does not own what a service is (`gantry_api::model::service_set`)
+//! nor its replicas (`host/daemon/src/scheduler/service_sets.rs`).
+
+use super::{Store, StoreError, decode, encode};
+use crate::model::ServiceRecord;
+
+impl Store {
+    /// Writes `service` (replacing its earlier version).
+    pub fn put_service(&self, service: &ServiceRecord) -> Result<(), StoreError> {
+        self.services
+            .insert(service.id.to_be_bytes(), encode(service))?;
+        Ok(())
+    }
+
+    /// Every service, by id.
+    pub fn services(&self) -> Result<Vec<ServiceRecord>, StoreError> {
+        self.services
+            .iter()
+            .values()
+            .map(|v| decode("services", &v?))
+            .collect()
+    }
+}
