@@ -8,13 +8,14 @@ use gantry_e2e::{Daemon, WAIT, gantry_bin};
 use serde_json::{Value, json};
 use std::process::Command;
 
-/// Answers `ok` to any GET on $PORT.
+/// Answers its own port to any GET on $PORT.
 const HTTP: &str = r#"
 import http.server, os
+PORT = os.environ["PORT"].encode()
 class Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
-        self.send_response(200); self.send_header("Content-Length", "2"); self.end_headers()
-        self.wfile.write(b"ok")
+        self.send_response(200); self.send_header("Content-Length", str(len(PORT))); self.end_headers()
+        self.wfile.write(PORT)
     def log_message(self, *args):
         pass
 http.server.HTTPServer(("127.0.0.1", int(os.environ["PORT"])), Handler).serve_forever()
@@ -41,6 +42,16 @@ fn healthy(replicas: &[Value], n: usize) -> bool {
         && replicas
             .iter()
             .all(|r| r["state"] == "running" && r["health"] == "healthy")
+}
+
+/// The body of `GET http://127.0.0.1:{port}/` (a 2xx answer).
+fn get(port: u64) -> String {
+    ureq::get(&format!("http://127.0.0.1:{port}/"))
+        .call()
+        .unwrap_or_else(|e| panic!("GET on port {port}: {e}"))
+        .body_mut()
+        .read_to_string()
+        .unwrap()
 }
 
 fn jobs_of(replicas: &[Value]) -> Vec<u64> {
@@ -74,17 +85,20 @@ fn a_service_keeps_its_replicas_scales_and_stops() {
         );
         gpus.push(job["tasks"][0]["gpus"][0].clone());
         let port = r["port"].as_u64().unwrap();
-        let answer = ureq::get(&format!("http://127.0.0.1:{port}/"))
-            .call()
-            .unwrap()
-            .body_mut()
-            .read_to_string()
-            .unwrap();
-        assert_eq!(answer, "ok");
+        assert_eq!(get(port), port.to_string());
     }
     gpus.sort_by_key(|g| g.as_u64());
     gpus.dedup();
     assert_eq!(gpus.len(), 3, "one GPU each: {three:?}");
+
+    // One endpoint for all three: requests spread over every replica.
+    let endpoint = d.get(&format!("/v1/services/{id}")).1["endpoint_port"]
+        .as_u64()
+        .unwrap();
+    let mut seen: Vec<String> = (0..30).map(|_| get(endpoint)).collect();
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), 3, "answered by {seen:?}");
 
     // A replica that ends (here cancelled by hand) is replaced by a new job.
     let before = jobs_of(&three);
@@ -135,6 +149,16 @@ fn a_service_keeps_its_replicas_scales_and_stops() {
     let (status, view) = d.get(&format!("/v1/services/{id}"));
     assert_eq!(status, 200, "{view}");
     assert_eq!(view["replicas"], 5, "{view}");
+    assert_eq!(
+        view["endpoint_port"], endpoint,
+        "the endpoint keeps its port: {view}"
+    );
+    d.wait_for("the endpoint to answer again", WAIT, || {
+        ureq::get(&format!("http://127.0.0.1:{endpoint}/"))
+            .call()
+            .ok()
+            .map(|_| ())
+    });
     let (status, body) = d.delete(&format!("/v1/services/{id}"));
     assert_eq!(status, 200, "{body}");
     let gone = jobs_of(&five);

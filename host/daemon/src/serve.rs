@@ -46,6 +46,7 @@ pub async fn serve(mut config: Config) -> anyhow::Result<()> {
     println!("gantry listening on {scheme}://{addr}");
     let app = crate::api::router(scheduler.clone(), tokens);
     serve_local_socket(&socket, app.clone(), &http)?;
+    crate::service_endpoint::open_all(&scheduler);
     tokio::spawn(scheduler.run(events));
     // Connection limits, header and idle timeouts, Host rules: `http_server`.
     let options = crate::http_server::ServeOptions {

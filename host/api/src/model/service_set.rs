@@ -31,6 +31,10 @@ pub struct ServiceRecord {
     pub stopped: bool,
     /// The creator could submit at any tier (an operator): its replicas are submitted so too.
     pub privileged: bool,
+    /// The port of its endpoint on the controller, which balances HTTP requests over its
+    /// healthy replicas (kept across restarts when the port is still free).
+    #[serde(default)]
+    pub endpoint_port: Option<u16>,
     /// Why the last replica could not be made, if it could not (retried every cycle).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,

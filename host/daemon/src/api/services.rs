@@ -88,6 +88,8 @@ pub(super) async fn create(
     let created = blocking(move || me.create_service(spec, submitter))
         .await?
         .map_err(service_error)?;
+    crate::service_endpoint::open(&s, created.id);
+    let created = s.service(created.id).unwrap_or(created);
     let view = blocking(move || s.service_view(created)).await?;
     Ok((StatusCode::CREATED, Json(view)))
 }

@@ -22,7 +22,7 @@
 use super::jobs::SubmitError;
 use super::{Scheduler, lock, now_ms};
 use crate::auth_submit::Submitter;
-use crate::model::{JobSpec, JobState, ReplicaView, ServiceRecord, ServiceView};
+use crate::model::{HealthState, JobSpec, JobState, ReplicaView, ServiceRecord, ServiceView};
 use gantry_contract::JobKind;
 use std::collections::BTreeMap;
 
@@ -99,6 +99,7 @@ impl Scheduler {
             created_ms: now_ms(),
             stopped: false,
             privileged: matches!(submitter, Submitter::Privileged),
+            endpoint_port: None,
             last_error: None,
         };
         // The first replica is submitted here, so a spec the pipeline refuses (a queue
@@ -234,14 +235,14 @@ impl Scheduler {
         if service == before {
             return;
         }
-        if let Err(e) = self.inner.store.put_service(&service) {
-            tracing::error!(service = service.id, "cannot write the service: {e}");
-        }
         let mut sets = lock(&self.inner.services);
         if let Some(kept) = sets.by_id.get_mut(&service.id) {
-            // A scale or stop that came meanwhile keeps its wish.
+            // A scale, stop or endpoint port that came meanwhile is kept.
             kept.made = service.made;
             kept.last_error = service.last_error;
+            if let Err(e) = self.inner.store.put_service(kept) {
+                tracing::error!(service = kept.id, "cannot write the service: {e}");
+            }
         }
     }
 
@@ -255,6 +256,50 @@ impl Scheduler {
             Submitter::User
         };
         self.submit(spec, submitter).map(|s| s.job.id)
+    }
+
+    /// Where service `id`'s endpoint may send requests: each running replica that passed
+    /// its last health check (or has none), at its node's address (127.0.0.1 on the
+    /// controller's own node) and port, by job.
+    pub fn service_backends(&self, id: u64) -> Vec<(u64, std::net::SocketAddr)> {
+        let jobs = self.live_replicas().remove(&id).unwrap_or_default();
+        let ready: Vec<(u64, String, u16)> = {
+            let st = lock(&self.inner.state);
+            jobs.iter()
+                .filter(|(_, running)| *running)
+                .filter_map(|(job, _)| st.jobs.get(*job))
+                .filter(|j| {
+                    j.health.as_ref().is_none_or(|h| {
+                        matches!(h.state, HealthState::Healthy | HealthState::Unchecked)
+                    }) && j.stopping.is_none()
+                })
+                .filter_map(|j| Some((j.id, j.tasks.first()?.node.clone(), j.service_port?)))
+                .collect()
+        };
+        let members = lock(&self.inner.members);
+        ready
+            .into_iter()
+            .filter_map(|(job, node, port)| {
+                let ip = match members.by_name(&node) {
+                    Some((_, m)) if m.agent().is_some() => m.addr.parse().ok()?,
+                    _ => std::net::IpAddr::from([127, 0, 0, 1]),
+                };
+                Some((job, std::net::SocketAddr::new(ip, port)))
+            })
+            .collect()
+    }
+
+    /// Records the port service `id`'s endpoint listens on.
+    pub fn set_endpoint_port(&self, id: u64, port: u16) {
+        let mut sets = lock(&self.inner.services);
+        if let Some(service) = sets.by_id.get_mut(&id)
+            && service.endpoint_port != Some(port)
+        {
+            service.endpoint_port = Some(port);
+            if let Err(e) = self.inner.store.put_service(service) {
+                tracing::error!(service = id, "cannot write the service: {e}");
+            }
+        }
     }
 
     /// `service` with the state of each live replica (`GET /v1/services/{id}`).
