@@ -206,3 +206,67 @@ fn bad_service_requests_name_their_field() {
     let (status, body) = d.post(&format!("/v1/services/{id}/scale"), &json!({"replica": 1}));
     assert_eq!(status, 400, "{body}");
 }
+
+/// `/events`: `data: 1`, then `data: 2` once `$MARKER` exists (server-sent events).
+const STREAM: &str = r#"
+import http.server, os, time
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        if self.path != "/events":
+            return
+        self.wfile.write(b"data: 1\n\n"); self.wfile.flush()
+        while not os.path.exists(os.environ["MARKER"]):
+            time.sleep(0.05)
+        self.wfile.write(b"data: 2\n\n"); self.wfile.flush()
+    def log_message(self, *args):
+        pass
+http.server.HTTPServer(("127.0.0.1", int(os.environ["PORT"])), Handler).serve_forever()
+"#;
+
+#[test]
+fn the_endpoint_passes_a_stream_through_as_it_comes() {
+    use std::io::{BufRead, BufReader, Write};
+    let d = Daemon::start(1);
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("second");
+    let mut spec = web(1);
+    spec["argv"] = json!(["python3", "-c", STREAM]);
+    spec["env"] = json!({"MARKER": marker.to_str().unwrap()});
+    let (status, created) = d.post("/v1/services", &spec);
+    assert_eq!(status, 201, "{created}");
+    let id = created["id"].as_u64().unwrap();
+    replicas_when(&d, id, "a healthy replica", |r| healthy(r, 1));
+    let endpoint = d.get(&format!("/v1/services/{id}")).1["endpoint_port"]
+        .as_u64()
+        .unwrap();
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", endpoint as u16)).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    stream
+        .write_all(b"GET /events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        .unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    // The first event arrives while the replica still holds back the second one.
+    loop {
+        line.clear();
+        reader
+            .read_line(&mut line)
+            .expect("the first event, before the second is sent");
+        if line.contains("data: 1") {
+            break;
+        }
+    }
+    std::fs::write(&marker, "").unwrap();
+    loop {
+        line.clear();
+        reader.read_line(&mut line).expect("the second event");
+        if line.contains("data: 2") {
+            break;
+        }
+    }
+}
