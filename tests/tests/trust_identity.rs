@@ -441,6 +441,30 @@ fn the_data_dir_database_and_job_files_are_private_and_other_users_details_hidde
     assert_eq!(own["spec"]["env"]["API_KEY"], "alice-secret");
     let (_, ops) = d.get_as(&olga, &format!("/v1/jobs/{id}"));
     assert_eq!(ops["spec"]["env"]["API_KEY"], "alice-secret");
+
+    // A replicated service's template is hers as her jobs are.
+    let service = json!({
+        "name": "private-web", "kind": "service", "argv": ["sleep", "300"],
+        "env": {"API_KEY": "alice-secret"}, "service": {"replicas": 1},
+        "tasks": [{"count": 1, "gpus": 0, "cpu_milli": 100, "memory_mib": 64}],
+    });
+    let (status, created) = d.request_as(
+        Some(&alice),
+        "POST",
+        "/v1/services",
+        Some((service.to_string().as_bytes(), "application/json")),
+    );
+    assert_eq!(status, 201, "{created}");
+    let sid = serde_json::from_str::<serde_json::Value>(&created).unwrap()["id"].clone();
+    for path in [format!("/v1/services/{sid}"), "/v1/services".to_string()] {
+        let (status, seen) = d.get_as(&bob, &path);
+        assert_eq!(status, 200, "{seen}");
+        assert!(!seen.to_string().contains("alice-secret"), "bob sees {seen}");
+    }
+    let (_, ops) = d.get_as(&olga, &format!("/v1/services/{sid}"));
+    assert_eq!(ops["template"]["env"]["API_KEY"], "alice-secret", "{ops}");
+    let (status, stopped) = d.request_as(Some(&alice), "DELETE", &format!("/v1/services/{sid}"), None);
+    assert_eq!(status, 200, "{stopped}");
 }
 
 #[test]

@@ -30,6 +30,15 @@ pub(super) fn redact(caller: &Caller, job: &mut JobRecord) {
     }
 }
 
+/// Hides the private fields of a replicated service's template (its replicas' job spec)
+/// from `caller` as [`redact`] would those of one of its replicas.
+pub(super) fn redact_service(caller: &Caller, service: &mut crate::model::ServiceView) {
+    let template = &mut service.service.template;
+    let mut probe = JobRecord::new(0, template.clone(), 0);
+    redact(caller, &mut probe);
+    *template = probe.spec;
+}
+
 /// [`redact`] over a list.
 pub(super) fn redact_all(caller: &Caller, jobs: &mut [JobRecord]) {
     for job in jobs {

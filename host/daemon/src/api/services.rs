@@ -3,7 +3,8 @@
 //! replicas, scale, stop.
 //!
 //! Authorization: any caller may create one (as the token's user, its replicas submitted as
-//! that caller's jobs would be) and list them; only its owner, an operator or an admin may
+//! that caller's jobs would be) and list them (another user's template redacted as a job
+//! of theirs would be: `redact.rs`); only its owner, an operator or an admin may
 //! scale or stop it.
 //!
 //! Owns: these routes. Does not own the services (`scheduler/service_sets.rs`).
@@ -12,6 +13,7 @@ use super::blocking;
 use super::body::{JsonBody, parse_json};
 use super::error::ApiError;
 use super::jobs::submit_error;
+use super::redact::redact_service;
 use crate::auth::Caller;
 use crate::model::{JobSpec, ScaleRequest, ServiceRecord};
 use crate::scheduler::Scheduler;
@@ -94,25 +96,34 @@ pub(super) async fn create(
     Ok((StatusCode::CREATED, Json(view)))
 }
 
-pub(super) async fn list(State(s): State<Scheduler>) -> Result<impl IntoResponse, ApiError> {
-    let views = blocking(move || {
+pub(super) async fn list(
+    State(s): State<Scheduler>,
+    caller: Caller,
+) -> Result<impl IntoResponse, ApiError> {
+    let mut views = blocking(move || {
         s.services()
             .into_iter()
             .map(|svc| s.service_view(svc))
             .collect::<Vec<_>>()
     })
     .await?;
+    for view in &mut views {
+        redact_service(&caller, view);
+    }
     Ok(Json(views))
 }
 
 pub(super) async fn get_one(
     State(s): State<Scheduler>,
+    caller: Caller,
     ServiceId(id): ServiceId,
 ) -> Result<impl IntoResponse, ApiError> {
     let service = s
         .service(id)
         .ok_or_else(|| ApiError::not_found(format!("service {id} does not exist")))?;
-    Ok(Json(blocking(move || s.service_view(service)).await?))
+    let mut view = blocking(move || s.service_view(service)).await?;
+    redact_service(&caller, &mut view);
+    Ok(Json(view))
 }
 
 pub(super) async fn scale(
