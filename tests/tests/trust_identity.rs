@@ -459,11 +459,15 @@ fn the_data_dir_database_and_job_files_are_private_and_other_users_details_hidde
     for path in [format!("/v1/services/{sid}"), "/v1/services".to_string()] {
         let (status, seen) = d.get_as(&bob, &path);
         assert_eq!(status, 200, "{seen}");
-        assert!(!seen.to_string().contains("alice-secret"), "bob sees {seen}");
+        assert!(
+            !seen.to_string().contains("alice-secret"),
+            "bob sees {seen}"
+        );
     }
     let (_, ops) = d.get_as(&olga, &format!("/v1/services/{sid}"));
     assert_eq!(ops["template"]["env"]["API_KEY"], "alice-secret", "{ops}");
-    let (status, stopped) = d.request_as(Some(&alice), "DELETE", &format!("/v1/services/{sid}"), None);
+    let (status, stopped) =
+        d.request_as(Some(&alice), "DELETE", &format!("/v1/services/{sid}"), None);
     assert_eq!(status, 200, "{stopped}");
 }
 
