@@ -439,6 +439,21 @@ impl Daemon {
         self.shell_job(name, count, gpus, BLOCKING_SCRIPT)
     }
 
+    /// Posts input to job `id`, again while its input is not open yet (409), until it is
+    /// taken (for [`WAIT`] at most).
+    pub fn send_input(&self, id: u64, body: &Value) {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let (status, answer) = self.post(&format!("/v1/jobs/{id}/input"), body);
+            if status == 200 {
+                return;
+            }
+            assert_eq!(status, 409, "{answer}");
+            assert!(Instant::now() < deadline, "input never taken: {answer}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// Lets the tasks of a [`Daemon::blocking_job`] exit 0.
     pub fn release(&self, id: u64) {
         File::create(self.out_dir().join(format!("release-{id}"))).expect("cannot release");

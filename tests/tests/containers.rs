@@ -29,6 +29,35 @@ fn daemon(parent: &str, images: &Path, shared: &Path, registry: &str) -> Daemon 
     )
 }
 
+/// One test's scene: a daemon over its own directory with the test image (`images/`,
+/// `image` names it), an allowed `shared/`, and a cgroup parent of its own. Keep it whole
+/// while the test runs; it drops the daemon, then its cgroups, then the directory.
+struct Scene {
+    d: Daemon,
+    _parent: gantry_e2e::root::CgroupParent,
+    image: String,
+    work: tempfile::TempDir,
+}
+
+/// A [`Scene`]; `prepare` may change the image's layout before the daemon starts.
+fn scene(cgroup_prefix: &str, prepare: impl FnOnce(&Path, &Path)) -> Scene {
+    require_root("runc and cgroups need root");
+    let work = gantry_e2e::root::open_dir();
+    let images = work.path().join("images");
+    let shared = work.path().join("shared");
+    std::fs::create_dir_all(&shared).unwrap();
+    let layout = build_image(&images);
+    prepare(&layout, work.path());
+    let parent = gantry_e2e::root::CgroupParent::new(cgroup_prefix);
+    let d = daemon(&parent.0, &images, &shared, "127.0.0.1:1");
+    Scene {
+        d,
+        _parent: parent,
+        image: format!("oci:{}:test", layout.display()),
+        work,
+    }
+}
+
 fn log_of(d: &Daemon, id: u64) -> String {
     d.get_text(&format!("/v1/jobs/{id}/logs")).1
 }
@@ -226,23 +255,19 @@ t.close()
 
 #[test]
 fn a_hostile_layer_writes_nothing_outside_the_image_and_gives_no_device_nor_setuid() {
-    require_root("runc and cgroups need root");
-    let work = gantry_e2e::root::open_dir();
-    let images = work.path().join("images");
-    let shared = work.path().join("shared");
+    let sc = scene("gantry-e2e-ctr-hostile", |layout, dir| {
+        let host_target = dir.join("host-dir");
+        std::fs::create_dir_all(&host_target).unwrap();
+        add_hostile_layer(layout, dir, &host_target);
+    });
+    let (d, image, work) = (&sc.d, &sc.image, &sc.work);
     let host_target = work.path().join("host-dir");
-    std::fs::create_dir_all(&shared).unwrap();
-    std::fs::create_dir_all(&host_target).unwrap();
-    let layout = build_image(&images);
-    add_hostile_layer(&layout, work.path(), &host_target);
-    let parent = gantry_e2e::root::CgroupParent::new("gantry-e2e-ctr-hostile");
-    let d = daemon(&parent.0, &images, &shared, "127.0.0.1:1");
     let id = d.submit(&image_job(
-        &format!("oci:{}:test", layout.display()),
+        image,
         "ls -l /; test -e /dev-sda && echo HAS-DEVICE; ls -l /suid-sh",
     ));
     d.wait_state(id, "succeeded");
-    let log = log_of(&d, id);
+    let log = log_of(d, id);
     assert!(
         !log.contains("HAS-DEVICE"),
         "a device node from a layer: {log}"
@@ -390,47 +415,24 @@ fn archives_slow_pulls_and_a_gang_on_one_digest() {
     }
 }
 
-/// Posts input to job `id` until its input is open (409 before).
-fn send_input(d: &Daemon, id: u64, body: &Value) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let (status, answer) = d.post(&format!("/v1/jobs/{id}/input"), body);
-        if status == 200 {
-            return;
-        }
-        assert_eq!(status, 409, "{answer}");
-        assert!(
-            std::time::Instant::now() < deadline,
-            "input never taken: {answer}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 #[test]
 fn an_interactive_job_in_an_image_has_a_controlling_terminal() {
-    require_root("runc and cgroups need root");
-    let work = gantry_e2e::root::open_dir();
-    let images = work.path().join("images");
-    let shared = work.path().join("shared");
-    std::fs::create_dir_all(&shared).unwrap();
-    let layout = build_image(&images);
-    let parent = gantry_e2e::root::CgroupParent::new("gantry-e2e-ctr-tty");
-    let d = daemon(&parent.0, &images, &shared, "127.0.0.1:1");
+    let sc = scene("gantry-e2e-ctr-tty", |_, _| {});
+    let (d, image) = (&sc.d, &sc.image);
     let mut spec = image_job(
-        &format!("oci:{}:test", layout.display()),
+        image,
         "tty; stty size; (exec 3</dev/tty) && echo has-ctty; read line; stty size; echo \"got:$line\"",
     );
     spec["kind"] = json!("interactive");
     spec["tty"] = json!({"rows": 30, "cols": 90});
     let id = d.submit(&spec);
     d.wait_for("the shell in the image", Duration::from_secs(60), || {
-        log_of(&d, id).contains("has-ctty").then_some(())
+        log_of(d, id).contains("has-ctty").then_some(())
     });
-    send_input(&d, id, &json!({"resize": {"rows": 50, "cols": 132}}));
-    send_input(&d, id, &json!({"data": "dHlwZWQK"}));
+    d.send_input(id, &json!({"resize": {"rows": 50, "cols": 132}}));
+    d.send_input(id, &json!({"data": "dHlwZWQK"}));
     d.wait_state(id, "succeeded");
-    let log = log_of(&d, id);
+    let log = log_of(d, id);
     assert!(log.contains("/dev/pts/"), "{log:?}");
     assert!(log.contains("30 90"), "{log:?}");
     assert!(log.contains("50 132\r\ngot:typed"), "{log:?}");
@@ -438,19 +440,12 @@ fn an_interactive_job_in_an_image_has_a_controlling_terminal() {
 
 #[test]
 fn arrays_and_services_run_in_an_image() {
-    require_root("runc and cgroups need root");
-    let work = gantry_e2e::root::open_dir();
-    let images = work.path().join("images");
-    let shared = work.path().join("shared");
-    std::fs::create_dir_all(&shared).unwrap();
-    let layout = build_image(&images);
-    let parent = gantry_e2e::root::CgroupParent::new("gantry-e2e-ctr-kinds");
-    let d = daemon(&parent.0, &images, &shared, "127.0.0.1:1");
-    let image = format!("oci:{}:test", layout.display());
+    let sc = scene("gantry-e2e-ctr-kinds", |_, _| {});
+    let (d, image) = (&sc.d, &sc.image);
 
     // Every member of an array runs in the image with its own index.
     let mut array = image_job(
-        &image,
+        image,
         "cat /etc/gantry-image; echo index=$GANTRY_ARRAY_INDEX",
     );
     array["array"] = json!({"indices": [0, 1, 2]});
@@ -459,7 +454,7 @@ fn arrays_and_services_run_in_an_image() {
     for (i, id) in body["array_job_ids"].as_array().unwrap().iter().enumerate() {
         let id = id.as_u64().unwrap();
         d.wait_state(id, "succeeded");
-        let log = log_of(&d, id);
+        let log = log_of(d, id);
         assert!(log.contains("gantry-test-image"), "{log}");
         assert!(log.contains(&format!("index={i}")), "{log}");
     }
@@ -467,7 +462,7 @@ fn arrays_and_services_run_in_an_image() {
     // A service in the image (busybox's httpd on the port Gantry gives it) is checked
     // healthy over HTTP on the host's network, and stops on cancel.
     let mut service = image_job(
-        &image,
+        image,
         "echo '<p>up</p>' > /tmp/index.html; exec httpd -f -p \"$PORT\" -h /tmp",
     );
     service["kind"] = json!("service");

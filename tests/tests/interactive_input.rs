@@ -8,10 +8,9 @@
 use base64::Engine;
 use gantry_e2e::agents::Agent;
 use gantry_e2e::{Daemon, WAIT, gantry_bin, tasks};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::io::Write;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 const TOKEN: &str = "e2e-cluster-token-0123456789abcdef";
 
@@ -23,20 +22,6 @@ fn gantry(d: &Daemon) -> Command {
 
 fn b64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
-}
-
-/// Posts input to job `id`, again while its input is not open yet (409), until it is taken.
-fn send_input(d: &Daemon, id: u64, body: &Value) {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let (status, answer) = d.post(&format!("/v1/jobs/{id}/input"), body);
-        if status == 200 {
-            return;
-        }
-        assert_eq!(status, 409, "{answer}");
-        assert!(Instant::now() < deadline, "input never taken: {answer}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// The text of task 0's log of job `id`.
@@ -104,8 +89,8 @@ fn a_job_with_a_terminal_sees_its_size_follows_resizes_and_reads_what_is_typed()
     spec["tty"] = json!({"rows": 30, "cols": 90});
     let id = d.submit(&spec);
     d.wait_state(id, "running");
-    send_input(&d, id, &json!({"resize": {"rows": 50, "cols": 132}}));
-    send_input(&d, id, &json!({"data": b64(b"typed words\n")}));
+    d.send_input(id, &json!({"resize": {"rows": 50, "cols": 132}}));
+    d.send_input(id, &json!({"data": b64(b"typed words\n")}));
     let job = d.wait_state(id, "succeeded");
     let text = log(&d, id);
     assert!(text.contains("30 90\r\nis-a-terminal"), "{text:?} {job}");
@@ -209,8 +194,8 @@ fn a_job_on_an_agent_gets_its_input_through_the_agent() {
     let id = d.submit(&spec);
     let job = d.wait_state(id, "running");
     assert_eq!(job["tasks"][0]["node"], "node-a", "{job}");
-    send_input(&d, id, &json!({"data": b64(b"one\ntwo\nrest\n")}));
-    send_input(&d, id, &json!({"data": "", "eof": true}));
+    d.send_input(id, &json!({"data": b64(b"one\ntwo\nrest\n")}));
+    d.send_input(id, &json!({"data": "", "eof": true}));
     d.wait_state(id, "succeeded");
     let text = d.wait_for("the agent's log", WAIT, || {
         let text = log(&d, id);

@@ -29,18 +29,28 @@ impl<S: Send + Sync> FromRequestParts<S> for JobId {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
-        let bad = |raw: &str| {
-            let raw: String = raw.chars().take(64).collect();
-            ApiError::field(
-                "invalid-id",
-                "id",
-                format!("`{raw}` is not a job id (a positive integer)"),
-            )
-        };
-        match Path::<String>::from_request_parts(parts, state).await {
-            Ok(Path(raw)) => raw.parse().map(JobId).map_err(|_| bad(&raw)),
-            Err(e) => Err(bad(&e.body_text())),
-        }
+        path_id(parts, state, "job").await.map(JobId)
+    }
+}
+
+/// The `{id}` of the path: a positive integer, else a 400 naming `id` and saying it is not
+/// the id of a `what`.
+pub(super) async fn path_id<S: Send + Sync>(
+    parts: &mut Parts,
+    state: &S,
+    what: &str,
+) -> Result<u64, ApiError> {
+    let bad = |raw: &str| {
+        let raw: String = raw.chars().take(64).collect();
+        ApiError::field(
+            "invalid-id",
+            "id",
+            format!("`{raw}` is not a {what} id (a positive integer)"),
+        )
+    };
+    match Path::<String>::from_request_parts(parts, state).await {
+        Ok(Path(raw)) => raw.parse().map_err(|_| bad(&raw)),
+        Err(e) => Err(bad(&e.body_text())),
     }
 }
 

@@ -19,7 +19,7 @@ use crate::model::{JobSpec, ScaleRequest, ServiceRecord};
 use crate::scheduler::Scheduler;
 use crate::scheduler::service_sets::ServiceError;
 use axum::Json;
-use axum::extract::{FromRequestParts, Path, State};
+use axum::extract::{FromRequestParts, State};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::response::IntoResponse;
@@ -31,18 +31,9 @@ impl<S: Send + Sync> FromRequestParts<S> for ServiceId {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
-        let bad = |raw: &str| {
-            let raw: String = raw.chars().take(64).collect();
-            ApiError::field(
-                "invalid-id",
-                "id",
-                format!("`{raw}` is not a service id (a positive integer)"),
-            )
-        };
-        match Path::<String>::from_request_parts(parts, state).await {
-            Ok(Path(raw)) => raw.parse().map(ServiceId).map_err(|_| bad(&raw)),
-            Err(e) => Err(bad(&e.body_text())),
-        }
+        super::jobs::path_id(parts, state, "service")
+            .await
+            .map(ServiceId)
     }
 }
 

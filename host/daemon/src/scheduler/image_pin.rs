@@ -47,23 +47,19 @@ impl Scheduler {
         for key in &remote {
             lock(&self.inner.remote_runs).launch_sent(*key);
         }
-        // On the runtime's blocking pool: the launch that follows needs the runtime.
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            for key in &remote {
-                lock(&self.inner.remote_runs).launch_answered(key);
-            }
-            let job = self.pin_image(job, &tag);
-            self.launch(job);
-            return;
-        };
         let s = self.clone();
-        runtime.spawn_blocking(move || {
+        let pin_then_launch = move || {
             let job = s.pin_image(job, &tag);
             for key in &remote {
                 lock(&s.inner.remote_runs).launch_answered(key);
             }
             s.launch(job);
-        });
+        };
+        // On the runtime's blocking pool (the launch that follows needs the runtime).
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn_blocking(pin_then_launch)),
+            Err(_) => pin_then_launch(),
+        }
     }
 
     /// `job` with its image replaced by `tag`'s digest for this run (the stored spec keeps
