@@ -135,6 +135,8 @@ fn authorization_matrix_covers_every_route_and_role() {
         ("GET",    "/v1/services/{service}",     Empty, READ),
         ("GET",    "/v1/services/999999",        Empty, MISSING),
         ("POST",   "/v1/services/{service}/scale", Json(json!({"replicas": 1})), OWNER),
+        ("POST",   "/v1/services/{service}/update", Json(json!({"rollout": {"max_surge": 2}})), OWNER),
+        ("POST",   "/v1/services/{service}/rollback", Json(json!({"revision": 1})), [401, 401, 400, 403, 400, 400]),
         ("DELETE", "/v1/services/{service}",     Empty, OWNER),
         ("POST",   "/v1/plugins",                Wasm,  admin(201)),
         ("GET",    "/v1/plugins",                Empty, READ),

@@ -75,6 +75,8 @@ pub struct Config {
     pub retention: crate::config_retention::RetentionConfig,
     /// Jobs in OCI images (`[containers]`: runtime, cache, allowed mounts, registries).
     pub containers: gantry_node::container::ContainersConfig,
+    /// Endpoints of replicated services (`[services]`: a shared gateway, connection bounds).
+    pub services: crate::service_endpoint::ServicesConfig,
 }
 
 /// Per-call sandbox limits.
@@ -122,6 +124,7 @@ impl Default for Config {
             limits: Default::default(),
             retention: Default::default(),
             containers: Default::default(),
+            services: Default::default(),
         }
     }
 }
@@ -258,6 +261,7 @@ impl Config {
         self.limits.check().map_err(ConfigError::Invalid)?;
         self.retention.check().map_err(ConfigError::Invalid)?;
         self.containers.check().map_err(ConfigError::Invalid)?;
+        self.services.check().map_err(ConfigError::Invalid)?;
         crate::auth::Tokens::new(&self.auth)?;
         crate::tls::ServerTls::load(&self.tls)?;
         Ok(())

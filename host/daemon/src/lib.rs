@@ -34,6 +34,7 @@ pub mod pipeline_file;
 pub mod policy;
 pub mod scheduler;
 pub mod serve;
+pub mod service_autoscaler;
 pub mod service_endpoint;
 pub mod store;
 pub mod telemetry;

@@ -47,6 +47,7 @@ pub async fn serve(mut config: Config) -> anyhow::Result<()> {
     let app = crate::api::router(scheduler.clone(), tokens);
     serve_local_socket(&socket, app.clone(), &http)?;
     crate::service_endpoint::open_all(&scheduler);
+    crate::service_autoscaler::start(&scheduler);
     tokio::spawn(scheduler.run(events));
     // Connection limits, header and idle timeouts, Host rules: `http_server`.
     let options = crate::http_server::ServeOptions {

@@ -1,37 +1,73 @@
 //! One stable endpoint per replicated service: a port on the controller (on the API's
-//! address) where HTTP requests are balanced over the service's healthy replicas, the one
-//! with the fewest requests in flight first, as a Kubernetes Service with a least-request
-//! balancer. Responses stream through unchanged (chunked, server-sent events). A request
-//! whose replica refuses the connection (it died) goes to another one, once, before any
-//! byte of it was sent. No healthy replica: 503; a replica that fails mid-answer: 502.
-//! Built on hyper (server and client connections), not hand-written HTTP.
+//! address), kept across restarts, where HTTP requests are balanced over the service's
+//! ready replicas (`forward.rs`), as a Kubernetes Service with a least-request balancer;
+//! and, when `[services] gateway` is set, one shared port where `/NAME/...` goes to
+//! service NAME with the prefix taken off (`gateway.rs`). Built on hyper (server and
+//! client connections), not hand-written HTTP. Each listener takes at most
+//! `services.max_connections` connections at once; more wait in the kernel's backlog.
 //!
-//! Owns: the listeners, the choice of replica, forwarding. Does not own which replicas
-//! exist or are healthy (`scheduler/service_sets.rs`, the health checks).
+//! Owns: the per-service listeners and `[services]`. Does not own which replicas exist or
+//! are ready (`scheduler/service_sets.rs`, the health checks).
+
+mod forward;
+mod gateway;
+
+pub(crate) use forward::{Endpoint, send};
+pub use gateway::open_gateway;
 
 use crate::scheduler::Scheduler;
-use http_body_util::{Either, Full};
-use hyper::body::Bytes;
-use hyper::body::Incoming;
-use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
-use std::collections::HashMap;
-use std::convert::Infallible;
+use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-type Body = Either<Incoming, Full<Bytes>>;
+/// `[services]`: the endpoints of replicated services.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServicesConfig {
+    /// One address (`IP:PORT`) where `/NAME/...` reaches service NAME (none by default).
+    pub gateway: Option<String>,
+    /// Most connections one endpoint serves at once (default 1024).
+    pub max_connections: usize,
+    /// How long a request to a service scaled to zero waits for its first replica,
+    /// seconds (default 120).
+    pub activation_timeout_s: u64,
+}
 
-/// How long a replica may take to accept a connection.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+impl Default for ServicesConfig {
+    fn default() -> Self {
+        Self {
+            gateway: None,
+            max_connections: 1024,
+            activation_timeout_s: 120,
+        }
+    }
+}
 
-/// Opens the endpoint of every service not stopped (at the daemon's start).
+impl ServicesConfig {
+    /// Checks the values; an error names the key.
+    pub fn check(&self) -> Result<(), String> {
+        if let Some(g) = &self.gateway {
+            g.parse::<SocketAddr>()
+                .map_err(|e| format!("services.gateway: {g:?} is not IP:PORT: {e}"))?;
+        }
+        if self.max_connections == 0 || self.max_connections > 1_000_000 {
+            return Err("services.max_connections: must be 1..=1000000".into());
+        }
+        if self.activation_timeout_s == 0 || self.activation_timeout_s > 3600 {
+            return Err("services.activation_timeout_s: must be 1..=3600".into());
+        }
+        Ok(())
+    }
+}
+
+/// Opens the endpoint of every service not stopped, and the gateway (at the daemon's start).
 pub fn open_all(s: &Scheduler) {
     for service in s.services().into_iter().filter(|s| !s.stopped) {
         open(s, service.id);
     }
+    open_gateway(s);
 }
 
 /// Opens the endpoint of service `id` and records its port (logged when it cannot).
@@ -57,132 +93,67 @@ fn start(s: &Scheduler, id: u64, listen: &str, kept: Option<u16>) -> std::io::Re
         .map_or_else(|| std::net::TcpListener::bind((ip, 0)), Ok)?;
     listener.set_nonblocking(true)?;
     let port = listener.local_addr()?.port();
-    let endpoint = Arc::new(Endpoint {
-        scheduler: s.clone(),
-        id,
-        in_flight: Mutex::default(),
-        turn: AtomicUsize::new(0),
-    });
+    let endpoint = Endpoint::new(s, id);
+    let limit = Arc::new(tokio::sync::Semaphore::new(
+        s.config().services.max_connections,
+    ));
+    let scheduler = s.clone();
     let runtime = tokio::runtime::Handle::try_current().map_err(std::io::Error::other)?;
     runtime.spawn(async move {
-        match tokio::net::TcpListener::from_std(listener) {
-            Ok(listener) => endpoint.serve(listener).await,
-            Err(e) => tracing::error!(service = id, "cannot serve the endpoint: {e}"),
-        }
+        let listener = match tokio::net::TcpListener::from_std(listener) {
+            Ok(l) => l,
+            Err(e) => return tracing::error!(service = id, "cannot serve the endpoint: {e}"),
+        };
+        let open = move || scheduler.service(id).is_some_and(|s| !s.stopped);
+        serve(listener, limit, open, move |req| {
+            let endpoint = endpoint.clone();
+            async move { endpoint.forward(req).await }
+        })
+        .await;
+        tracing::info!(service = id, "endpoint closed: the service stopped");
     });
     Ok(port)
 }
 
-struct Endpoint {
-    scheduler: Scheduler,
-    id: u64,
-    /// Requests in flight per replica job.
-    in_flight: Mutex<HashMap<u64, Arc<AtomicUsize>>>,
-    /// Turns among replicas with as many requests in flight.
-    turn: AtomicUsize,
-}
-
-impl Endpoint {
-    async fn serve(self: Arc<Self>, listener: tokio::net::TcpListener) {
-        loop {
-            let accepted = tokio::select! {
-                a = listener.accept() => a,
-                () = tokio::time::sleep(Duration::from_secs(1)) => {
-                    if self.scheduler.service(self.id).is_none_or(|s| s.stopped) {
-                        tracing::info!(service = self.id, "endpoint closed: the service stopped");
-                        return;
-                    }
-                    continue;
+/// Accepts connections on `listener` (at most `limit` at once) and answers each request
+/// with `handle`, until `open` says no (asked once a second).
+async fn serve<H, F>(
+    listener: tokio::net::TcpListener,
+    limit: Arc<tokio::sync::Semaphore>,
+    open: impl Fn() -> bool,
+    handle: H,
+) where
+    H: Fn(hyper::Request<hyper::body::Incoming>) -> F + Clone + Send + Sync + 'static,
+    F: std::future::Future<Output = hyper::Response<forward::Body>> + Send + 'static,
+{
+    loop {
+        let Ok(permit) = limit.clone().acquire_owned().await else {
+            return;
+        };
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            () = tokio::time::sleep(Duration::from_secs(1)) => {
+                if !open() {
+                    return;
                 }
-            };
-            let Ok((stream, _)) = accepted else {
                 continue;
-            };
-            let me = self.clone();
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(move |req| me.clone().forward(req));
-                let conn = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service);
-                if let Err(e) = conn.await {
-                    tracing::debug!("endpoint connection ended: {e}");
-                }
+            }
+        };
+        let Ok((stream, _)) = accepted else {
+            continue;
+        };
+        let handle = handle.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |req| {
+                let answer = handle(req);
+                async move { Ok::<_, std::convert::Infallible>(answer.await) }
             });
-        }
+            let conn = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service);
+            if let Err(e) = conn.await {
+                tracing::debug!("endpoint connection ended: {e}");
+            }
+            drop(permit);
+        });
     }
-
-    /// The replicas to try, fewest requests in flight first, with their counters.
-    fn candidates(&self) -> Vec<(SocketAddr, Arc<AtomicUsize>)> {
-        let backends = self.scheduler.service_backends(self.id);
-        let mut counts = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
-        counts.retain(|job, _| backends.iter().any(|(j, _)| j == job));
-        let n = backends.len().max(1);
-        let turn = self.turn.fetch_add(1, Ordering::Relaxed) % n;
-        let mut out: Vec<(usize, SocketAddr, Arc<AtomicUsize>)> = backends
-            .into_iter()
-            .enumerate()
-            .map(|(i, (job, addr))| {
-                (
-                    (i + n - turn) % n,
-                    addr,
-                    counts.entry(job).or_default().clone(),
-                )
-            })
-            .collect();
-        out.sort_by_key(|(order, _, count)| (count.load(Ordering::Relaxed), *order));
-        out.into_iter()
-            .map(|(_, addr, count)| (addr, count))
-            .collect()
-    }
-
-    async fn forward(
-        self: Arc<Self>,
-        req: Request<Incoming>,
-    ) -> Result<Response<Body>, Infallible> {
-        let candidates = self.candidates();
-        if candidates.is_empty() {
-            return Ok(plain(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "no healthy replica of this service",
-            ));
-        }
-        let idempotent = matches!(
-            *req.method(),
-            hyper::Method::GET | hyper::Method::HEAD | hyper::Method::OPTIONS
-        );
-        let tries = if idempotent { 2 } else { 1 };
-        for (addr, count) in candidates.into_iter().take(tries) {
-            let connected =
-                tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(addr)).await;
-            let Ok(Ok(stream)) = connected else {
-                tracing::debug!(service = self.id, %addr, "a replica refused the connection");
-                continue;
-            };
-            let Ok((mut sender, conn)) =
-                hyper::client::conn::http1::handshake(TokioIo::new(stream)).await
-            else {
-                continue;
-            };
-            tokio::spawn(async move {
-                let _ = conn.await;
-            });
-            count.fetch_add(1, Ordering::Relaxed);
-            let answer = sender.send_request(req).await;
-            count.fetch_sub(1, Ordering::Relaxed);
-            return Ok(match answer {
-                Ok(response) => response.map(Either::Left),
-                Err(e) => plain(StatusCode::BAD_GATEWAY, &format!("the replica failed: {e}")),
-            });
-        }
-        Ok(plain(
-            StatusCode::BAD_GATEWAY,
-            "no replica of this service accepted the connection",
-        ))
-    }
-}
-
-fn plain(status: StatusCode, message: &str) -> Response<Body> {
-    let body = serde_json::json!({"error": {"code": "bad-gateway", "message": message}});
-    let mut response = Response::new(Either::Right(Full::new(Bytes::from(body.to_string()))));
-    *response.status_mut() = status;
-    response
 }

@@ -141,6 +141,23 @@ impl Client {
         )
     }
 
+    /// `POST /v1/services/{id}/update`: the service after the change.
+    pub fn update_service(
+        &self,
+        id: u64,
+        request: &crate::model::UpdateRequest,
+    ) -> Result<ServiceView> {
+        self.post(&format!("/v1/services/{id}/update"), request)
+    }
+
+    /// `POST /v1/services/{id}/rollback`: the service after the change.
+    pub fn rollback_service(&self, id: u64, revision: Option<u32>) -> Result<ServiceView> {
+        self.post(
+            &format!("/v1/services/{id}/rollback"),
+            &json!({ "revision": revision }),
+        )
+    }
+
     /// `DELETE /v1/services/{id}`: the service, stopped.
     pub fn stop_service(&self, id: u64) -> Result<ServiceView> {
         let path = format!("/v1/services/{id}");

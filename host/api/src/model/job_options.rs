@@ -312,6 +312,12 @@ pub struct ServiceSpec {
     #[serde(skip_serializing_if = "is_zero")]
     #[cfg_attr(feature = "openapi", schema(maximum = 64))]
     pub replicas: u32,
+    /// How a replicated service replaces its replicas on an update (`POST /v1/services`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<crate::model::RolloutStrategy>,
+    /// Scaling a replicated service on a metric its replicas expose (`POST /v1/services`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub autoscale: Option<crate::model::AutoscaleSpec>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -363,6 +369,18 @@ pub fn validate(
                 "service.replicas",
                 format!("more than {MAX_REPLICAS} replicas"),
             ));
+        }
+        if let Some(r) = &svc.rollout {
+            r.validate("service.rollout")?;
+        }
+        if let Some(a) = &svc.autoscale {
+            a.validate("service.autoscale")?;
+            if svc.port != 0 {
+                return Err(bad(
+                    "service.port",
+                    "replicas get a port each: leave port at 0 (given to each in PORT)",
+                ));
+            }
         }
         if svc.replicas > 1 && svc.port != 0 {
             return Err(bad(

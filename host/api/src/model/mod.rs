@@ -11,12 +11,17 @@ mod job_input;
 pub mod job_options;
 mod record;
 mod service_health;
+pub mod service_rollout;
 pub mod service_set;
 
 pub use container::ContainerMount;
 pub use exec_size::{MAX_ARG_LEN, MAX_ARG_STRLEN, MAX_EXEC_BYTES};
 pub use job_input::TtySize;
 pub use service_health::{HealthState, ServiceHealth};
+pub use service_rollout::{
+    AutoscaleSpec, Revision, RollbackRequest, RolloutState, RolloutStatus, RolloutStrategy,
+    ScaleSample, UpdateRequest,
+};
 pub use service_set::{ReplicaView, ScaleRequest, ServiceRecord, ServiceView};
 
 pub use record::{

@@ -6,7 +6,9 @@
 //! Owns: the stored record and the views of it. Does not own the replicas' jobs (each a
 //! [`super::JobRecord`]) nor how a replica restarts (a service job's own rules).
 
-use super::{HealthState, JobSpec};
+use super::{
+    AutoscaleSpec, HealthState, JobSpec, Revision, RolloutStatus, RolloutStrategy, ScaleSample,
+};
 use serde::{Deserialize, Serialize};
 
 /// What the daemon keeps about a replicated service.
@@ -38,6 +40,21 @@ pub struct ServiceRecord {
     /// Why the last replica could not be made, if it could not (retried every cycle).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// How an update replaces replicas.
+    #[serde(default)]
+    pub strategy: RolloutStrategy,
+    /// Scaling on a metric, when set (`replicas` is then the autoscaler's choice).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscale: Option<AutoscaleSpec>,
+    /// The revisions kept, oldest first (the last 10; the current one among them).
+    #[serde(default)]
+    pub history: Vec<Revision>,
+    /// The last rolling update, once there was one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutStatus>,
+    /// The highest revision number given so far.
+    #[serde(default)]
+    pub last_revision: u32,
 }
 
 /// One replica as `gantry service ID` shows it.
@@ -58,6 +75,12 @@ pub struct ReplicaView {
     pub restarts: u32,
     /// Why it waits, when pending.
     pub reason: Option<String>,
+    /// The revision it was made from.
+    #[serde(default)]
+    pub revision: u32,
+    /// The endpoint sends it no new request: it stops once those in flight are answered.
+    #[serde(default)]
+    pub draining: bool,
 }
 
 /// A service with its replicas (`GET /v1/services/{id}`; the list has `replica_jobs` too).
@@ -69,6 +92,9 @@ pub struct ServiceView {
     pub service: ServiceRecord,
     /// Its live replicas, oldest first.
     pub replica_jobs: Vec<ReplicaView>,
+    /// The autoscaler's recent readings, oldest first (empty without autoscaling).
+    #[serde(default)]
+    pub scale_samples: Vec<ScaleSample>,
 }
 
 /// `POST /v1/services/{id}/scale`.

@@ -104,6 +104,8 @@ pub(super) fn all() -> Vec<Route> {
         get("/v1/services", services::list),
         get("/v1/services/{id}", services::get_one),
         post("/v1/services/{id}/scale", services::scale),
+        post("/v1/services/{id}/update", services::update),
+        post("/v1/services/{id}/rollback", services::rollback),
         delete("/v1/services/{id}", services::stop),
         delete("/v1/nodes/{name}", nodes::forget),
         post("/v1/nodes/{name}/drain", nodes::drain),

@@ -5,7 +5,7 @@
 //! Authorization: any caller may create one (as the token's user, its replicas submitted as
 //! that caller's jobs would be) and list them (another user's template redacted as a job
 //! of theirs would be: `redact.rs`); only its owner, an operator or an admin may
-//! scale or stop it.
+//! scale, update, roll back or stop it.
 //!
 //! Owns: these routes. Does not own the services (`scheduler/service_sets.rs`).
 
@@ -15,7 +15,7 @@ use super::error::ApiError;
 use super::jobs::submit_error;
 use super::redact::redact_service;
 use crate::auth::Caller;
-use crate::model::{JobSpec, ScaleRequest, ServiceRecord};
+use crate::model::{JobSpec, RollbackRequest, ScaleRequest, ServiceRecord, UpdateRequest};
 use crate::scheduler::Scheduler;
 use crate::scheduler::service_sets::ServiceError;
 use axum::Json;
@@ -47,6 +47,15 @@ fn service_error(e: ServiceError) -> ApiError {
             message: format!("service {id} is stopped"),
             field: None,
         },
+        ServiceError::Autoscaled(id) => ApiError {
+            status: StatusCode::CONFLICT,
+            code: "autoscaled",
+            message: format!(
+                "service {id} is scaled by its autoscaler: change autoscale.min_replicas/max_replicas with an update, or remove it (no_autoscale)"
+            ),
+            field: Some("replicas".into()),
+        },
+        ServiceError::NoRevision(message) => ApiError::field("invalid-field", "revision", message),
         ServiceError::Store(e) => ApiError::internal(e),
     }
 }
@@ -153,4 +162,57 @@ pub(super) async fn stop(
         .await?
         .map_err(service_error)?;
     Ok(Json(blocking(move || s.service_view(stopped)).await?))
+}
+
+pub(super) async fn update(
+    State(s): State<Scheduler>,
+    caller: Caller,
+    ServiceId(id): ServiceId,
+    JsonBody(body): JsonBody,
+) -> Result<impl IntoResponse, ApiError> {
+    let request: UpdateRequest = parse_json(&body)?;
+    if let Some(r) = &request.rollout {
+        r.validate("rollout")
+            .map_err(|e| ApiError::field("invalid-field", e.field, e.message))?;
+    }
+    if let Some(a) = &request.autoscale {
+        a.validate("autoscale")
+            .map_err(|e| ApiError::field("invalid-field", e.field, e.message))?;
+    }
+    if request.env.keys().any(|k| k.starts_with("GANTRY_")) {
+        return Err(ApiError::field(
+            "invalid-field",
+            "env",
+            "GANTRY_* variables are set by Gantry",
+        ));
+    }
+    owned_service(&s, &caller, id, "updating a service")?;
+    let me = s.clone();
+    let updated = blocking(move || me.update_service(id, request))
+        .await?
+        .map_err(service_error)?;
+    let mut view = blocking(move || s.service_view(updated)).await?;
+    redact_service(&caller, &mut view);
+    Ok(Json(view))
+}
+
+pub(super) async fn rollback(
+    State(s): State<Scheduler>,
+    caller: Caller,
+    ServiceId(id): ServiceId,
+    JsonBody(body): JsonBody,
+) -> Result<impl IntoResponse, ApiError> {
+    let request: RollbackRequest = if body.is_empty() {
+        RollbackRequest::default()
+    } else {
+        parse_json(&body)?
+    };
+    owned_service(&s, &caller, id, "rolling back a service")?;
+    let me = s.clone();
+    let back = blocking(move || me.rollback_service(id, request.revision))
+        .await?
+        .map_err(service_error)?;
+    let mut view = blocking(move || s.service_view(back)).await?;
+    redact_service(&caller, &mut view);
+    Ok(Json(view))
 }

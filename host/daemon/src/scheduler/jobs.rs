@@ -63,7 +63,7 @@ impl Scheduler {
     /// `workdir`, one whose working directory that user cannot enter, when this node is the
     /// cluster's only one; it would be accepted and then fail at every launch. With agents,
     /// accounts and directories may differ per node and the launch decides.
-    fn check_runnable_user(&self, spec: &JobSpec) -> Result<(), SubmitError> {
+    pub(super) fn check_runnable_user(&self, spec: &JobSpec) -> Result<(), SubmitError> {
         if !self.only_local_node() {
             return Ok(());
         }

@@ -37,6 +37,7 @@ mod remote_launch;
 mod remote_runs;
 mod retention;
 pub mod service;
+mod service_rollout;
 pub mod service_sets;
 pub mod shadow;
 pub mod signal_ops;

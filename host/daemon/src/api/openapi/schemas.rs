@@ -21,7 +21,10 @@ use super::super::policy::ReplayRequest;
 use crate::policy::PipelineSpec;
 use gantry_api::accounting::AccountingReport;
 use gantry_api::error::ErrorBody;
-use gantry_api::model::{JobRecord, JobSpec, MAX_ARG_LEN, MAX_STRING, ScaleRequest, ServiceView};
+use gantry_api::model::{
+    JobRecord, JobSpec, MAX_ARG_LEN, MAX_STRING, RollbackRequest, ScaleRequest, ServiceView,
+    UpdateRequest,
+};
 use gantry_api::views::{NodeView, Submitted};
 use serde_json::{Map, Value, json};
 use utoipa::ToSchema;
@@ -57,7 +60,7 @@ fn add<T: ToSchema>(out: &mut Collected) {
 
 /// Every schema the operations refer to (`Error`, `JobSpec`, `Submitted`, `JobRecord`,
 /// `Node`, `AccountingReport`, `PipelineSpec`, `ReplayRequest`, `DrainRequest`,
-/// `SignalRequest`, `ServiceView`, `ScaleRequest`) and the schemas they refer to, by name.
+/// `SignalRequest`, `ServiceView`, `ScaleRequest`, `UpdateRequest`, `RollbackRequest`) and the schemas they refer to, by name.
 pub fn schemas() -> Map<String, Value> {
     let mut all = Collected::new();
     add::<ErrorBody>(&mut all);
@@ -74,6 +77,8 @@ pub fn schemas() -> Map<String, Value> {
     add::<JobInputBody>(&mut all);
     add::<ServiceView>(&mut all);
     add::<ScaleRequest>(&mut all);
+    add::<UpdateRequest>(&mut all);
+    add::<RollbackRequest>(&mut all);
     let mut out: Map<String, Value> = all
         .into_iter()
         .map(|(name, schema)| {
