@@ -25,6 +25,7 @@ pub mod run_cli;
 pub mod run_input;
 pub mod sbatch;
 pub mod service_cli;
+pub mod service_print;
 pub mod show_job;
 pub mod sinfo_view;
 pub mod squeue_view;
