@@ -20,6 +20,7 @@ pub mod images;
 mod process;
 pub mod raw_http;
 pub mod root;
+pub mod services;
 
 pub use auth::{CreatedToken, Serve, create_token, token_into};
 pub use binary::{gantry_bin, workspace};

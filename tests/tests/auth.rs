@@ -134,6 +134,7 @@ fn authorization_matrix_covers_every_route_and_role() {
         ("GET",    "/v1/services",               Empty, READ),
         ("GET",    "/v1/services/{service}",     Empty, READ),
         ("GET",    "/v1/services/999999",        Empty, MISSING),
+        ("GET",    "/v1/services/{service}/events", Empty, OWNER),
         ("POST",   "/v1/services/{service}/scale", Json(json!({"replicas": 1})), OWNER),
         ("POST",   "/v1/services/{service}/update", Json(json!({"rollout": {"max_surge": 2}})), OWNER),
         ("POST",   "/v1/services/{service}/rollback", Json(json!({"revision": 1})), [401, 401, 400, 403, 400, 400]),

@@ -136,7 +136,8 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Replicated services (like Deployments): create, ls, show, scale, stop.
+    /// Replicated services (like Deployments): create, ls, show, scale, update, history,
+    /// rollback, events, stop.
     Service(gantry_cli::service_cli::ServiceArgs),
     /// Usage records of ended tasks and GPU/CPU-hour totals per user and account (like sacct).
     Accounting(gantry_cli::accounting_cli::AccountingArgs),

@@ -141,6 +141,11 @@ impl Client {
         )
     }
 
+    /// `GET /v1/services/{id}/events`: its events, oldest first, as JSON.
+    pub fn service_events(&self, id: u64) -> Result<serde_json::Value> {
+        self.get(&format!("/v1/services/{id}/events"))
+    }
+
     /// `POST /v1/services/{id}/update`: the service after the change.
     pub fn update_service(
         &self,

@@ -103,6 +103,7 @@ pub(super) fn all() -> Vec<Route> {
         post("/v1/services", services::create),
         get("/v1/services", services::list),
         get("/v1/services/{id}", services::get_one),
+        get("/v1/services/{id}/events", services::events),
         post("/v1/services/{id}/scale", services::scale),
         post("/v1/services/{id}/update", services::update),
         post("/v1/services/{id}/rollback", services::rollback),

@@ -216,3 +216,15 @@ pub(super) async fn rollback(
     redact_service(&caller, &mut view);
     Ok(Json(view))
 }
+
+pub(super) async fn events(
+    State(s): State<Scheduler>,
+    caller: Caller,
+    ServiceId(id): ServiceId,
+) -> Result<impl IntoResponse, ApiError> {
+    owned_service(&s, &caller, id, "reading a service's events")?;
+    blocking(move || s.service_events(id))
+        .await?
+        .map(Json)
+        .map_err(ApiError::internal)
+}

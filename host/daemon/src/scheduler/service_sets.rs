@@ -479,6 +479,17 @@ impl Scheduler {
         q.push_back(sample);
     }
 
+    /// The last 200 events of service `id` (created, scaled, autoscaled with the values
+    /// that caused it, updated, rolled out or back, stopped), oldest first.
+    pub fn service_events(
+        &self,
+        id: u64,
+    ) -> Result<Vec<crate::store::Event>, crate::store::StoreError> {
+        self.inner
+            .store
+            .kind_events("service", &format!("service {id}: "), 200)
+    }
+
     pub(super) fn event_service(&self, id: u64, message: String) {
         tracing::info!(service = id, "{message}");
         if let Err(e) = self.inner.store.event(

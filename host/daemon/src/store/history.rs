@@ -62,6 +62,28 @@ impl Store {
         Ok(out)
     }
 
+    /// The last `limit` events of `kind` about no job whose message begins with `prefix`
+    /// (a replicated service's: `service N: `), oldest first.
+    pub fn kind_events(
+        &self,
+        kind: &str,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<Event>, StoreError> {
+        let limit = sql_int(limit as u64);
+        let pattern = format!("{}%", prefix.replace(['%', '_'], ""));
+        let mut out: Vec<Event> = self.history.with(false, |c| {
+            c.prepare_cached(
+                "SELECT seq, at_ms, job, kind, message FROM events \
+                 WHERE job IS NULL AND kind = ?1 AND message LIKE ?2 ORDER BY seq DESC LIMIT ?3",
+            )?
+            .query_map(params![kind, pattern, limit], event_row)?
+            .collect()
+        })?;
+        out.reverse();
+        Ok(out)
+    }
+
     /// Deletes at most `limit` of the oldest events, stopping at the first that happened
     /// at or after `before_ms`; returns how many.
     pub fn delete_events_before(&self, before_ms: u64, limit: usize) -> Result<usize, StoreError> {

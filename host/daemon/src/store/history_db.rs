@@ -51,6 +51,7 @@ CREATE TABLE IF NOT EXISTS events (
     message TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS events_job ON events(job, seq) WHERE job IS NOT NULL;
+CREATE INDEX IF NOT EXISTS events_kind ON events(kind, seq) WHERE job IS NULL;
 CREATE TABLE IF NOT EXISTS decisions (
     job INTEGER PRIMARY KEY,
     value BLOB NOT NULL
