@@ -2,7 +2,8 @@
 //! requests in flight, in turn among equals), forwarding it over a hyper client
 //! connection, and the retry: an idempotent request (GET, HEAD, OPTIONS, PUT, DELETE; its
 //! body read first, at most [`RETRY_BODY_MAX`]) whose replica refuses the connection or
-//! dies before answering goes to another replica, once. A request to a service scaled to
+//! dies before answering goes to another replica, once. Connections to replicas are kept
+//! open and reused (hyper's pooled client, idle ones closed after 30 s). A request to a service scaled to
 //! zero by its autoscaler starts a replica and waits for it (at most
 //! `services.activation_timeout_s`). Responses stream through as they come.
 //!
@@ -14,7 +15,9 @@ use crate::scheduler::Scheduler;
 use http_body_util::{BodyExt, Either, Full, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -49,13 +52,22 @@ pub(crate) struct Endpoint {
     turn: AtomicUsize,
     activity: Arc<AtomicU64>,
     activation_timeout: Duration,
+    /// Kept-alive connections to the replicas.
+    client: Client<HttpConnector, Body>,
 }
 
 impl Endpoint {
     pub(crate) fn new(scheduler: &Scheduler, id: u64) -> Arc<Self> {
         let activation_timeout =
             Duration::from_secs(scheduler.config().services.activation_timeout_s);
+        let mut connector = HttpConnector::new();
+        connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
+        connector.set_nodelay(true);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(30))
+            .build(connector);
         Arc::new(Self {
+            client,
             scheduler: scheduler.clone(),
             id,
             backends: Mutex::default(),
@@ -164,7 +176,9 @@ impl Endpoint {
             (Either::Right(full), true) => Some(full.clone()),
             _ => None,
         };
-        let first = send(addr, Request::from_parts(parts.clone(), body)).await;
+        let first = self
+            .send(addr, Request::from_parts(parts.clone(), body))
+            .await;
         drop(in_flight);
         let failure = match first {
             Ok(response) => return response.map(Either::Left),
@@ -174,7 +188,9 @@ impl Endpoint {
         if let Some(full) = again
             && let Some((other, in_flight)) = self.choose(Some(addr), true)
         {
-            let second = send(other, Request::from_parts(parts, Either::Right(full))).await;
+            let second = self
+                .send(other, Request::from_parts(parts, Either::Right(full)))
+                .await;
             drop(in_flight);
             match second {
                 Ok(response) => return response.map(Either::Left),
@@ -188,6 +204,32 @@ impl Endpoint {
             "bad-gateway",
             &format!("the replica failed: {failure}"),
         )
+    }
+}
+
+impl Endpoint {
+    /// Sends `req` to the replica at `addr` on a pooled connection; its answer's head.
+    async fn send(
+        &self,
+        addr: SocketAddr,
+        mut req: Request<Body>,
+    ) -> Result<Response<Incoming>, String> {
+        let path = req
+            .uri()
+            .path_and_query()
+            .map_or("/", |p| p.as_str())
+            .to_string();
+        *req.uri_mut() = format!("http://{addr}{path}")
+            .parse()
+            .map_err(|e| format!("bad path: {e}"))?;
+        self.client.request(req).await.map_err(|e| {
+            format!(
+                "{e}: {}",
+                std::error::Error::source(&e)
+                    .map(ToString::to_string)
+                    .unwrap_or_default()
+            )
+        })
     }
 }
 
