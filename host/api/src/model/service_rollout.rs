@@ -287,3 +287,82 @@ pub struct ScaleSample {
     /// Replicas wanted after this reading.
     pub replicas: u32,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn autoscale() -> AutoscaleSpec {
+        serde_json::from_value(serde_json::json!({
+            "min_replicas": 1, "max_replicas": 4, "metric": "vllm:num_requests_waiting", "target": 2
+        }))
+        .unwrap()
+    }
+
+    fn field(r: Result<(), FieldError>) -> String {
+        r.err().map(|e| e.field).unwrap_or_default()
+    }
+
+    #[test]
+    fn autoscale_defaults_and_bad_values_name_their_field() {
+        let a = autoscale();
+        assert_eq!(
+            (a.path.as_str(), a.period_s, a.scale_down_window_s),
+            ("/metrics", 15, 300)
+        );
+        assert!(a.validate("autoscale").is_ok());
+        let bad = |f: fn(&mut AutoscaleSpec)| {
+            let mut a = autoscale();
+            f(&mut a);
+            field(a.validate("service.autoscale"))
+        };
+        assert_eq!(
+            bad(|a| a.min_replicas = 5),
+            "service.autoscale.min_replicas"
+        );
+        assert_eq!(
+            bad(|a| a.max_replicas = 65),
+            "service.autoscale.max_replicas"
+        );
+        assert_eq!(bad(|a| a.target = f64::NAN), "service.autoscale.target");
+        assert_eq!(bad(|a| a.target = 0.0), "service.autoscale.target");
+        assert_eq!(bad(|a| a.metric = "a b".into()), "service.autoscale.metric");
+        assert_eq!(bad(|a| a.path = "metrics".into()), "service.autoscale.path");
+        assert_eq!(
+            bad(|a| a.min_replicas = 0),
+            "service.autoscale.min_replicas"
+        );
+        assert_eq!(
+            bad(|a| a.scale_to_zero_after_s = Some(60)),
+            "service.autoscale.scale_to_zero_after_s"
+        );
+        assert_eq!(
+            bad(|a| {
+                a.min_replicas = 0;
+                a.scale_to_zero_after_s = Some(60);
+            }),
+            ""
+        );
+    }
+
+    #[test]
+    fn a_strategy_must_be_able_to_progress() {
+        let s = RolloutStrategy::default();
+        assert_eq!((s.max_surge, s.max_unavailable), (1, 0));
+        assert!(s.validate("rollout").is_ok());
+        let stuck = RolloutStrategy {
+            max_surge: 0,
+            max_unavailable: 0,
+            ..s
+        };
+        assert_eq!(field(stuck.validate("rollout")), "rollout.max_surge");
+        let forever = RolloutStrategy {
+            progress_deadline_s: 0,
+            ..s
+        };
+        assert_eq!(
+            field(forever.validate("rollout")),
+            "rollout.progress_deadline_s"
+        );
+    }
+}

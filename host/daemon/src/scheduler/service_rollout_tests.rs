@@ -4,11 +4,15 @@
 use super::*;
 use crate::model::{JobSpec, RolloutStrategy};
 
+fn spec() -> JobSpec {
+    serde_json::from_str(r#"{"argv": ["true"]}"#).unwrap()
+}
+
 fn service(replicas: u32, revision: u32, surge: u32, unavailable: u32) -> ServiceRecord {
     ServiceRecord {
         id: 1,
         name: "web".into(),
-        template: JobSpec::default(),
+        template: spec(),
         replicas,
         revision,
         made: 0,
@@ -125,13 +129,13 @@ fn an_update_keeps_the_current_revision_in_a_full_history() {
     s.rollout = None;
     s.history.push(Revision {
         revision: 1,
-        template: JobSpec::default(),
+        template: spec(),
         created_ms: 0,
         change: "created".into(),
         rolled_back: None,
     });
     for r in 2..=14 {
-        let mut t = JobSpec::default();
+        let mut t = spec();
         t.argv = vec![format!("v{r}")];
         start_rollout(&mut s, r, t, "argv".into());
     }
