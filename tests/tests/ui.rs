@@ -1,7 +1,8 @@
 //! The web dashboard (issue 10) in headless Chromium against a live daemon with tokens:
 //! `tests/ui/run.mjs` (playwright-core driving Debian's `/usr/bin/chromium`) checks the
-//! cluster view, the queue's reasons, a live update, the job log, an admin's rollback
-//! from the page and a user's view without admin controls; this test then checks the
+//! cluster view, the queue's reasons, a live update, the job log, the services view (a
+//! replicated service with its replicas, scaled live; an autoscaler's chart), an admin's
+//! rollback from the page and a user's view without admin controls; this test then checks the
 //! API side (the rollback happened, by whom; a user's rollback is refused) and that the
 //! screenshots exist in `target/ui-screenshots/`.
 //!
@@ -13,6 +14,23 @@ use gantry_e2e::{Daemon, WAIT, create_token, token_into};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+/// A service's name with markup in it: the page must show it as text.
+const SERVICE_NAME: &str = r#"web <img src=x onerror="window.xss=1">"#;
+
+/// Answers 200 on any path, with a Prometheus metric on `/metrics` (the autoscaled
+/// service: 3 against a target of 10 keeps it at one replica).
+const METRICS_SERVER: &str = r#"
+import http.server, os
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = b"queue_depth 3\n" if self.path == "/metrics" else b"ok"
+        self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+http.server.HTTPServer(("127.0.0.1", int(os.environ["PORT"])), Handler).serve_forever()
+"#;
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -79,6 +97,36 @@ fn dashboard_shows_the_cluster_queue_and_policy_and_respects_roles() {
         let (_, j) = d.get_as(&ada, &format!("/v1/jobs/{running}"));
         (j["state"] == "running").then_some(())
     });
+    // A replicated service with two replicas (no GPU), and an autoscaled one with readings
+    // (before the 4-GPU job, which every later job waits behind).
+    let web = json!({"name": SERVICE_NAME, "argv": ["sleep", "600"], "kind": "service",
+                     "service": {"replicas": 2},
+                     "tasks": [{"gpus": 0, "cpu_milli": 100, "memory_mib": 64}]});
+    let (status, body) = d.post_as(&alice, "/v1/services", &web);
+    assert_eq!(status, 201, "{body}");
+    let service = body["id"].as_u64().unwrap();
+    let service_jobs = d.wait_for("the service's two replicas", WAIT, || {
+        let (_, view) = d.get_as(&ada, &format!("/v1/services/{service}"));
+        let jobs: Vec<String> = view["replica_jobs"]
+            .as_array()?
+            .iter()
+            .map(|r| r["job"].to_string())
+            .collect();
+        (jobs.len() == 2).then(|| jobs.join(","))
+    });
+    let scaled = json!({"name": "scaled", "argv": ["python3", "-c", METRICS_SERVER], "kind": "service",
+        "tasks": [{"gpus": 0, "cpu_milli": 100, "memory_mib": 64}],
+        "service": {"replicas": 1,
+                    "health": {"http_path": "/", "interval_s": 1, "failures": 3},
+                    "autoscale": {"min_replicas": 1, "max_replicas": 3, "metric": "queue_depth",
+                                  "target": 10, "period_s": 1}}});
+    let (status, body) = d.post_as(&alice, "/v1/services", &scaled);
+    assert_eq!(status, 201, "{body}");
+    let scaled = body["id"].as_u64().unwrap();
+    d.wait_for("the autoscaler's first reading", WAIT * 2, || {
+        let (_, view) = d.get_as(&ada, &format!("/v1/services/{scaled}"));
+        (!view["scale_samples"].as_array()?.is_empty()).then_some(())
+    });
     let pending = d.submit_as(&alice, &d.shell_job("wants-four", 1, 4, "true"));
     d.wait_for("the 4-GPU job's reason", WAIT, || {
         let (_, j) = d.get_as(&ada, &format!("/v1/jobs/{pending}"));
@@ -97,6 +145,7 @@ fn dashboard_shows_the_cluster_queue_and_policy_and_respects_roles() {
         .args([d.url(), &ada, &alice])
         .args([running.to_string(), pending.to_string()])
         .arg(&shots)
+        .args([service.to_string(), service_jobs, scaled.to_string()])
         .env("CHROMIUM", chromium())
         .output()
         .expect("cannot run node");
@@ -126,6 +175,7 @@ fn dashboard_shows_the_cluster_queue_and_policy_and_respects_roles() {
         "queue",
         "job",
         "policy",
+        "services",
         "usage",
         "policy-as-user",
     ] {
@@ -133,8 +183,15 @@ fn dashboard_shows_the_cluster_queue_and_policy_and_respects_roles() {
         let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
         assert!(size > 1000, "{} missing or empty", path.display());
     }
+    // The page scaled the service to three.
+    let (_, view) = d.get_as(&ada, &format!("/v1/services/{service}"));
+    assert_eq!(view["replicas"], 3, "{view}");
     for id in [running, pending, summary["submittedLive"].as_u64().unwrap()] {
         d.request_as(Some(&ada), "POST", &format!("/v1/jobs/{id}/cancel"), None);
+    }
+    for id in [service, scaled] {
+        let (status, body) = d.delete_as(&ada, &format!("/v1/services/{id}"));
+        assert_eq!(status, 200, "{body}");
     }
 }
 

@@ -1,12 +1,17 @@
 // End-to-end test of the dashboard in headless Chromium against a live daemon (started
 // by tests/tests/ui.rs, which checks the API side afterwards).
 //
-//   node tests/ui/run.mjs URL ADMIN_TOKEN USER_TOKEN RUNNING_JOB PENDING_JOB SHOT_DIR
+//   node tests/ui/run.mjs URL ADMIN_TOKEN USER_TOKEN RUNNING_JOB PENDING_JOB SHOT_DIR \
+//     SERVICE SERVICE_REPLICA_JOBS SCALED_SERVICE
 //
 // RUNNING_JOB holds 2 GPUs and prints "hello-from-the-dashboard-test"; PENDING_JOB
-// cannot start (it shows a reason). Checks: the cluster view shows the GPUs the running
+// cannot start (it shows a reason). SERVICE is a replicated service with 2 replicas (jobs
+// SERVICE_REPLICA_JOBS, comma-separated) whose name holds markup; SCALED_SERVICE is an
+// autoscaled one with readings. Checks: the cluster view shows the GPUs the running
 // job holds; the queue shows the pending job's reason; a job submitted while the page
-// is open appears without a reload (live update); the job page streams the log; an
+// is open appears without a reload (live update); the job page streams the log; the
+// services view lists the service with its replicas (its name as text, not markup), a
+// third replica after a scale while the page is open, and the autoscaler's chart; an
 // admin rolls back the pipeline from the page; a `user` token sees no admin controls
 // and the API refuses it the rollback. Writes one screenshot per view (1280×800) to
 // SHOT_DIR and prints a JSON summary on its last line. Exits non-zero on any failure.
@@ -15,9 +20,9 @@ import { chromium } from "playwright-core";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 
-const [url, adminToken, userToken, runningJob, pendingJob, shotDir] = process.argv.slice(2);
-if (!shotDir) {
-  console.error("usage: node run.mjs URL ADMIN_TOKEN USER_TOKEN RUNNING_JOB PENDING_JOB SHOT_DIR");
+const [url, adminToken, userToken, runningJob, pendingJob, shotDir, service, serviceJobs, scaledService] = process.argv.slice(2);
+if (!scaledService) {
+  console.error("usage: node run.mjs URL ADMIN_TOKEN USER_TOKEN RUNNING_JOB PENDING_JOB SHOT_DIR SERVICE SERVICE_REPLICA_JOBS SCALED_SERVICE");
   process.exit(2);
 }
 mkdirSync(shotDir, { recursive: true });
@@ -87,6 +92,37 @@ try {
   await page.getByTestId("log").filter({ hasText: "hello-from-the-dashboard-test" }).waitFor();
   summary.trace = await page.getByTestId("trace").innerText();
   await page.screenshot({ path: join(shotDir, "job.png") });
+
+  // Services: the service and its two replicas; its name is text, not markup.
+  await visit(page, "#/services");
+  const card = page.getByTestId(`service-${service}`);
+  await card.waitFor();
+  summary.serviceName = await page.getByTestId(`service-name-${service}`).innerText();
+  check(summary.serviceName.includes("<img"), `the service's name shown as text: ${summary.serviceName}`);
+  check((await card.locator("img").count()) === 0, "no element made from the service's name");
+  check(await page.evaluate(() => window.xss === undefined), "the service's name ran no script");
+  const replicas = page.getByTestId(`replicas-${service}`);
+  summary.serviceJobs = serviceJobs.split(",").map(Number);
+  for (const job of summary.serviceJobs) await replicas.getByTestId(`job-link-${job}`).waitFor();
+  summary.serviceReplicas = await page.getByTestId(`service-replicas-${service}`).innerText();
+  check(/\/2 replicas/.test(summary.serviceReplicas), `wanted replicas: ${summary.serviceReplicas}`);
+  check((await replicas.locator("tbody tr").count()) === 2, "two replica rows");
+  // Scaled while the page is open: the third replica appears without a reload.
+  const scaled = await page.evaluate(async ([token, id]) => {
+    const r = await fetch(`/v1/services/${id}/scale`, { method: "POST", headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+      body: JSON.stringify({ replicas: 3 }) });
+    return r.status;
+  }, [adminToken, service]);
+  check(scaled === 200, `scaling the service answered ${scaled}`);
+  await page.getByTestId(`service-replicas-${service}`).filter({ hasText: "/3 replicas" }).waitFor();
+  await page.waitForFunction((id) => document.querySelectorAll(`[data-testid="replicas-${id}"] tbody tr`).length === 3, service);
+  // The autoscaled service: its readings as a chart.
+  const chart = page.getByTestId(`scale-chart-${scaledService}`);
+  await chart.locator("svg").waitFor();
+  check((await chart.locator("svg polyline").count()) === 2, "the chart draws the metric and the replicas");
+  summary.scaleSamples = Number(await chart.getAttribute("data-samples"));
+  check(summary.scaleSamples > 0, "the chart has the autoscaler's readings");
+  await page.screenshot({ path: join(shotDir, "services.png"), fullPage: true });
 
   // Policy: roll back from the page.
   await visit(page, "#/policy");

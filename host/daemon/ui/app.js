@@ -1,7 +1,9 @@
 // The dashboard's entry: sign-in, the hash router (#/cluster, #/queue, #/job/ID,
-// #/policy, #/usage) and live updates. A `changed` event from `/v1/stream` reloads the
-// current view when it shows one of the parts that changed; reloads never overlap (one
-// that arrives during a load runs once after it).
+// #/services, #/policy, #/usage) and live updates. A `changed` event from `/v1/stream`
+// reloads the current view when it shows one of the parts that changed; a view that
+// sets `every` (ms) is also reloaded that often while shown and the tab is visible (for
+// what the stream does not fingerprint: elapsed times, health, autoscaler readings).
+// Reloads never overlap (one that arrives during a load runs once after it).
 //
 // For tests and the benchmark, `window.gantry` exposes the render log (`renders`: view,
 // kind first/update, ms from the start of the load to the next frame after the DOM
@@ -15,9 +17,10 @@ import { queueView } from "./queue.js";
 import { jobView } from "./job.js";
 import { policyView } from "./policy.js";
 import { usageView } from "./usage.js";
+import { servicesView } from "./services.js";
 
 const $ = (id) => document.getElementById(id);
-const state = { who: null, view: null, loading: false, again: false, stopStream: null, loads: 0 };
+const state = { who: null, view: null, loading: false, again: false, stopStream: null, loads: 0, timer: null };
 const gantry = { renders: [], changed: (parts) => changed(parts) };
 window.gantry = gantry;
 
@@ -33,6 +36,7 @@ function makeView({ name, arg }) {
     case "job": return jobView(Number(arg));
     case "policy": return policyView(ctx);
     case "usage": return usageView(ctx);
+    case "services": return servicesView(ctx);
     default: return clusterView(ctx);
   }
 }
@@ -63,12 +67,15 @@ async function load(kind) {
 
 function show() {
   if (state.view && state.view.close) state.view.close();
+  clearInterval(state.timer);
   const r = route();
   for (const a of document.querySelectorAll("#nav a")) {
     a.classList.toggle("active", a.dataset.view === r.name || (r.name === "job" && a.dataset.view === "queue"));
   }
-  state.view = makeView(r);
-  fill($("view"), state.view.el);
+  const view = makeView(r);
+  state.view = view;
+  fill($("view"), view.el);
+  if (view.every) state.timer = setInterval(() => { if (state.view === view && !document.hidden) load("tick"); }, view.every);
   load("first");
 }
 
@@ -86,6 +93,7 @@ function signOut(message) {
   if (state.stopStream) state.stopStream();
   state.who = null;
   state.view = null;
+  clearInterval(state.timer);
   fill($("view"));
   fill($("who"));
   $("logout").hidden = true;
@@ -121,6 +129,4 @@ $("login").addEventListener("submit", (e) => {
 });
 $("logout").addEventListener("click", () => signOut());
 window.addEventListener("hashchange", () => { if (state.who) show(); });
-// Elapsed times move on even when nothing changes.
-setInterval(() => { if (state.view && route().name === "queue" && !document.hidden) load("tick"); }, 30000);
 start();

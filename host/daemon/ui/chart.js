@@ -1,4 +1,5 @@
-// Hand-drawn SVG charts (no chart library): stacked bars over time, and horizontal bars.
+// Hand-drawn SVG charts (no chart library): stacked bars over time, horizontal bars, and
+// two lines over time on two scales (a metric and a count).
 
 const NS = "http://www.w3.org/2000/svg";
 /** A fixed palette, readable on white. */
@@ -71,5 +72,58 @@ export function hBars(rows, { width = 540 } = {}) {
     svg.append(s("rect", { x: left, y: y + 3, width: Math.max(1, w), height: rowH - 8, fill: COLORS[i % COLORS.length] }));
     svg.append(s("text", { x: left + w + 6, y: y + 14 }, r.note));
   });
+  return svg;
+}
+
+/**
+ * Two lines over time, each on its own scale: `points` is [{t, a, b}] oldest first (t in
+ * ms); `a` {name, unit} is drawn on the left scale, `b` {name, max} as steps on the right
+ * (a count: integer ticks up to `b.max` or its largest value). Returns an <svg> with a
+ * legend; each point has a tooltip.
+ */
+export function twoLines(points, a, b, { width = 540, height = 170 } = {}) {
+  const top = 12, bottom = 36, left = 56, right = 40;
+  const plotW = width - left - right, plotH = height - top - bottom;
+  const maxA = Math.max(1e-9, ...points.map((p) => p.a));
+  const maxB = Math.max(1, b.max || 0, ...points.map((p) => p.b));
+  const t0 = points.length ? points[0].t : 0;
+  const span = Math.max(1, points.length ? points[points.length - 1].t - t0 : 1);
+  const x = (t) => left + (points.length > 1 ? ((t - t0) / span) * plotW : plotW / 2);
+  const yA = (v) => top + plotH - (v / maxA) * plotH;
+  const yB = (v) => top + plotH - (v / maxB) * plotH;
+  const svg = s("svg", { width, height: height + 18, role: "img" });
+  for (let i = 0; i <= 4; i++) {
+    const y = top + plotH - (plotH * i) / 4;
+    svg.append(s("line", { x1: left, x2: width - right, y1: y, y2: y, stroke: "#e5e7eb" }));
+    svg.append(s("text", { x: left - 4, y: y + 4, "text-anchor": "end" }, tick((maxA * i) / 4, maxA)));
+  }
+  const step = Math.max(1, Math.ceil(maxB / 4));
+  for (let v = 0; v <= maxB; v += step) {
+    svg.append(s("text", { x: width - right + 4, y: yB(v) + 4 }, String(v)));
+  }
+  if (points.length) {
+    const time = (t) => new Date(t).toLocaleTimeString();
+    svg.append(s("text", { x: left, y: top + plotH + 14 }, time(t0)));
+    if (points.length > 1) {
+      svg.append(s("text", { x: width - right, y: top + plotH + 14, "text-anchor": "end" }, time(t0 + span)));
+    }
+    const lineA = points.map((p) => `${x(p.t)},${yA(p.a)}`).join(" ");
+    const lineB = points.map((p, i) => (i ? `${x(p.t)},${yB(points[i - 1].b)} ` : "") + `${x(p.t)},${yB(p.b)}`).join(" ");
+    svg.append(s("polyline", { points: lineA, fill: "none", stroke: COLORS[0], "stroke-width": 2 }));
+    svg.append(s("polyline", { points: lineB, fill: "none", stroke: COLORS[2], "stroke-width": 2, "stroke-dasharray": "4 2" }));
+    const last = points[points.length - 1];
+    svg.append(s("rect", { x: x(last.t) - 3, y: yB(last.b) - 3, width: 6, height: 6, fill: COLORS[2] }));
+    for (const p of points) {
+      const dot = s("circle", { cx: x(p.t), cy: yA(p.a), r: points.length > 60 ? 1.5 : 3, fill: COLORS[0] });
+      dot.append(s("title", {}, `${time(p.t)}: ${a.name} ${tick(p.a, p.a)}${a.unit ? " " + a.unit : ""}, ${b.name} ${p.b}`));
+      svg.append(dot);
+    }
+  }
+  let lx = left;
+  for (const [name, color] of [[a.name, COLORS[0]], [b.name, COLORS[2]]]) {
+    svg.append(s("rect", { x: lx, y: height + 3, width: 10, height: 10, fill: color }));
+    svg.append(s("text", { x: lx + 14, y: height + 12 }, name));
+    lx += 14 + 7 * name.length + 16; // about 7 px a character at 11 px
+  }
   return svg;
 }

@@ -1,7 +1,8 @@
 // Queue view: pending jobs in priority order (tier, then the priority stage's score,
 // then age) with the reason each waits, and running jobs with elapsed time against
 // their limit; filters by user, account and queue (sent to the API as query
-// parameters). Both lists are virtualised.
+// parameters). Both lists are virtualised; reloaded every 30 s besides the stream, as
+// elapsed times move on.
 
 import { api } from "./api.js";
 import { h, fill, card, duration, gpuAsk, jobLink } from "./dom.js";
@@ -58,6 +59,7 @@ export function queueView() {
   const view = {
     el,
     parts: ["jobs"],
+    every: 30000, // elapsed times move on even when nothing changes
     async load() {
       const q = Object.entries(filters).filter(([, v]) => v).map(([k, v]) => `&${k}=${encodeURIComponent(v)}`).join("");
       const [pending, running] = await Promise.all([

@@ -45,6 +45,7 @@ const FILES: &[File] = &[
     ("cluster.js", JS, include_str!("../../ui/cluster.js")),
     ("queue.js", JS, include_str!("../../ui/queue.js")),
     ("job.js", JS, include_str!("../../ui/job.js")),
+    ("services.js", JS, include_str!("../../ui/services.js")),
     ("policy.js", JS, include_str!("../../ui/policy.js")),
     ("usage.js", JS, include_str!("../../ui/usage.js")),
     ("chart.js", JS, include_str!("../../ui/chart.js")),
