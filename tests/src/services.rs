@@ -102,7 +102,6 @@ impl ClientLoop {
         for t in self.threads {
             let _ = t.join();
         }
-        let seen = tally.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        seen
+        tally.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 }

@@ -33,10 +33,14 @@ pub(super) fn redact(caller: &Caller, job: &mut JobRecord) {
 /// Hides the private fields of a replicated service's template (its replicas' job spec)
 /// from `caller` as [`redact`] would those of one of its replicas.
 pub(super) fn redact_service(caller: &Caller, service: &mut crate::model::ServiceView) {
-    let template = &mut service.service.template;
-    let mut probe = JobRecord::new(0, template.clone(), 0);
-    redact(caller, &mut probe);
-    *template = probe.spec;
+    let record = &mut service.service;
+    let templates = std::iter::once(&mut record.template)
+        .chain(record.history.iter_mut().map(|h| &mut h.template));
+    for template in templates {
+        let mut probe = JobRecord::new(0, template.clone(), 0);
+        redact(caller, &mut probe);
+        *template = probe.spec;
+    }
 }
 
 /// [`redact`] over a list.
