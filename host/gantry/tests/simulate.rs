@@ -255,3 +255,53 @@ fn the_command_compares_pipelines_and_writes_a_report_with_plots() {
         "{err}"
     );
 }
+
+#[test]
+fn fill_names_its_outputs_after_the_workload_file_in_a_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = dir.path().join("cluster.jsonl");
+    std::fs::write(
+        &cluster,
+        "{\"name\": \"a\", \"cpu_milli\": 64000, \"memory_mib\": 262144, \"gpus\": 4, \"gpu_model\": \"A100\"}\n\
+         {\"name\": \"b\", \"cpu_milli\": 64000, \"memory_mib\": 262144, \"gpus\": 4, \"gpu_model\": \"A100\"}\n",
+    )
+    .unwrap();
+    std::fs::create_dir(dir.path().join("traces")).unwrap();
+    let jobs = dir.path().join("traces/small_pods.csv");
+    let mut text = String::from("name,submit_s,duration_s,gpus\n");
+    for i in 0..12 {
+        text.push_str(&format!("j{i},0,600,{}\n", 1 + i % 2));
+    }
+    std::fs::write(&jobs, text).unwrap();
+    let out = dir.path().join("out");
+    let run = Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .args(["simulate", "fill", "--quiet", "--cluster"])
+        .arg(&cluster)
+        .arg("--workload")
+        .arg(&jobs)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stderr}");
+    assert!(out.join("curve-small_pods.svg").exists(), "{stderr}");
+    let results = std::fs::read_to_string(out.join("results.md")).unwrap();
+    assert!(results.contains("| small_pods |"), "{results}");
+
+    // An output directory that cannot be made is named in the error.
+    let blocked = dir.path().join("file");
+    std::fs::write(&blocked, "").unwrap();
+    let run = Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .args(["simulate", "fill", "--quiet", "--cluster"])
+        .arg(&cluster)
+        .arg("--workload")
+        .arg(&jobs)
+        .arg("--out")
+        .arg(blocked.join("out"))
+        .output()
+        .unwrap();
+    assert!(!run.status.success());
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(err.contains("file/out"), "{err}");
+}

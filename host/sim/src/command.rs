@@ -269,6 +269,8 @@ fn fill(a: FillArgs) -> anyhow::Result<()> {
         bail!("{}: the cluster has no GPUs", a.cluster.display());
     }
     let b = builder(&a.common)?;
+    // Outputs are named after the file's stem (`openb_pod_list_default`), never its path.
+    let workload_name = fgd_grid::workload_name(&a.workload);
     let mut runs = Vec::new();
     for named in named_pipelines(&a.common)? {
         for &seed in &seeds {
@@ -290,7 +292,7 @@ fn fill(a: FillArgs) -> anyhow::Result<()> {
                 .map(|(_, v)| v)
                 .collect();
             runs.push(fgd_grid::GridRun {
-                workload: a.workload.display().to_string(),
+                workload: workload_name.clone(),
                 policy: named.label.clone(),
                 seed,
                 curve,
@@ -307,9 +309,10 @@ fn fill(a: FillArgs) -> anyhow::Result<()> {
         }
     }
     fgd_grid::write(&a.common.out, &runs, "# Fill-protocol results")?;
+    let results = a.common.out.join("results.md");
     print!(
         "{}",
-        std::fs::read_to_string(a.common.out.join("results.md"))?
+        std::fs::read_to_string(&results).with_context(|| results.display().to_string())?
     );
     Ok(())
 }

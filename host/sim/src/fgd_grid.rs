@@ -293,9 +293,37 @@ pub fn mean_curves(runs: &[GridRun], workload: &str) -> Vec<(String, Vec<(f64, f
         .collect()
 }
 
+/// A workload file's name for outputs and tables: its stem (`openb_pod_list_default`
+/// for `DIR/openb_pod_list_default.csv`).
+pub fn workload_name(path: &Path) -> String {
+    path.file_stem().map_or_else(
+        || path.display().to_string(),
+        |s| s.to_string_lossy().into_owned(),
+    )
+}
+
+/// `name` made safe as part of a file name: anything but letters, digits, `.`, `_` and `-`
+/// becomes `_`.
+fn file_part(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// Writes `path`, naming it in the error.
+fn write_file(path: &Path, contents: impl AsRef<[u8]>) -> anyhow::Result<()> {
+    std::fs::write(path, contents).with_context(|| format!("writing {}", path.display()))
+}
+
 /// Writes `results.md`, `results.csv`, `runs.json` and one curve plot per workload.
 pub fn write(dir: &Path, runs: &[GridRun], header: &str) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("{}", dir.display()))?;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let rows = table(runs);
     let mut csv = String::from(
         "workload,policy,seeds,alloc_100_mean,alloc_100_min,alloc_100_max,alloc_130_mean,alloc_130_min,alloc_130_max\n",
@@ -329,9 +357,9 @@ pub fn write(dir: &Path, runs: &[GridRun], header: &str) -> anyhow::Result<()> {
             r.at_130.2
         ));
     }
-    std::fs::write(dir.join("results.csv"), csv)?;
-    std::fs::write(dir.join("results.md"), md)?;
-    std::fs::write(dir.join("runs.json"), serde_json::to_string_pretty(runs)?)?;
+    write_file(&dir.join("results.csv"), csv)?;
+    write_file(&dir.join("results.md"), md)?;
+    write_file(&dir.join("runs.json"), serde_json::to_string_pretty(runs)?)?;
     let mut workloads: Vec<&str> = Vec::new();
     for r in runs {
         if !workloads.contains(&r.workload.as_str()) {
@@ -351,7 +379,10 @@ pub fn write(dir: &Path, runs: &[GridRun], header: &str) -> anyhow::Result<()> {
             y_range: Some((0.0, 100.0)),
             ..Default::default()
         };
-        std::fs::write(dir.join(format!("curve-{w}.svg")), chart.to_svg())?;
+        write_file(
+            &dir.join(format!("curve-{}.svg", file_part(w))),
+            chart.to_svg(),
+        )?;
     }
     Ok(())
 }
