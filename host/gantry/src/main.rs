@@ -12,6 +12,8 @@ use gantry_cli::submit_cli::{self, SubmitArgs};
 use serde_json::json;
 use std::path::PathBuf;
 
+mod plugin_project;
+
 #[derive(Parser, Debug)]
 #[command(
     name = "gantry",
@@ -220,6 +222,28 @@ enum AdminAction {
 
 #[derive(Subcommand, Debug)]
 enum PluginAction {
+    /// Make a new plugin project: a manifest (gantry-plugin.toml), one priority stage
+    /// (fewer GPUs first) and a scenario that tests it.
+    New {
+        /// The plugin's name (a-z, 0-9, -).
+        name: String,
+        /// The project's language.
+        #[arg(long, value_enum)]
+        lang: plugin_project::Lang,
+        /// Where to make it (default: ./NAME).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+    /// Build the project in DIR into DIR/NAME.wasm with the checkout's toolchains
+    /// (GANTRY_HOME), then run `gantry plugin test` on it with DIR/scenarios.
+    Build {
+        /// The project (default: the current directory).
+        #[arg(default_value = ".")]
+        dir: PathBuf,
+        /// Build only.
+        #[arg(long)]
+        no_test: bool,
+    },
     /// Upload a component (.wasm).
     Add { file: PathBuf },
     /// List registered plugins.
@@ -311,7 +335,9 @@ fn is_client(command: &Command) -> bool {
                 action: AdminAction::Compact { .. }
             }
             | Command::Plugin {
-                action: PluginAction::Test { .. },
+                action: PluginAction::Test { .. }
+                    | PluginAction::New { .. }
+                    | PluginAction::Build { .. },
                 ..
             }
     )
@@ -489,6 +515,41 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 },
             ..
         } => plugin_test(file, scenarios, config, deadline_ms, memory_mib),
+        Command::Plugin {
+            action: PluginAction::New { name, lang, dir },
+            ..
+        } => {
+            let dir = plugin_project::new(&name, lang, dir)?;
+            println!(
+                "made {} ({lang:?}): build it with gantry plugin build {}",
+                dir.display(),
+                dir.display()
+            );
+            Ok(())
+        }
+        Command::Plugin {
+            action: PluginAction::Build { dir, no_test },
+            ..
+        } => {
+            let wasm = plugin_project::build(&dir)?;
+            let deadline_ms = plugin_project::manifest(&dir)?.deadline_ms.unwrap_or(100);
+            println!(
+                "built {} ({} bytes)",
+                wasm.display(),
+                std::fs::metadata(&wasm)?.len()
+            );
+            if no_test {
+                return Ok(());
+            }
+            let scenarios = dir.join("scenarios");
+            plugin_test(
+                wasm,
+                scenarios.is_dir().then_some(scenarios),
+                "{}".into(),
+                deadline_ms,
+                256,
+            )
+        }
         Command::Plugin {
             action: PluginAction::List,
             json,
