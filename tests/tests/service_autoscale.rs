@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use gantry_e2e::services::{ClientLoop, fake_service};
-use gantry_e2e::{Daemon, WAIT};
+use gantry_e2e::{Daemon, WAIT, gantry_bin};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
@@ -90,6 +90,28 @@ fn load_scales_a_service_up_and_back_down() {
         samples.iter().any(|s| s["value"].as_f64().unwrap() > 2.0),
         "{v}"
     );
+
+    // The CLI prints the same decisions, and the history of a service.
+    for (args, want) in [
+        (vec!["events"], "autoscaled 1 → "),
+        (vec!["history"], "created"),
+        (vec!["show"], "vllm:num_requests_waiting"),
+    ] {
+        let id = id.to_string();
+        let mut argv = vec!["--server", d.url(), "service"];
+        argv.extend(args);
+        argv.push(&id);
+        let out = std::process::Command::new(gantry_bin())
+            .args(&argv)
+            .env_remove("GANTRY_TOKEN")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && text.contains(want),
+            "{argv:?}: {text}"
+        );
+    }
 
     // A manual scale of an autoscaled service is refused, naming why.
     let (status, body) = d.post(&format!("/v1/services/{id}/scale"), &json!({"replicas": 2}));

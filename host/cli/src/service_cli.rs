@@ -71,6 +71,12 @@ pub enum ServiceAction {
         #[arg(long, value_name = "N")]
         to: Option<u32>,
     },
+    /// Its events, oldest first: created, scaled, each autoscaling decision with the
+    /// values that caused it, updates, rollouts completed or rolled back, stopped.
+    Events {
+        /// Service id.
+        id: u64,
+    },
     /// Stop a service: its replicas are cancelled.
     Stop {
         /// Service id.
@@ -161,6 +167,25 @@ fn positive_number(text: &str) -> Result<f64, String> {
 
 /// Runs `gantry service`.
 pub fn run(client: &Client, args: &ServiceArgs) -> anyhow::Result<()> {
+    if let ServiceAction::Events { id } = args.action {
+        let events = client.service_events(id)?;
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&events)?);
+            return Ok(());
+        }
+        for e in events.as_array().into_iter().flatten() {
+            let at = e["at_ms"].as_u64().map(crate::policy_view::local_time);
+            let message = e["message"].as_str().unwrap_or_default();
+            // The stored message begins `service ID: `; the command named the service.
+            let message = message.split_once(": ").map_or(message, |(_, m)| m);
+            println!(
+                "{}  {}",
+                at.unwrap_or_default(),
+                crate::terminal_text::escape_controls(message)
+            );
+        }
+        return Ok(());
+    }
     let views = match &args.action {
         ServiceAction::Create { file, replicas } => {
             let mut spec = read_spec(file)?;
@@ -176,6 +201,7 @@ pub fn run(client: &Client, args: &ServiceArgs) -> anyhow::Result<()> {
         ServiceAction::Update(a) => vec![update(client, a)?],
         ServiceAction::Rollback { id, to } => vec![client.rollback_service(*id, *to)?],
         ServiceAction::Stop { id } => vec![client.stop_service(*id)?],
+        ServiceAction::Events { .. } => Vec::new(),
     };
     if args.json {
         let value = match args.action {
