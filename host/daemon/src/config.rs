@@ -76,7 +76,7 @@ pub struct Config {
     /// Jobs in OCI images (`[containers]`: runtime, cache, allowed mounts, registries).
     pub containers: gantry_node::container::ContainersConfig,
     /// Endpoints of replicated services (`[services]`: a shared gateway, connection bounds).
-    pub services: crate::service_endpoint::ServicesConfig,
+    pub services: crate::config_services::ServicesConfig,
 }
 
 /// Per-call sandbox limits.

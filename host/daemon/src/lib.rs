@@ -22,6 +22,7 @@ pub mod cluster;
 pub mod config;
 pub mod config_limits;
 pub mod config_retention;
+pub mod config_services;
 pub mod conformance;
 pub mod http_server;
 pub mod instrumented;
