@@ -50,7 +50,7 @@ fn rolling_updates_lose_no_request_and_a_broken_revision_rolls_back() {
     let spec = fake_service(
         "infer",
         json!({"VERSION": "v1", "DELAY_S": "0.02"}),
-        json!({"replicas": 2, "rollout": {"max_surge": 1, "max_unavailable": 0, "progress_deadline_s": 8}}),
+        json!({"replicas": 2, "rollout": {"max_surge": 1, "max_unavailable": 0, "progress_deadline_s": 120}}),
     );
     let (status, created) = d.post("/v1/services", &spec);
     assert_eq!(status, 201, "{created}");
@@ -76,10 +76,12 @@ fn rolling_updates_lose_no_request_and_a_broken_revision_rolls_back() {
     assert_eq!(v["history"].as_array().unwrap().len(), 2, "{v}");
     assert_eq!(v["history"][1]["change"], "env VERSION", "{v}");
 
-    // v3 never becomes healthy: rolled back to 2 by itself after 8 s; v2 keeps serving.
+    // v3 never becomes healthy: rolled back to 2 by itself after 8 s (this update's own
+    // deadline); v2 keeps serving.
     let (status, body) = d.post(
         &format!("/v1/services/{id}/update"),
-        &json!({"env": {"VERSION": "v3", "BROKEN": "1"}}),
+        &json!({"env": {"VERSION": "v3", "BROKEN": "1"},
+                "rollout": {"max_surge": 1, "max_unavailable": 0, "progress_deadline_s": 8}}),
     );
     assert_eq!(status, 200, "{body}");
     let v = d.wait_for("the broken revision rolled back", WAIT, || {
@@ -97,7 +99,16 @@ fn rolling_updates_lose_no_request_and_a_broken_revision_rolls_back() {
         "{log:?}"
     );
 
-    // Back to v1 by hand.
+    // Back to v1 by hand, with time enough on a busy machine.
+    let (status, body) = d.post(
+        &format!("/v1/services/{id}/update"),
+        &json!({"rollout": {"max_surge": 1, "max_unavailable": 0, "progress_deadline_s": 120}}),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body["revision"], 2,
+        "no new revision for a strategy: {body}"
+    );
     let (status, body) = d.post(
         &format!("/v1/services/{id}/rollback"),
         &json!({"revision": 1}),
