@@ -2,12 +2,14 @@
 //! sees no failed request while v1 is replaced by v2, a broken v3 is rolled back by
 //! itself after its progress deadline (and never answers), a rollback by hand returns to
 //! v1, and a replica killed with SIGKILL is restarted without a failed request. The
-//! shared gateway reaches a service by its name.
+//! shared gateway reaches a service by its name, and the gateway and the endpoint close a
+//! client that never finishes its headers.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use gantry_e2e::services::{ClientLoop, fake_service};
 use gantry_e2e::{Daemon, WAIT};
 use serde_json::{Value, json};
+use std::io::{Read, Write};
 use std::time::Duration;
 
 fn view(d: &Daemon, id: u64) -> Value {
@@ -165,7 +167,12 @@ fn the_gateway_reaches_a_service_by_its_name() {
     let gateway = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let gport = gateway.local_addr().unwrap().port();
     drop(gateway);
-    let d = Daemon::start_with_config(2, &format!("[services]\ngateway = \"127.0.0.1:{gport}\"\n"));
+    let d = Daemon::start_with_config(
+        2,
+        &format!(
+            "[http]\nheader_read_timeout_s = 1\n[services]\ngateway = \"127.0.0.1:{gport}\"\n"
+        ),
+    );
     let spec = fake_service("chat", json!({"VERSION": "g1"}), json!({"replicas": 1}));
     let (status, created) = d.post("/v1/services", &spec);
     assert_eq!(status, 201, "{created}");
@@ -185,6 +192,27 @@ fn the_gateway_reaches_a_service_by_its_name() {
         .call()
         .unwrap();
     assert_eq!(missing.status(), 404);
+
+    // A client that never finishes its headers is closed after `[http]
+    // header_read_timeout_s`, on the gateway and on the service's own endpoint alike.
+    let endpoint = created["endpoint_port"].as_u64().unwrap();
+    for port in [u64::from(gport), endpoint] {
+        let mut slow = std::net::TcpStream::connect(("127.0.0.1", port as u16)).unwrap();
+        slow.write_all(b"GET /v1/completions HTTP/1.1\r\nHost: x\r\n")
+            .unwrap();
+        slow.set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        let t0 = std::time::Instant::now();
+        let mut rest = Vec::new();
+        // Closed (EOF, perhaps after a 408), not left open until the read times out.
+        let closed = slow.read_to_end(&mut rest).is_ok();
+        assert!(
+            closed,
+            "port {port} kept a slow client for {:?}",
+            t0.elapsed()
+        );
+        assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+    }
     // Bad updates are refused naming the field.
     let (status, body) = d.post(
         &format!("/v1/services/{id}/update"),

@@ -4,7 +4,9 @@
 //! and, when `[services] gateway` is set, one shared port where `/NAME/...` goes to
 //! service NAME with the prefix taken off (`gateway.rs`). Built on hyper (server and
 //! client connections), not hand-written HTTP. Each listener takes at most
-//! `services.max_connections` connections at once; more wait in the kernel's backlog.
+//! `services.max_connections` connections at once (more wait in the kernel's backlog), and
+//! a client has the API's `[http] header_read_timeout_s` to send a request's headers, on a
+//! new connection and between requests on a kept-alive one, as on the API's port.
 //!
 //! Owns: the per-service listeners (their settings: `config_services.rs`). Does not own which replicas exist or
 //! are ready (`scheduler/service_sets.rs`, the health checks).
@@ -16,7 +18,7 @@ pub(crate) use forward::{Endpoint, send};
 pub use gateway::open_gateway;
 
 use crate::scheduler::Scheduler;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -56,6 +58,7 @@ fn start(s: &Scheduler, id: u64, listen: &str, kept: Option<u16>) -> std::io::Re
     let limit = Arc::new(tokio::sync::Semaphore::new(
         s.config().services.max_connections,
     ));
+    let header_timeout = Duration::from_secs(s.config().http.header_read_timeout_s);
     let scheduler = s.clone();
     let runtime = tokio::runtime::Handle::try_current().map_err(std::io::Error::other)?;
     runtime.spawn(async move {
@@ -64,7 +67,7 @@ fn start(s: &Scheduler, id: u64, listen: &str, kept: Option<u16>) -> std::io::Re
             Err(e) => return tracing::error!(service = id, "cannot serve the endpoint: {e}"),
         };
         let open = move || scheduler.service(id).is_some_and(|s| !s.stopped);
-        serve(listener, limit, open, move |req| {
+        serve(listener, limit, header_timeout, open, move |req| {
             let endpoint = endpoint.clone();
             async move { endpoint.forward(req).await }
         })
@@ -74,11 +77,13 @@ fn start(s: &Scheduler, id: u64, listen: &str, kept: Option<u16>) -> std::io::Re
     Ok(port)
 }
 
-/// Accepts connections on `listener` (at most `limit` at once) and answers each request
-/// with `handle`, until `open` says no (asked once a second).
+/// Accepts connections on `listener` (at most `limit` at once, each with `header_timeout`
+/// to send a request's headers) and answers each request with `handle`, until `open` says
+/// no (asked once a second).
 async fn serve<H, F>(
     listener: tokio::net::TcpListener,
     limit: Arc<tokio::sync::Semaphore>,
+    header_timeout: Duration,
     open: impl Fn() -> bool,
     handle: H,
 ) where
@@ -108,6 +113,9 @@ async fn serve<H, F>(
                 async move { Ok::<_, std::convert::Infallible>(answer.await) }
             });
             let conn = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(header_timeout)
+                .keep_alive(true)
                 .serve_connection(TokioIo::new(stream), service);
             if let Err(e) = conn.await {
                 tracing::debug!("endpoint connection ended: {e}");

@@ -34,6 +34,7 @@ pub fn open_gateway(s: &Scheduler) {
     let limit = Arc::new(tokio::sync::Semaphore::new(
         s.config().services.max_connections,
     ));
+    let header_timeout = std::time::Duration::from_secs(s.config().http.header_read_timeout_s);
     tracing::info!(%addr, "services gateway listening");
     runtime.spawn(async move {
         let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
@@ -42,6 +43,7 @@ pub fn open_gateway(s: &Scheduler) {
         super::serve(
             listener,
             limit,
+            header_timeout,
             || true,
             move |req| {
                 let gateway = gateway.clone();
