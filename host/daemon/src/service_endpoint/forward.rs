@@ -2,7 +2,8 @@
 //! requests in flight, in turn among equals), forwarding it over a hyper client
 //! connection, and the retry: an idempotent request (GET, HEAD, OPTIONS, PUT, DELETE; its
 //! body read first, at most [`RETRY_BODY_MAX`]) whose replica refuses the connection or
-//! dies before answering goes to another replica, once. Connections to replicas are kept
+//! dies before answering goes to another replica, once (to the same one after a pause
+//! when it is the only one). Connections to replicas are kept
 //! open and reused (hyper's pooled client, idle ones closed after 30 s). A request to a service scaled to
 //! zero by its autoscaler starts a replica and waits for it (at most
 //! `services.activation_timeout_s`). Responses stream through as they come.
@@ -30,6 +31,8 @@ pub(crate) type Body = Either<Incoming, Full<Bytes>>;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 /// How long the list of ready replicas is reused (a drain waits longer than this).
 const BACKENDS_TTL: Duration = Duration::from_millis(100);
+/// Before a retry on the same replica (the service has no other).
+const RETRY_PAUSE: Duration = Duration::from_millis(100);
 /// Largest body of an idempotent request, read whole so that it can be sent again.
 const RETRY_BODY_MAX: usize = 1 << 20;
 
@@ -185,8 +188,18 @@ impl Endpoint {
             Err(e) => e,
         };
         tracing::debug!(service = self.id, %addr, "a replica failed a request: {failure}");
+        // Another replica when there is one; else, after a pause, the same one again
+        // (a refused connection can be a moment's: a busy replica's full backlog).
+        let retry = match self.choose(Some(addr), true) {
+            Some(other) => Some(other),
+            None if again.is_some() => {
+                tokio::time::sleep(RETRY_PAUSE).await;
+                self.choose(None, true)
+            }
+            None => None,
+        };
         if let Some(full) = again
-            && let Some((other, in_flight)) = self.choose(Some(addr), true)
+            && let Some((other, in_flight)) = retry
         {
             let second = self
                 .send(other, Request::from_parts(parts, Either::Right(full)))
@@ -223,12 +236,14 @@ impl Endpoint {
             .parse()
             .map_err(|e| format!("bad path: {e}"))?;
         self.client.request(req).await.map_err(|e| {
-            format!(
-                "{e}: {}",
-                std::error::Error::source(&e)
-                    .map(ToString::to_string)
-                    .unwrap_or_default()
-            )
+            // The whole chain: hyper-util's own message says only "tcp connect error".
+            let mut text = e.to_string();
+            let mut source = std::error::Error::source(&e);
+            while let Some(cause) = source {
+                text.push_str(&format!(": {cause}"));
+                source = cause.source();
+            }
+            text
         })
     }
 }
