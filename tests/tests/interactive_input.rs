@@ -89,6 +89,11 @@ fn a_job_with_a_terminal_sees_its_size_follows_resizes_and_reads_what_is_typed()
     spec["tty"] = json!({"rows": 30, "cols": 90});
     let id = d.submit(&spec);
     d.wait_state(id, "running");
+    // The first size is printed before the resize is sent (else the job may see 50 132
+    // first): wait for the line after it.
+    d.wait_for("the job's first size printed", WAIT, || {
+        log(&d, id).contains("is-a-terminal").then_some(())
+    });
     d.send_input(id, &json!({"resize": {"rows": 50, "cols": 132}}));
     d.send_input(id, &json!({"data": b64(b"typed words\n")}));
     let job = d.wait_state(id, "succeeded");
