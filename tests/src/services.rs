@@ -1,9 +1,10 @@
 //! What the replicated-service tests share (`tests/tests/service_rollout.rs`,
 //! `service_autoscale.rs`): the fake inference server (`tests/services/fake_inference.py`,
 //! run with `python3 -c` so that the job's user needs no access to the checkout), a
-//! service spec built around it, and a client loop that counts every answer it gets
+//! service spec built around it, reading a service and its events, and a client loop that counts every answer it gets
 //! through an endpoint, failures included.
 
+use crate::Daemon;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -29,6 +30,25 @@ pub fn fake_service(name: &str, env: Value, service: Value) -> Value {
            "env": env,
            "tasks": [{"count": 1, "gpus": 1, "cpu_milli": 100, "memory_mib": 64}],
            "service": svc})
+}
+
+/// `GET /v1/services/{id}`, asserting 200.
+pub fn service_view(d: &Daemon, id: u64) -> Value {
+    let (status, view) = d.get(&format!("/v1/services/{id}"));
+    assert_eq!(status, 200, "{view}");
+    view
+}
+
+/// The messages of service `id`'s events, oldest first.
+pub fn service_events(d: &Daemon, id: u64) -> Vec<String> {
+    let (status, events) = d.get(&format!("/v1/services/{id}/events"));
+    assert_eq!(status, 200, "{events}");
+    events
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e["message"].as_str().map(String::from))
+        .collect()
 }
 
 /// What a client loop saw.

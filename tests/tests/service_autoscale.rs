@@ -4,16 +4,10 @@
 //! values that caused it; an idle service scales to zero and a request wakes it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use gantry_e2e::services::{ClientLoop, fake_service};
+use gantry_e2e::services::{ClientLoop, fake_service, service_events, service_view};
 use gantry_e2e::{Daemon, WAIT, gantry_bin};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
-
-fn view(d: &Daemon, id: u64) -> Value {
-    let (status, view) = d.get(&format!("/v1/services/{id}"));
-    assert_eq!(status, 200, "{view}");
-    view
-}
 
 fn healthy(v: &Value) -> usize {
     v["replica_jobs"]
@@ -24,17 +18,6 @@ fn healthy(v: &Value) -> usize {
                 .count()
         })
         .unwrap_or(0)
-}
-
-fn events(d: &Daemon, id: u64) -> Vec<String> {
-    let (status, events) = d.get(&format!("/v1/services/{id}/events"));
-    assert_eq!(status, 200, "{events}");
-    events
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["message"].as_str().unwrap().to_string())
-        .collect()
 }
 
 #[test]
@@ -52,7 +35,7 @@ fn load_scales_a_service_up_and_back_down() {
     let id = created["id"].as_u64().unwrap();
     assert_eq!(created["replicas"], 1, "{created}");
     let v = d.wait_for("one healthy replica", WAIT, || {
-        let v = view(&d, id);
+        let v = service_view(&d, id);
         (healthy(&v) == 1).then_some(v)
     });
     let port = v["endpoint_port"].as_u64().unwrap();
@@ -62,13 +45,13 @@ fn load_scales_a_service_up_and_back_down() {
     let t0 = Instant::now();
     let load = ClientLoop::start(&url, 8, Duration::from_secs(120));
     d.wait_for("three healthy replicas under load", WAIT * 3, || {
-        let v = view(&d, id);
+        let v = service_view(&d, id);
         (healthy(&v) == 3 && v["replicas"] == 3).then_some(())
     });
     eprintln!("load step → 3 serving: {} ms", t0.elapsed().as_millis());
     let tally = load.stop();
     assert!(tally.failed.is_empty(), "{:?}", tally.failed);
-    let log = events(&d, id);
+    let log = service_events(&d, id);
     let up = log
         .iter()
         .find(|e| e.contains("autoscaled 1 → "))
@@ -78,11 +61,11 @@ fn load_scales_a_service_up_and_back_down() {
 
     // Load gone: back to the minimum after the 3 s window.
     let v = d.wait_for("back to one replica", WAIT * 2, || {
-        let v = view(&d, id);
+        let v = service_view(&d, id);
         let live = v["replica_jobs"].as_array().map_or(0, Vec::len);
         (v["replicas"] == 1 && live == 1).then_some(v)
     });
-    let log = events(&d, id);
+    let log = service_events(&d, id);
     assert!(log.iter().any(|e| e.contains(" → 1: ")), "{log:?}");
     let samples = v["scale_samples"].as_array().unwrap();
     assert!(samples.len() >= 3, "{v}");
@@ -135,10 +118,10 @@ fn an_idle_service_scales_to_zero_and_a_request_wakes_it() {
     let id = created["id"].as_u64().unwrap();
     let port = created["endpoint_port"].as_u64().unwrap();
     d.wait_for("one healthy replica", WAIT, || {
-        (healthy(&view(&d, id)) == 1).then_some(())
+        (healthy(&service_view(&d, id)) == 1).then_some(())
     });
     d.wait_for("no replica left", WAIT, || {
-        let v = view(&d, id);
+        let v = service_view(&d, id);
         (v["replicas"] == 0 && v["replica_jobs"].as_array().is_some_and(Vec::is_empty))
             .then_some(())
     });
@@ -155,8 +138,8 @@ fn an_idle_service_scales_to_zero_and_a_request_wakes_it() {
         "cold start through the endpoint: {} ms",
         t0.elapsed().as_millis()
     );
-    assert_eq!(view(&d, id)["replicas"], 1);
-    let log = events(&d, id);
+    assert_eq!(service_view(&d, id)["replicas"], 1);
+    let log = service_events(&d, id);
     assert!(
         log.iter()
             .any(|e| e.contains("→ 0: ") && e.contains("no request for")),

@@ -6,17 +6,11 @@
 //! client that never finishes its headers.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use gantry_e2e::services::{ClientLoop, fake_service};
+use gantry_e2e::services::{ClientLoop, fake_service, service_events, service_view};
 use gantry_e2e::{Daemon, WAIT};
 use serde_json::{Value, json};
 use std::io::{Read, Write};
 use std::time::Duration;
-
-fn view(d: &Daemon, id: u64) -> Value {
-    let (status, view) = d.get(&format!("/v1/services/{id}"));
-    assert_eq!(status, 200, "{view}");
-    view
-}
 
 /// Waits until every live replica is of `revision`, running and healthy, `n` of them.
 fn settled(d: &Daemon, id: u64, revision: u64, n: usize) -> Value {
@@ -24,7 +18,7 @@ fn settled(d: &Daemon, id: u64, revision: u64, n: usize) -> Value {
         &format!("{n} healthy replicas of revision {revision}"),
         WAIT * 3,
         || {
-            let v = view(d, id);
+            let v = service_view(d, id);
             let replicas = v["replica_jobs"].as_array().cloned().unwrap_or_default();
             let ok = replicas.len() == n
                 && replicas.iter().all(|r| {
@@ -33,17 +27,6 @@ fn settled(d: &Daemon, id: u64, revision: u64, n: usize) -> Value {
             ok.then_some(v)
         },
     )
-}
-
-fn events(d: &Daemon, id: u64) -> Vec<String> {
-    let (status, events) = d.get(&format!("/v1/services/{id}/events"));
-    assert_eq!(status, 200, "{events}");
-    events
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["message"].as_str().unwrap().to_string())
-        .collect()
 }
 
 #[test]
@@ -72,7 +55,7 @@ fn rolling_updates_lose_no_request_and_a_broken_revision_rolls_back() {
     assert_eq!(body["rollout"]["state"], "progressing", "{body}");
     settled(&d, id, 2, 2);
     let v = d.wait_for("the rollout complete", WAIT, || {
-        let v = view(&d, id);
+        let v = service_view(&d, id);
         (v["rollout"]["state"] == "complete").then_some(v)
     });
     assert_eq!(v["history"].as_array().unwrap().len(), 2, "{v}");
@@ -87,14 +70,14 @@ fn rolling_updates_lose_no_request_and_a_broken_revision_rolls_back() {
     );
     assert_eq!(status, 200, "{body}");
     let v = d.wait_for("the broken revision rolled back", WAIT, || {
-        let v = view(&d, id);
+        let v = service_view(&d, id);
         (v["rollout"]["state"] == "rolled-back").then_some(v)
     });
     assert_eq!(v["revision"], 2, "{v}");
     let reason = v["history"][2]["rolled_back"].as_str().unwrap_or_default();
     assert!(reason.contains("of revision 3 ready after 8 s"), "{v}");
     settled(&d, id, 2, 2);
-    let log = events(&d, id);
+    let log = service_events(&d, id);
     assert!(
         log.iter()
             .any(|e| e.contains("rolled back from revision 3 to 2")),
@@ -125,7 +108,7 @@ fn rolling_updates_lose_no_request_and_a_broken_revision_rolls_back() {
 
     // A replica killed outright: restarted in place; the endpoint retries on the other.
     let replica_port = v["replica_jobs"][0]["port"].as_u64();
-    let replica = view(&d, id)["replica_jobs"][0].clone();
+    let replica = service_view(&d, id)["replica_jobs"][0].clone();
     let rport = replica["port"].as_u64().or(replica_port).unwrap();
     let pid: i32 = ureq::get(&format!("http://127.0.0.1:{rport}/pid"))
         .call()
@@ -139,7 +122,7 @@ fn rolling_updates_lose_no_request_and_a_broken_revision_rolls_back() {
     assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
     let job = replica["job"].as_u64().unwrap();
     d.wait_for("the killed replica restarted and healthy", WAIT * 2, || {
-        let v = view(&d, id);
+        let v = service_view(&d, id);
         let r = v["replica_jobs"]
             .as_array()?
             .iter()

@@ -7,6 +7,10 @@
 //! The checkout (its `wit/`, `sdk/` and toolchains) is `GANTRY_HOME`, else the nearest
 //! directory above the `gantry` binary that has them.
 //!
+//! A client-side command: the toolchains run as whoever typed `gantry plugin build`, in
+//! that person's environment, on their own project. The daemon never calls this module
+//! (it only loads the component it is given, in the sandbox).
+//!
 //! Owns: the manifest `gantry-plugin.toml`, writing a project, running the toolchains.
 //! Does not own the conformance checks (`gantry::conformance`) nor the texts
 //! (`templates.rs`).
