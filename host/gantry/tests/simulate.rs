@@ -171,16 +171,22 @@ fn bad_inputs_name_the_file_line_and_field() {
     );
 }
 
-#[test]
-fn the_command_compares_pipelines_and_writes_a_report_with_plots() {
-    let dir = tempfile::tempdir().unwrap();
-    let cluster = dir.path().join("cluster.jsonl");
+/// Two A100 nodes of 4 GPUs (the second labelled `rack=r2`), as `dir/cluster.jsonl`.
+fn two_node_cluster(dir: &std::path::Path) -> PathBuf {
+    let cluster = dir.join("cluster.jsonl");
     std::fs::write(
         &cluster,
         "{\"name\": \"a\", \"cpu_milli\": 64000, \"memory_mib\": 262144, \"gpus\": 4, \"gpu_model\": \"A100\"}\n\
          {\"name\": \"b\", \"cpu_milli\": 64000, \"memory_mib\": 262144, \"gpus\": 4, \"gpu_model\": \"A100\", \"labels\": {\"rack\": \"r2\"}}\n",
     )
     .unwrap();
+    cluster
+}
+
+#[test]
+fn the_command_compares_pipelines_and_writes_a_report_with_plots() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = two_node_cluster(dir.path());
     let jobs = dir.path().join("jobs.csv");
     let mut text = String::from("name,submit_s,duration_s,gpus,user,account\n");
     for i in 0..40 {
@@ -259,13 +265,7 @@ fn the_command_compares_pipelines_and_writes_a_report_with_plots() {
 #[test]
 fn fill_names_its_outputs_after_the_workload_file_in_a_directory() {
     let dir = tempfile::tempdir().unwrap();
-    let cluster = dir.path().join("cluster.jsonl");
-    std::fs::write(
-        &cluster,
-        "{\"name\": \"a\", \"cpu_milli\": 64000, \"memory_mib\": 262144, \"gpus\": 4, \"gpu_model\": \"A100\"}\n\
-         {\"name\": \"b\", \"cpu_milli\": 64000, \"memory_mib\": 262144, \"gpus\": 4, \"gpu_model\": \"A100\"}\n",
-    )
-    .unwrap();
+    let cluster = two_node_cluster(dir.path());
     std::fs::create_dir(dir.path().join("traces")).unwrap();
     let jobs = dir.path().join("traces/small_pods.csv");
     let mut text = String::from("name,submit_s,duration_s,gpus\n");
