@@ -194,6 +194,25 @@ fn health_mut(job: &mut JobRecord) -> &mut ServiceHealth {
         .get_or_insert_with(|| ServiceHealth::new(checked))
 }
 
+/// Whether a running service's health lets it be sent requests: its last check passed, or
+/// it has no check. A run not yet looked at by the service tick (no health yet) counts as
+/// starting when it has a check: a new replica is not sent requests before it listens.
+pub(super) fn may_serve(job: &JobRecord) -> bool {
+    let has_check = job
+        .spec
+        .service
+        .as_ref()
+        .is_some_and(|s| s.health.is_some());
+    health_lets_serve(has_check, job.health.as_ref())
+}
+
+fn health_lets_serve(has_check: bool, health: Option<&ServiceHealth>) -> bool {
+    match health {
+        Some(h) => matches!(h.state, HealthState::Healthy | HealthState::Unchecked),
+        None => !has_check,
+    }
+}
+
 /// How task `task` of a service ended, e.g. `task 0 exited with code 1 after 0.3 s`, naming the
 /// health check when it stopped the task.
 fn end_cause(job: &JobRecord, task: usize) -> String {
@@ -229,6 +248,30 @@ fn end_cause(job: &JobRecord, task: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_passed_check_or_no_check_lets_a_replica_serve() {
+        let with = |state| {
+            let mut h = ServiceHealth::new(true);
+            h.state = state;
+            h
+        };
+        assert!(
+            !health_lets_serve(true, None),
+            "not yet looked at, has a check"
+        );
+        assert!(
+            health_lets_serve(false, None),
+            "not yet looked at, no check"
+        );
+        assert!(!health_lets_serve(true, Some(&with(HealthState::Starting))));
+        assert!(!health_lets_serve(
+            true,
+            Some(&with(HealthState::Unhealthy))
+        ));
+        assert!(health_lets_serve(true, Some(&with(HealthState::Healthy))));
+        assert!(health_lets_serve(false, Some(&ServiceHealth::new(false))));
+    }
 
     #[test]
     fn backoff_doubles_up_to_the_limit_and_resets_after_a_long_run() {

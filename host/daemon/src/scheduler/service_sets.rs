@@ -27,7 +27,7 @@ use super::jobs::SubmitError;
 use super::{Scheduler, lock, now_ms};
 use crate::auth_submit::Submitter;
 use crate::model::{
-    HealthState, JobSpec, JobState, ReplicaView, Revision, ScaleSample, ServiceRecord, ServiceView,
+    JobSpec, JobState, ReplicaView, Revision, ScaleSample, ServiceRecord, ServiceView,
 };
 use gantry_contract::JobKind;
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -284,10 +284,7 @@ impl Scheduler {
             if owners.get(&id) != Some(&job.spec.user) {
                 continue;
             }
-            let healthy = job
-                .health
-                .as_ref()
-                .is_none_or(|h| matches!(h.state, HealthState::Healthy | HealthState::Unchecked));
+            let healthy = super::service::may_serve(job);
             let node = job.tasks.first().map(|t| t.node.as_str());
             live.entry(id).or_default().push(Replica {
                 job: job.id,
