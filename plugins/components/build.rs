@@ -119,6 +119,23 @@ const COMPONENTS: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// Built a second time exporting contract 0.1.0 (the SDK's feature `contract-0-1`), as
+/// `NAME_V01`: the cycle benchmark reports 0.1 beside 0.2, and tests keep a Rust 0.1
+/// plugin loading.
+const COMPONENTS_V01: &[(&str, &str, &str)] = &[
+    ("FIFO_V01", "gantry-plugin-fifo", "gantry_plugin_fifo"),
+    (
+        "FIRST_FIT_V01",
+        "gantry-plugin-first-fit",
+        "gantry_plugin_first_fit",
+    ),
+    (
+        "PRIORITY_PREEMPT_V01",
+        "gantry-plugin-priority-preempt",
+        "gantry_plugin_priority_preempt",
+    ),
+];
+
 const TARGET: &str = "wasm32-wasip2";
 
 fn main() {
@@ -156,7 +173,43 @@ fn main() {
         "cargo:rerun-if-changed={}",
         root.join("Cargo.lock").display()
     );
-    let target_dir = root.join("target/components");
+    let out = PathBuf::from(std::env::var("OUT_DIR").unwrap_or_else(|_| ".".into()));
+    let mut code = String::new();
+    build(
+        &root,
+        "target/components",
+        COMPONENTS,
+        &[],
+        &out,
+        "",
+        &mut code,
+    );
+    build(
+        &root,
+        "target/components-v01",
+        COMPONENTS_V01,
+        &["--features", "gantry-sdk/contract-0-1"],
+        &out,
+        "-v01",
+        &mut code,
+    );
+    if let Err(e) = std::fs::write(out.join("components.rs"), code) {
+        fail(&format!("writing components.rs: {e}"));
+    }
+}
+
+/// Builds `components` into `target` (under the repository) and appends their constants,
+/// copying each artifact into `out` with `suffix` after its stem.
+fn build(
+    root: &std::path::Path,
+    target: &str,
+    components: &[(&str, &str, &str)],
+    extra: &[&str],
+    out: &std::path::Path,
+    suffix: &str,
+    code: &mut String,
+) {
+    let target_dir = root.join(target);
     println!("cargo:rerun-if-env-changed=GANTRY_COMPONENTS_TOOLCHAIN");
     // Normally the outer build's cargo and rustc. GANTRY_COMPONENTS_TOOLCHAIN names a
     // rustup toolchain to use instead (scripts/fuzz: the outer build is nightly, whose
@@ -172,10 +225,11 @@ fn main() {
         }
         _ => Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())),
     };
-    cmd.current_dir(&root)
+    cmd.current_dir(root)
         .args(["build", "--release", "--target", TARGET, "--target-dir"])
-        .arg(&target_dir);
-    for (_, package, _) in COMPONENTS {
+        .arg(&target_dir)
+        .args(extra);
+    for (_, package, _) in components {
         cmd.args(["-p", package]);
     }
     // The outer build's settings must not leak into the wasm build.
@@ -195,8 +249,7 @@ fn main() {
     ] {
         cmd.env_remove(var);
     }
-    let status = cmd.status();
-    match status {
+    match cmd.status() {
         Ok(s) if s.success() => {}
         Ok(s) => fail(&format!(
             "building the plugin components failed ({s}). Is the target installed? Run: rustup target add {TARGET}"
@@ -205,26 +258,21 @@ fn main() {
             "could not run cargo to build the plugin components: {e}"
         )),
     }
-    let out = PathBuf::from(std::env::var("OUT_DIR").unwrap_or_else(|_| ".".into()));
-    let mut code = String::new();
-    for (name, package, stem) in COMPONENTS {
+    for (name, package, stem) in components {
         let artifact = target_dir
             .join(TARGET)
             .join("release")
             .join(format!("{stem}.wasm"));
-        let copy = out.join(format!("{stem}.wasm"));
-        if let Err(e) = std::fs::copy(&artifact, &copy) {
+        let file = format!("{stem}{suffix}.wasm");
+        if let Err(e) = std::fs::copy(&artifact, out.join(&file)) {
             fail(&format!(
                 "component {} missing after build: {e}",
                 artifact.display()
             ));
         }
         code.push_str(&format!(
-            "/// The `{package}` component.\npub const {name}: &[u8] = include_bytes!(concat!(env!(\"OUT_DIR\"), \"/{stem}.wasm\"));\n"
+            "/// The `{package}` component.\npub const {name}: &[u8] = include_bytes!(concat!(env!(\"OUT_DIR\"), \"/{file}\"));\n"
         ));
-    }
-    if let Err(e) = std::fs::write(out.join("components.rs"), code) {
-        fail(&format!("writing components.rs: {e}"));
     }
 }
 

@@ -103,6 +103,11 @@ pub struct FaultRecord {
 pub trait Identified {
     /// Which plugin this is.
     fn ident(&self) -> &PluginIdent;
+
+    /// The engine refused the plugin's last answer (an invalid plan, a wrong count): a
+    /// plugin that keeps state between calls (contract 0.2's mirror) is sent everything
+    /// again next time. Nothing by default.
+    fn answer_rejected(&mut self) {}
 }
 
 /// The admission stage as the engine calls it: `gantry_contract::Admission` failing with a

@@ -8,7 +8,9 @@
 
 use crate::node_count::hold_back_unspread;
 use crate::pending_reason::PendingReason;
-use crate::pipeline::{FaultKind, FaultRecord, Pipeline, PluginIdent, PolicyFault, StageSlot};
+use crate::pipeline::{
+    FaultKind, FaultRecord, Identified, Pipeline, PluginIdent, PolicyFault, StageSlot,
+};
 use crate::snapshot::Snapshot;
 use crate::validate::{validate_evictions, validate_plan};
 use gantry_contract::{Eviction, Job, JobId, Plan, Reason, ReasonCode, Scored, Stage, Verdict};
@@ -25,7 +27,7 @@ fn fault(stage: Stage, plugin: &PluginIdent, fault: PolicyFault, fell_back: bool
 
 /// Calls `f` on a slot unless it is quarantined, checks the output with `check`, and
 /// records the outcome once (a contract violation counts as a fault of the plugin).
-fn call_slot<S: ?Sized, T>(
+fn call_slot<S: Identified + ?Sized, T>(
     slot: &mut StageSlot<S>,
     f: impl FnOnce(&mut S) -> Result<T, PolicyFault>,
     check: impl FnOnce(&T) -> Result<(), PolicyFault>,
@@ -39,7 +41,13 @@ fn call_slot<S: ?Sized, T>(
             ),
         ));
     }
-    let r = f(&mut slot.plugin).and_then(|v| check(&v).map(|()| v));
+    let r = f(&mut slot.plugin).and_then(|v| match check(&v) {
+        Ok(()) => Ok(v),
+        Err(fault) => {
+            slot.plugin.answer_rejected();
+            Err(fault)
+        }
+    });
     slot.record(&r);
     r
 }

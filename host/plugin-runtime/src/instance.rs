@@ -6,25 +6,71 @@
 //! the instance is dropped, to be re-made from its pre-instantiated form (and
 //! re-configured) on the next call. Nothing a plugin does can crash or hang the host.
 
-use crate::bindings::{State, admission, placement, plugin, preemption, priority, wit};
+use crate::bindings::{self as v01, State};
+use crate::bindings_v02 as v02;
+use crate::calls_v02::HostMirror;
 use crate::nonblocking::WouldBlock;
-use crate::runtime::{EPOCH_TICK, LoadedPlugin};
+use crate::runtime::{EPOCH_TICK, Exports, Indices, LoadedPlugin};
 use crate::{Limits, LoadError};
-use gantry_contract::wit_convert::vec_into;
-use gantry_contract::{
-    Admission, Cycle, Eviction, Job, Metadata, Node, Placement, Plan, Preemption, Priority,
-    RunningJob, Scored, Stage, SubmitVerdict, Verdict,
-};
+use gantry_contract::{Metadata, Stage};
 use gantry_engine::{FaultKind, Identified, PluginIdent, PolicyFault};
 use wasmtime::{Store, Trap};
 
-struct Live {
-    store: Store<State>,
-    plugin: plugin::Guest,
-    admission: Option<admission::Guest>,
-    priority: Option<priority::Guest>,
-    placement: Option<placement::Guest>,
-    preemption: Option<preemption::Guest>,
+/// A 0.1.0 instance's exports, ready to call.
+pub(crate) type Guests01 = Exports<
+    v01::plugin::Guest,
+    v01::admission::Guest,
+    v01::priority::Guest,
+    v01::placement::Guest,
+    v01::preemption::Guest,
+>;
+
+/// A 0.2.0 instance's exports, ready to call.
+pub(crate) type Guests02 = Exports<
+    v02::plugin::Guest,
+    v02::admission::Guest,
+    v02::priority::Guest,
+    v02::placement::Guest,
+    v02::preemption::Guest,
+>;
+
+/// An instance's exports by contract version.
+pub(crate) enum Guests {
+    V01(Guests01),
+    V02(Guests02),
+}
+
+pub(crate) struct Live {
+    pub(crate) store: Store<State>,
+    pub(crate) guests: Guests,
+}
+
+/// Looks up every export of `$ix` (an `Exports` of indices) in `$instance`.
+macro_rules! load_exports {
+    ($ix:expr, $store:expr, $instance:expr) => {{
+        let (ix, store, instance) = ($ix, $store, $instance);
+        (|| -> wasmtime::Result<_> {
+            Ok(Exports {
+                plugin: std::sync::Arc::new(ix.plugin.load(&mut *store, instance)?),
+                admission: match &ix.admission {
+                    Some(i) => Some(std::sync::Arc::new(i.load(&mut *store, instance)?)),
+                    None => None,
+                },
+                priority: match &ix.priority {
+                    Some(i) => Some(std::sync::Arc::new(i.load(&mut *store, instance)?)),
+                    None => None,
+                },
+                placement: match &ix.placement {
+                    Some(i) => Some(std::sync::Arc::new(i.load(&mut *store, instance)?)),
+                    None => None,
+                },
+                preemption: match &ix.preemption {
+                    Some(i) => Some(std::sync::Arc::new(i.load(&mut *store, instance)?)),
+                    None => None,
+                },
+            })
+        })()
+    }};
 }
 
 /// A configured instance of a loaded plugin.
@@ -35,6 +81,8 @@ pub struct PluginInstance {
     limits: Limits,
     live: Option<Live>,
     reinstantiations: u64,
+    /// What a 0.2 plugin was sent (unused for 0.1).
+    pub(crate) mirror: HostMirror,
 }
 
 impl std::fmt::Debug for PluginInstance {
@@ -86,38 +134,29 @@ fn instantiate(plugin: &LoadedPlugin, limits: &Limits) -> Result<Live, PolicyFau
         Ok(i) => i,
         Err(e) => return Err(fail(&store, e)),
     };
-    let ix = &plugin.indices;
-    let guests = (|| -> wasmtime::Result<_> {
-        Ok((
-            ix.plugin.load(&mut store, &instance)?,
-            ix.admission
-                .as_ref()
-                .map(|i| i.load(&mut store, &instance))
-                .transpose()?,
-            ix.priority
-                .as_ref()
-                .map(|i| i.load(&mut store, &instance))
-                .transpose()?,
-            ix.placement
-                .as_ref()
-                .map(|i| i.load(&mut store, &instance))
-                .transpose()?,
-            ix.preemption
-                .as_ref()
-                .map(|i| i.load(&mut store, &instance))
-                .transpose()?,
-        ))
-    })();
+    let guests = match &plugin.indices {
+        Indices::V01(ix) => load_exports!(ix, &mut store, &instance).map(Guests::V01),
+        Indices::V02(ix) => load_exports!(ix, &mut store, &instance).map(Guests::V02),
+    };
     match guests {
-        Ok((plugin, admission, priority, placement, preemption)) => Ok(Live {
-            store,
-            plugin,
-            admission,
-            priority,
-            placement,
-            preemption,
-        }),
+        Ok(guests) => Ok(Live { store, guests }),
         Err(e) => Err(fail(&store, e)),
+    }
+}
+
+impl Live {
+    fn call_metadata(&mut self) -> wasmtime::Result<Metadata> {
+        match &self.guests {
+            Guests::V01(g) => g.plugin.call_metadata(&mut self.store).map(Metadata::from),
+            Guests::V02(g) => g.plugin.call_metadata(&mut self.store).map(Metadata::from),
+        }
+    }
+
+    fn call_configure(&mut self, config: &str) -> wasmtime::Result<Result<(), String>> {
+        match &self.guests {
+            Guests::V01(g) => g.plugin.call_configure(&mut self.store, config),
+            Guests::V02(g) => g.plugin.call_configure(&mut self.store, config),
+        }
     }
 }
 
@@ -170,6 +209,7 @@ impl PluginInstance {
             limits,
             live: None,
             reinstantiations: 0,
+            mirror: HostMirror::default(),
         };
         let name = me.ident.name.clone();
         me.ensure_live().map_err(|fault| LoadError::Fault {
@@ -193,11 +233,7 @@ impl PluginInstance {
             fault,
         };
         let mut live = instantiate(plugin, &limits).map_err(err)?;
-        guarded(&mut live, &limits, |l| {
-            l.plugin.call_metadata(&mut l.store).map(Ok)
-        })
-        .map(Metadata::from)
-        .map_err(|(f, _)| err(f))
+        guarded(&mut live, &limits, |l| l.call_metadata().map(Ok)).map_err(|(f, _)| err(f))
     }
 
     /// Which plugin this is.
@@ -227,10 +263,8 @@ impl PluginInstance {
         if self.live.is_none() {
             let mut live = instantiate(&self.plugin, &self.limits)?;
             let config = self.config.clone();
-            guarded(&mut live, &self.limits, |l| {
-                l.plugin.call_configure(&mut l.store, &config)
-            })
-            .map_err(|(f, _)| PolicyFault::new(f.kind, format!("configure: {}", f.message)))?;
+            guarded(&mut live, &self.limits, |l| l.call_configure(&config))
+                .map_err(|(f, _)| PolicyFault::new(f.kind, format!("configure: {}", f.message)))?;
             self.live = Some(live);
         }
         self.live
@@ -238,7 +272,24 @@ impl PluginInstance {
             .ok_or_else(|| PolicyFault::new(FaultKind::Trap, "instance unavailable"))
     }
 
-    fn call<T>(
+    pub(crate) fn loaded(&self) -> &LoadedPlugin {
+        &self.plugin
+    }
+
+    /// How a 0.2 plugin's calls travelled (all zero for 0.1).
+    pub fn mirror_stats(&self) -> crate::MirrorStats {
+        self.mirror.stats
+    }
+
+    /// The contract version the plugin speaks.
+    pub fn contract(&self) -> &'static str {
+        match self.plugin.indices {
+            Indices::V01(_) => "0.1.0",
+            Indices::V02(_) => "0.2.0",
+        }
+    }
+
+    pub(crate) fn call<T>(
         &mut self,
         stage: Stage,
         f: impl FnOnce(&mut Live) -> Option<wasmtime::Result<Result<T, String>>>,
@@ -263,6 +314,8 @@ impl PluginInstance {
             ));
         }
         r.map_err(|(fault, poisoned)| {
+            // Whatever the plugin kept may be wrong now: the next call resends everything.
+            self.mirror.reset();
             if poisoned {
                 // A trapped instance cannot be entered again: make a fresh one next time.
                 self.live = None;
@@ -277,90 +330,9 @@ impl Identified for PluginInstance {
     fn ident(&self) -> &PluginIdent {
         &self.ident
     }
-}
 
-impl Admission<PolicyFault> for PluginInstance {
-    fn check_submit(&mut self, ctx: &Cycle, job: &Job) -> Result<SubmitVerdict, PolicyFault> {
-        let (c, j) = (wit::Cycle::from(ctx), wit::JobList::from_iter([job]));
-        self.call(Stage::Admission, |l| {
-            l.admission
-                .as_ref()
-                .map(|g| g.call_check_submit(&mut l.store, &c, &j))
-        })
-        .map(SubmitVerdict::from)
-    }
-    fn admit(&mut self, ctx: &Cycle, jobs: &[Job]) -> Result<Vec<Verdict>, PolicyFault> {
-        let (c, j) = (wit::Cycle::from(ctx), wit::JobList::from_iter(jobs));
-        self.call(Stage::Admission, |l| {
-            l.admission
-                .as_ref()
-                .map(|g| g.call_admit(&mut l.store, &c, &j))
-        })
-        .map(vec_into)
-    }
-}
-
-impl Priority<PolicyFault> for PluginInstance {
-    fn score(
-        &mut self,
-        ctx: &Cycle,
-        jobs: &[Job],
-        previous: &[f64],
-    ) -> Result<Vec<Scored>, PolicyFault> {
-        let (c, j) = (wit::Cycle::from(ctx), wit::JobList::from_iter(jobs));
-        self.call(Stage::Priority, |l| {
-            l.priority
-                .as_ref()
-                .map(|g| g.call_score(&mut l.store, &c, &j, previous))
-        })
-        .map(vec_into)
-    }
-}
-
-impl Placement<PolicyFault> for PluginInstance {
-    fn place(
-        &mut self,
-        ctx: &Cycle,
-        jobs: &[Job],
-        nodes: &[Node],
-        running: &[RunningJob],
-    ) -> Result<Plan, PolicyFault> {
-        let (c, j, n, r) = (
-            wit::Cycle::from(ctx),
-            wit::JobList::from_iter(jobs),
-            wit::NodeList::from(nodes),
-            wit::RunningList::from(running),
-        );
-        self.call(Stage::Placement, |l| {
-            l.placement
-                .as_ref()
-                .map(|g| g.call_place(&mut l.store, &c, &j, &n, &r))
-        })
-        .map(Plan::from)
-    }
-}
-
-impl Preemption<PolicyFault> for PluginInstance {
-    fn preempt(
-        &mut self,
-        ctx: &Cycle,
-        blocked: &[Job],
-        blocked_scores: &[f64],
-        nodes: &[Node],
-        running: &[RunningJob],
-    ) -> Result<Vec<Eviction>, PolicyFault> {
-        let (c, b, n, r) = (
-            wit::Cycle::from(ctx),
-            wit::JobList::from_iter(blocked),
-            wit::NodeList::from(nodes),
-            wit::RunningList::from(running),
-        );
-        self.call(Stage::Preemption, |l| {
-            l.preemption
-                .as_ref()
-                .map(|g| g.call_preempt(&mut l.store, &c, &b, blocked_scores, &n, &r))
-        })
-        .map(vec_into)
+    fn answer_rejected(&mut self) {
+        self.mirror.reset();
     }
 }
 

@@ -14,7 +14,10 @@
 #![deny(missing_docs)]
 
 mod bindings;
+mod bindings_v02;
 mod cache;
+mod calls_v01;
+mod calls_v02;
 mod convert;
 mod instance;
 mod limits;
@@ -22,6 +25,7 @@ mod loader;
 mod nonblocking;
 mod runtime;
 
+pub use calls_v02::MirrorStats;
 pub use instance::PluginInstance;
 pub use runtime::{LoadedPlugin, Runtime, RuntimeOptions};
 

@@ -2,15 +2,16 @@
 //! compile (or fetch from cache), check the contract version and exports, link,
 //! pre-instantiate, and read the plugin's metadata.
 
-use crate::bindings::{FullPlugin, State, admission, placement, plugin, preemption, priority};
+use crate::bindings::{self as v01, State};
+use crate::bindings_v02 as v02;
 pub use crate::cache::sha256_hex;
 use crate::instance::PluginInstance;
 use crate::nonblocking::{self, NonBlocking};
 use crate::runtime::{
-    EPOCH_TICK, Indices, LoadedPlugin, Runtime, RuntimeInner, RuntimeOptions, Ticker,
+    EPOCH_TICK, Exports, Indices, LoadedPlugin, Runtime, RuntimeInner, RuntimeOptions, Ticker,
 };
 use crate::{LoadError, cache};
-use gantry_contract::{CONTRACT_VERSION, Metadata, Stage, compatible_versions, is_compatible};
+use gantry_contract::{Metadata, compatible_versions, is_compatible, served_as};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -35,7 +36,10 @@ impl Runtime {
                 })
             })
             .map_err(|e| LoadError::Link(format!("{e:#}")))?;
-        FullPlugin::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)
+        v01::FullPlugin::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)
+            .and_then(|()| {
+                v02::FullPlugin::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)
+            })
             .map_err(|e| LoadError::Link(format!("{e:#}")))?;
         let stop = Arc::new(AtomicBool::new(false));
         let ticker_engine = engine.clone();
@@ -87,19 +91,28 @@ impl Runtime {
         }
         let engine = &self.inner.engine;
         let component = cache::compile(engine, self.inner.cache_dir.as_deref(), sha, bytes)?;
-        check_contract_exports(engine, &component)?;
+        let version = check_contract_exports(engine, &component)?;
         let pre = self
             .inner
             .linker
             .instantiate_pre(&component)
             .map_err(|e| LoadError::Link(format!("{e:#}")))?;
         let idx = |e: wasmtime::Error| LoadError::MissingExport(format!("{e:#}"));
-        let indices = Indices {
-            plugin: Arc::new(plugin::GuestIndices::new(&pre).map_err(idx)?),
-            admission: admission::GuestIndices::new(&pre).ok().map(Arc::new),
-            priority: priority::GuestIndices::new(&pre).ok().map(Arc::new),
-            placement: placement::GuestIndices::new(&pre).ok().map(Arc::new),
-            preemption: preemption::GuestIndices::new(&pre).ok().map(Arc::new),
+        let indices = match version {
+            "0.1.0" => Indices::V01(Exports {
+                plugin: Arc::new(v01::plugin::GuestIndices::new(&pre).map_err(idx)?),
+                admission: v01::admission::GuestIndices::new(&pre).ok().map(Arc::new),
+                priority: v01::priority::GuestIndices::new(&pre).ok().map(Arc::new),
+                placement: v01::placement::GuestIndices::new(&pre).ok().map(Arc::new),
+                preemption: v01::preemption::GuestIndices::new(&pre).ok().map(Arc::new),
+            }),
+            _ => Indices::V02(Exports {
+                plugin: Arc::new(v02::plugin::GuestIndices::new(&pre).map_err(idx)?),
+                admission: v02::admission::GuestIndices::new(&pre).ok().map(Arc::new),
+                priority: v02::priority::GuestIndices::new(&pre).ok().map(Arc::new),
+                placement: v02::placement::GuestIndices::new(&pre).ok().map(Arc::new),
+                preemption: v02::preemption::GuestIndices::new(&pre).ok().map(Arc::new),
+            }),
         };
         let ty = component.component_type();
         let imports: Vec<String> = ty.imports(engine).map(|(n, _)| n.to_string()).collect();
@@ -127,11 +140,11 @@ impl Runtime {
     }
 }
 
-/// Every `gantry:policy/*` export must be of a version this host speaks.
+/// Every `gantry:policy/*` export must be of one version this host serves; that version.
 fn check_contract_exports(
     engine: &Engine,
     component: &wasmtime::component::Component,
-) -> Result<(), LoadError> {
+) -> Result<&'static str, LoadError> {
     let ty = component.component_type();
     let names: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_string()).collect();
     let ours: Vec<&String> = names.iter().filter(|n| n.starts_with(PACKAGE)).collect();
@@ -141,22 +154,42 @@ fn check_contract_exports(
             names.join(", ")
         )));
     }
+    let mut seen: Option<&'static str> = None;
     for name in ours {
         let version = name.rsplit_once('@').map(|(_, v)| v).unwrap_or("");
-        if !is_compatible(version) {
+        let Some(served) = served_as(version) else {
             return Err(LoadError::VersionMismatch(format!(
-                "the component exports {name}; this host speaks {PACKAGE}@{CONTRACT_VERSION} (compatible: {})",
+                "the component exports {name}; this host serves {PACKAGE} {}",
                 compatible_versions()
             )));
+        };
+        if seen.is_some_and(|s| s != served) {
+            return Err(LoadError::VersionMismatch(format!(
+                "the component exports {PACKAGE} interfaces of two versions ({name} beside {})",
+                seen.unwrap_or_default()
+            )));
         }
+        seen = Some(served);
     }
-    Ok(())
+    seen.ok_or_else(|| LoadError::MissingExport(format!("no {PACKAGE} export")))
 }
 
 fn check_metadata(indices: &Indices, m: &Metadata) -> Result<(), LoadError> {
     if !is_compatible(&m.contract) {
         return Err(LoadError::VersionMismatch(format!(
-            "plugin {} says it was built for contract {}; this host speaks {CONTRACT_VERSION}",
+            "plugin {} says it was built for contract {}; this host serves {}",
+            m.name,
+            m.contract,
+            compatible_versions()
+        )));
+    }
+    let speaks = match indices {
+        Indices::V01(_) => "0.1.0",
+        Indices::V02(_) => "0.2.0",
+    };
+    if served_as(&m.contract) != Some(speaks) {
+        return Err(LoadError::VersionMismatch(format!(
+            "plugin {} says it was built for contract {} but exports {PACKAGE}@{speaks}",
             m.name, m.contract
         )));
     }
@@ -167,12 +200,7 @@ fn check_metadata(indices: &Indices, m: &Metadata) -> Result<(), LoadError> {
         )));
     }
     for stage in &m.stages {
-        let exported = match stage {
-            Stage::Admission => indices.admission.is_some(),
-            Stage::Priority => indices.priority.is_some(),
-            Stage::Placement => indices.placement.is_some(),
-            Stage::Preemption => indices.preemption.is_some(),
-        };
+        let exported = indices.has(*stage);
         if !exported {
             return Err(LoadError::MissingExport(format!(
                 "plugin {} declares the {stage} stage but does not export {PACKAGE}/{stage}",

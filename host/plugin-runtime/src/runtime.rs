@@ -5,7 +5,8 @@
 //! Owns these types and their accessors. Loading is `loader.rs`'s; instantiating is
 //! `instance.rs`'s.
 
-use crate::bindings::{State, admission, placement, plugin, preemption, priority};
+use crate::bindings::{self as v01, State};
+use crate::bindings_v02 as v02;
 use gantry_contract::{Metadata, Stage};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -57,14 +58,72 @@ impl std::fmt::Debug for Runtime {
     }
 }
 
-/// Stage interfaces a component exports, looked up once.
+/// A component's `plugin` interface and the stage interfaces it exports, looked up once.
+pub(crate) struct Exports<P, A, Pr, Pl, Pe> {
+    pub(crate) plugin: Arc<P>,
+    pub(crate) admission: Option<Arc<A>>,
+    pub(crate) priority: Option<Arc<Pr>>,
+    pub(crate) placement: Option<Arc<Pl>>,
+    pub(crate) preemption: Option<Arc<Pe>>,
+}
+
+impl<P, A, Pr, Pl, Pe> Clone for Exports<P, A, Pr, Pl, Pe> {
+    fn clone(&self) -> Self {
+        Self {
+            plugin: self.plugin.clone(),
+            admission: self.admission.clone(),
+            priority: self.priority.clone(),
+            placement: self.placement.clone(),
+            preemption: self.preemption.clone(),
+        }
+    }
+}
+
+impl<P, A, Pr, Pl, Pe> Exports<P, A, Pr, Pl, Pe> {
+    /// Whether `stage`'s interface is exported.
+    pub(crate) fn has(&self, stage: Stage) -> bool {
+        match stage {
+            Stage::Admission => self.admission.is_some(),
+            Stage::Priority => self.priority.is_some(),
+            Stage::Placement => self.placement.is_some(),
+            Stage::Preemption => self.preemption.is_some(),
+        }
+    }
+}
+
+/// The exports of a 0.1.0 component.
+pub(crate) type Indices01 = Exports<
+    v01::plugin::GuestIndices,
+    v01::admission::GuestIndices,
+    v01::priority::GuestIndices,
+    v01::placement::GuestIndices,
+    v01::preemption::GuestIndices,
+>;
+
+/// The exports of a 0.2.0 component.
+pub(crate) type Indices02 = Exports<
+    v02::plugin::GuestIndices,
+    v02::admission::GuestIndices,
+    v02::priority::GuestIndices,
+    v02::placement::GuestIndices,
+    v02::preemption::GuestIndices,
+>;
+
+/// Which contract a component speaks, with its exports.
 #[derive(Clone)]
-pub(crate) struct Indices {
-    pub(crate) plugin: Arc<plugin::GuestIndices>,
-    pub(crate) admission: Option<Arc<admission::GuestIndices>>,
-    pub(crate) priority: Option<Arc<priority::GuestIndices>>,
-    pub(crate) placement: Option<Arc<placement::GuestIndices>>,
-    pub(crate) preemption: Option<Arc<preemption::GuestIndices>>,
+pub(crate) enum Indices {
+    V01(Indices01),
+    V02(Indices02),
+}
+
+impl Indices {
+    /// Whether `stage`'s interface is exported.
+    pub(crate) fn has(&self, stage: Stage) -> bool {
+        match self {
+            Self::V01(x) => x.has(stage),
+            Self::V02(x) => x.has(stage),
+        }
+    }
 }
 
 /// A compiled, checked, pre-instantiated component. Cheap to clone.

@@ -65,8 +65,20 @@ fn builtin_metadata_and_stages() {
     let rt = runtime();
     let fifo = rt.load(comp::FIFO).unwrap();
     assert_eq!(fifo.metadata().name, "fifo");
-    assert_eq!(fifo.metadata().contract, "0.1.0");
+    assert_eq!(fifo.metadata().contract, "0.2.0");
     assert_eq!(fifo.stages(), &[gantry_contract::Stage::Priority]);
+    // The same crate built against 0.1 still loads, beside it.
+    let fifo_v01 = rt.load(comp::FIFO_V01).unwrap();
+    assert_eq!(fifo_v01.metadata().contract, "0.1.0");
+    let speaks = |p: &gantry_plugin_runtime::LoadedPlugin| {
+        p.exports()
+            .iter()
+            .filter(|e| e.starts_with("gantry:policy/"))
+            .map(|e| e.rsplit_once('@').unwrap().1.to_string())
+            .collect::<std::collections::BTreeSet<_>>()
+    };
+    assert_eq!(speaks(&fifo).into_iter().collect::<Vec<_>>(), ["0.2.0"]);
+    assert_eq!(speaks(&fifo_v01).into_iter().collect::<Vec<_>>(), ["0.1.0"]);
     let ff = rt.load(comp::FIRST_FIT).unwrap();
     assert_eq!(ff.stages(), &[gantry_contract::Stage::Placement]);
     assert_eq!(ff.sha256().len(), 64);
@@ -143,7 +155,10 @@ fn other_contract_version_is_a_version_mismatch() {
     let err = runtime().load(comp::WRONG_VERSION).unwrap_err();
     let text = err.to_string();
     assert!(matches!(err, LoadError::VersionMismatch(_)), "{text}");
-    assert!(text.contains("0.2.0") && text.contains("0.1.0"), "{text}");
+    assert!(
+        text.contains("0.9.0") && text.contains("0.1.x, 0.2.x"),
+        "{text}"
+    );
 }
 
 #[test]

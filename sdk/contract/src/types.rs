@@ -203,7 +203,7 @@ pub struct TaskAllocation {
 }
 
 /// A job that holds resources now.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct RunningJob {
     /// The job.
     pub job: Job,

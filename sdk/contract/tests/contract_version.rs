@@ -3,7 +3,9 @@
 //! compatibility rule and the range the host's messages name. A version bump that misses one
 //! of them fails here.
 
-use gantry_contract::{CONTRACT_VERSION, compatible_versions, is_compatible};
+use gantry_contract::{
+    CONTRACT_VERSION, SERVED_VERSIONS, compatible_versions, is_compatible, served_as,
+};
 use std::path::{Path, PathBuf};
 
 fn repo() -> PathBuf {
@@ -46,34 +48,52 @@ fn every_released_folder_declares_its_own_version() {
 }
 
 #[test]
-fn the_changelog_and_the_sdks_name_the_same_version() {
+fn the_changelog_names_every_served_version_and_the_sdks_a_served_one() {
     let changelog = read("wit/CHANGELOG.md");
-    assert!(
-        changelog
-            .lines()
-            .any(|l| l.starts_with(&format!("## {CONTRACT_VERSION} "))),
-        "wit/CHANGELOG.md has no `## {CONTRACT_VERSION}` entry"
-    );
+    for v in SERVED_VERSIONS {
+        assert!(
+            changelog
+                .lines()
+                .any(|l| l.starts_with(&format!("## {v} "))),
+            "wit/CHANGELOG.md has no `## {v}` entry"
+        );
+        assert!(
+            repo().join(format!("wit/{v}/worlds.wit")).exists(),
+            "wit/{v}/"
+        );
+    }
+    assert_eq!(SERVED_VERSIONS.last(), Some(&CONTRACT_VERSION));
+    let served = |text: &str, pattern: &dyn Fn(&str) -> String| {
+        SERVED_VERSIONS.iter().any(|v| text.contains(&pattern(v)))
+    };
     let python = read("sdk/python/lib/gantry.py");
     assert!(
-        python.contains(&format!("CONTRACT = \"{CONTRACT_VERSION}\"")),
-        "sdk/python/lib/gantry.py"
+        served(&python, &|v| format!("CONTRACT = \"{v}\"")),
+        "sdk/python/lib/gantry.py names no served version"
     );
     let js = read("sdk/js/lib/gantry.js");
     assert!(
-        js.contains(&format!("export const CONTRACT = \"{CONTRACT_VERSION}\";"))
-            && js.contains(&format!("gantry:policy/host@{CONTRACT_VERSION}")),
-        "sdk/js/lib/gantry.js"
+        served(&js, &|v| format!("export const CONTRACT = \"{v}\";"))
+            && served(&js, &|v| format!("gantry:policy/host@{v}")),
+        "sdk/js/lib/gantry.js names no served version"
+    );
+    let rust = read("sdk/rust/src/lib.rs");
+    assert!(
+        rust.contains(&format!("SDK_CONTRACT: &str = \"{CONTRACT_VERSION}\"")),
+        "sdk/rust exports the newest version by default"
     );
 }
 
 #[test]
-fn compatibility_follows_the_version_and_messages_name_the_same_range() {
-    assert!(is_compatible(CONTRACT_VERSION));
-    let range = compatible_versions();
-    let major_minor = range.strip_suffix(".x").expect("a range like 0.1.x");
-    assert!(CONTRACT_VERSION.starts_with(&format!("{major_minor}.")));
-    assert!(is_compatible(&format!("{major_minor}.99")));
-    assert!(!is_compatible(major_minor), "a version without a patch");
+fn compatibility_follows_the_served_versions_and_messages_name_them() {
+    for v in SERVED_VERSIONS {
+        assert!(is_compatible(v));
+        assert_eq!(served_as(v), Some(*v));
+        let major_minor = v.rsplit_once('.').map(|(m, _)| m).unwrap();
+        assert!(compatible_versions().contains(&format!("{major_minor}.x")));
+        assert_eq!(served_as(&format!("{major_minor}.99")), Some(*v));
+        assert!(!is_compatible(major_minor), "a version without a patch");
+    }
     assert!(!is_compatible("99.0.0"));
+    assert!(!is_compatible("0.9.0"));
 }

@@ -20,9 +20,22 @@
 
 pub use gantry_contract::*;
 
-#[cfg(target_arch = "wasm32")]
+#[cfg(all(target_arch = "wasm32", feature = "contract-0-1"))]
 #[doc(hidden)]
 pub mod wasm;
+#[cfg(target_arch = "wasm32")]
+mod wasm_instance;
+#[cfg(all(target_arch = "wasm32", not(feature = "contract-0-1")))]
+#[doc(hidden)]
+pub mod wasm_v02;
+
+/// The contract version a component built with this SDK exports: `0.2.0` (incremental
+/// inputs), or `0.1.0` with the feature `contract-0-1`. The stage traits are the same.
+#[cfg(not(feature = "contract-0-1"))]
+pub const SDK_CONTRACT: &str = "0.2.0";
+/// The contract version a component built with this SDK exports (feature `contract-0-1`).
+#[cfg(feature = "contract-0-1")]
+pub const SDK_CONTRACT: &str = "0.1.0";
 
 /// A plugin as the export glue sees it: identity plus whichever stages it implements.
 /// Implemented for you by [`export_plugin!`]; the accessors of stages you did not list
@@ -59,8 +72,10 @@ pub fn parse_config<T: serde::de::DeserializeOwned>(config_json: &str) -> Result
 
 /// Writes a line into the plugin's log on the host (a no-op when running natively).
 pub fn log(level: LogLevel, message: &str) {
-    #[cfg(target_arch = "wasm32")]
+    #[cfg(all(target_arch = "wasm32", feature = "contract-0-1"))]
     wasm::log(level, message);
+    #[cfg(all(target_arch = "wasm32", not(feature = "contract-0-1")))]
+    wasm_v02::log(level, message);
     #[cfg(not(target_arch = "wasm32"))]
     let _ = (level, message);
 }
@@ -70,7 +85,7 @@ pub fn metadata(name: &str, version: &str, stages: &[Stage], config_hint: &str) 
     Metadata {
         name: name.to_string(),
         version: version.to_string(),
-        contract: CONTRACT_VERSION.to_string(),
+        contract: SDK_CONTRACT.to_string(),
         stages: stages.to_vec(),
         config_hint: config_hint.to_string(),
     }
@@ -112,9 +127,32 @@ macro_rules! export_plugin {
             $($crate::__gantry_stage_accessor!($stage);)+
         }
 
+        $crate::__gantry_export_glue!($plugin);
+    };
+}
+
+// The export glue of the SDK's contract version; chosen here, by the SDK's own feature
+// (a `cfg` inside `export_plugin!` would read the plugin crate's features instead).
+#[cfg(feature = "contract-0-1")]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __gantry_export_glue {
+    ($plugin:ty) => {
         #[cfg(target_arch = "wasm32")]
         type __GantryExporter = $crate::wasm::Exporter<$plugin>;
         #[cfg(target_arch = "wasm32")]
         $crate::wasm::__export_full_plugin!(__GantryExporter with_types_in $crate::wasm);
+    };
+}
+
+#[cfg(not(feature = "contract-0-1"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __gantry_export_glue {
+    ($plugin:ty) => {
+        #[cfg(target_arch = "wasm32")]
+        type __GantryExporter = $crate::wasm_v02::Exporter<$plugin>;
+        #[cfg(target_arch = "wasm32")]
+        $crate::wasm_v02::__export_full_plugin_v02!(__GantryExporter with_types_in $crate::wasm_v02);
     };
 }

@@ -1,4 +1,5 @@
-//! The wasm32 side of the SDK: WIT bindings for `gantry:policy/full-plugin`, the
+//! The wasm32 side of the SDK for contract 0.1 (feature `contract-0-1`): WIT bindings for
+//! `gantry:policy/full-plugin@0.1.0`, the
 //! generic exporter that routes each export to the registered plugin, and the
 //! conversions between the generated types and `gantry-contract`'s (expanded from the
 //! one mapping the host also uses, `sdk/contract/src/wit_convert.rs`).
@@ -7,10 +8,9 @@
 #![allow(missing_docs, unsafe_code)]
 
 use crate::DynPlugin;
+use crate::wasm_instance::with_plugin;
 use gantry_contract as c;
 use gantry_contract::wit_convert::vec_into;
-use std::any::Any;
-use std::cell::RefCell;
 use std::marker::PhantomData;
 
 wit_bindgen::generate!({
@@ -36,25 +36,6 @@ gantry_contract::wit_conversions! {
 
 /// Routes the component's exports to the plugin of type `T`.
 pub struct Exporter<T>(PhantomData<T>);
-
-thread_local! {
-    static INSTANCE: RefCell<Option<Box<dyn Any>>> = const { RefCell::new(None) };
-}
-
-/// Runs `f` on the one instance of `T`, making it on first use.
-fn with_plugin<T: DynPlugin + Default + 'static, R>(f: impl FnOnce(&mut T) -> R) -> R {
-    INSTANCE.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        let any = slot.get_or_insert_with(|| Box::new(T::default()));
-        match any.downcast_mut::<T>() {
-            Some(p) => f(p),
-            None => {
-                *any = Box::new(T::default());
-                f(any.downcast_mut::<T>().unwrap_or_else(|| unreachable!()))
-            }
-        }
-    })
-}
 
 fn not_implemented(stage: &str) -> String {
     format!("this plugin does not implement the {stage} stage")

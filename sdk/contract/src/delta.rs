@@ -1,0 +1,322 @@
+//! Contract 0.2's incremental lists (`wit/0.2.0/README.md`), as plain Rust on both sides:
+//! the host's [`Encoder`] turns this call's list into a delta against what the plugin was
+//! sent by its previous call (which elements it keeps, which arrive fresh), and re-numbers
+//! symbols into the plugin's own string table ([`StringTable`]); the guest's [`apply`]
+//! rebuilds the list from its previous one by moves, never by copies.
+//!
+//! Owns: the delta's arithmetic and the symbol re-numbering. Does not own: the WIT types
+//! or calling a plugin (`host/plugin-runtime/src/mirror.rs` on the host,
+//! `sdk/rust/src/wasm_v02.rs` in the guest), or deciding when to resend in full.
+
+use crate::types::{Cycle, Job, JobId, Node, NodeId, RunningJob, Symbol};
+use std::collections::HashMap;
+
+/// `keep` entry meaning "the next element of `fresh`".
+pub const FRESH: u32 = u32::MAX;
+
+/// The plugin's string table as the host tracks it: every string sent since the last
+/// full resend, and its symbol there.
+#[derive(Debug, Default)]
+pub struct StringTable {
+    ids: HashMap<String, Symbol>,
+    len: u32,
+}
+
+impl StringTable {
+    /// Strings sent so far.
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// Whether nothing was sent yet.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// For each of this call's strings (`cycle.strings`), its symbol in the plugin's table;
+    /// and the strings to append to that table, in order.
+    pub fn translate(&mut self, strings: &[String]) -> (Vec<Symbol>, Vec<String>) {
+        let mut added = Vec::new();
+        let tr = strings
+            .iter()
+            .map(|s| {
+                if let Some(id) = self.ids.get(s) {
+                    return *id;
+                }
+                let id = self.len;
+                self.len += 1;
+                self.ids.insert(s.clone(), id);
+                added.push(s.clone());
+                id
+            })
+            .collect();
+        (tr, added)
+    }
+}
+
+fn sym(tr: &[Symbol], s: Symbol) -> Symbol {
+    // A symbol outside the call's table stays out of range in the plugin's (it read "" there too).
+    tr.get(s as usize).copied().unwrap_or(u32::MAX)
+}
+
+/// A list element the host sends incrementally: its identity, whether it is unchanged, and
+/// itself with its symbols re-numbered.
+pub trait Mirrored: Default {
+    /// What identifies it across calls.
+    type Key: Eq + std::hash::Hash + Copy;
+    /// Its identity.
+    fn key(&self) -> Self::Key;
+    /// Whether `self` (as the plugin has it) equals `now` (this call's, symbols through `tr`).
+    fn same_as(&self, now: &Self, tr: &[Symbol]) -> bool;
+    /// `self` with its symbols through `tr`.
+    fn renumbered(&self, tr: &[Symbol]) -> Self;
+}
+
+impl Mirrored for Job {
+    type Key = JobId;
+    fn key(&self) -> JobId {
+        self.id
+    }
+    fn same_as(&self, now: &Self, tr: &[Symbol]) -> bool {
+        self.id == now.id
+            && self.name == sym(tr, now.name)
+            && self.user == sym(tr, now.user)
+            && self.account == sym(tr, now.account)
+            && self.queue == sym(tr, now.queue)
+            && self.tier == now.tier
+            && self.submit_ms == now.submit_ms
+            && self.time_limit_s == now.time_limit_s
+            && self.kind == now.kind
+            && self.preemptible == now.preemptible
+            && self.tasks == now.tasks
+            && self.labels.len() == now.labels.len()
+            && self
+                .labels
+                .iter()
+                .zip(&now.labels)
+                .all(|(a, b)| a.key == sym(tr, b.key) && a.value == sym(tr, b.value))
+    }
+    fn renumbered(&self, tr: &[Symbol]) -> Self {
+        let mut j = self.clone();
+        for s in [&mut j.name, &mut j.user, &mut j.account, &mut j.queue] {
+            *s = sym(tr, *s);
+        }
+        for l in &mut j.labels {
+            (l.key, l.value) = (sym(tr, l.key), sym(tr, l.value));
+        }
+        j
+    }
+}
+
+impl Mirrored for Node {
+    type Key = NodeId;
+    fn key(&self) -> NodeId {
+        self.id
+    }
+    fn same_as(&self, now: &Self, tr: &[Symbol]) -> bool {
+        self.id == now.id
+            && self.name == sym(tr, now.name)
+            && self.state == now.state
+            && self.cpu_milli_total == now.cpu_milli_total
+            && self.cpu_milli_free == now.cpu_milli_free
+            && self.memory_mib_total == now.memory_mib_total
+            && self.memory_mib_free == now.memory_mib_free
+            && self.gpus.len() == now.gpus.len()
+            && self.gpus.iter().zip(&now.gpus).all(|(a, b)| {
+                a.index == b.index
+                    && a.model == sym(tr, b.model)
+                    && a.memory_mib == b.memory_mib
+                    && a.free_milli == b.free_milli
+                    && a.healthy == b.healthy
+            })
+            && self.labels.len() == now.labels.len()
+            && self
+                .labels
+                .iter()
+                .zip(&now.labels)
+                .all(|(a, b)| a.key == sym(tr, b.key) && a.value == sym(tr, b.value))
+    }
+    fn renumbered(&self, tr: &[Symbol]) -> Self {
+        let mut n = self.clone();
+        n.name = sym(tr, n.name);
+        for g in &mut n.gpus {
+            g.model = sym(tr, g.model);
+        }
+        for l in &mut n.labels {
+            (l.key, l.value) = (sym(tr, l.key), sym(tr, l.value));
+        }
+        n
+    }
+}
+
+impl Mirrored for RunningJob {
+    type Key = JobId;
+    fn key(&self) -> JobId {
+        self.job.id
+    }
+    fn same_as(&self, now: &Self, tr: &[Symbol]) -> bool {
+        self.start_ms == now.start_ms
+            && self.expected_end_ms == now.expected_end_ms
+            && self.score.to_bits() == now.score.to_bits()
+            && self.tasks == now.tasks
+            && self.job.same_as(&now.job, tr)
+    }
+    fn renumbered(&self, tr: &[Symbol]) -> Self {
+        RunningJob {
+            job: self.job.renumbered(tr),
+            tasks: self.tasks.clone(),
+            start_ms: self.start_ms,
+            expected_end_ms: self.expected_end_ms,
+            score: self.score,
+        }
+    }
+}
+
+/// The cycle context with its symbols through `tr` and, as its `strings`, the strings
+/// `added` to the plugin's table.
+pub fn renumbered_cycle(ctx: &Cycle, tr: &[Symbol], added: Vec<String>) -> Cycle {
+    let mut c = Cycle {
+        strings: added,
+        ..Cycle::default()
+    };
+    c.id = ctx.id;
+    c.now_ms = ctx.now_ms;
+    c.seed = ctx.seed;
+    c.totals = ctx.totals;
+    c.gpu_models = ctx.gpu_models.iter().map(|m| sym(tr, *m)).collect();
+    let usage = |v: &[crate::Usage]| {
+        v.iter()
+            .map(|u| crate::Usage {
+                who: sym(tr, u.who),
+                gpu_seconds: u.gpu_seconds,
+            })
+            .collect()
+    };
+    let gpus = |v: &[crate::GpuUse]| {
+        v.iter()
+            .map(|u| crate::GpuUse {
+                who: sym(tr, u.who),
+                gpu_milli: u.gpu_milli,
+            })
+            .collect()
+    };
+    c.user_usage = usage(&ctx.user_usage);
+    c.account_usage = usage(&ctx.account_usage);
+    c.user_gpus = gpus(&ctx.user_gpus);
+    c.account_gpus = gpus(&ctx.account_gpus);
+    c.queues = ctx
+        .queues
+        .iter()
+        .map(|q| crate::QueueStatus {
+            queue: sym(tr, q.queue),
+            ..q.clone()
+        })
+        .collect();
+    c
+}
+
+/// One argument's list as the plugin has it (host side): what its previous call sent.
+#[derive(Debug)]
+pub struct Encoder<T: Mirrored> {
+    sent: Vec<T>,
+}
+
+impl<T: Mirrored> Default for Encoder<T> {
+    fn default() -> Self {
+        Self { sent: Vec::new() }
+    }
+}
+
+impl<T: Mirrored> Encoder<T> {
+    /// Forgets what was sent (before a full resend).
+    pub fn clear(&mut self) {
+        self.sent.clear();
+    }
+
+    /// The delta from what was sent to `now` (symbols through `tr`): `keep` and the fresh
+    /// elements, re-numbered. What was sent becomes `now`, as the plugin will have it.
+    /// The caller lowers the fresh elements, then hands them back with [`Self::commit`].
+    pub fn encode(&mut self, now: &[T], tr: &[Symbol]) -> (Vec<u32>, Vec<T>) {
+        let mut keep = Vec::with_capacity(now.len());
+        let mut fresh = Vec::new();
+        let mut index: Option<HashMap<T::Key, usize>> = None;
+        let mut used = vec![false; self.sent.len()];
+        for (i, x) in now.iter().enumerate() {
+            let at = match self.sent.get(i) {
+                Some(s) if s.key() == x.key() => Some(i),
+                _ => index
+                    .get_or_insert_with(|| {
+                        self.sent
+                            .iter()
+                            .enumerate()
+                            .map(|(j, s)| (s.key(), j))
+                            .collect()
+                    })
+                    .get(&x.key())
+                    .copied(),
+            };
+            match at {
+                Some(j) if !used[j] && self.sent[j].same_as(x, tr) => {
+                    used[j] = true;
+                    keep.push(u32::try_from(j).unwrap_or(FRESH));
+                }
+                _ => {
+                    keep.push(FRESH);
+                    fresh.push(x.renumbered(tr));
+                }
+            }
+        }
+        (keep, fresh)
+    }
+
+    /// Makes what was sent the list `keep` and `fresh` describe (as the plugin does).
+    pub fn commit(&mut self, keep: &[u32], fresh: Vec<T>) -> Result<(), String> {
+        apply(&mut self.sent, keep, fresh)
+    }
+}
+
+/// Rebuilds `list` from its previous value: `keep[i]` is the index of a kept element, or
+/// [`FRESH`] for the next of `fresh`. Kept elements move; an index out of range or kept
+/// twice, or a count of fresh elements that does not match, is an error (and `list` is
+/// left empty: the caller asks for a full resend).
+pub fn apply<T: Default>(list: &mut Vec<T>, keep: &[u32], fresh: Vec<T>) -> Result<(), String> {
+    let mut taken = vec![false; list.len()];
+    let mut fresh = fresh.into_iter();
+    let mut out = Vec::with_capacity(keep.len());
+    for &k in keep {
+        if k == FRESH {
+            match fresh.next() {
+                Some(x) => out.push(x),
+                None => {
+                    list.clear();
+                    return Err("a delta names more fresh elements than it carries".into());
+                }
+            }
+            continue;
+        }
+        let j = k as usize;
+        match taken.get_mut(j) {
+            Some(t) if !*t => {
+                *t = true;
+                out.push(std::mem::take(&mut list[j]));
+            }
+            _ => {
+                let n = list.len();
+                list.clear();
+                return Err(format!(
+                    "a delta keeps element {j} of a previous list of {n} (out of range or twice)"
+                ));
+            }
+        }
+    }
+    if fresh.next().is_some() {
+        list.clear();
+        return Err("a delta carries fresh elements it does not place".into());
+    }
+    *list = out;
+    Ok(())
+}
+
+#[cfg(test)]
+#[path = "delta_tests.rs"]
+mod tests;

@@ -1,0 +1,176 @@
+//! Random sequences of lists through the host's encoder and the guest's `apply`: the guest
+//! always ends with this call's list (symbols re-numbered), whatever changed.
+
+use super::*;
+use crate::types::{Label, TaskGroup};
+
+struct Lcg(u64);
+
+impl Lcg {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % n.max(1)
+    }
+}
+
+fn job(id: u64, rng: &mut Lcg, strings: usize) -> Job {
+    let s = |rng: &mut Lcg| rng.below(strings as u64) as u32;
+    Job {
+        id,
+        name: s(rng),
+        user: s(rng),
+        account: s(rng),
+        queue: s(rng),
+        tier: rng.below(3) as i32,
+        submit_ms: id * 10,
+        labels: vec![Label {
+            key: s(rng),
+            value: s(rng),
+        }],
+        tasks: vec![TaskGroup {
+            count: 1,
+            gpus: 1 + rng.below(4) as u32,
+            ..TaskGroup::default()
+        }],
+        ..Job::default()
+    }
+}
+
+/// Symbols into a fixed vocabulary re-numbered as a cycle's own table would number them:
+/// the vocabulary rotated by `r`, so the same text has another symbol in each call.
+fn this_call(jobs: &[Job], r: usize, n: usize) -> (Vec<String>, Vec<Job>) {
+    let texts: Vec<String> = (0..n).map(|i| format!("s{}", (i + r) % n)).collect();
+    let at = |s: u32| ((s as usize + n - r) % n) as u32;
+    let jobs = jobs
+        .iter()
+        .map(|j| {
+            let mut j = j.clone();
+            for s in [&mut j.name, &mut j.user, &mut j.account, &mut j.queue] {
+                *s = at(*s);
+            }
+            for l in &mut j.labels {
+                (l.key, l.value) = (at(l.key), at(l.value));
+            }
+            j
+        })
+        .collect();
+    (texts, jobs)
+}
+
+#[test]
+fn random_changes_reach_the_guest_exactly() {
+    const WORDS: usize = 12;
+    let mut rng = Lcg(7);
+    let mut table = StringTable::default();
+    let mut host: Encoder<Job> = Encoder::default();
+    let mut guest: Vec<Job> = Vec::new();
+    let mut guest_strings: Vec<String> = Vec::new();
+    let mut jobs: Vec<Job> = Vec::new();
+    let mut next_id = 1;
+    let mut kept_total = 0;
+    for call in 0..300 {
+        // Change the list: drop some, add some, change one, swap two.
+        jobs.retain(|_| rng.below(10) != 0);
+        for _ in 0..rng.below(6) {
+            jobs.push(job(next_id, &mut rng, WORDS));
+            next_id += 1;
+        }
+        if let Some(j) = jobs.first_mut() {
+            j.tier += 1;
+        }
+        if jobs.len() > 2 && rng.below(3) == 0 {
+            let (a, b) = (rng.below(jobs.len() as u64), rng.below(jobs.len() as u64));
+            jobs.swap(a as usize, b as usize);
+        }
+        let (texts, sent) = this_call(&jobs, rng.below(WORDS as u64) as usize, WORDS);
+        let (tr, added) = table.translate(&texts);
+        let (keep, fresh) = host.encode(&sent, &tr);
+        kept_total += keep.iter().filter(|k| **k != FRESH).count();
+        // The guest.
+        guest_strings.extend(added);
+        apply(&mut guest, &keep, fresh.clone()).unwrap();
+        host.commit(&keep, fresh).unwrap();
+        assert_eq!(guest.len(), jobs.len(), "call {call}");
+        for (g, j) in guest.iter().zip(&jobs) {
+            assert_eq!(g.id, j.id);
+            let text = |s: u32| guest_strings[s as usize].clone();
+            assert_eq!(text(g.user), format!("s{}", j.user), "call {call}");
+            assert_eq!(text(g.labels[0].value), format!("s{}", j.labels[0].value));
+            assert_eq!(g.tier, j.tier);
+            assert_eq!(g.tasks, j.tasks);
+        }
+    }
+    assert_eq!(guest_strings.len(), WORDS, "each text is sent once");
+    assert!(
+        kept_total > 1000,
+        "most elements travel as `keep`: {kept_total}"
+    );
+}
+
+#[test]
+fn a_bad_delta_is_an_error_and_empties_the_list() {
+    let mut list = vec![Job::default(), Job::default()];
+    assert!(apply(&mut list, &[0, 0], Vec::new()).is_err());
+    assert!(list.is_empty());
+    let mut list = vec![Job::default()];
+    assert!(apply(&mut list, &[5], Vec::new()).is_err());
+    let mut list = vec![Job::default()];
+    assert!(apply(&mut list, &[FRESH], Vec::new()).is_err());
+    let mut list = vec![Job::default()];
+    assert!(apply(&mut list, &[0], vec![Job::default()]).is_err());
+    let mut list = vec![Job {
+        id: 3,
+        ..Job::default()
+    }];
+    apply(
+        &mut list,
+        &[FRESH, 0],
+        vec![Job {
+            id: 9,
+            ..Job::default()
+        }],
+    )
+    .unwrap();
+    assert_eq!(list.iter().map(|j| j.id).collect::<Vec<_>>(), [9, 3]);
+}
+
+#[test]
+fn an_unchanged_list_is_all_keep_and_a_changed_symbol_text_is_fresh() {
+    let mut table = StringTable::default();
+    let mut host: Encoder<Job> = Encoder::default();
+    let texts: Vec<String> = vec!["alice".into(), "bob".into()];
+    let jobs = vec![Job {
+        id: 1,
+        user: 0,
+        name: 1,
+        account: 1,
+        queue: 1,
+        ..Job::default()
+    }];
+    let (tr, _) = table.translate(&texts);
+    let (keep, fresh) = host.encode(&jobs, &tr);
+    host.commit(&keep, fresh).unwrap();
+    // Same text under another symbol: kept.
+    let (tr, added) = table.translate(&["bob".to_string(), "alice".to_string()]);
+    assert!(added.is_empty());
+    let moved = vec![Job {
+        id: 1,
+        user: 1,
+        ..Job::default()
+    }];
+    let (keep, fresh) = host.encode(&moved, &tr);
+    assert_eq!((keep.as_slice(), fresh.len()), (&[0][..], 0));
+    host.commit(&keep, fresh).unwrap();
+    // Another user: fresh.
+    let other = vec![Job {
+        id: 1,
+        user: 0,
+        name: 0,
+        ..Job::default()
+    }];
+    let (keep, fresh) = host.encode(&other, &tr);
+    assert_eq!((keep.as_slice(), fresh.len()), (&[FRESH][..], 1));
+}

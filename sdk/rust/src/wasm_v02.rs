@@ -1,0 +1,227 @@
+//! The wasm32 side of the SDK for contract 0.2 (`wit/0.2.0/`): WIT bindings, the
+//! exporter, and the mirror that keeps what the host sent so that each call carries only
+//! what changed (`gantry_contract::delta::apply`). The author's stage traits are the same
+//! as for 0.1: the mirror rebuilds `&[Job]`, `&[Node]` and `&[RunningJob]` by moves and
+//! hands them over; the author never sees a delta.
+//!
+//! Only compiled for `target_arch = "wasm32"`; plugin authors never touch it.
+#![allow(missing_docs, unsafe_code)]
+
+use crate::DynPlugin;
+use crate::wasm_instance::with_plugin;
+use gantry_contract as c;
+use gantry_contract::delta::apply;
+use gantry_contract::wit_convert::vec_into;
+use std::cell::RefCell;
+use std::marker::PhantomData;
+
+wit_bindgen::generate!({
+    path: "../../wit/0.2.0",
+    world: "full-plugin",
+    pub_export_macro: true,
+    export_macro_name: "__export_full_plugin_v02",
+    default_bindings_module: "gantry_sdk::wasm_v02",
+});
+
+use exports::gantry::policy::{admission, placement, plugin, preemption, priority};
+use gantry::policy::{host, types as w};
+
+gantry_contract::wit_conversions! {
+    types: w,
+    host: host,
+    plugin: plugin,
+    admission: admission,
+    priority: priority,
+    placement: placement,
+    preemption: preemption,
+}
+
+/// What the host sent, per argument: each list as of this plugin's previous call.
+#[derive(Default)]
+struct Mirror {
+    generation: u64,
+    strings: Vec<String>,
+    admit_jobs: Vec<c::Job>,
+    score_jobs: Vec<c::Job>,
+    place_jobs: Vec<c::Job>,
+    place_nodes: Vec<c::Node>,
+    place_running: Vec<c::RunningJob>,
+    preempt_blocked: Vec<c::Job>,
+    preempt_nodes: Vec<c::Node>,
+    preempt_running: Vec<c::RunningJob>,
+}
+
+thread_local! {
+    static MIRROR: RefCell<Mirror> = RefCell::new(Mirror::default());
+}
+
+/// Brings the mirror to `sync`'s call (or fails: the host resends in full) and gives the
+/// context with the whole string table; `f` applies the deltas and calls the plugin.
+fn with_mirror<R>(
+    ctx: w::Cycle,
+    sync: w::SyncPoint,
+    f: impl FnOnce(&mut Mirror, &c::Cycle) -> Result<R, String>,
+) -> Result<R, String> {
+    MIRROR.with(|cell| {
+        let mut m = cell.borrow_mut();
+        if sync.base == 0 {
+            *m = Mirror::default();
+        } else if sync.base != m.generation {
+            let have = m.generation;
+            *m = Mirror::default();
+            return Err(format!(
+                "the plugin's mirror is at call {have}, the host sent a delta from call {}: resend in full",
+                sync.base
+            ));
+        }
+        let mut ctx = c::Cycle::from(ctx);
+        m.strings.append(&mut ctx.strings);
+        ctx.strings = std::mem::take(&mut m.strings);
+        let r = f(&mut m, &ctx);
+        m.strings = ctx.strings;
+        match r {
+            Ok(v) => {
+                m.generation = sync.generation;
+                Ok(v)
+            }
+            Err(e) => {
+                // The host resends in full after any error; forget everything now.
+                *m = Mirror::default();
+                Err(e)
+            }
+        }
+    })
+}
+
+fn jobs(list: &mut Vec<c::Job>, d: w::JobDelta) -> Result<(), String> {
+    apply(list, &d.keep, d.fresh.into())
+}
+
+fn nodes(list: &mut Vec<c::Node>, d: w::NodeDelta) -> Result<(), String> {
+    apply(list, &d.keep, d.fresh.into())
+}
+
+fn running(list: &mut Vec<c::RunningJob>, d: w::RunningDelta) -> Result<(), String> {
+    apply(list, &d.keep, d.fresh.into())
+}
+
+fn not_implemented(stage: &str) -> String {
+    format!("this plugin does not implement the {stage} stage")
+}
+
+pub(crate) fn log(level: c::LogLevel, message: &str) {
+    host::log(level.into(), message);
+}
+
+/// Routes the component's exports to the plugin of type `T`.
+pub struct Exporter<T>(PhantomData<T>);
+
+impl<T: DynPlugin + Default + 'static> plugin::Guest for Exporter<T> {
+    fn metadata() -> plugin::PluginInfo {
+        with_plugin::<T, _>(|p| p.metadata()).into()
+    }
+
+    fn configure(config: String) -> Result<(), String> {
+        with_plugin::<T, _>(|p| p.configure(&config))
+    }
+}
+
+impl<T: DynPlugin + Default + 'static> admission::Guest for Exporter<T> {
+    fn check_submit(
+        ctx: w::Cycle,
+        sync: w::SyncPoint,
+        job: w::JobList,
+    ) -> Result<admission::SubmitVerdict, String> {
+        with_mirror(ctx, sync, |_, ctx| {
+            let Some(job) = Vec::<c::Job>::from(job).into_iter().next() else {
+                return Err("check-submit got no job".into());
+            };
+            with_plugin::<T, _>(|p| match p.as_admission() {
+                Some(s) => s.check_submit(ctx, &job).map(Into::into),
+                None => Err(not_implemented("admission")),
+            })
+        })
+    }
+
+    fn admit(
+        ctx: w::Cycle,
+        sync: w::SyncPoint,
+        delta: w::JobDelta,
+    ) -> Result<Vec<admission::Verdict>, String> {
+        with_mirror(ctx, sync, |m, ctx| {
+            jobs(&mut m.admit_jobs, delta)?;
+            with_plugin::<T, _>(|p| match p.as_admission() {
+                Some(s) => s.admit(ctx, &m.admit_jobs).map(vec_into),
+                None => Err(not_implemented("admission")),
+            })
+        })
+    }
+}
+
+impl<T: DynPlugin + Default + 'static> priority::Guest for Exporter<T> {
+    fn score(
+        ctx: w::Cycle,
+        sync: w::SyncPoint,
+        delta: w::JobDelta,
+        previous: Vec<f64>,
+    ) -> Result<Vec<priority::Scored>, String> {
+        with_mirror(ctx, sync, |m, ctx| {
+            jobs(&mut m.score_jobs, delta)?;
+            with_plugin::<T, _>(|p| match p.as_priority() {
+                Some(s) => s.score(ctx, &m.score_jobs, &previous).map(vec_into),
+                None => Err(not_implemented("priority")),
+            })
+        })
+    }
+}
+
+impl<T: DynPlugin + Default + 'static> placement::Guest for Exporter<T> {
+    fn place(
+        ctx: w::Cycle,
+        sync: w::SyncPoint,
+        job_delta: w::JobDelta,
+        node_delta: w::NodeDelta,
+        running_delta: w::RunningDelta,
+    ) -> Result<placement::Plan, String> {
+        with_mirror(ctx, sync, |m, ctx| {
+            jobs(&mut m.place_jobs, job_delta)?;
+            nodes(&mut m.place_nodes, node_delta)?;
+            running(&mut m.place_running, running_delta)?;
+            with_plugin::<T, _>(|p| match p.as_placement() {
+                Some(s) => s
+                    .place(ctx, &m.place_jobs, &m.place_nodes, &m.place_running)
+                    .map(Into::into),
+                None => Err(not_implemented("placement")),
+            })
+        })
+    }
+}
+
+impl<T: DynPlugin + Default + 'static> preemption::Guest for Exporter<T> {
+    fn preempt(
+        ctx: w::Cycle,
+        sync: w::SyncPoint,
+        blocked_delta: w::JobDelta,
+        blocked_scores: Vec<f64>,
+        node_delta: w::NodeDelta,
+        running_delta: w::RunningDelta,
+    ) -> Result<Vec<preemption::Eviction>, String> {
+        with_mirror(ctx, sync, |m, ctx| {
+            jobs(&mut m.preempt_blocked, blocked_delta)?;
+            nodes(&mut m.preempt_nodes, node_delta)?;
+            running(&mut m.preempt_running, running_delta)?;
+            with_plugin::<T, _>(|p| match p.as_preemption() {
+                Some(s) => s
+                    .preempt(
+                        ctx,
+                        &m.preempt_blocked,
+                        &blocked_scores,
+                        &m.preempt_nodes,
+                        &m.preempt_running,
+                    )
+                    .map(vec_into),
+                None => Err(not_implemented("preemption")),
+            })
+        })
+    }
+}
