@@ -1,9 +1,12 @@
 //! Benchmark: one full scheduling cycle (fifo + first-fit + priority-preempt) with the
-//! plugins as wasm components in the sandbox versus the same plugin crates compiled
-//! natively, on the same snapshot, in the same run.
+//! plugins as wasm components in the sandbox, of contract 0.1 (every list whole in every
+//! call) and 0.2 (what changed since the plugin's previous call), versus the same plugin
+//! crates compiled natively, in the same run.
 //!
 //! `cargo bench -p gantry-plugin-runtime --bench cycle` prints, per size, the median
-//! and p90 cycle time over repeated runs and the wasm/native ratio. Sizes: 1,000
+//! and p90 cycle time over repeated runs and each wasm/native ratio, twice: the same
+//! snapshot again (a quiet cluster), and a snapshot where 1% of the pending jobs are
+//! replaced and one node's GPUs change before every cycle (a busy one). Sizes: 1,000
 //! pending jobs × 100 nodes × 8 GPUs, and 10,000 × 1,000 × 8.
 
 use gantry_contract::{
@@ -165,8 +168,9 @@ fn native_pipeline() -> Pipeline {
     }
 }
 
-/// The pipeline with the stages named in `wasm` as components, the rest native.
-fn mixed_pipeline(rt: &Runtime, wasm: &[&str]) -> Pipeline {
+/// The pipeline with the stages named in `wasm` as components (of contract `v01` or
+/// 0.2), the rest native.
+fn mixed_pipeline(rt: &Runtime, wasm: &[&str], v01: bool) -> Pipeline {
     let limits = Limits {
         deadline_ms: 10_000,
         memory_mib: 1024,
@@ -177,44 +181,75 @@ fn mixed_pipeline(rt: &Runtime, wasm: &[&str]) -> Pipeline {
             .instantiate("{}", limits)
             .expect("instantiate")
     };
+    let pick = |v02: &'static [u8], old: &'static [u8]| if v01 { old } else { v02 };
     let mut p = native_pipeline();
     if wasm.contains(&"priority") {
         p.priority = vec![StageSlot::new(
-            Box::new(inst(gantry_components::FIFO)),
+            Box::new(inst(pick(gantry_components::FIFO, gantry_components::FIFO_V01))),
             "{}",
         )];
     }
     if wasm.contains(&"placement") {
-        p.placement = StageSlot::new(Box::new(inst(gantry_components::FIRST_FIT)), "{}");
+        p.placement = StageSlot::new(
+            Box::new(inst(pick(
+                gantry_components::FIRST_FIT,
+                gantry_components::FIRST_FIT_V01,
+            ))),
+            "{}",
+        );
     }
     if wasm.contains(&"preemption") {
         p.preemption = Some(StageSlot::new(
-            Box::new(inst(gantry_components::PRIORITY_PREEMPT)),
+            Box::new(inst(pick(
+                gantry_components::PRIORITY_PREEMPT,
+                gantry_components::PRIORITY_PREEMPT_V01,
+            ))),
             "{}",
         ));
     }
     p
 }
 
-fn wasm_pipeline(rt: &Runtime) -> Pipeline {
-    mixed_pipeline(rt, &["priority", "placement", "preemption"])
+const ALL: &[&str] = &["priority", "placement", "preemption"];
+
+/// `snap` with 1% of its pending jobs replaced by new ones and node `turn`'s GPUs changed.
+fn churn(snap: &mut Snapshot, turn: usize, next_id: &mut u64) {
+    let n = snap.pending.len();
+    for k in 0..(n / 100).max(1) {
+        let at = (turn * 37 + k * 101) % n;
+        let mut j = snap.pending.remove(at);
+        j.id = *next_id;
+        *next_id += 1;
+        snap.pending.push(j);
+    }
+    let nodes = snap.nodes.len();
+    let node = &mut snap.nodes[turn % nodes];
+    for g in &mut node.gpus {
+        g.free_milli = if g.free_milli == 0 { 1000 } else { 0 };
+    }
 }
 
 fn measure(
     snap: &Snapshot,
     pipeline: &mut Pipeline,
     budget: Duration,
+    busy: bool,
 ) -> (Duration, Duration, usize, usize) {
+    let mut snap = snap.clone();
+    let mut next_id = 10_000_000;
     let mut times = Vec::new();
     let start = Instant::now();
     let mut started = 0;
     let mut faults = 0;
     while times.len() < 5 || (start.elapsed() < budget && times.len() < 200) {
+        if busy {
+            churn(&mut snap, times.len(), &mut next_id);
+        }
         let t = Instant::now();
-        let out = run_cycle(snap, pipeline, None);
+        let out = run_cycle(&snap, pipeline, None);
         times.push(t.elapsed());
         started = out.starts.len();
-        faults = out.faults.len();
+        faults += out.faults.len();
     }
     times.sort();
     (
@@ -229,46 +264,130 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
+/// Time of `first-fit`'s `place` alone over `n` cycles, quiet or busy, wasm 0.2 and
+/// native; and how the 0.2 calls travelled.
+fn travel(rt: &Runtime, snap: &Snapshot, n: usize) {
+    let limits = Limits {
+        deadline_ms: 10_000,
+        memory_mib: 1024,
+    };
+    for busy in [false, true] {
+        let mut first_fit = rt
+            .load(gantry_components::FIRST_FIT)
+            .expect("load")
+            .instantiate("{}", limits)
+            .expect("instantiate");
+        let mut twin = gantry_plugin_first_fit::FirstFit::default();
+        let mut snap = snap.clone();
+        let mut next_id = 10_000_000;
+        let (mut wasm, mut native) = (Duration::ZERO, Duration::ZERO);
+        for turn in 0..n {
+            if busy {
+                churn(&mut snap, turn, &mut next_id);
+            }
+            let t = Instant::now();
+            let a = gantry_contract::Placement::place(
+                &mut first_fit,
+                &snap.ctx,
+                &snap.pending,
+                &snap.nodes,
+                &snap.running,
+            );
+            wasm += t.elapsed();
+            let t = Instant::now();
+            let b = gantry_contract::Placement::place(
+                &mut twin,
+                &snap.ctx,
+                &snap.pending,
+                &snap.nodes,
+                &snap.running,
+            );
+            native += t.elapsed();
+            assert_eq!(a.ok(), b.ok());
+        }
+        println!(
+            "busy {busy}: place 0.2 {:.2} ms, native {:.2} ms; {:?}",
+            ms(wasm) / n as f64,
+            ms(native) / n as f64,
+            first_fit.mirror_stats()
+        );
+    }
+}
+
 fn main() {
     let rt = Runtime::new(RuntimeOptions::default()).expect("runtime");
+    if std::env::var("CYCLE_BENCH_STATS").is_ok() {
+        let snap = snapshot(10_000, 1_000);
+        travel(&rt, &snap, 40);
+        return;
+    }
     println!(
         "one scheduling cycle: fifo + first-fit (strict) + priority-preempt; median and p90 of repeated runs"
     );
-    println!(
-        "{:>8} {:>6} {:>6} | {:>11} {:>11} | {:>11} {:>11} | {:>7} | starts",
-        "pending", "nodes", "GPUs", "native med", "native p90", "wasm med", "wasm p90", "ratio"
-    );
-    for (pending, nodes) in [(1_000, 100), (10_000, 1_000)] {
-        let snap = snapshot(pending, nodes);
-        let mut native = native_pipeline();
-        let mut wasm = wasm_pipeline(&rt);
-        // Warm up both (first wasm call pays lazy initialisation).
-        run_cycle(&snap, &mut native, None);
-        run_cycle(&snap, &mut wasm, None);
-        let budget = Duration::from_secs(5);
-        let (n_med, n_p90, n_starts, n_faults) = measure(&snap, &mut native, budget);
-        let (w_med, w_p90, w_starts, w_faults) = measure(&snap, &mut wasm, budget);
-        assert_eq!(n_starts, w_starts, "wasm and native must decide the same");
-        assert_eq!(n_faults + w_faults, 0, "no faults expected");
+    // CYCLE_BENCH_MODE=quiet|busy and CYCLE_BENCH_PENDING=N narrow the run.
+    let mode = std::env::var("CYCLE_BENCH_MODE").unwrap_or_default();
+    let only: Option<usize> = std::env::var("CYCLE_BENCH_PENDING")
+        .ok()
+        .and_then(|v| v.parse().ok());
+    for busy in [false, true] {
+        if (mode == "quiet" && busy) || (mode == "busy" && !busy) {
+            continue;
+        }
         println!(
-            "{pending:>8} {nodes:>6} {:>6} | {:>8.2} ms {:>8.2} ms | {:>8.2} ms {:>8.2} ms | {:>6.2}x | {n_starts}",
-            nodes * 8,
-            ms(n_med),
-            ms(n_p90),
-            ms(w_med),
-            ms(w_p90),
-            ms(w_med) / ms(n_med)
+            "\n{}",
+            if busy {
+                "busy: 1% of pending jobs replaced and one node changed before each cycle"
+            } else {
+                "quiet: the same snapshot again"
+            }
         );
-        for stage in ["priority", "placement", "preemption"] {
-            let mut one = mixed_pipeline(&rt, &[stage]);
-            run_cycle(&snap, &mut one, None);
-            let (med, _, _, _) = measure(&snap, &mut one, Duration::from_secs(2));
+        println!(
+            "{:>8} {:>6} | {:>17} | {:>17} {:>6} | {:>17} {:>6} | starts",
+            "pending", "nodes", "native med/p90", "0.1 med/p90", "ratio", "0.2 med/p90", "ratio"
+        );
+        for (pending, nodes) in [(1_000, 100), (10_000, 1_000)] {
+            if only.is_some_and(|n| n != pending) {
+                continue;
+            }
+            let snap = snapshot(pending, nodes);
+            let mut native = native_pipeline();
+            let mut v01 = mixed_pipeline(&rt, ALL, true);
+            let mut v02 = mixed_pipeline(&rt, ALL, false);
+            // Warm up (the first wasm call pays lazy initialisation and a full send).
+            for p in [&mut native, &mut v01, &mut v02] {
+                run_cycle(&snap, p, None);
+            }
+            let budget = Duration::from_secs(5);
+            let (n_med, n_p90, n_starts, n_faults) = measure(&snap, &mut native, budget, busy);
+            let (a_med, a_p90, a_starts, a_faults) = measure(&snap, &mut v01, budget, busy);
+            let (b_med, b_p90, b_starts, b_faults) = measure(&snap, &mut v02, budget, busy);
+            assert_eq!(n_starts, a_starts, "0.1 and native must decide the same");
+            assert_eq!(n_starts, b_starts, "0.2 and native must decide the same");
+            assert_eq!(n_faults + a_faults + b_faults, 0, "no faults expected");
             println!(
-                "{:>22} only {stage:<10} as wasm: {:>8.2} ms (+{:.2} ms over native)",
-                "",
-                ms(med),
-                ms(med) - ms(n_med)
+                "{pending:>8} {nodes:>6} | {:>7.2} {:>6.2} ms | {:>7.2} {:>6.2} ms {:>5.2}x | {:>7.2} {:>6.2} ms {:>5.2}x | {n_starts}",
+                ms(n_med),
+                ms(n_p90),
+                ms(a_med),
+                ms(a_p90),
+                ms(a_med) / ms(n_med),
+                ms(b_med),
+                ms(b_p90),
+                ms(b_med) / ms(n_med),
             );
+            for stage in ALL {
+                for (label, old) in [("0.1", true), ("0.2", false)] {
+                    let mut one = mixed_pipeline(&rt, &[stage], old);
+                    run_cycle(&snap, &mut one, None);
+                    let (med, _, _, _) = measure(&snap, &mut one, Duration::from_secs(2), busy);
+                    println!(
+                        "{:>17} only {stage:<10} as {label}: {:>8.2} ms (+{:.2} ms over native)",
+                        "",
+                        ms(med),
+                        ms(med) - ms(n_med)
+                    );
+                }
+            }
         }
     }
 }
