@@ -86,6 +86,10 @@ impl Identified for Instrumented {
     fn ident(&self) -> &PluginIdent {
         self.inner.plugin_ident()
     }
+
+    fn answer_rejected(&mut self) {
+        self.inner.answer_rejected();
+    }
 }
 
 impl Admission<PolicyFault> for Instrumented {

@@ -1,12 +1,14 @@
 //! `gantry plugin test PLUGIN.wasm`: the language-neutral conformance runner. It loads
 //! any component in the real runtime, checks its metadata, contract version and WASI
 //! imports against the allow-list, runs every stage it implements on the built-in
-//! scenarios and on the author's scenario files, and reports invalid output, faults,
+//! scenarios (for a contract 0.2 plugin, also after a delta and after a full resend:
+//! `incremental.rs`) and on the author's scenario files, and reports invalid output, faults,
 //! deadline overruns and per-call time. Exit status: 0 when every check passes.
 //!
 //! Owns: the checks and the report. Does not own the sandbox (plugin runtime) or the
 //! cycle (engine); it uses both exactly as the daemon does.
 
+mod incremental;
 mod scenarios;
 
 use crate::instrumented::{Instrumented, Timings};
@@ -125,9 +127,13 @@ pub fn run(opts: &Options) -> anyhow::Result<Report> {
     }
     report.add(true, format!("configure({})", opts.config), "accepted");
     let defaults = Defaults::load(&rt)?;
+    let incremental = plugin.metadata().contract.starts_with("0.2.");
     for scenario in scenarios::builtin() {
         for &stage in plugin.stages() {
             run_stage(&plugin, stage, &scenario, opts, &defaults, &mut report);
+            if incremental {
+                incremental::check(&plugin, stage, &scenario, opts, &defaults, &mut report);
+            }
         }
     }
     if let Some(dir) = &opts.scenarios {
