@@ -185,7 +185,10 @@ fn mixed_pipeline(rt: &Runtime, wasm: &[&str], v01: bool) -> Pipeline {
     let mut p = native_pipeline();
     if wasm.contains(&"priority") {
         p.priority = vec![StageSlot::new(
-            Box::new(inst(pick(gantry_components::FIFO, gantry_components::FIFO_V01))),
+            Box::new(inst(pick(
+                gantry_components::FIFO,
+                gantry_components::FIFO_V01,
+            ))),
             "{}",
         )];
     }

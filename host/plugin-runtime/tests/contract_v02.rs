@@ -5,6 +5,8 @@
 //! placement plugin that traps, overruns, hogs memory or answers invalid plans at random)
 //! whose every fault is followed by a full resend and, when it behaves, the native plan.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use gantry_contract::{
     Cycle, Gpu, Job, JobKind, Label, Node, NodeState, RunningJob, TaskAllocation, TaskGroup,
 };

@@ -15,11 +15,16 @@ use std::collections::HashMap;
 pub const FRESH: u32 = u32::MAX;
 
 /// The plugin's string table as the host tracks it: every string sent since the last
-/// full resend, and its symbol there.
+/// full resend, and its symbol there; and the previous call's table with its translation,
+/// so that a call whose table begins like the previous one's (an interner that only grew,
+/// or interned the same strings in the same order) compares those strings instead of
+/// looking each up.
 #[derive(Debug, Default)]
 pub struct StringTable {
     ids: HashMap<String, Symbol>,
     len: u32,
+    last: Vec<String>,
+    last_tr: Vec<Symbol>,
 }
 
 impl StringTable {
@@ -36,23 +41,54 @@ impl StringTable {
     /// For each of this call's strings (`cycle.strings`), its symbol in the plugin's table;
     /// and the strings to append to that table, in order.
     pub fn translate(&mut self, strings: &[String]) -> (Vec<Symbol>, Vec<String>) {
-        let mut added = Vec::new();
-        let tr = strings
+        let same = strings
             .iter()
-            .map(|s| {
-                if let Some(id) = self.ids.get(s) {
-                    return *id;
+            .zip(&self.last)
+            .take_while(|(a, b)| a == b)
+            .count();
+        self.last.truncate(same);
+        self.last_tr.truncate(same);
+        let mut added = Vec::new();
+        for s in &strings[same..] {
+            let id = match self.ids.get(s) {
+                Some(id) => *id,
+                None => {
+                    let id = self.len;
+                    self.len += 1;
+                    self.ids.insert(s.clone(), id);
+                    added.push(s.clone());
+                    id
                 }
-                let id = self.len;
-                self.len += 1;
-                self.ids.insert(s.clone(), id);
-                added.push(s.clone());
-                id
-            })
-            .collect();
-        (tr, added)
+            };
+            self.last.push(s.clone());
+            self.last_tr.push(id);
+        }
+        (self.last_tr.clone(), added)
     }
 }
+
+/// A hasher for the ids the encoder indexes (u64 and u32 keys): one multiply, no SipHash.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(*b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0 ^ n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(u64::from(n));
+    }
+}
+
+type IdMap<K> = HashMap<K, usize, std::hash::BuildHasherDefault<IdHasher>>;
 
 fn sym(tr: &[Symbol], s: Symbol) -> Symbol {
     // A symbol outside the call's table stays out of range in the plugin's (it read "" there too).
@@ -239,11 +275,14 @@ impl<T: Mirrored> Encoder<T> {
     pub fn encode(&mut self, now: &[T], tr: &[Symbol]) -> (Vec<u32>, Vec<T>) {
         let mut keep = Vec::with_capacity(now.len());
         let mut fresh = Vec::new();
-        let mut index: Option<HashMap<T::Key, usize>> = None;
+        let mut index: Option<IdMap<T::Key>> = None;
+        // Where the next element probably was: one past the last one found (a list that
+        // lost or gained elements is a shifted copy of the previous one).
+        let mut cursor = 0;
         let mut used = vec![false; self.sent.len()];
-        for (i, x) in now.iter().enumerate() {
-            let at = match self.sent.get(i) {
-                Some(s) if s.key() == x.key() => Some(i),
+        for x in now {
+            let at = match self.sent.get(cursor) {
+                Some(s) if s.key() == x.key() => Some(cursor),
                 _ => index
                     .get_or_insert_with(|| {
                         self.sent
@@ -255,6 +294,9 @@ impl<T: Mirrored> Encoder<T> {
                     .get(&x.key())
                     .copied(),
             };
+            if let Some(j) = at {
+                cursor = j + 1;
+            }
             match at {
                 Some(j) if !used[j] && self.sent[j].same_as(x, tr) => {
                     used[j] = true;

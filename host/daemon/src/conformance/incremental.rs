@@ -53,10 +53,20 @@ fn changed(s: &Snapshot) -> Snapshot {
             }
         }
         next.ctx.gpu_models.iter_mut().for_each(flip);
-        for u in next.ctx.user_usage.iter_mut().chain(&mut next.ctx.account_usage) {
+        for u in next
+            .ctx
+            .user_usage
+            .iter_mut()
+            .chain(&mut next.ctx.account_usage)
+        {
             flip(&mut u.who);
         }
-        for u in next.ctx.user_gpus.iter_mut().chain(&mut next.ctx.account_gpus) {
+        for u in next
+            .ctx
+            .user_gpus
+            .iter_mut()
+            .chain(&mut next.ctx.account_gpus)
+        {
             flip(&mut u.who);
         }
         next.ctx.queues.iter_mut().for_each(|q| flip(&mut q.queue));
@@ -73,16 +83,28 @@ fn decisions(out: &CycleOutcome) -> String {
         .iter()
         .map(|(id, r)| (id, r.code, &r.message))
         .collect();
-    format!("order {:?} starts {starts:?} evictions {evictions:?} pending {pending:?}", out.order)
+    format!(
+        "order {:?} starts {starts:?} evictions {evictions:?} pending {pending:?}",
+        out.order
+    )
 }
 
 /// The plugin under test in `pipe` at `stage`: the host forgets what it sent it.
 fn forget(pipe: &mut Pipeline, stage: Stage) {
     match stage {
-        Stage::Admission => pipe.admission.iter_mut().for_each(|s| s.plugin.answer_rejected()),
-        Stage::Priority => pipe.priority.iter_mut().for_each(|s| s.plugin.answer_rejected()),
+        Stage::Admission => pipe
+            .admission
+            .iter_mut()
+            .for_each(|s| s.plugin.answer_rejected()),
+        Stage::Priority => pipe
+            .priority
+            .iter_mut()
+            .for_each(|s| s.plugin.answer_rejected()),
         Stage::Placement => pipe.placement.plugin.answer_rejected(),
-        Stage::Preemption => pipe.preemption.iter_mut().for_each(|s| s.plugin.answer_rejected()),
+        Stage::Preemption => pipe
+            .preemption
+            .iter_mut()
+            .for_each(|s| s.plugin.answer_rejected()),
     }
 }
 
@@ -109,7 +131,11 @@ pub(super) fn check(
         let resent = run_cycle(&s.snapshot, &mut kept, None);
         Ok(vec![
             ("a delta", delta, fresh_answer(&next)?),
-            ("a full resend after a fault", resent, fresh_answer(&s.snapshot)?),
+            (
+                "a full resend after a fault",
+                resent,
+                fresh_answer(&s.snapshot)?,
+            ),
         ])
     })();
     let cases = match outcome {
