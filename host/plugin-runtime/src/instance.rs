@@ -8,7 +8,7 @@
 
 use crate::bindings::{self as v01, State};
 use crate::bindings_v02 as v02;
-use crate::calls_v02::HostMirror;
+use crate::mirror::HostMirror;
 use crate::nonblocking::WouldBlock;
 use crate::runtime::{EPOCH_TICK, Exports, Indices, LoadedPlugin};
 use crate::{Limits, LoadError};

@@ -22,11 +22,12 @@ mod convert;
 mod instance;
 mod limits;
 mod loader;
+mod mirror;
 mod nonblocking;
 mod runtime;
 
-pub use calls_v02::MirrorStats;
 pub use instance::PluginInstance;
+pub use mirror::MirrorStats;
 pub use runtime::{LoadedPlugin, Runtime, RuntimeOptions};
 
 use gantry_engine::PolicyFault;
