@@ -26,7 +26,17 @@ use std::process::Command;
 pub const MANIFEST: &str = "gantry-plugin.toml";
 
 /// The contract version new projects build against.
-const CONTRACT: &str = "0.1.0";
+/// The contract a new project speaks: the Rust SDK exports the newest (0.2, incremental
+/// inputs kept by the SDK); the Python and JavaScript SDKs speak 0.1.
+fn contract_for(lang: Lang) -> &'static str {
+    match lang {
+        Lang::Rust => gantry_contract::CONTRACT_VERSION,
+        Lang::Python | Lang::Js => "0.1.0",
+    }
+}
+
+/// The folder a checkout must have.
+const CONTRACT: &str = gantry_contract::CONTRACT_VERSION;
 
 /// A project's language.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -118,7 +128,7 @@ pub fn new(name: &str, lang: Lang, dir: Option<PathBuf>) -> anyhow::Result<PathB
         name: name.to_string(),
         lang,
         world: "priority-plugin".into(),
-        contract: CONTRACT.into(),
+        contract: contract_for(lang).into(),
         // An interpreter in a sandbox: Python takes about 100 ms for 5,000 pending jobs
         // here, JavaScript about 50 (100 on a busy machine), so those projects ask for more
         // than the daemon's 100 ms, and say so in their manifest (`sdk/python/README.md`).
@@ -161,11 +171,12 @@ pub fn manifest(dir: &Path) -> anyhow::Result<Manifest> {
     })?;
     let m: Manifest = toml::from_str(&text).with_context(|| path.display().to_string())?;
     check_name(&m.name).with_context(|| path.display().to_string())?;
-    if m.contract != CONTRACT {
+    if gantry_contract::served_as(&m.contract) != Some(m.contract.as_str()) {
         bail!(
-            "{}: contract {} is not served by this gantry (only {CONTRACT})",
+            "{}: contract {} is not served by this gantry ({})",
             path.display(),
-            m.contract
+            m.contract,
+            gantry_contract::SERVED_VERSIONS.join(", ")
         );
     }
     let worlds = [
