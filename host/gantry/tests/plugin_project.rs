@@ -29,7 +29,7 @@ fn text(o: &Output) -> String {
     )
 }
 
-fn new_and_build(lang: &str) {
+fn new_and_build(lang: &str, contract: &str) {
     let _one = ONE_BUILD.lock().unwrap_or_else(|p| p.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let name = format!("my-{lang}-policy");
@@ -47,6 +47,11 @@ fn new_and_build(lang: &str) {
         "{out}"
     );
     assert!(out.contains(" 0 failed"), "{out}");
+    assert!(out.contains(&format!("(contract {contract})")), "{out}");
+    if contract == "0.2.0" {
+        // The runner checks the SDK's view after a delta and after a full resend.
+        assert!(out.contains("after a delta (0.2): the same as a fresh"), "{out}");
+    }
     // Made once: a second `new` into the same place is refused.
     let again = gantry(dir.path(), &["plugin", "new", "--lang", lang, &name]);
     assert!(!again.status.success());
@@ -55,17 +60,17 @@ fn new_and_build(lang: &str) {
 
 #[test]
 fn a_new_python_project_builds_and_passes_its_tests() {
-    new_and_build("python");
+    new_and_build("python", "0.1.0");
 }
 
 #[test]
 fn a_new_javascript_project_builds_and_passes_its_tests() {
-    new_and_build("js");
+    new_and_build("js", "0.1.0");
 }
 
 #[test]
 fn a_new_rust_project_builds_and_passes_its_tests() {
-    new_and_build("rust");
+    new_and_build("rust", "0.2.0");
 }
 
 #[test]
