@@ -50,7 +50,10 @@ fn new_and_build(lang: &str, contract: &str) {
     assert!(out.contains(&format!("(contract {contract})")), "{out}");
     if contract == "0.2.0" {
         // The runner checks the SDK's view after a delta and after a full resend.
-        assert!(out.contains("after a delta (0.2): the same as a fresh"), "{out}");
+        assert!(
+            out.contains("after a delta (0.2): the same as a fresh"),
+            "{out}"
+        );
     }
     // Made once: a second `new` into the same place is refused.
     let again = gantry(dir.path(), &["plugin", "new", "--lang", lang, &name]);
