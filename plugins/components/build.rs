@@ -98,6 +98,11 @@ const COMPONENTS: &[(&str, &str, &str)] = &[
         "gantry_fixture_hostile_half_gang",
     ),
     (
+        "HOSTILE_STALE_VIEW",
+        "gantry-fixture-hostile-stale-view",
+        "gantry_fixture_hostile_stale_view",
+    ),
+    (
         "FAULT_INJECTOR",
         "gantry-fixture-fault-injector",
         "gantry_fixture_fault_injector",
@@ -165,6 +170,7 @@ fn main() {
         "plugins/queue-limits",
         "tests/fixtures",
         "tests/fixtures/fault-injector",
+        "tests/fixtures/hostile-stale-view",
         "examples/plugins/rust-gpu0-reserve",
     ] {
         println!("cargo:rerun-if-changed={}", root.join(dir).display());

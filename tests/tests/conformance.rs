@@ -56,7 +56,7 @@ fn builtin_plugins_and_the_rust_example_conform() {
 
 #[test]
 fn hostile_fixtures_fail_with_a_readable_report() {
-    let cases: [(&str, &[u8], &str); 7] = [
+    let cases: [(&str, &[u8], &str); 8] = [
         (
             "hostile-loop",
             gantry_components::HOSTILE_LOOP,
@@ -87,6 +87,13 @@ fn hostile_fixtures_fail_with_a_readable_report() {
             "wrong-version",
             gantry_components::WRONG_VERSION,
             "contract version mismatch",
+        ),
+        // A 0.2 plugin that applies deltas wrongly: its answer after a delta is not a
+        // fresh instance's.
+        (
+            "hostile-stale-view",
+            gantry_components::HOSTILE_STALE_VIEW,
+            "after a delta (0.2)",
         ),
     ];
     for (name, bytes, expected) in cases {

@@ -381,3 +381,137 @@ fn every_fault_is_followed_by_a_full_resend_and_a_correct_plan() {
     );
     assert!(stats.kept > stats.fresh, "{stats:?}");
 }
+
+/// One node of four free GPUs and `pending` 2-GPU jobs; `running` holds GPUs 0 and 1.
+fn small(cycle: u64, pending: &[u64], running: bool) -> Snapshot {
+    let mut s = Interner::new();
+    let model = s.intern("A100");
+    let job = |id: u64| Job {
+        id,
+        submit_ms: id,
+        tasks: vec![TaskGroup {
+            count: 1,
+            gpus: 2,
+            cpu_milli: 1000,
+            memory_mib: 1024,
+            ..TaskGroup::default()
+        }],
+        ..Job::default()
+    };
+    let taken = |g: u32| running && g < 2;
+    Snapshot {
+        ctx: Cycle {
+            id: cycle,
+            gpu_models: vec![model],
+            strings: s.into_strings(),
+            ..Cycle::default()
+        },
+        pending: pending.iter().map(|id| job(*id)).collect(),
+        nodes: vec![Node {
+            id: 0,
+            state: NodeState::Up,
+            cpu_milli_total: 64_000,
+            cpu_milli_free: 64_000,
+            memory_mib_total: 512_000,
+            memory_mib_free: 512_000,
+            gpus: (0..4)
+                .map(|index| Gpu {
+                    index,
+                    model,
+                    memory_mib: 81_920,
+                    free_milli: if taken(index) { 0 } else { 1000 },
+                    healthy: true,
+                })
+                .collect(),
+            ..Node::default()
+        }],
+        running: if running {
+            vec![RunningJob {
+                job: job(1),
+                tasks: vec![TaskAllocation {
+                    node: 0,
+                    gpus: (0..2)
+                        .map(|index| gantry_contract::GpuShare { index, milli: 1000 })
+                        .collect(),
+                    cpu_milli: 1000,
+                    memory_mib: 1024,
+                }],
+                start_ms: 0,
+                expected_end_ms: None,
+                score: 0.0,
+            }]
+        } else {
+            Vec::new()
+        },
+        evicting: Vec::new(),
+    }
+}
+
+#[test]
+fn a_diverged_view_is_refused_by_the_validator_and_resent_in_full() {
+    let rt = Runtime::new(RuntimeOptions::default()).unwrap();
+    let mut stale = instance(&rt, gantry_components::HOSTILE_STALE_VIEW, "{}");
+    assert_eq!(stale.contract(), "0.2.0");
+    let place = |p: &mut PluginInstance, s: &Snapshot| {
+        gantry_contract::Placement::place(p, &s.ctx, &s.pending, &s.nodes, &s.running).unwrap()
+    };
+    // Cycle 1: job 1 starts on GPUs 0 and 1, a valid plan.
+    let first = small(1, &[1], false);
+    let plan = place(&mut stale, &first);
+    assert!(
+        gantry_engine::validate_plan(&first.ctx, &first.pending, &first.nodes, &plan).is_ok(),
+        "{plan:?}"
+    );
+    // Cycle 2: those GPUs are taken (the node travels fresh), job 2 arrives. The plugin
+    // still sees the node as it was, books GPUs 0 and 1 again: the validator refuses it.
+    let second = small(2, &[2], true);
+    let plan = place(&mut stale, &second);
+    let refused = gantry_engine::validate_plan(&second.ctx, &second.pending, &second.nodes, &plan);
+    assert!(
+        refused.is_err(),
+        "a double booking must be refused: {plan:?}"
+    );
+    gantry_engine::Identified::answer_rejected(&mut *stale);
+    // The next call resends everything.
+    let before = stale.mirror_stats();
+    let _ = place(&mut stale, &second);
+    let after = stale.mirror_stats();
+    assert_eq!(after.full_resends, before.full_resends + 1, "{after:?}");
+    assert_eq!(
+        after.kept, before.kept,
+        "a full resend keeps nothing: {after:?}"
+    );
+
+    // In a pipeline: the engine records an invalid-output fault each cycle, resends, and
+    // quarantines the slot after three in a row; a correct twin decides meanwhile.
+    let mut pipe = native();
+    pipe.placement = StageSlot::new(
+        instance(&rt, gantry_components::HOSTILE_STALE_VIEW, "{}"),
+        "{}",
+    );
+    let out = run_cycle(&first, &mut pipe, None);
+    assert!(out.faults.is_empty(), "{:?}", out.faults);
+    let mut fallback = native();
+    let mut kinds = Vec::new();
+    for cycle in 2..=5 {
+        let snap = small(cycle, &[2, cycle + 10], true);
+        let out = run_cycle(&snap, &mut pipe, Some(&mut fallback));
+        kinds.extend(out.faults.iter().map(|f| f.fault.kind));
+        // Whatever the faulty plugin said, what starts is valid: the fallback decided.
+        assert!(
+            out.starts
+                .iter()
+                .all(|s| s.placed_by != "hostile-stale-view")
+        );
+    }
+    use gantry_engine::FaultKind;
+    assert_eq!(
+        kinds,
+        [
+            FaultKind::InvalidOutput,
+            FaultKind::InvalidOutput,
+            FaultKind::InvalidOutput,
+            FaultKind::Quarantined
+        ],
+    );
+}
