@@ -1,7 +1,8 @@
 //! Benchmark: the same priority logic (fifo) as a Rust, a Python (componentize-py) and
-//! a JavaScript (componentize-qjs) component: size, compile time (cache miss), load
-//! from the compiled cache (hit), instantiation, time per call at 10, 1,000 and 10,000
-//! jobs, and guest memory.
+//! a JavaScript (componentize-qjs) component, each of contract 0.1 (every job in every
+//! call) and 0.2 (only what changed: the same jobs again are sent as indices): size,
+//! compile time (cache miss), load from the compiled cache (hit), instantiation, time per
+//! call at 10, 1,000 and 10,000 jobs, and guest memory.
 //!
 //! `scripts/build-plugin-examples && cargo bench -p gantry-plugin-runtime --bench languages`
 
@@ -53,9 +54,12 @@ fn main() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/plugin-examples");
     let read = |name: &str| std::fs::read(root.join(name)).ok();
     let guests: Vec<(&str, Option<Vec<u8>>)> = vec![
-        ("Rust", Some(gantry_components::FIFO.to_vec())),
-        ("Python", read("bench-python-fifo.wasm")),
-        ("JavaScript (QuickJS)", read("bench-js-fifo.wasm")),
+        ("Rust 0.1", Some(gantry_components::FIFO_V01.to_vec())),
+        ("Rust 0.2", Some(gantry_components::FIFO.to_vec())),
+        ("Python 0.1", read("bench-python-fifo.wasm")),
+        ("Python 0.2", read("bench-python-fifo-v02.wasm")),
+        ("JavaScript 0.1", read("bench-js-fifo.wasm")),
+        ("JavaScript 0.2", read("bench-js-fifo-v02.wasm")),
     ];
     let limits = Limits {
         deadline_ms: 60_000,

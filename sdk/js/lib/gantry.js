@@ -50,10 +50,12 @@ const LEVELS = ["trace", "debug", "info", "warn", "error"];
  * @param {string[]} stages the stages it implements, e.g. ["priority"]; each must be
  *   exported by the component (build against the matching world)
  * @param {string} [hint] free text describing the JSON `configure` accepts
+ * @param {string} [contract] the contract it is built against: `CONTRACT` (0.1.0), or
+ *   "0.2.0" for a plugin built against wit/0.2.0 with `gantry_incremental.js`
  * @returns {{name: string, version: string, contract: string, stages: string[], configHint: string}}
  * @throws {Error} on an empty or unknown stage list (at load, with a clear message)
  */
-export function metadata(name, version, stages, hint = "") {
+export function metadata(name, version, stages, hint = "", contract = CONTRACT) {
   if (!Array.isArray(stages) || stages.length === 0) {
     throw new Error(`metadata(${JSON.stringify(name)}): stages must be a non-empty array`);
   }
@@ -62,7 +64,7 @@ export function metadata(name, version, stages, hint = "") {
       throw new Error(`metadata(${JSON.stringify(name)}): unknown stage ${JSON.stringify(s)} (one of ${STAGES.join(", ")})`);
     }
   }
-  return { name: String(name), version: String(version), contract: CONTRACT, stages: [...stages], configHint: String(hint) };
+  return { name: String(name), version: String(version), contract: String(contract), stages: [...stages], configHint: String(hint) };
 }
 
 function describe(v) {

@@ -1,4 +1,6 @@
-"""Helpers for writing Gantry policy plugins in Python (contract gantry:policy@0.1.0).
+"""Helpers for writing Gantry policy plugins in Python (contract gantry:policy@0.1.0; for
+0.2.0, whose calls carry only what changed, decorate the stage methods with
+``gantry_incremental``'s decorators and everything here works the same).
 
 A plugin is a module ``app.py`` built with componentize-py; it defines one class per
 exported interface (``Plugin`` and the stages of its world, e.g. ``Priority``) that
@@ -169,8 +171,9 @@ def fmt_duration(seconds):
 # --- records and variants -----------------------------------------------------------
 
 
-def metadata(name, version, stages, hint=""):
-    """The ``plugin-info`` record for ``Plugin.metadata``, with ``contract`` = ``CONTRACT``.
+def metadata(name, version, stages, hint="", contract=CONTRACT):
+    """The ``plugin-info`` record for ``Plugin.metadata``, with ``contract`` = ``CONTRACT``
+    (``"0.2.0"`` for a plugin built against ``wit/0.2.0`` with ``gantry_incremental``).
 
     ``stages`` lists what the plugin implements, as names (``"priority"``, ``"admission"``,
     ``"placement"``, ``"preemption"``) or ``plugin.Stage`` values; it must match the
@@ -188,7 +191,7 @@ def metadata(name, version, stages, hint=""):
                 raise ValueError("unknown stage %r" % st) from None
         resolved.append(st)
     return plugin.PluginInfo(
-        name=name, version=version, contract=CONTRACT, stages=resolved, config_hint=hint
+        name=name, version=version, contract=contract, stages=resolved, config_hint=hint
     )
 
 
