@@ -63,12 +63,12 @@ fn new_and_build(lang: &str, contract: &str) {
 
 #[test]
 fn a_new_python_project_builds_and_passes_its_tests() {
-    new_and_build("python", "0.1.0");
+    new_and_build("python", "0.2.0");
 }
 
 #[test]
 fn a_new_javascript_project_builds_and_passes_its_tests() {
-    new_and_build("js", "0.1.0");
+    new_and_build("js", "0.2.0");
 }
 
 #[test]

@@ -26,13 +26,10 @@ use std::process::Command;
 pub const MANIFEST: &str = "gantry-plugin.toml";
 
 /// The contract version new projects build against.
-/// The contract a new project speaks: the Rust SDK exports the newest (0.2, incremental
-/// inputs kept by the SDK); the Python and JavaScript SDKs speak 0.1.
-fn contract_for(lang: Lang) -> &'static str {
-    match lang {
-        Lang::Rust => gantry_contract::CONTRACT_VERSION,
-        Lang::Python | Lang::Js => "0.1.0",
-    }
+/// The contract a new project speaks: the newest (0.2, incremental inputs; the SDKs keep
+/// the view: the Rust SDK by default, Python and JavaScript through `gantry_incremental`).
+fn contract_for(_lang: Lang) -> &'static str {
+    gantry_contract::CONTRACT_VERSION
 }
 
 /// The folder a checkout must have.
@@ -256,14 +253,21 @@ pub fn build(dir: &Path) -> anyhow::Result<PathBuf> {
         Lang::Js => {
             let qjs = home.join("sdk/js/node_modules/.bin/componentize-qjs");
             need(&qjs, &home)?;
-            // The SDK's modules beside the policy, as the examples are built.
+            // The SDK's modules beside the policy, as the examples are built; `gantry.js`'s
+            // `host` import names the project's contract version.
             let staging = tempfile::tempdir()?;
             for entry in std::fs::read_dir(home.join("sdk/js/lib"))? {
                 let path = entry?.path();
                 if path.extension().is_some_and(|e| e == "js")
                     && let Some(file) = path.file_name()
                 {
-                    std::fs::copy(&path, staging.path().join(file))?;
+                    let text = std::fs::read_to_string(&path)
+                        .with_context(|| path.display().to_string())?
+                        .replace(
+                            "gantry:policy/host@0.1.0",
+                            &format!("gantry:policy/host@{}", m.contract),
+                        );
+                    std::fs::write(staging.path().join(file), text)?;
                 }
             }
             let policy = staging.path().join("policy.js");

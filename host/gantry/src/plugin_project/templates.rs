@@ -115,18 +115,20 @@ on it with `scenarios/`.
 from wit_world import exports
 
 import gantry
+import gantry_incremental as incremental  # contract 0.2: the SDK keeps the view
 from gantry import Err  # raise Err("...") to fail a call with a message
 
 
 class Plugin(exports.Plugin):
     def metadata(self):
-        return gantry.metadata("{name}", "0.1.0", ["priority"], "no config")
+        return gantry.metadata("{name}", "0.1.0", ["priority"], "no config", contract="0.2.0")
 
     def configure(self, config):
         gantry.parse_config(config, {{}})  # rejects any key: this plugin has no options
 
 
 class Priority(exports.Priority):
+    @incremental.score  # the whole job list arrives, as in contract 0.1
     def score(self, ctx, jobs, previous):
         # Higher runs first: fewer GPUs, higher score.
         return [gantry.scored(-gantry.gpu_milli(jobs, job)) for job in jobs.jobs]
@@ -145,22 +147,23 @@ pub fn javascript(name: &str) -> Vec<(String, String)> {
 // fewer GPUs run first; ties keep the host's order (tier, submit time, id).
 //
 // `gantry plugin build` makes the component (componentize-qjs, with the SDK's gantry.js
-// beside this file) and runs `gantry plugin test` on it with `scenarios/`.
+// and gantry_incremental.js beside this file) and runs `gantry plugin test` on it with
+// `scenarios/`.
 
 import {{ metadata, parseConfig, gpuMilli, scored }} from "./gantry.js";
+import * as incremental from "./gantry_incremental.js"; // contract 0.2: the SDK keeps the view
 
 export const plugin = {{
-  metadata: () => metadata("{name}", "0.1.0", ["priority"], "no config"),
+  metadata: () => metadata("{name}", "0.1.0", ["priority"], "no config", "0.2.0"),
   configure(json) {{
     parseConfig(json, {{}}); // throws (rejecting the pipeline) on any key: no options
   }},
 }};
 
 export const priority = {{
-  // One entry per job, in order. Higher runs first: fewer GPUs, higher score.
-  score(ctx, jobs, previous) {{
-    return jobs.jobs.map((job) => scored(-gpuMilli(jobs, job)));
-  }},
+  // One entry per job, in order. Higher runs first: fewer GPUs, higher score. The whole
+  // job list arrives, as in contract 0.1.
+  score: incremental.score((ctx, jobs, previous) => jobs.jobs.map((job) => scored(-gpuMilli(jobs, job)))),
 }};
 "#
     );
