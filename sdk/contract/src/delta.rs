@@ -322,6 +322,13 @@ impl<T: Mirrored> Encoder<T> {
 /// twice, or a count of fresh elements that does not match, is an error (and `list` is
 /// left empty: the caller asks for a full resend).
 pub fn apply<T: Default>(list: &mut Vec<T>, keep: &[u32], fresh: Vec<T>) -> Result<(), String> {
+    // Nothing changed (a quiet cluster): the list stays where it is.
+    if fresh.is_empty()
+        && keep.len() == list.len()
+        && keep.iter().enumerate().all(|(i, k)| *k as usize == i)
+    {
+        return Ok(());
+    }
     let mut taken = vec![false; list.len()];
     let mut fresh = fresh.into_iter();
     let mut out = Vec::with_capacity(keep.len());
