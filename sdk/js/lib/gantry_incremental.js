@@ -21,12 +21,24 @@
 /** `keep` entry meaning "the next element of `fresh`". */
 export const FRESH = 0xffffffff;
 
-let view = { generation: 0n, strings: [], lists: new Map() };
+let view = { generation: 0n, strings: [], lists: new Map(), flat: new Map() };
 
 /** Forgets every list and the string table (the host resends in full next). */
 export function reset() {
-  view = { generation: 0n, strings: [], lists: new Map() };
+  view = { generation: 0n, strings: [], lists: new Map(), flat: new Map() };
 }
+
+// Whether a delta keeps `slot`'s list exactly as it was (a quiet cluster): then the
+// previous call's flat lists are handed over again (copied: a function may sort them).
+function unchanged(slot, keep, freshCount) {
+  const old = view.lists.get(slot);
+  if (freshCount !== 0 || !view.flat.has(slot) || !old || keep.length !== old.length) return false;
+  for (let i = 0; i < keep.length; i++) if (keep[i] >>> 0 !== i) return false;
+  return true;
+}
+
+const remember = (slot, parts) => view.flat.set(slot, parts.map((p) => [...p]));
+const again = (slot) => view.flat.get(slot).map((p) => [...p]);
 
 function begin(ctx, sync) {
   if (BigInt(sync.base) === 0n) {
@@ -85,11 +97,21 @@ function jobList(items) {
 }
 
 function jobs(slot, delta) {
-  return jobList(apply(slot, delta.keep, jobItems(delta.fresh)));
+  if (unchanged(slot, delta.keep, delta.fresh.jobs.length)) {
+    const [js, groups, labels] = again(slot);
+    return { jobs: js, groups, labels };
+  }
+  const out = jobList(apply(slot, delta.keep, jobItems(delta.fresh)));
+  remember(slot, [out.jobs, out.groups, out.labels]);
+  return out;
 }
 
 function nodes(slot, delta) {
   const fl = delta.fresh;
+  if (unchanged(slot, delta.keep, fl.nodes.length)) {
+    const [ns, gpus, labels] = again(slot);
+    return { nodes: ns, gpus, labels };
+  }
   const fresh = fl.nodes.map((n) => [n, span(fl.gpus, n.firstGpu, n.gpuCount), span(fl.labels, n.firstLabel, n.labelCount)]);
   const out = { nodes: [], gpus: [], labels: [] };
   for (const [node, g, l] of apply(slot, delta.keep, fresh)) {
@@ -101,11 +123,16 @@ function nodes(slot, delta) {
     out.labels.push(...l);
     out.nodes.push(node);
   }
+  remember(slot, [out.nodes, out.gpus, out.labels]);
   return out;
 }
 
 function running(slot, delta) {
   const fl = delta.fresh;
+  if (unchanged(slot, delta.keep, fl.running.length)) {
+    const [js, groups, labels, run, tasks, shares] = again(slot);
+    return { jobs: { jobs: js, groups, labels }, running: run, tasks, shares };
+  }
   const js = jobItems(fl.jobs);
   const fresh = fl.running.map((r, i) => [
     js[i],
@@ -125,6 +152,8 @@ function running(slot, delta) {
     }
     out.running.push(r);
   }
+  const j = out.jobs;
+  remember(slot, [j.jobs, j.groups, j.labels, out.running, out.tasks, out.shares]);
   return out;
 }
 

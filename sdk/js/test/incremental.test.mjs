@@ -102,6 +102,23 @@ test("nodes and running lists arrive whole", () => {
   assert.deepEqual(got.running, [[7, [[0, ["s0", "s1"]]]], [8, [[1, ["s2"]], [0, []]]]]);
 });
 
+test("an unchanged list is handed over again, whatever the last call did to it", () => {
+  inc.reset();
+  let ids;
+  const reverse = inc.score((_ctx, jobs) => {
+    ids = jobs.jobs.map((j) => [j.id, jobs.groups[j.firstGroup]]);
+    jobs.jobs.reverse(); // a function that reorders its input in place
+    return 0;
+  });
+  reverse({ strings: [] }, { generation: 1n, base: 0n }, { keep: [FRESH, FRESH], fresh: jobList([[1, 1], [2, 2]]) }, []);
+  for (const call of [2n, 3n]) {
+    reverse({ strings: [] }, { generation: call, base: call - 1n }, { keep: [0, 1], fresh: jobList([]) }, []);
+    assert.deepEqual(ids, [[1, "group 1 1"], [2, "group 2 2"]]);
+  }
+  reverse({ strings: [] }, { generation: 4n, base: 3n }, { keep: [1, FRESH], fresh: jobList([[3, 1]]) }, []);
+  assert.deepEqual(ids.map(([i]) => i), [2, 3]);
+});
+
 test("a bad delta or a call out of sequence throws and forgets", () => {
   for (const [keep, fresh] of [[[5], []], [[0, 0], []], [[FRESH], []], [[0], [[2, 1]]]]) {
     inc.reset();

@@ -36,7 +36,7 @@ __all__ = ["check_submit", "admit", "score", "place", "preempt", "reset", "FRESH
 #: ``keep`` entry meaning "the next element of ``fresh``".
 FRESH = 0xFFFFFFFF
 
-_view = {"generation": 0, "strings": [], "lists": {}}
+_view = {"generation": 0, "strings": [], "lists": {}, "flat": {}}
 
 
 def reset():
@@ -44,6 +44,28 @@ def reset():
     _view["generation"] = 0
     _view["strings"] = []
     _view["lists"] = {}
+    _view["flat"] = {}
+
+
+def _unchanged(slot, keep, fresh_count):
+    """Whether a delta keeps ``slot``'s list exactly as it was (a quiet cluster): then the
+    previous call's flat lists are handed over again (copied: a method may sort them)."""
+    old = _view["lists"].get(slot)
+    return (
+        fresh_count == 0
+        and slot in _view["flat"]
+        and old is not None
+        and len(keep) == len(old)
+        and list(keep) == list(range(len(old)))
+    )
+
+
+def _remember(slot, *parts):
+    _view["flat"][slot] = tuple(list(p) for p in parts)
+
+
+def _again(slot):
+    return [list(p) for p in _view["flat"][slot]]
 
 
 def _begin(ctx, sync):
@@ -102,11 +124,17 @@ def _job_list(make, items):
 
 def _jobs(slot, delta):
     make = type(delta.fresh)
-    return _job_list(make, _apply(slot, delta.keep, _job_items(delta.fresh)))
+    if _unchanged(slot, delta.keep, len(delta.fresh.jobs)):
+        return make(*_again(slot))
+    out = _job_list(make, _apply(slot, delta.keep, _job_items(delta.fresh)))
+    _remember(slot, out.jobs, out.groups, out.labels)
+    return out
 
 
 def _nodes(slot, delta):
     fl = delta.fresh
+    if _unchanged(slot, delta.keep, len(fl.nodes)):
+        return type(fl)(*_again(slot))
     fresh = [(n, _span(fl.gpus, n.first_gpu, n.gpu_count), _span(fl.labels, n.first_label, n.label_count)) for n in fl.nodes]
     nodes, gpus, labels = [], [], []
     for node, g, lab in _apply(slot, delta.keep, fresh):
@@ -115,11 +143,15 @@ def _nodes(slot, delta):
         gpus.extend(g)
         labels.extend(lab)
         nodes.append(node)
+    _remember(slot, nodes, gpus, labels)
     return type(fl)(nodes, gpus, labels)
 
 
 def _running(slot, delta):
     fl = delta.fresh
+    if _unchanged(slot, delta.keep, len(fl.running)):
+        jobs, groups, labels, running, tasks, shares = _again(slot)
+        return type(fl)(type(fl.jobs)(jobs, groups, labels), running, tasks, shares)
     jobs = _job_items(fl.jobs)
     fresh = []
     for i, r in enumerate(fl.running):
@@ -135,6 +167,7 @@ def _running(slot, delta):
             tasks.append(t)
         running.append(r)
     job_list = _job_list(type(fl.jobs), [j for j, _, _ in items if j is not None])
+    _remember(slot, job_list.jobs, job_list.groups, job_list.labels, running, tasks, shares)
     return type(fl)(job_list, running, tasks, shares)
 
 

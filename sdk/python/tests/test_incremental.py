@@ -189,6 +189,22 @@ class IncrementalTest(unittest.TestCase):
         self.assertEqual(seen.nodes, [(1, ["g2"]), (0, ["g9"])])
         self.assertEqual(seen.running, [(7, 100, [(0, ["s0", "s1"])]), (8, 200, [(1, ["s2"]), (0, [])])])
 
+    def test_an_unchanged_list_is_handed_over_again_whatever_the_last_call_did_to_it(self):
+        class Reverser:
+            @inc.score
+            def score(self, ctx, jobs, previous):
+                self.ids = [(j.id, jobs.groups[j.first_group]) for j in jobs.jobs]
+                jobs.jobs.reverse()  # a method that reorders its input in place
+                return 0
+
+        r = Reverser()
+        r.score(Ctx(), Sync(1, 0), Delta([FRESH, FRESH], job_list([(1, 1), (2, 2)])), [])
+        for call in (2, 3):
+            r.score(Ctx(), Sync(call, call - 1), Delta([0, 1], job_list([])), [])
+            self.assertEqual(r.ids, [(1, ("group", 1, 1)), (2, ("group", 2, 2))], f"call {call}")
+        r.score(Ctx(), Sync(4, 3), Delta([1, FRESH], job_list([(3, 1)])), [])
+        self.assertEqual([i for i, _ in r.ids], [2, 3])
+
     def test_a_bad_delta_or_a_call_out_of_sequence_is_an_error_that_forgets(self):
         seen = Seen()
         seen.score(Ctx(["a"]), Sync(1, 0), Delta([FRESH], job_list([(1, 1)])), [])
