@@ -8,7 +8,7 @@
 //! or calling a plugin (`host/plugin-runtime/src/mirror.rs` on the host,
 //! `sdk/rust/src/wasm_v02.rs` in the guest), or deciding when to resend in full.
 
-use crate::types::{Cycle, Job, JobId, Node, NodeId, RunningJob, Symbol};
+use crate::types::{Cycle, Job, JobId, Label, Node, NodeId, RunningJob, Symbol};
 use std::collections::HashMap;
 
 /// `keep` entry meaning "the next element of `fresh`".
@@ -95,6 +95,21 @@ fn sym(tr: &[Symbol], s: Symbol) -> Symbol {
     tr.get(s as usize).copied().unwrap_or(u32::MAX)
 }
 
+/// Whether the plugin's `labels` equal this call's `now` (symbols through `tr`).
+fn same_labels(labels: &[Label], now: &[Label], tr: &[Symbol]) -> bool {
+    labels.len() == now.len()
+        && labels
+            .iter()
+            .zip(now)
+            .all(|(a, b)| a.key == sym(tr, b.key) && a.value == sym(tr, b.value))
+}
+
+fn renumber_labels(labels: &mut [Label], tr: &[Symbol]) {
+    for l in labels {
+        (l.key, l.value) = (sym(tr, l.key), sym(tr, l.value));
+    }
+}
+
 /// A list element the host sends incrementally: its identity, whether it is unchanged, and
 /// itself with its symbols re-numbered.
 pub trait Mirrored: Default {
@@ -125,21 +140,14 @@ impl Mirrored for Job {
             && self.kind == now.kind
             && self.preemptible == now.preemptible
             && self.tasks == now.tasks
-            && self.labels.len() == now.labels.len()
-            && self
-                .labels
-                .iter()
-                .zip(&now.labels)
-                .all(|(a, b)| a.key == sym(tr, b.key) && a.value == sym(tr, b.value))
+            && same_labels(&self.labels, &now.labels, tr)
     }
     fn renumbered(&self, tr: &[Symbol]) -> Self {
         let mut j = self.clone();
         for s in [&mut j.name, &mut j.user, &mut j.account, &mut j.queue] {
             *s = sym(tr, *s);
         }
-        for l in &mut j.labels {
-            (l.key, l.value) = (sym(tr, l.key), sym(tr, l.value));
-        }
+        renumber_labels(&mut j.labels, tr);
         j
     }
 }
@@ -165,12 +173,7 @@ impl Mirrored for Node {
                     && a.free_milli == b.free_milli
                     && a.healthy == b.healthy
             })
-            && self.labels.len() == now.labels.len()
-            && self
-                .labels
-                .iter()
-                .zip(&now.labels)
-                .all(|(a, b)| a.key == sym(tr, b.key) && a.value == sym(tr, b.value))
+            && same_labels(&self.labels, &now.labels, tr)
     }
     fn renumbered(&self, tr: &[Symbol]) -> Self {
         let mut n = self.clone();
@@ -178,9 +181,7 @@ impl Mirrored for Node {
         for g in &mut n.gpus {
             g.model = sym(tr, g.model);
         }
-        for l in &mut n.labels {
-            (l.key, l.value) = (sym(tr, l.key), sym(tr, l.value));
-        }
+        renumber_labels(&mut n.labels, tr);
         n
     }
 }

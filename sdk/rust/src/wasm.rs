@@ -8,7 +8,7 @@
 #![allow(missing_docs, unsafe_code)]
 
 use crate::DynPlugin;
-use crate::wasm_instance::with_plugin;
+use crate::wasm_instance::{not_implemented, with_plugin};
 use gantry_contract as c;
 use gantry_contract::wit_convert::vec_into;
 use std::marker::PhantomData;
@@ -36,10 +36,6 @@ gantry_contract::wit_conversions! {
 
 /// Routes the component's exports to the plugin of type `T`.
 pub struct Exporter<T>(PhantomData<T>);
-
-fn not_implemented(stage: &str) -> String {
-    format!("this plugin does not implement the {stage} stage")
-}
 
 pub(crate) fn log(level: c::LogLevel, message: &str) {
     host::log(level.into(), message);

@@ -1,5 +1,6 @@
-//! The one instance of the exported plugin type in a component, shared by the exporters of
-//! both contract versions (`wasm.rs`, `wasm_v02.rs`). Only compiled for wasm32.
+//! The one instance of the exported plugin type in a component, and the answer of a stage
+//! it does not implement, shared by the exporters of both contract versions (`wasm.rs`,
+//! `wasm_v02.rs`). Only compiled for wasm32.
 
 use crate::DynPlugin;
 use std::any::Any;
@@ -22,4 +23,9 @@ pub(crate) fn with_plugin<T: DynPlugin + Default + 'static, R>(f: impl FnOnce(&m
             }
         }
     })
+}
+
+/// The error a stage the plugin does not implement answers with.
+pub(crate) fn not_implemented(stage: &str) -> String {
+    format!("this plugin does not implement the {stage} stage")
 }

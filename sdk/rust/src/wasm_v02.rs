@@ -8,7 +8,7 @@
 #![allow(missing_docs, unsafe_code)]
 
 use crate::DynPlugin;
-use crate::wasm_instance::with_plugin;
+use crate::wasm_instance::{not_implemented, with_plugin};
 use gantry_contract as c;
 use gantry_contract::delta::apply;
 use gantry_contract::wit_convert::vec_into;
@@ -103,10 +103,6 @@ fn nodes(list: &mut Vec<c::Node>, d: w::NodeDelta) -> Result<(), String> {
 
 fn running(list: &mut Vec<c::RunningJob>, d: w::RunningDelta) -> Result<(), String> {
     apply(list, &d.keep, d.fresh.into())
-}
-
-fn not_implemented(stage: &str) -> String {
-    format!("this plugin does not implement the {stage} stage")
 }
 
 pub(crate) fn log(level: c::LogLevel, message: &str) {
