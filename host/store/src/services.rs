@@ -5,7 +5,7 @@
 //! nor its replicas (`host/daemon/src/scheduler/service_sets.rs`).
 
 use super::{Store, StoreError, decode, encode};
-use crate::model::ServiceRecord;
+use gantry_api::model::ServiceRecord;
 
 impl Store {
     /// Writes `service` (replacing its earlier version).

@@ -1,4 +1,4 @@
-//! Accounting, in the history database (`store/history_db.rs`): one [`AccountingRecord`]
+//! Accounting, in the history database (`sql.rs`): one [`AccountingRecord`]
 //! per ended task process, numbered in write order, unique by (job, task, run, start) so a
 //! record is written at most once however often its end is seen (a replayed event after a
 //! crash, an adoption), with indexes by end time, user and account.
@@ -6,10 +6,9 @@
 //! Owns: the rows and the at-most-once write. Does not own what goes into a record or when
 //! one is written (`scheduler::accounting`).
 
-use super::history_db::{from_sql_int, sql_int};
-use super::{Store, StoreError, decode, encode};
+use crate::sql::{SqlValue, Statement, int};
+use crate::{Store, StoreError, decode, encode};
 pub use gantry_api::accounting::AccountingRecord;
-use rusqlite::params;
 
 /// Which records to read; every set field must match.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -48,25 +47,16 @@ impl Store {
     /// As [`Store::put_accounting`], returning the record's sequence number when written
     /// (sequence numbers grow in write order: `each_accounting_since` reads from one).
     pub fn put_accounting_seq(&self, record: &AccountingRecord) -> Result<Option<u64>, StoreError> {
-        self.history.with(true, |c| {
-            let written = c
-                .prepare_cached(
-                    "INSERT OR IGNORE INTO accounting \
-                     (job_id, task_index, run, start_ms, end_ms, user, account, record) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                )?
-                .execute(params![
-                    sql_int(record.job_id),
-                    record.task_index,
-                    record.run,
-                    sql_int(record.start_ms),
-                    sql_int(record.end_ms),
-                    record.user,
-                    record.account,
-                    encode(record),
-                ])?;
-            Ok((written > 0).then(|| from_sql_int(c.last_insert_rowid())))
-        })
+        let done = self.history.write(vec![Statement::new(
+            "INSERT INTO accounting \
+             (job_id, task_index, run, start_ms, end_ms, \"user\", account, record) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT DO NOTHING RETURNING seq",
+            record_values(record),
+        )])?;
+        done.first()
+            .and_then(|w| w.returned.first())
+            .map(|r| r.uint(0))
+            .transpose()
     }
 
     /// Calls `f` with each record written after sequence number `after_seq` (every
@@ -77,25 +67,22 @@ impl Store {
         after_seq: Option<u64>,
         mut f: impl FnMut(u64, AccountingRecord),
     ) -> Result<u64, StoreError> {
-        const CHUNK: i64 = 1024;
-        let mut after = after_seq.map_or(0, sql_int);
+        const CHUNK: u64 = 1024;
+        let mut after = after_seq.unwrap_or(0);
         let mut n = 0;
         loop {
-            let chunk: Vec<(i64, Vec<u8>)> = self.history.with(false, |c| {
-                c.prepare_cached(
-                    "SELECT seq, record FROM accounting WHERE seq > ?1 ORDER BY seq LIMIT ?2",
-                )?
-                .query_map([after, CHUNK], |r| Ok((r.get(0)?, r.get(1)?)))?
-                .collect()
-            })?;
-            let Some(&(last, _)) = chunk.last() else {
+            let chunk = self.history.read(Statement::new(
+                "SELECT seq, record FROM accounting WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+                vec![int(after), int(CHUNK)],
+            ))?;
+            if chunk.is_empty() {
                 return Ok(n);
-            };
-            for (seq, bytes) in chunk {
-                f(from_sql_int(seq), decode("accounting", &bytes)?);
+            }
+            for row in chunk {
+                after = row.uint(0)?;
+                f(after, decode("accounting", row.bytes(1)?)?);
                 n += 1;
             }
-            after = last;
         }
     }
 
@@ -105,14 +92,19 @@ impl Store {
         &self,
         filter: &AccountingFilter,
     ) -> Result<Vec<AccountingRecord>, StoreError> {
-        let (by, value): (&str, rusqlite::types::Value) = if let Some(job) = filter.job {
-            ("job_id = ?1", sql_int(job).into())
+        let since = int(filter.since_ms.unwrap_or(0));
+        let until = int(filter.until_ms.unwrap_or(u64::MAX));
+        let (by, params): (&str, Vec<SqlValue>) = if let Some(job) = filter.job {
+            ("job_id = ?3 AND", vec![since, until, int(job)])
         } else if let Some(user) = &filter.user {
-            ("user = ?1", user.clone().into())
+            ("\"user\" = ?3 AND", vec![since, until, user.clone().into()])
         } else if let Some(account) = &filter.account {
-            ("account = ?1", account.clone().into())
+            (
+                "account = ?3 AND",
+                vec![since, until, account.clone().into()],
+            )
         } else {
-            ("?1 IS NULL", rusqlite::types::Value::Null)
+            ("", vec![since, until])
         };
         let order = if filter.job.is_some() {
             "end_ms, task_index"
@@ -120,20 +112,16 @@ impl Store {
             "end_ms, seq"
         };
         // `by` and `order` are fixed strings above, never user input.
-        let sql = format!(
-            "SELECT record FROM accounting WHERE {by} AND end_ms >= ?2 AND end_ms < ?3 \
-             ORDER BY {order}"
-        );
-        let since = sql_int(filter.since_ms.unwrap_or(0));
-        let until = sql_int(filter.until_ms.unwrap_or(u64::MAX));
-        let rows: Vec<Vec<u8>> = self.history.with(false, |c| {
-            c.prepare_cached(&sql)?
-                .query_map(params![value, since, until], |r| r.get(0))?
-                .collect()
-        })?;
+        let rows = self.history.read(Statement::new(
+            format!(
+                "SELECT record FROM accounting WHERE {by} end_ms >= ?1 AND end_ms < ?2 \
+                 ORDER BY {order}"
+            ),
+            params,
+        ))?;
         let mut out = Vec::with_capacity(rows.len());
-        for bytes in rows {
-            let r: AccountingRecord = decode("accounting", &bytes)?;
+        for row in rows {
+            let r: AccountingRecord = decode("accounting", row.bytes(0)?)?;
             if filter.matches(&r) {
                 out.push(r);
             }
@@ -142,12 +130,39 @@ impl Store {
     }
 }
 
+/// `?1`..`?8` of an accounting row: job, task, run, start, end, user, account, record.
+fn record_values(r: &AccountingRecord) -> Vec<SqlValue> {
+    vec![
+        int(r.job_id),
+        r.task_index.into(),
+        r.run.into(),
+        int(r.start_ms),
+        int(r.end_ms),
+        r.user.clone().into(),
+        r.account.clone().into(),
+        encode(r).into(),
+    ]
+}
+
+/// The statement that copies `record` in with its own sequence number `seq` (a
+/// migration); a record already there is kept.
+pub(crate) fn copy_accounting(seq: u64, record: &AccountingRecord) -> Statement {
+    let mut params = record_values(record);
+    params.push(int(seq));
+    Statement::new(
+        "INSERT INTO accounting \
+         (job_id, task_index, run, start_ms, end_ms, \"user\", account, record, seq) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT DO NOTHING",
+        params,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use crate::executor::TaskExit;
-    use crate::model::GpuShareView;
+    use gantry_api::model::GpuShareView;
+    use gantry_api::task::TaskExit;
 
     fn record(job_id: u64, task_index: u32, user: &str, end_ms: u64) -> AccountingRecord {
         AccountingRecord {

@@ -1,6 +1,6 @@
 #![allow(clippy::unwrap_used)]
 use super::*;
-use crate::model::JobSpec;
+use gantry_api::model::JobSpec;
 
 fn job(id: u64, user: &str, state: JobState, end_ms: Option<u64>) -> JobRecord {
     let mut spec: JobSpec = serde_json::from_str(r#"{"argv": ["true"]}"#).unwrap();

@@ -12,7 +12,7 @@
 //! (`scheduler::job_table`) or when history is deleted (`scheduler::retention`).
 
 use super::{Store, StoreError, decode, encode};
-use crate::model::{JobRecord, JobState};
+use gantry_api::model::{JobRecord, JobState};
 use sled::Transactional;
 use sled::transaction::{ConflictableTransactionError, TransactionError};
 

@@ -1,4 +1,4 @@
-//! The history database: SQLite in one file beside sled (`history/jobs.sqlite3` under the
+//! The embedded history database: SQLite in one file beside sled (`history/jobs.sqlite3` under the
 //! data directory), holding what grows with time — the records of jobs that left memory
 //! (`store/archive.rs`), the event log and the decisions a job leaves behind
 //! (`store/history.rs`), and accounting (`store/accounting.rs`). sled keeps its bookkeeping
@@ -16,10 +16,12 @@
 //! file system in steps ([`HistoryDb::release_free_pages`]), so the file shrinks after a
 //! collection with the daemon running.
 //!
-//! Owns: the connection, the schema, pragmas, sync and shrinking. Does not own what the
-//! rows mean (the modules named above) or when anything is deleted (`scheduler::retention`).
+//! Owns: the connection, the schema, pragmas, sync and shrinking, and running the shared
+//! statements ([`HistorySql`], `sql.rs`). Does not own what the rows mean (the modules
+//! named above) or when anything is deleted (`scheduler::retention`).
 
-use super::StoreError;
+use crate::StoreError;
+use crate::sql::{HistorySql, Row, SqlValue, Statement, Written, from_sql_int, sql_int};
 use rusqlite::Connection;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -82,7 +84,7 @@ const SYNC_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// The SQLite connection, shared by every clone of the store.
 #[derive(Clone)]
-pub(super) struct HistoryDb {
+pub(crate) struct HistoryDb {
     conn: Arc<Mutex<Connection>>,
     /// The database file (`None` in memory).
     path: Option<PathBuf>,
@@ -92,20 +94,10 @@ pub(super) struct HistoryDb {
     dirty: Arc<AtomicBool>,
 }
 
-/// SQLite stores integers as i64; every id and time here fits (a `u64::MAX` bound saturates).
-pub(super) fn sql_int(v: u64) -> i64 {
-    i64::try_from(v).unwrap_or(i64::MAX)
-}
-
-/// The reverse of [`sql_int`] (a negative value, never written, reads as 0).
-pub(super) fn from_sql_int(v: i64) -> u64 {
-    u64::try_from(v).unwrap_or(0)
-}
-
 impl HistoryDb {
     /// Opens (or creates) the history database in `dir`, with a page cache of `cache_mib`.
-    pub(super) fn open(dir: &Path, cache_mib: u64) -> Result<Self, StoreError> {
-        crate::private_files::dir_with_mode(dir, crate::private_files::DAEMON_ONLY)?;
+    pub(crate) fn open(dir: &Path, cache_mib: u64) -> Result<Self, StoreError> {
+        gantry_node::private_files::dir_with_mode(dir, gantry_node::private_files::DAEMON_ONLY)?;
         let path = dir.join("jobs.sqlite3");
         let conn = Connection::open(&path)?;
         Self::prepare(&conn, cache_mib)?;
@@ -121,7 +113,7 @@ impl HistoryDb {
 
     /// Starts the thread that fsyncs the WAL every [`SYNC_EVERY`] when anything was
     /// written; it ends when the last clone of this database is dropped.
-    pub(super) fn start_background_sync(&self) {
+    pub(crate) fn start_background_sync(&self) {
         let conn = Arc::downgrade(&self.conn);
         let (wal, dirty) = (self.wal.clone(), Arc::clone(&self.dirty));
         let spawned = std::thread::Builder::new()
@@ -146,9 +138,8 @@ impl HistoryDb {
         }
     }
 
-    /// A database in memory (tests).
-    #[cfg(test)]
-    pub(super) fn in_memory() -> Result<Self, StoreError> {
+    /// A database in memory (`Store::temporary`).
+    pub(crate) fn in_memory() -> Result<Self, StoreError> {
         let conn = Connection::open_in_memory()?;
         Self::prepare(&conn, 4)?;
         Ok(Self {
@@ -176,7 +167,7 @@ impl HistoryDb {
     }
 
     /// Runs `f` on the connection (marking the database written when `writes`).
-    pub(super) fn with<T>(
+    fn with<T>(
         &self,
         writes: bool,
         f: impl FnOnce(&mut Connection) -> rusqlite::Result<T>,
@@ -191,7 +182,7 @@ impl HistoryDb {
     /// Makes every committed write durable against a power loss: fsyncs the WAL when
     /// anything was written since the last sync (the background thread, and after a
     /// migration).
-    pub(super) fn sync(&self) -> Result<(), StoreError> {
+    pub(crate) fn sync(&self) -> Result<(), StoreError> {
         if !self.dirty.swap(false, Ordering::AcqRel) {
             return Ok(());
         }
@@ -211,7 +202,7 @@ impl HistoryDb {
     }
 
     /// Bytes of the database file and its WAL.
-    pub(super) fn bytes_on_disk(&self) -> u64 {
+    pub(crate) fn bytes_on_disk(&self) -> u64 {
         [&self.path, &self.wal]
             .into_iter()
             .flatten()
@@ -222,7 +213,7 @@ impl HistoryDb {
 
     /// Gives the pages deleted rows freed back to the file system, a step at a time so
     /// writers wait at most one step; returns the bytes released.
-    pub(super) fn release_free_pages(&self) -> Result<u64, StoreError> {
+    pub(crate) fn release_free_pages(&self) -> Result<u64, StoreError> {
         let (page_size, mode): (i64, i64) = self.with(false, |c| {
             let size = c.query_row("PRAGMA page_size", [], |r| r.get(0))?;
             Ok((size, c.query_row("PRAGMA auto_vacuum", [], |r| r.get(0))?))
@@ -261,9 +252,100 @@ impl HistoryDb {
 
     /// Moves the WAL's pages into the database file and truncates the WAL (after a large
     /// write such as a migration, so the WAL does not stay at that size).
-    pub(super) fn checkpoint(&self) -> Result<(), StoreError> {
+    pub(crate) fn checkpoint(&self) -> Result<(), StoreError> {
         self.with(false, |c| {
             c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
         })
+    }
+}
+
+fn bind(params: &[SqlValue]) -> Vec<rusqlite::types::Value> {
+    params
+        .iter()
+        .map(|p| match p {
+            SqlValue::Null => rusqlite::types::Value::Null,
+            SqlValue::Int(v) => rusqlite::types::Value::Integer(*v),
+            SqlValue::Text(v) => rusqlite::types::Value::Text(v.clone()),
+            SqlValue::Bytes(v) => rusqlite::types::Value::Blob(v.clone()),
+        })
+        .collect()
+}
+
+fn rows(stmt: &mut rusqlite::Statement<'_>, params: &[SqlValue]) -> rusqlite::Result<Vec<Row>> {
+    let columns = stmt.column_count();
+    let mut rows = stmt.query(rusqlite::params_from_iter(bind(params)))?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next()? {
+        let mut row = Vec::with_capacity(columns);
+        for i in 0..columns {
+            row.push(match r.get_ref(i)? {
+                rusqlite::types::ValueRef::Null => SqlValue::Null,
+                rusqlite::types::ValueRef::Integer(v) => SqlValue::Int(v),
+                // No column here holds a real; one read as text keeps its digits.
+                rusqlite::types::ValueRef::Real(v) => SqlValue::Text(v.to_string()),
+                rusqlite::types::ValueRef::Text(v) => {
+                    SqlValue::Text(String::from_utf8_lossy(v).into_owned())
+                }
+                rusqlite::types::ValueRef::Blob(v) => SqlValue::Bytes(v.to_vec()),
+            });
+        }
+        out.push(Row(row));
+    }
+    Ok(out)
+}
+
+impl HistorySql for HistoryDb {
+    fn backend(&self) -> &'static str {
+        "sqlite"
+    }
+
+    fn write(&self, statements: Vec<Statement>) -> Result<Vec<Written>, StoreError> {
+        self.with(true, |c| {
+            let tx = c.transaction()?;
+            let mut out = Vec::with_capacity(statements.len());
+            for s in &statements {
+                let mut stmt = tx.prepare_cached(&s.sql)?;
+                if s.sql.contains("RETURNING") {
+                    let returned = rows(&mut stmt, &s.params)?;
+                    out.push(Written {
+                        changed: returned.len() as u64,
+                        returned,
+                    });
+                } else {
+                    let changed = stmt.execute(rusqlite::params_from_iter(bind(&s.params)))?;
+                    out.push(Written {
+                        changed: changed as u64,
+                        returned: Vec::new(),
+                    });
+                }
+            }
+            tx.commit()?;
+            Ok(out)
+        })
+    }
+
+    fn read(&self, statement: Statement) -> Result<Vec<Row>, StoreError> {
+        self.with(false, |c| {
+            let mut stmt = c.prepare_cached(&statement.sql)?;
+            rows(&mut stmt, &statement.params)
+        })
+    }
+
+    fn renumber_after_copy(&self) -> Result<(), StoreError> {
+        // AUTOINCREMENT numbers on from the highest key ever written.
+        Ok(())
+    }
+
+    fn sync_now(&self) -> Result<(), StoreError> {
+        self.checkpoint()?;
+        self.sync()
+    }
+
+    fn bytes_on_disk(&self) -> u64 {
+        HistoryDb::bytes_on_disk(self)
+    }
+
+    fn release_free_space(&self) -> Result<u64, StoreError> {
+        self.release_free_pages()
     }
 }

@@ -1,4 +1,4 @@
-//! Durable state, in two databases under the data directory. sled (`db/`) holds what the
+//! Gantry's durable state (crate `gantry-store`, the daemon's `crate::store`), in two databases under the data directory. sled (`db/`) holds what the
 //! scheduler keeps in memory — the jobs it holds, with their indexes (`store/jobs.rs`) —
 //! and plugin binaries by sha256, pipeline versions, counters and meta. The history
 //! database, SQLite (`history/`, `store/history_db.rs`), holds what grows with time: the
@@ -15,10 +15,12 @@ mod archive;
 mod compact;
 mod group_commit;
 mod history;
-mod history_db;
+mod history_postgres;
+mod history_sqlite;
 mod jobs;
 mod migrate;
 mod services;
+pub mod sql;
 
 pub use accounting::{AccountingFilter, AccountingRecord};
 pub use compact::{CompactReport, compact, dir_bytes};
@@ -36,6 +38,14 @@ pub enum StoreError {
     /// The history database (SQLite) failed.
     #[error("store: history database: {0}")]
     History(#[from] rusqlite::Error),
+    /// The PostgreSQL history database failed or could not be reached.
+    #[error("store: history database (postgres at {server}): {message}")]
+    Postgres {
+        /// `host:port/database`, never the password.
+        server: String,
+        /// What went wrong.
+        message: String,
+    },
     /// A thread panicked while it held the history database.
     #[error("store: the history database's lock was poisoned by a panic")]
     Poisoned,
@@ -79,10 +89,23 @@ pub struct Store {
     job_index: sled::Tree,
     /// Replicated services by id (`store/services.rs`).
     services: sled::Tree,
-    /// Archived jobs, events, decisions, accounting (`store/history_db.rs`).
-    history: history_db::HistoryDb,
+    /// Archived jobs, events, decisions, accounting: SQLite or PostgreSQL (`sql.rs`).
+    history: std::sync::Arc<dyn sql::HistorySql>,
     /// Concurrent flushes shared (`store/group_commit.rs`).
     commits: std::sync::Arc<group_commit::GroupCommit>,
+}
+
+/// Where a store keeps its history (`[history]` in the configuration).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum HistoryBackend {
+    /// SQLite, in `history/` under the data directory (the default).
+    #[default]
+    Sqlite,
+    /// A PostgreSQL server: `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE`.
+    Postgres {
+        /// The connection string.
+        url: String,
+    },
 }
 
 /// The page cache of each database of a store opened with [`Store::open`]: sled's default
@@ -108,35 +131,61 @@ fn encode<T: Serialize>(value: &T) -> Vec<u8> {
 }
 
 impl Store {
-    /// Opens (or creates) the database under `dir`, with the default page cache.
+    /// Opens (or creates) the database under `dir`, with the default page cache and
+    /// history in SQLite beside it.
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
         Self::open_with_cache(dir, DEFAULT_CACHE_MIB)
     }
 
-    /// Opens (or creates) the database under `dir`, with a page cache of `cache_mib`.
+    /// Opens (or creates) the database under `dir`, with a page cache of `cache_mib` and
+    /// history in SQLite beside it.
     pub fn open_with_cache(dir: &Path, cache_mib: u64) -> Result<Self, StoreError> {
+        Self::open_with(dir, cache_mib, &HistoryBackend::Sqlite)
+    }
+
+    /// Opens (or creates) the database under `dir`, with a page cache of `cache_mib`, and
+    /// its history where `history` says.
+    pub fn open_with(
+        dir: &Path,
+        cache_mib: u64,
+        history: &HistoryBackend,
+    ) -> Result<Self, StoreError> {
         compact::recover_interrupted(dir)?;
         // The database holds every job's env and argv: the daemon's only.
-        crate::private_files::dir_with_mode(&dir.join("db"), crate::private_files::DAEMON_ONLY)?;
+        gantry_node::private_files::dir_with_mode(
+            &dir.join("db"),
+            gantry_node::private_files::DAEMON_ONLY,
+        )?;
         let db = sled::Config::new()
             .path(dir.join("db"))
             .cache_capacity(cache_mib.max(1) * 1024 * 1024)
             .open()?;
-        let history = history_db::HistoryDb::open(&dir.join("history"), cache_mib)?;
-        history.start_background_sync();
+        let history: std::sync::Arc<dyn sql::HistorySql> = match history {
+            HistoryBackend::Sqlite => {
+                let sqlite = history_sqlite::HistoryDb::open(&dir.join("history"), cache_mib)?;
+                sqlite.start_background_sync();
+                std::sync::Arc::new(sqlite)
+            }
+            HistoryBackend::Postgres { url } => {
+                std::sync::Arc::new(history_postgres::PostgresHistory::connect(url)?)
+            }
+        };
         Self::over(db, history)
     }
 
-    /// A store that lives in a temporary file and in memory, gone when it is dropped (tests).
-    #[cfg(test)]
-    pub(crate) fn temporary() -> Result<Self, StoreError> {
+    /// A store that lives in a temporary file and in memory, gone when it is dropped (tests
+    /// here and in the crates above).
+    pub fn temporary() -> Result<Self, StoreError> {
         Self::over(
             sled::Config::new().temporary(true).open()?,
-            history_db::HistoryDb::in_memory()?,
+            std::sync::Arc::new(history_sqlite::HistoryDb::in_memory()?),
         )
     }
 
-    fn over(db: sled::Db, history: history_db::HistoryDb) -> Result<Self, StoreError> {
+    fn over(
+        db: sled::Db,
+        history: std::sync::Arc<dyn sql::HistorySql>,
+    ) -> Result<Self, StoreError> {
         let store = Self {
             jobs: db.open_tree("jobs")?,
             plugins: db.open_tree("plugins")?,
@@ -150,11 +199,16 @@ impl Store {
         };
         store.ensure_job_index()?;
         if store.meta::<u64>(migrate::MOVED_META)? != Some(1) {
-            migrate::move_sled_history(&store.db, &store.history)?;
+            migrate::move_sled_history(&store.db, store.history.as_ref())?;
             store.set_meta(migrate::MOVED_META, &1u64)?;
             store.flush()?;
         }
         Ok(store)
+    }
+
+    /// Which database holds history (`sqlite`, `postgres`).
+    pub fn history_backend(&self) -> &'static str {
+        self.history.backend()
     }
 
     /// Bytes the store's two databases take on disk.

@@ -1,6 +1,6 @@
 #![allow(clippy::unwrap_used)]
 use super::*;
-use crate::model::{ArrayMember, JobSpec, JobState};
+use gantry_api::model::{ArrayMember, JobSpec, JobState};
 
 fn ended(id: u64, user: &str, end_ms: u64) -> JobRecord {
     let mut spec: JobSpec = serde_json::from_str(r#"{"argv": ["true"]}"#).unwrap();
@@ -90,7 +90,7 @@ fn an_old_database_moves_its_event_log_decisions_and_accounting_into_sqlite_once
         // Write the trees as a database from before the history database did.
         let events = store.db.open_tree("events").unwrap();
         for (seq, job) in [(11u64, Some(7u64)), (12, None)] {
-            let e = crate::store::Event {
+            let e = crate::Event {
                 seq,
                 at_ms: seq * 10,
                 job,
@@ -107,7 +107,7 @@ fn an_old_database_moves_its_event_log_decisions_and_accounting_into_sqlite_once
             )
             .unwrap();
         let accounting = store.db.open_tree("accounting").unwrap();
-        let r = crate::store::AccountingRecord {
+        let r = crate::AccountingRecord {
             job_id: 7,
             task_index: 0,
             run: 0,
@@ -124,16 +124,13 @@ fn an_old_database_moves_its_event_log_decisions_and_accounting_into_sqlite_once
             gpu_milli_seconds: 0,
             cpu_seconds: 0.5,
             memory_peak_mib: 1,
-            exit: crate::executor::TaskExit::Exited(0),
+            exit: gantry_api::task::TaskExit::Exited(0),
             oom_killed: false,
         };
         let mut key = 900u64.to_be_bytes().to_vec();
         key.extend_from_slice(&40u64.to_be_bytes());
         accounting.insert(key, encode(&r)).unwrap();
-        store
-            .meta
-            .remove(crate::store::migrate::MOVED_META)
-            .unwrap();
+        store.meta.remove(crate::migrate::MOVED_META).unwrap();
         store.flush().unwrap();
     }
     let store = Store::open(dir.path()).unwrap();
@@ -177,7 +174,7 @@ fn deleted_history_gives_its_space_back_to_the_file_system() {
         store.event(at, Some(at), "k", big.clone()).unwrap();
     }
     store.flush().unwrap();
-    store.history.checkpoint().unwrap();
+    store.history.sync_now().unwrap();
     let before = store.size_on_disk().unwrap();
     assert_eq!(store.delete_events_before(u64::MAX, 10_000).unwrap(), 3000);
     let released = store.release_free_space().unwrap();
