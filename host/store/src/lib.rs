@@ -21,6 +21,8 @@ mod jobs;
 mod migrate;
 mod services;
 pub mod sql;
+#[cfg(feature = "test-support")]
+pub mod test_postgres;
 
 pub use accounting::{AccountingFilter, AccountingRecord};
 pub use compact::{CompactReport, compact, dir_bytes};
