@@ -77,6 +77,8 @@ pub struct Config {
     pub containers: gantry_node::container::ContainersConfig,
     /// Endpoints of replicated services (`[services]`: a shared gateway, connection bounds).
     pub services: crate::config_services::ServicesConfig,
+    /// Where history lives (`[history]`: SQLite under the data directory, or PostgreSQL).
+    pub history: crate::config_history::HistoryConfig,
 }
 
 /// Per-call sandbox limits.
@@ -125,6 +127,7 @@ impl Default for Config {
             retention: Default::default(),
             containers: Default::default(),
             services: Default::default(),
+            history: Default::default(),
         }
     }
 }
@@ -262,6 +265,7 @@ impl Config {
         self.retention.check().map_err(ConfigError::Invalid)?;
         self.containers.check().map_err(ConfigError::Invalid)?;
         self.services.check().map_err(ConfigError::Invalid)?;
+        self.history.check().map_err(ConfigError::Invalid)?;
         crate::auth::Tokens::new(&self.auth)?;
         crate::tls::ServerTls::load(&self.tls)?;
         Ok(())

@@ -21,6 +21,7 @@ pub mod auth;
 pub mod auth_submit;
 pub mod cluster;
 pub mod config;
+pub mod config_history;
 pub mod config_limits;
 pub mod config_retention;
 pub mod config_services;

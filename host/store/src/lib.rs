@@ -19,6 +19,7 @@ mod history_postgres;
 mod history_sqlite;
 mod jobs;
 mod migrate;
+mod outbox;
 mod services;
 pub mod sql;
 #[cfg(feature = "test-support")]
@@ -91,6 +92,8 @@ pub struct Store {
     job_index: sled::Tree,
     /// Replicated services by id (`store/services.rs`).
     services: sled::Tree,
+    /// Accounting records history did not take yet (`outbox.rs`).
+    accounting_outbox: sled::Tree,
     /// Archived jobs, events, decisions, accounting: SQLite or PostgreSQL (`sql.rs`).
     history: std::sync::Arc<dyn sql::HistorySql>,
     /// Concurrent flushes shared (`store/group_commit.rs`).
@@ -195,6 +198,7 @@ impl Store {
             meta: db.open_tree("meta")?,
             job_index: db.open_tree("job_index")?,
             services: db.open_tree("services")?,
+            accounting_outbox: db.open_tree("accounting_outbox")?,
             history,
             db,
             commits: std::sync::Arc::default(),

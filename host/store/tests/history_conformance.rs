@@ -301,7 +301,10 @@ fn history_outlives_the_process_that_wrote_it(s: &mut Subject) {
     assert!(seqs[0] < seqs[1]);
 }
 
-const CHECKS: [(&str, fn(&mut Subject)); 6] = [
+/// One check of the suite, by name.
+type Check = (&'static str, fn(&mut Subject));
+
+const CHECKS: [Check; 6] = [
     ("events", events_are_kept_in_order_by_job_and_by_kind),
     ("hostile text", hostile_text_round_trips),
     ("decisions", decisions_are_kept_replaced_and_deleted),

@@ -70,9 +70,13 @@ fn patch<H: Handler<T, Scheduler>, T: 'static>(path: &'static str, h: H) -> Rout
     at("patch", MethodFilter::PATCH, path, h)
 }
 
-/// `GET /v1/health`: liveness and the node's isolation.
+/// `GET /v1/health`: liveness, the node's isolation and where state and history live.
 async fn health(State(s): State<Scheduler>) -> Json<serde_json::Value> {
-    Json(serde_json::json!({"status": "ok", "isolation": s.isolation()}))
+    Json(serde_json::json!({
+        "status": "ok",
+        "isolation": s.isolation(),
+        "store": {"state": "sled", "history": s.history_backend()},
+    }))
 }
 
 /// Every route under the token check.

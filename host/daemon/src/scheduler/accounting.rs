@@ -59,6 +59,8 @@ impl Decayed {
 /// this many records after the last checkpoint, however long the history.
 const CHECKPOINT_EVERY: u64 = 10_000;
 const CHECKPOINT_META: &str = "ledger_checkpoint";
+/// Queued accounting records written per try after a cycle.
+const RETRY_BATCH: usize = 500;
 
 /// The ledger as saved in the store's meta: its sums and the sequence number of the last
 /// record they count.
@@ -281,7 +283,8 @@ impl Scheduler {
         }
     }
 
-    /// Stores `r` unless it was stored already; counts it in the ledger when new (under
+    /// Stores `r` unless it was stored already (queued to write again when history cannot
+    /// take it now: `retry_queued_accounting`); counts it in the ledger when new (under
     /// the ledger's lock, so the ledger counts records in their write order and a
     /// checkpoint covers exactly the records up to its sequence number).
     fn write_accounting(&self, r: &AccountingRecord) {
@@ -299,11 +302,53 @@ impl Scheduler {
                 run = r.run,
                 "accounting record already written"
             ),
-            Err(e) => tracing::error!(
-                job = r.job_id,
-                task = r.task_index,
-                "cannot write the accounting record: {e}"
-            ),
+            Err(e) => match self.inner.store.queue_accounting(r) {
+                Ok(()) => tracing::warn!(
+                    job = r.job_id,
+                    task = r.task_index,
+                    "cannot write the accounting record yet, kept to write again: {e}"
+                ),
+                Err(queue) => tracing::error!(
+                    job = r.job_id,
+                    task = r.task_index,
+                    "cannot write the accounting record ({e}) nor keep it ({queue})"
+                ),
+            },
+        }
+    }
+
+    /// Writes the accounting records history did not take when they were made (its server
+    /// was away), oldest first, stopping at the first that still fails; after each cycle.
+    pub(crate) fn retry_queued_accounting(&self) {
+        if !self.inner.store.has_queued_accounting() {
+            return;
+        }
+        let queued = match self.inner.store.queued_accounting(RETRY_BATCH) {
+            Ok(q) => q,
+            Err(e) => return tracing::error!("cannot read the queued accounting records: {e}"),
+        };
+        let mut ledger = self.ledger();
+        let mut written = 0;
+        for r in &queued {
+            match self.inner.store.put_accounting_seq(r) {
+                Ok(Some(seq)) => ledger.counted(r, seq),
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::debug!("queued accounting records still wait: {e}");
+                    break;
+                }
+            }
+            if let Err(e) = self.inner.store.unqueue_accounting(r) {
+                tracing::error!(job = r.job_id, "cannot unqueue an accounting record: {e}");
+                break;
+            }
+            written += 1;
+        }
+        if written > 0 {
+            tracing::info!(
+                records = written,
+                "queued accounting records written to history"
+            );
         }
     }
 

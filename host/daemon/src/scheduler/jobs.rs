@@ -210,12 +210,16 @@ impl Scheduler {
         }
         for record in &records {
             self.inner.store.put_job(record)?;
-            self.inner.store.event(
+            // The job is the acknowledgement; its event is history, which may be on a
+            // server that is away (the record stands either way).
+            if let Err(e) = self.inner.store.event(
                 record.submit_ms,
                 Some(record.id),
                 "submitted",
                 format!("by {}", record.spec.user),
-            )?;
+            ) {
+                tracing::error!(job = record.id, "cannot write the submitted event: {e}");
+            }
         }
         self.inner.store.flush()?;
         {

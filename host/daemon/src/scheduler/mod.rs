@@ -156,7 +156,8 @@ impl Scheduler {
     ) -> anyhow::Result<(Self, mpsc::UnboundedReceiver<TaskEvent>)> {
         crate::private_files::restrict_umask();
         crate::private_files::dir_with_mode(&config.data_dir, crate::private_files::TRAVERSE_ONLY)?;
-        let store = Store::open_with_cache(&config.data_dir, config.retention.store_cache_mib)?;
+        let history = config.history.backend().map_err(anyhow::Error::msg)?;
+        let store = Store::open_with(&config.data_dir, config.retention.store_cache_mib, &history)?;
         let node = crate::inventory::discover(&config.node);
         let cluster_token = config.cluster.effective_token();
         let local = match config.cluster.local_node {
@@ -324,6 +325,7 @@ impl Scheduler {
         }
         self.apply(outcome);
         self.evict_ended_jobs();
+        self.retry_queued_accounting();
         m.cycle_duration.observe(t0.elapsed().as_secs_f64());
     }
 

@@ -42,6 +42,11 @@ impl Scheduler {
         &self.inner.cluster_token
     }
 
+    /// Which database holds history (`sqlite`, `postgres`).
+    pub fn history_backend(&self) -> &'static str {
+        self.inner.store.history_backend()
+    }
+
     /// How this node isolates tasks.
     pub fn isolation(&self) -> IsolationSummary {
         self.inner.executor.isolation()
