@@ -31,7 +31,11 @@ fn an_archived_job_leaves_sled_and_every_read_still_finds_it() {
     store.archive_job(&member).unwrap();
     store.archive_job(&ended(3, "ann", 300)).unwrap();
     assert!(
-        store.jobs.get(1u64.to_be_bytes()).unwrap().is_none(),
+        store
+            .state
+            .get(crate::state::Table::Jobs, &1u64.to_be_bytes())
+            .unwrap()
+            .is_none(),
         "sled let go"
     );
     assert_eq!(store.job(1).unwrap().unwrap(), member);
@@ -74,7 +78,7 @@ fn a_job_a_crash_left_in_both_places_is_read_once_and_archived_at_the_next_load(
     assert_eq!(ids(store.ids_newest_first(None, None)), vec![5]);
     assert_eq!(store.ended_before(100, 10).unwrap(), vec![(50, 5)]);
     assert_eq!(store.archive_ended_before(100).unwrap(), 1);
-    assert!(store.jobs.is_empty());
+    assert!(store.state.count(crate::state::Table::Jobs).unwrap() == 0);
     assert_eq!(store.job(5).unwrap().unwrap().exit_code, Some(3));
     // A job that ended after the cutoff stays in sled (it stays in memory).
     store.put_job(&ended(6, "ann", 500)).unwrap();
@@ -88,7 +92,7 @@ fn an_old_database_moves_its_event_log_decisions_and_accounting_into_sqlite_once
     {
         let store = Store::open(dir.path()).unwrap();
         // Write the trees as a database from before the history database did.
-        let events = store.db.open_tree("events").unwrap();
+        let events = store.sled.as_ref().unwrap().open_tree("events").unwrap();
         for (seq, job) in [(11u64, Some(7u64)), (12, None)] {
             let e = crate::Event {
                 seq,
@@ -99,14 +103,24 @@ fn an_old_database_moves_its_event_log_decisions_and_accounting_into_sqlite_once
             };
             events.insert(seq.to_be_bytes(), encode(&e)).unwrap();
         }
-        let decisions = store.db.open_tree("job_decisions").unwrap();
+        let decisions = store
+            .sled
+            .as_ref()
+            .unwrap()
+            .open_tree("job_decisions")
+            .unwrap();
         decisions
             .insert(
                 7u64.to_be_bytes(),
                 encode(&serde_json::json!([{"why": "old"}])),
             )
             .unwrap();
-        let accounting = store.db.open_tree("accounting").unwrap();
+        let accounting = store
+            .sled
+            .as_ref()
+            .unwrap()
+            .open_tree("accounting")
+            .unwrap();
         let r = crate::AccountingRecord {
             job_id: 7,
             task_index: 0,
@@ -130,7 +144,16 @@ fn an_old_database_moves_its_event_log_decisions_and_accounting_into_sqlite_once
         let mut key = 900u64.to_be_bytes().to_vec();
         key.extend_from_slice(&40u64.to_be_bytes());
         accounting.insert(key, encode(&r)).unwrap();
-        store.meta.remove(crate::migrate::MOVED_META).unwrap();
+        store
+            .state
+            .apply(
+                None,
+                vec![crate::state::KvOp::Delete(
+                    crate::state::Table::Meta,
+                    crate::migrate::MOVED_META.as_bytes().to_vec(),
+                )],
+            )
+            .unwrap();
         store.flush().unwrap();
     }
     let store = Store::open(dir.path()).unwrap();
@@ -155,7 +178,9 @@ fn an_old_database_moves_its_event_log_decisions_and_accounting_into_sqlite_once
     );
     assert!(
         !store
-            .db
+            .sled
+            .as_ref()
+            .unwrap()
             .tree_names()
             .iter()
             .any(|t| t.as_ref() == b"events")

@@ -132,10 +132,12 @@ mod tests {
                 store.set_meta(&format!("k{i}"), &vec![i; 64]).unwrap();
             }
             for i in 0..1_900u64 {
-                store.meta.remove(format!("k{i}")).unwrap();
+                let key = format!("k{i}").into_bytes();
+                let op = crate::state::KvOp::Delete(crate::state::Table::Meta, key);
+                store.state.apply(None, vec![op]).unwrap();
             }
             store.event(1, Some(1), "kept", "x".into()).unwrap();
-            before_seq = store.db.generate_id().unwrap();
+            before_seq = store.sled.as_ref().unwrap().generate_id().unwrap();
             store.flush().unwrap();
         }
         let report = compact(dir.path()).unwrap();
@@ -147,7 +149,7 @@ mod tests {
         );
         assert_eq!(store.meta::<Vec<u64>>("k0").unwrap(), None);
         assert_eq!(store.events(Some(1), 10).unwrap().len(), 1);
-        assert!(store.db.generate_id().unwrap() > before_seq);
+        assert!(store.sled.as_ref().unwrap().generate_id().unwrap() > before_seq);
     }
 
     #[test]

@@ -11,16 +11,22 @@
 //! one index, ended before a time). Does not own which jobs stay in memory
 //! (`scheduler::job_table`) or when history is deleted (`scheduler::retention`).
 
-use super::{Store, StoreError, decode, encode};
+use crate::state::{Guard, KvOp, Scan, StateKv, Table, prefix_end};
+use crate::{Store, StoreError, decode, encode};
 use gantry_api::model::{JobRecord, JobState};
-use sled::Transactional;
-use sled::transaction::{ConflictableTransactionError, TransactionError};
+use std::collections::VecDeque;
+use std::ops::Bound;
+use std::sync::Arc;
 
 /// Version of the index layout; a database whose meta names another is re-indexed at open.
 const INDEX_VERSION: u64 = 1;
 /// Ended jobs moved from sled to the archive per transaction.
 const ARCHIVE_BATCH: usize = 5_000;
 const INDEX_META: &str = "job_index_version";
+/// Tries of a guarded write before giving up (another writer changed the record each time).
+const WRITE_TRIES: usize = 64;
+/// Ids read per range read by [`LiveIds`].
+const IDS_PER_READ: usize = 512;
 
 /// What a job index key is by (its first byte).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,34 +101,41 @@ fn index_keys(job: &JobRecord) -> Vec<Vec<u8>> {
     keys
 }
 
-fn abort(e: TransactionError<StoreError>) -> StoreError {
-    match e {
-        TransactionError::Abort(e) => e,
-        TransactionError::Storage(e) => StoreError::Sled(e),
-    }
-}
-
 impl Store {
-    /// Writes a job and brings its index keys in step, in one transaction.
+    /// Writes a job and brings its index keys in step, in one batch (guarded by the record
+    /// it replaces, so a concurrent writer cannot leave an index key behind).
     pub fn put_job(&self, job: &JobRecord) -> Result<(), StoreError> {
+        let key = job.id.to_be_bytes().to_vec();
         let value = encode(job);
         let new_keys = index_keys(job);
-        (&self.jobs, &self.job_index)
-            .transaction(|(jobs, index)| {
-                let old = jobs.insert(&job.id.to_be_bytes(), value.as_slice())?;
-                if let Some(old) = old.and_then(|b| decode::<JobRecord>("jobs", &b).ok()) {
-                    for k in index_keys(&old) {
-                        if !new_keys.contains(&k) {
-                            index.remove(k)?;
-                        }
+        for _ in 0..WRITE_TRIES {
+            let old = self.state.get(Table::Jobs, &key)?;
+            let mut ops = vec![KvOp::Put(Table::Jobs, key.clone(), value.clone())];
+            if let Some(old) = old
+                .as_deref()
+                .and_then(|b| decode::<JobRecord>("jobs", b).ok())
+            {
+                for k in index_keys(&old) {
+                    if !new_keys.contains(&k) {
+                        ops.push(KvOp::Delete(Table::JobIndex, k));
                     }
                 }
-                for k in &new_keys {
-                    index.insert(k.as_slice(), &[])?;
-                }
-                Ok::<_, ConflictableTransactionError<StoreError>>(())
-            })
-            .map_err(abort)
+            }
+            ops.extend(
+                new_keys
+                    .iter()
+                    .map(|k| KvOp::Put(Table::JobIndex, k.clone(), Vec::new())),
+            );
+            let guard = Guard {
+                table: Table::Jobs,
+                key: key.clone(),
+                expected: old,
+            };
+            if self.state.apply(Some(guard), ops)? {
+                return Ok(());
+            }
+        }
+        Err(contended(job.id))
     }
 
     /// Deletes a job's record, wherever it is, with its index keys.
@@ -131,25 +144,37 @@ impl Store {
         self.delete_archived(id)
     }
 
-    /// Deletes a job's record and its index keys from sled.
+    /// Deletes a job's record and its index keys from the active state.
     pub(super) fn delete_live_job(&self, id: u64) -> Result<(), StoreError> {
-        (&self.jobs, &self.job_index)
-            .transaction(|(jobs, index)| {
-                if let Some(old) = jobs.remove(&id.to_be_bytes())?
-                    && let Ok(old) = decode::<JobRecord>("jobs", &old)
-                {
-                    for k in index_keys(&old) {
-                        index.remove(k)?;
-                    }
-                }
-                Ok::<_, ConflictableTransactionError<StoreError>>(())
-            })
-            .map_err(abort)
+        let key = id.to_be_bytes().to_vec();
+        for _ in 0..WRITE_TRIES {
+            let Some(old) = self.state.get(Table::Jobs, &key)? else {
+                return Ok(());
+            };
+            let mut ops = vec![KvOp::Delete(Table::Jobs, key.clone())];
+            if let Ok(record) = decode::<JobRecord>("jobs", &old) {
+                ops.extend(
+                    index_keys(&record)
+                        .into_iter()
+                        .map(|k| KvOp::Delete(Table::JobIndex, k)),
+                );
+            }
+            let guard = Guard {
+                table: Table::Jobs,
+                key: key.clone(),
+                expected: Some(old),
+            };
+            if self.state.apply(Some(guard), ops)? {
+                return Ok(());
+            }
+        }
+        Err(contended(id))
     }
 
-    /// Job `id`, from sled (the newer copy, if a crash left it in both), else the archive.
+    /// Job `id`, from the active state (the newer copy, if a crash left it in both), else
+    /// the archive.
     pub fn job(&self, id: u64) -> Result<Option<JobRecord>, StoreError> {
-        match self.jobs.get(id.to_be_bytes())? {
+        match self.state.get(Table::Jobs, &id.to_be_bytes())? {
             Some(v) => decode("jobs", &v).map(Some),
             None => self.archived_job(id),
         }
@@ -157,13 +182,13 @@ impl Store {
 
     /// Whether a record of job `id` is stored.
     pub fn has_job(&self, id: u64) -> Result<bool, StoreError> {
-        Ok(self.jobs.contains_key(id.to_be_bytes())? || self.is_archived(id)?)
+        Ok(self.state.get(Table::Jobs, &id.to_be_bytes())?.is_some() || self.is_archived(id)?)
     }
 
     /// How many job records are stored (live and archived; a job a crash left in both
     /// counts twice until the next start).
     pub fn job_count(&self) -> Result<u64, StoreError> {
-        Ok(self.jobs.len() as u64 + self.archived_count()?)
+        Ok(self.state.count(Table::Jobs)? + self.archived_count()?)
     }
 
     /// The jobs that have not ended (pending or running), oldest id first.
@@ -176,16 +201,21 @@ impl Store {
         self.records(ids)
     }
 
-    /// The jobs in sled (not archived) that ended at or after `since_ms`, oldest id first.
+    /// The jobs in the active state (not archived) that ended at or after `since_ms`,
+    /// oldest id first.
     pub fn ended_since(&self, since_ms: u64) -> Result<Vec<JobRecord>, StoreError> {
-        let from = tagged_pair(ENDED_TAG, since_ms, 0);
+        let scan = Scan {
+            table: Table::JobIndex,
+            from: Bound::Included(tagged_pair(ENDED_TAG, since_ms, 0)),
+            to: prefix_end(&[ENDED_TAG]).map_or(Bound::Unbounded, Bound::Excluded),
+            reverse: false,
+            limit: usize::MAX,
+        };
         let mut ids: Vec<u64> = self
-            .job_index
-            .range(from..)
-            .keys()
-            .map_while(|k| k.ok())
-            .take_while(|k| k.first() == Some(&ENDED_TAG))
-            .filter_map(|k| trailing_id(&k))
+            .state
+            .scan(&scan)?
+            .iter()
+            .filter_map(|(k, _)| trailing_id(k))
             .collect();
         ids.sort_unstable();
         self.records(ids)
@@ -208,7 +238,7 @@ impl Store {
         before_ms: u64,
         limit: usize,
     ) -> Result<Vec<(u64, u64)>, StoreError> {
-        let mut all = self.live_ended_between(from, before_ms, limit);
+        let mut all = self.live_ended_between(from, before_ms, limit)?;
         all.extend(self.archived_ended_between(from, before_ms, limit)?);
         all.sort_unstable();
         all.dedup();
@@ -221,23 +251,28 @@ impl Store {
         from: (u64, u64),
         before_ms: u64,
         limit: usize,
-    ) -> Vec<(u64, u64)> {
-        use std::ops::Bound;
+    ) -> Result<Vec<(u64, u64)>, StoreError> {
         let from = tagged_pair(ENDED_TAG, from.0, from.1);
         let to = tagged_pair(ENDED_TAG, before_ms, 0);
         if from >= to {
-            return Vec::new();
+            return Ok(Vec::new());
         }
-        self.job_index
-            .range((Bound::Excluded(from), Bound::Excluded(to)))
-            .keys()
-            .map_while(|k| k.ok())
-            .take(limit)
-            .filter_map(|k| {
+        let scan = Scan {
+            table: Table::JobIndex,
+            from: Bound::Excluded(from),
+            to: Bound::Excluded(to),
+            reverse: false,
+            limit,
+        };
+        Ok(self
+            .state
+            .scan(&scan)?
+            .iter()
+            .filter_map(|(k, _)| {
                 let end: [u8; 8] = k.get(1..9)?.try_into().ok()?;
-                Some((u64::from_be_bytes(end), trailing_id(&k)?))
+                Some((u64::from_be_bytes(end), trailing_id(k)?))
             })
-            .collect()
+            .collect())
     }
 
     /// The ids of the members of array `array_id` still stored, lowest first.
@@ -245,11 +280,10 @@ impl Store {
         let mut p = vec![ARRAY_TAG];
         p.extend_from_slice(&array_id.to_be_bytes());
         let mut ids: Vec<u64> = self
-            .job_index
-            .scan_prefix(p)
-            .keys()
-            .map_while(|k| k.ok())
-            .filter_map(|k| trailing_id(&k))
+            .state
+            .scan(&Scan::prefix(Table::JobIndex, &p, usize::MAX))?
+            .iter()
+            .filter_map(|(k, _)| trailing_id(k))
             .collect();
         ids.extend(self.archived_array_members(array_id)?);
         ids.sort_unstable();
@@ -271,33 +305,21 @@ impl Store {
         })
     }
 
-    fn live_ids_newest_first(
-        &self,
-        index: Option<(JobIndex, &str)>,
-        before: u64,
-    ) -> Box<dyn Iterator<Item = u64> + '_> {
-        match index {
-            None => Box::new(
-                self.jobs
-                    .range(..before.to_be_bytes())
-                    .keys()
-                    .rev()
-                    .map_while(|k| k.ok())
-                    .filter_map(|k| trailing_id(&k)),
-            ),
+    fn live_ids_newest_first(&self, index: Option<(JobIndex, &str)>, before: u64) -> LiveIds {
+        let (table, lowest, below) = match index {
+            None => (Table::Jobs, None, before.to_be_bytes().to_vec()),
             Some((index, value)) => {
                 let p = prefix(index, value);
-                let start = p.clone();
-                let end = with_id(p, before);
-                Box::new(
-                    self.job_index
-                        .range(start..end)
-                        .keys()
-                        .rev()
-                        .map_while(|k| k.ok())
-                        .filter_map(|k| trailing_id(&k)),
-                )
+                (Table::JobIndex, Some(p.clone()), with_id(p, before))
             }
+        };
+        LiveIds {
+            state: Arc::clone(&self.state),
+            table,
+            lowest,
+            below,
+            buffer: VecDeque::new(),
+            done: false,
         }
     }
 
@@ -318,7 +340,7 @@ impl Store {
         let started = std::time::Instant::now();
         let mut moved = 0u64;
         loop {
-            let due = self.live_ended_between((0, 0), before_ms, ARCHIVE_BATCH);
+            let due = self.live_ended_between((0, 0), before_ms, ARCHIVE_BATCH)?;
             if due.is_empty() {
                 break;
             }
@@ -347,14 +369,28 @@ impl Store {
             return Ok(());
         }
         let started = std::time::Instant::now();
-        self.job_index.clear()?;
+        self.state.clear(Table::JobIndex)?;
         let mut n = 0u64;
-        for v in self.jobs.iter().values() {
-            let job: JobRecord = decode("jobs", &v?)?;
-            for k in index_keys(&job) {
-                self.job_index.insert(k, &[])?;
+        let mut from = Bound::Unbounded;
+        loop {
+            let chunk = self.state.scan(&Scan {
+                table: Table::Jobs,
+                from,
+                to: Bound::Unbounded,
+                reverse: false,
+                limit: ARCHIVE_BATCH,
+            })?;
+            let Some((last, _)) = chunk.last() else { break };
+            from = Bound::Excluded(last.clone());
+            for (_, v) in &chunk {
+                let job: JobRecord = decode("jobs", v)?;
+                let ops = index_keys(&job)
+                    .into_iter()
+                    .map(|k| KvOp::Put(Table::JobIndex, k, Vec::new()))
+                    .collect();
+                self.state.apply(None, ops)?;
+                n += 1;
             }
-            n += 1;
         }
         self.set_meta(INDEX_META, &INDEX_VERSION)?;
         self.flush()?;
@@ -364,6 +400,63 @@ impl Store {
             "job index built"
         );
         Ok(())
+    }
+}
+
+fn contended(id: u64) -> StoreError {
+    StoreError::Corrupt {
+        tree: "jobs",
+        message: format!("job {id} changed under every one of {WRITE_TRIES} tries to write it"),
+    }
+}
+
+/// A lazy walk of the active state's ids, newest first, a range read at a time
+/// ([`Store::ids_newest_first`]). A failed read ends the walk (logged).
+struct LiveIds {
+    state: Arc<dyn StateKv>,
+    table: Table,
+    /// The lowest key of the walk (an index's prefix), if any.
+    lowest: Option<Vec<u8>>,
+    /// Keys below this one are next.
+    below: Vec<u8>,
+    buffer: VecDeque<u64>,
+    done: bool,
+}
+
+impl LiveIds {
+    fn refill(&mut self) -> Result<(), StoreError> {
+        let chunk = self.state.scan(&Scan {
+            table: self.table,
+            from: self
+                .lowest
+                .clone()
+                .map_or(Bound::Unbounded, Bound::Included),
+            to: Bound::Excluded(self.below.clone()),
+            reverse: true,
+            limit: IDS_PER_READ,
+        })?;
+        self.done = chunk.len() < IDS_PER_READ;
+        if let Some((last, _)) = chunk.last() {
+            self.below = last.clone();
+        }
+        self.buffer
+            .extend(chunk.iter().filter_map(|(k, _)| trailing_id(k)));
+        Ok(())
+    }
+}
+
+impl Iterator for LiveIds {
+    type Item = u64;
+
+    fn next(&mut self) -> Option<u64> {
+        if self.buffer.is_empty()
+            && !self.done
+            && let Err(e) = self.refill()
+        {
+            tracing::error!("cannot read the job index: {e}");
+            self.done = true;
+        }
+        self.buffer.pop_front()
     }
 }
 

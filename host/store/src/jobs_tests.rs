@@ -77,8 +77,17 @@ fn a_deleted_job_leaves_no_key_and_an_old_database_is_indexed_at_open() {
         assert!(store.job(1).unwrap().is_none());
         assert!(store.ended_before(u64::MAX, 10).unwrap().is_empty());
         // As a database written before the index: no index, no version.
-        store.job_index.clear().unwrap();
-        store.meta.remove(INDEX_META).unwrap();
+        store.state.clear(crate::state::Table::JobIndex).unwrap();
+        store
+            .state
+            .apply(
+                None,
+                vec![crate::state::KvOp::Delete(
+                    crate::state::Table::Meta,
+                    INDEX_META.as_bytes().to_vec(),
+                )],
+            )
+            .unwrap();
         store.flush().unwrap();
     }
     let store = Store::open(dir.path()).unwrap();

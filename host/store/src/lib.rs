@@ -22,6 +22,9 @@ mod migrate;
 mod outbox;
 mod services;
 pub mod sql;
+pub mod state;
+mod state_sled;
+mod tables;
 #[cfg(feature = "test-support")]
 pub mod test_postgres;
 
@@ -80,24 +83,17 @@ pub struct Event {
     pub message: String,
 }
 
-/// The store: sled and the history database.
+/// The store: the active state (sled or etcd) and the history database (SQLite or
+/// PostgreSQL).
 #[derive(Clone)]
 pub struct Store {
-    db: sled::Db,
-    jobs: sled::Tree,
-    plugins: sled::Tree,
-    pipelines: sled::Tree,
-    meta: sled::Tree,
-    /// Index keys of `jobs` (`store/jobs.rs`).
-    job_index: sled::Tree,
-    /// Replicated services by id (`store/services.rs`).
-    services: sled::Tree,
-    /// Accounting records history did not take yet (`outbox.rs`).
-    accounting_outbox: sled::Tree,
+    /// Jobs in memory and their index, plugins, pipelines, meta, services (`state.rs`).
+    state: std::sync::Arc<dyn state::StateKv>,
+    /// sled itself when the state is in sled (the one-time move of an old database's
+    /// history, tests).
+    sled: Option<sled::Db>,
     /// Archived jobs, events, decisions, accounting: SQLite or PostgreSQL (`sql.rs`).
     history: std::sync::Arc<dyn sql::HistorySql>,
-    /// Concurrent flushes shared (`store/group_commit.rs`).
-    commits: std::sync::Arc<group_commit::GroupCommit>,
 }
 
 /// Where a store keeps its history (`[history]` in the configuration).
@@ -161,10 +157,8 @@ impl Store {
             &dir.join("db"),
             gantry_node::private_files::DAEMON_ONLY,
         )?;
-        let db = sled::Config::new()
-            .path(dir.join("db"))
-            .cache_capacity(cache_mib.max(1) * 1024 * 1024)
-            .open()?;
+        // History first: a server that cannot be reached fails the open before sled is
+        // locked.
         let history: std::sync::Arc<dyn sql::HistorySql> = match history {
             HistoryBackend::Sqlite => {
                 let sqlite = history_sqlite::HistoryDb::open(&dir.join("history"), cache_mib)?;
@@ -175,6 +169,10 @@ impl Store {
                 std::sync::Arc::new(history_postgres::PostgresHistory::connect(url)?)
             }
         };
+        let db = sled::Config::new()
+            .path(dir.join("db"))
+            .cache_capacity(cache_mib.max(1) * 1024 * 1024)
+            .open()?;
         Self::over(db, history)
     }
 
@@ -192,24 +190,24 @@ impl Store {
         history: std::sync::Arc<dyn sql::HistorySql>,
     ) -> Result<Self, StoreError> {
         let store = Self {
-            jobs: db.open_tree("jobs")?,
-            plugins: db.open_tree("plugins")?,
-            pipelines: db.open_tree("pipelines")?,
-            meta: db.open_tree("meta")?,
-            job_index: db.open_tree("job_index")?,
-            services: db.open_tree("services")?,
-            accounting_outbox: db.open_tree("accounting_outbox")?,
+            state: std::sync::Arc::new(state_sled::SledState::over(db.clone())?),
+            sled: Some(db),
             history,
-            db,
-            commits: std::sync::Arc::default(),
         };
         store.ensure_job_index()?;
         if store.meta::<u64>(migrate::MOVED_META)? != Some(1) {
-            migrate::move_sled_history(&store.db, store.history.as_ref())?;
+            if let Some(db) = &store.sled {
+                migrate::move_sled_history(db, store.history.as_ref())?;
+            }
             store.set_meta(migrate::MOVED_META, &1u64)?;
             store.flush()?;
         }
         Ok(store)
+    }
+
+    /// Which database holds the active state (`sled`, `etcd`).
+    pub fn state_backend(&self) -> &'static str {
+        self.state.backend()
     }
 
     /// Which database holds history (`sqlite`, `postgres`).
@@ -217,80 +215,15 @@ impl Store {
         self.history.backend()
     }
 
-    /// Bytes the store's two databases take on disk.
+    /// Bytes the store's two databases take on this machine's disk.
     pub fn size_on_disk(&self) -> Result<u64, StoreError> {
-        Ok(self.db.size_on_disk()? + self.history.bytes_on_disk())
+        Ok(self.state.bytes_on_disk()? + self.history.bytes_on_disk())
     }
 
-    /// Makes every write to sled so far durable (history is fsynced in the background
-    /// every half second: `store/history_db.rs`).
+    /// Makes every write to the active state so far durable (history is fsynced in the
+    /// background every half second: `history_sqlite.rs`; PostgreSQL's and etcd's writes
+    /// are durable when they return).
     pub fn flush(&self) -> Result<(), StoreError> {
-        // Callers at the same moment share one flush; each returns after a flush that began
-        // after its call.
-        self.commits.flush(|| self.db.flush().map(drop))?;
-        Ok(())
-    }
-
-    /// Next value of a named counter (starting at 1), durable before it is returned.
-    pub fn next_id(&self, counter: &str) -> Result<u64, StoreError> {
-        let v = self.meta.update_and_fetch(counter, |old| {
-            let n = old
-                .and_then(|b| b.try_into().ok())
-                .map(u64::from_be_bytes)
-                .unwrap_or(0);
-            Some((n + 1).to_be_bytes().to_vec())
-        })?;
-        let n = v
-            .and_then(|b| b.as_ref().try_into().ok())
-            .map(u64::from_be_bytes)
-            .unwrap_or(1);
-        Ok(n)
-    }
-
-    /// Stores plugin bytes under their sha256.
-    pub fn put_plugin(&self, sha256: &str, bytes: &[u8]) -> Result<(), StoreError> {
-        self.plugins.insert(sha256.as_bytes(), bytes)?;
-        Ok(())
-    }
-
-    /// Plugin bytes by sha256.
-    pub fn plugin(&self, sha256: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        Ok(self.plugins.get(sha256.as_bytes())?.map(|v| v.to_vec()))
-    }
-
-    /// Every stored plugin's sha256.
-    pub fn plugin_shas(&self) -> Result<Vec<String>, StoreError> {
-        self.plugins
-            .iter()
-            .keys()
-            .map(|k| Ok(String::from_utf8_lossy(&k?).into_owned()))
-            .collect()
-    }
-
-    /// Writes a pipeline version.
-    pub fn put_pipeline<T: Serialize>(&self, version: u64, value: &T) -> Result<(), StoreError> {
-        self.pipelines
-            .insert(version.to_be_bytes(), encode(value))?;
-        Ok(())
-    }
-
-    /// Every pipeline version, oldest first.
-    pub fn pipelines<T: DeserializeOwned>(&self) -> Result<Vec<T>, StoreError> {
-        self.pipelines
-            .iter()
-            .values()
-            .map(|v| decode("pipelines", &v?))
-            .collect()
-    }
-
-    /// Sets a meta value.
-    pub fn set_meta<T: Serialize>(&self, key: &str, value: &T) -> Result<(), StoreError> {
-        self.meta.insert(key, encode(value))?;
-        Ok(())
-    }
-
-    /// Reads a meta value.
-    pub fn meta<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>, StoreError> {
-        self.meta.get(key)?.map(|v| decode("meta", &v)).transpose()
+        self.state.flush()
     }
 }

@@ -6,6 +6,7 @@
 //! Owns: that tree. Does not own when the queue is tried again
 //! (`host/daemon/src/scheduler/accounting.rs`).
 
+use crate::state::{KvOp, Scan, Table};
 use crate::{AccountingRecord, Store, StoreError, decode, encode};
 
 fn key(r: &AccountingRecord) -> Vec<u8> {
@@ -20,28 +21,32 @@ fn key(r: &AccountingRecord) -> Vec<u8> {
 impl Store {
     /// Keeps `record` to write to history later, durably (flushed before it returns).
     pub fn queue_accounting(&self, record: &AccountingRecord) -> Result<(), StoreError> {
-        self.accounting_outbox.insert(key(record), encode(record))?;
+        let op = KvOp::Put(Table::AccountingOutbox, key(record), encode(record));
+        self.state.apply(None, vec![op])?;
         self.flush()
     }
 
     /// The records waiting for history, oldest job first (at most `limit`).
     pub fn queued_accounting(&self, limit: usize) -> Result<Vec<AccountingRecord>, StoreError> {
-        self.accounting_outbox
+        self.state
+            .scan(&Scan::prefix(Table::AccountingOutbox, b"", limit))?
             .iter()
-            .values()
-            .take(limit)
-            .map(|v| decode("accounting_outbox", &v?))
+            .map(|(_, v)| decode("accounting_outbox", v))
             .collect()
     }
 
-    /// Whether any record waits for history (cheap: called after every cycle).
-    pub fn has_queued_accounting(&self) -> bool {
-        !self.accounting_outbox.is_empty()
+    /// Whether any record waits for history (called after every cycle: one short read).
+    pub fn has_queued_accounting(&self) -> Result<bool, StoreError> {
+        Ok(!self
+            .state
+            .scan(&Scan::prefix(Table::AccountingOutbox, b"", 1))?
+            .is_empty())
     }
 
     /// Forgets `record` once history holds it.
     pub fn unqueue_accounting(&self, record: &AccountingRecord) -> Result<(), StoreError> {
-        self.accounting_outbox.remove(key(record))?;
+        let op = KvOp::Delete(Table::AccountingOutbox, key(record));
+        self.state.apply(None, vec![op])?;
         Ok(())
     }
 }

@@ -4,23 +4,28 @@
 //! Owns: that tree's layout. Does not own what a service is (`gantry_api::model::service_set`)
 //! nor its replicas (`host/daemon/src/scheduler/service_sets.rs`).
 
-use super::{Store, StoreError, decode, encode};
+use crate::state::{KvOp, Scan, Table};
+use crate::{Store, StoreError, decode, encode};
 use gantry_api::model::ServiceRecord;
 
 impl Store {
     /// Writes `service` (replacing its earlier version).
     pub fn put_service(&self, service: &ServiceRecord) -> Result<(), StoreError> {
-        self.services
-            .insert(service.id.to_be_bytes(), encode(service))?;
+        let op = KvOp::Put(
+            Table::Services,
+            service.id.to_be_bytes().to_vec(),
+            encode(service),
+        );
+        self.state.apply(None, vec![op])?;
         Ok(())
     }
 
     /// Every service, by id.
     pub fn services(&self) -> Result<Vec<ServiceRecord>, StoreError> {
-        self.services
+        self.state
+            .scan(&Scan::prefix(Table::Services, b"", usize::MAX))?
             .iter()
-            .values()
-            .map(|v| decode("services", &v?))
+            .map(|(_, v)| decode("services", v))
             .collect()
     }
 }

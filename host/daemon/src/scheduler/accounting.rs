@@ -320,8 +320,10 @@ impl Scheduler {
     /// Writes the accounting records history did not take when they were made (its server
     /// was away), oldest first, stopping at the first that still fails; after each cycle.
     pub(crate) fn retry_queued_accounting(&self) {
-        if !self.inner.store.has_queued_accounting() {
-            return;
+        match self.inner.store.has_queued_accounting() {
+            Ok(true) => {}
+            Ok(false) => return,
+            Err(e) => return tracing::warn!("cannot look for queued accounting records: {e}"),
         }
         let queued = match self.inner.store.queued_accounting(RETRY_BATCH) {
             Ok(q) => q,
