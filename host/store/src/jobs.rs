@@ -210,6 +210,7 @@ impl Store {
             to: prefix_end(&[ENDED_TAG]).map_or(Bound::Unbounded, Bound::Excluded),
             reverse: false,
             limit: usize::MAX,
+            keys_only: true,
         };
         let mut ids: Vec<u64> = self
             .state
@@ -263,6 +264,7 @@ impl Store {
             to: Bound::Excluded(to),
             reverse: false,
             limit,
+            keys_only: true,
         };
         Ok(self
             .state
@@ -281,7 +283,7 @@ impl Store {
         p.extend_from_slice(&array_id.to_be_bytes());
         let mut ids: Vec<u64> = self
             .state
-            .scan(&Scan::prefix(Table::JobIndex, &p, usize::MAX))?
+            .scan(&Scan::prefix(Table::JobIndex, &p, usize::MAX).keys())?
             .iter()
             .filter_map(|(k, _)| trailing_id(k))
             .collect();
@@ -379,6 +381,7 @@ impl Store {
                 to: Bound::Unbounded,
                 reverse: false,
                 limit: ARCHIVE_BATCH,
+                keys_only: false,
             })?;
             let Some((last, _)) = chunk.last() else { break };
             from = Bound::Excluded(last.clone());
@@ -434,6 +437,7 @@ impl LiveIds {
             to: Bound::Excluded(self.below.clone()),
             reverse: true,
             limit: IDS_PER_READ,
+            keys_only: true,
         })?;
         self.done = chunk.len() < IDS_PER_READ;
         if let Some((last, _)) = chunk.last() {

@@ -13,6 +13,8 @@
 mod accounting;
 mod archive;
 mod compact;
+pub mod election;
+pub mod etcd;
 mod group_commit;
 mod history;
 mod history_postgres;
@@ -23,8 +25,12 @@ mod outbox;
 mod services;
 pub mod sql;
 pub mod state;
+mod state_etcd;
 mod state_sled;
+pub use state_etcd::Fence;
 mod tables;
+#[cfg(feature = "test-support")]
+pub mod test_etcd;
 #[cfg(feature = "test-support")]
 pub mod test_postgres;
 
@@ -51,6 +57,20 @@ pub enum StoreError {
         server: String,
         /// What went wrong.
         message: String,
+    },
+    /// etcd failed or no member could be reached.
+    #[error("store: etcd ({endpoints}): {message}")]
+    Etcd {
+        /// The members' client URLs.
+        endpoints: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// This controller no longer leads: etcd refused its write.
+    #[error("store: not the leader any more (term {term} ended): the write was refused")]
+    Fenced {
+        /// The term this controller led in.
+        term: i64,
     },
     /// A thread panicked while it held the history database.
     #[error("store: the history database's lock was poisoned by a panic")]
@@ -92,8 +112,20 @@ pub struct Store {
     /// sled itself when the state is in sled (the one-time move of an old database's
     /// history, tests).
     sled: Option<sled::Db>,
+    /// etcd's state when the state is there (to set the fence).
+    etcd: Option<std::sync::Arc<state_etcd::EtcdState>>,
     /// Archived jobs, events, decisions, accounting: SQLite or PostgreSQL (`sql.rs`).
     history: std::sync::Arc<dyn sql::HistorySql>,
+}
+
+/// Where a store keeps its active state (`[store]` in the configuration).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum StateBackend {
+    /// sled, in `db/` under the data directory (the default).
+    #[default]
+    Sled,
+    /// etcd v3, shared by several controllers.
+    Etcd(etcd::EtcdConfig),
 }
 
 /// Where a store keeps its history (`[history]` in the configuration).
@@ -141,14 +173,15 @@ impl Store {
     /// Opens (or creates) the database under `dir`, with a page cache of `cache_mib` and
     /// history in SQLite beside it.
     pub fn open_with_cache(dir: &Path, cache_mib: u64) -> Result<Self, StoreError> {
-        Self::open_with(dir, cache_mib, &HistoryBackend::Sqlite)
+        Self::open_with(dir, cache_mib, &StateBackend::Sled, &HistoryBackend::Sqlite)
     }
 
-    /// Opens (or creates) the database under `dir`, with a page cache of `cache_mib`, and
-    /// its history where `history` says.
+    /// Opens (or creates) the store: its active state where `state` says (sled under
+    /// `dir` with a page cache of `cache_mib`, or etcd), its history where `history` says.
     pub fn open_with(
         dir: &Path,
         cache_mib: u64,
+        state: &StateBackend,
         history: &HistoryBackend,
     ) -> Result<Self, StoreError> {
         compact::recover_interrupted(dir)?;
@@ -169,11 +202,33 @@ impl Store {
                 std::sync::Arc::new(history_postgres::PostgresHistory::connect(url)?)
             }
         };
+        if let StateBackend::Etcd(config) = state {
+            let etcd = std::sync::Arc::new(state_etcd::EtcdState::new(
+                etcd::Etcd::new(config)?,
+                &config.prefix,
+            ));
+            let store = Self {
+                state: etcd.clone(),
+                sled: None,
+                etcd: Some(etcd),
+                history,
+            };
+            store.ensure_job_index()?;
+            return Ok(store);
+        }
         let db = sled::Config::new()
             .path(dir.join("db"))
             .cache_capacity(cache_mib.max(1) * 1024 * 1024)
             .open()?;
         Self::over(db, history)
+    }
+
+    /// Makes every later write of the active state require that this controller still
+    /// leads (`None`: no longer); only etcd's state has a fence.
+    pub fn set_fence(&self, fence: Option<Fence>) {
+        if let Some(etcd) = &self.etcd {
+            etcd.set_fence(fence);
+        }
     }
 
     /// A store that lives in a temporary file and in memory, gone when it is dropped (tests
@@ -192,6 +247,7 @@ impl Store {
         let store = Self {
             state: std::sync::Arc::new(state_sled::SledState::over(db.clone())?),
             sled: Some(db),
+            etcd: None,
             history,
         };
         store.ensure_job_index()?;

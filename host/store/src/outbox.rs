@@ -39,7 +39,7 @@ impl Store {
     pub fn has_queued_accounting(&self) -> Result<bool, StoreError> {
         Ok(!self
             .state
-            .scan(&Scan::prefix(Table::AccountingOutbox, b"", 1))?
+            .scan(&Scan::prefix(Table::AccountingOutbox, b"", 1).keys())?
             .is_empty())
     }
 

@@ -94,9 +94,19 @@ pub struct Scan {
     pub reverse: bool,
     /// At most this many.
     pub limit: usize,
+    /// Whether the values may be left out (index keys, names).
+    pub keys_only: bool,
 }
 
 impl Scan {
+    /// The same read without the values.
+    pub fn keys(self) -> Self {
+        Self {
+            keys_only: true,
+            ..self
+        }
+    }
+
     /// Every key of `table` that starts with `prefix`, lowest first.
     pub fn prefix(table: Table, prefix: &[u8], limit: usize) -> Self {
         Self {
@@ -105,6 +115,7 @@ impl Scan {
             to: prefix_end(prefix).map_or(Bound::Unbounded, Bound::Excluded),
             reverse: false,
             limit,
+            keys_only: false,
         }
     }
 }

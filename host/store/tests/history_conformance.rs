@@ -8,7 +8,7 @@ use gantry_api::accounting::AccountingRecord;
 use gantry_api::model::{ArrayMember, JobRecord, JobSpec, JobState};
 use gantry_api::task::TaskExit;
 use gantry_store::test_postgres::TestPostgres;
-use gantry_store::{AccountingFilter, HistoryBackend, JobIndex, Store};
+use gantry_store::{AccountingFilter, HistoryBackend, JobIndex, StateBackend, Store};
 
 /// A store and what keeps it alive; `reopen` opens the same history again over a new sled.
 struct Subject {
@@ -35,7 +35,7 @@ impl Subject {
             url: server.database(db).unwrap(),
         };
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open_with(dir.path(), 4, &backend).unwrap();
+        let store = Store::open_with(dir.path(), 4, &StateBackend::Sled, &backend).unwrap();
         Self {
             store,
             dirs: vec![dir],
@@ -54,7 +54,7 @@ impl Subject {
             self.dirs.push(tempfile::tempdir().unwrap());
             self.dirs.last().unwrap().path().to_path_buf()
         };
-        self.store = Store::open_with(&dir, 4, &self.backend).unwrap();
+        self.store = Store::open_with(&dir, 4, &StateBackend::Sled, &self.backend).unwrap();
     }
 }
 
@@ -370,6 +370,7 @@ fn an_unreachable_or_malformed_postgres_url_fails_the_open_with_a_clear_error() 
     let err = Store::open_with(
         dir.path(),
         4,
+        &StateBackend::Sled,
         &HistoryBackend::Postgres {
             url: format!("postgres://gantry:secret@127.0.0.1:{port}/gantry"),
         },
@@ -381,6 +382,7 @@ fn an_unreachable_or_malformed_postgres_url_fails_the_open_with_a_clear_error() 
     let err = Store::open_with(
         dir.path(),
         4,
+        &StateBackend::Sled,
         &HistoryBackend::Postgres {
             url: "postgres://[::1".into(),
         },

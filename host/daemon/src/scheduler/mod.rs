@@ -157,7 +157,12 @@ impl Scheduler {
         crate::private_files::restrict_umask();
         crate::private_files::dir_with_mode(&config.data_dir, crate::private_files::TRAVERSE_ONLY)?;
         let history = config.history.backend().map_err(anyhow::Error::msg)?;
-        let store = Store::open_with(&config.data_dir, config.retention.store_cache_mib, &history)?;
+        let store = Store::open_with(
+            &config.data_dir,
+            config.retention.store_cache_mib,
+            &crate::store::StateBackend::Sled,
+            &history,
+        )?;
         let node = crate::inventory::discover(&config.node);
         let cluster_token = config.cluster.effective_token();
         let local = match config.cluster.local_node {

@@ -1,0 +1,206 @@
+//! An etcd cluster of a test's own (feature `test-support`): the distribution's `etcd`
+//! (`apt-get install etcd-server`), one or three members on 127.0.0.1 on free ports, each
+//! with its data in a temporary directory, killed and deleted when dropped. A member can be
+//! killed and started again on its data (a member's failure, and its return). A machine
+//! without the binary fails the test with a message saying what to install.
+//!
+//! Owns: those processes. Does not own what tests do with them.
+
+use crate::etcd::EtcdConfig;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long a cluster may take to elect its raft leader and answer.
+const READY_WITHIN: Duration = Duration::from_secs(60);
+
+#[derive(Debug)]
+struct Member {
+    name: String,
+    client_port: u16,
+    peer_port: u16,
+    child: Option<Child>,
+}
+
+/// A running test cluster.
+#[derive(Debug)]
+pub struct TestEtcd {
+    dir: tempfile::TempDir,
+    binary: PathBuf,
+    members: Vec<Member>,
+}
+
+fn free_port() -> Result<u16, String> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    Ok(listener.local_addr().map_err(|e| e.to_string())?.port())
+}
+
+fn etcd_binary() -> Result<PathBuf, String> {
+    ["/usr/bin/etcd", "/usr/local/bin/etcd"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+        .ok_or_else(|| "no etcd binary: apt-get install etcd-server".into())
+}
+
+impl TestEtcd {
+    /// Starts a cluster of `size` members and waits until it answers.
+    pub fn start(size: usize) -> Result<Self, String> {
+        let dir = tempfile::Builder::new()
+            .prefix("gantry-etcd-")
+            .tempdir()
+            .map_err(|e| e.to_string())?;
+        let mut members = Vec::new();
+        for i in 0..size {
+            members.push(Member {
+                name: format!("m{i}"),
+                client_port: free_port()?,
+                peer_port: free_port()?,
+                child: None,
+            });
+        }
+        let mut cluster = Self {
+            dir,
+            binary: etcd_binary()?,
+            members,
+        };
+        for i in 0..size {
+            cluster.run_member(i, true)?;
+        }
+        cluster.wait_ready()?;
+        Ok(cluster)
+    }
+
+    fn initial_cluster(&self) -> String {
+        self.members
+            .iter()
+            .map(|m| format!("{}=http://127.0.0.1:{}", m.name, m.peer_port))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    fn run_member(&mut self, i: usize, first: bool) -> Result<(), String> {
+        let initial = self.initial_cluster();
+        let m = &self.members[i];
+        let data = self.dir.path().join(&m.name);
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join(format!("{}.log", m.name)))
+            .map_err(|e| e.to_string())?;
+        let client = format!("http://127.0.0.1:{}", m.client_port);
+        let peer = format!("http://127.0.0.1:{}", m.peer_port);
+        let mut command = Command::new(&self.binary);
+        command
+            .args(["--name", &m.name])
+            .arg("--data-dir")
+            .arg(&data)
+            .args([
+                "--listen-client-urls",
+                &client,
+                "--advertise-client-urls",
+                &client,
+            ])
+            .args([
+                "--listen-peer-urls",
+                &peer,
+                "--initial-advertise-peer-urls",
+                &peer,
+            ])
+            .args(["--initial-cluster", &initial])
+            .args(["--initial-cluster-token", "gantry-test"])
+            .args([
+                "--initial-cluster-state",
+                if first { "new" } else { "existing" },
+            ])
+            // Fast elections on one machine: a lost member is noticed within a second.
+            .args(["--heartbeat-interval", "50", "--election-timeout", "500"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log);
+        let child = command.spawn().map_err(|e| format!("etcd: {e}"))?;
+        self.members[i].child = Some(child);
+        Ok(())
+    }
+
+    /// Waits until a write through every live member's endpoint succeeds.
+    pub fn wait_ready(&self) -> Result<(), String> {
+        let started = Instant::now();
+        let client = crate::etcd::Etcd::new(&self.config("/ready/")).map_err(|e| e.to_string())?;
+        loop {
+            let put = client.txn(
+                vec![],
+                vec![crate::etcd::put_op(b"/ready", b"1", 0)],
+                vec![],
+            );
+            match put {
+                Ok(_) => return Ok(()),
+                Err(_) if started.elapsed() < READY_WITHIN => {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                Err(e) => {
+                    return Err(format!(
+                        "etcd not ready in {READY_WITHIN:?}: {e}\n{}",
+                        self.logs()
+                    ));
+                }
+            }
+        }
+    }
+
+    /// Every member's log so far.
+    pub fn logs(&self) -> String {
+        self.members
+            .iter()
+            .map(|m| {
+                let text = std::fs::read_to_string(self.dir.path().join(format!("{}.log", m.name)))
+                    .unwrap_or_default();
+                let tail: Vec<&str> = text.lines().rev().take(20).collect();
+                format!(
+                    "--- {} ---\n{}",
+                    m.name,
+                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// Client URLs of every member.
+    pub fn endpoints(&self) -> Vec<String> {
+        self.members
+            .iter()
+            .map(|m| format!("http://127.0.0.1:{}", m.client_port))
+            .collect()
+    }
+
+    /// A client configuration for every member, with key prefix `prefix`.
+    pub fn config(&self, prefix: &str) -> EtcdConfig {
+        EtcdConfig {
+            endpoints: self.endpoints(),
+            prefix: prefix.into(),
+            ..Default::default()
+        }
+    }
+
+    /// Kills member `i` (SIGKILL) and waits for it to be gone.
+    pub fn kill(&mut self, i: usize) {
+        if let Some(mut child) = self.members[i].child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts member `i` again on its data.
+    pub fn restart(&mut self, i: usize) -> Result<(), String> {
+        self.run_member(i, false)
+    }
+}
+
+impl Drop for TestEtcd {
+    fn drop(&mut self) {
+        for i in 0..self.members.len() {
+            self.kill(i);
+        }
+    }
+}
