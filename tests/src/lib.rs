@@ -282,6 +282,55 @@ impl Daemon {
         self.base = base;
     }
 
+    /// SIGKILLs the daemon and reaps it, leaving its directory and its tasks in place (a
+    /// controller's machine dying).
+    pub fn sigkill(&mut self) {
+        self.child.kill().expect("cannot SIGKILL the daemon");
+        self.child.wait().expect("cannot reap the daemon");
+    }
+
+    /// Sends `signal` (e.g. `libc::SIGSTOP`, `libc::SIGCONT`) to the daemon.
+    pub fn signal(&self, signal: i32) {
+        let pid = i32::try_from(self.child.id()).expect("a pid");
+        // SAFETY: kill(2) on our own child's pid, which we have not reaped.
+        let done = unsafe { libc::kill(pid, signal) };
+        assert_eq!(done, 0, "kill({pid}, {signal}) failed");
+    }
+
+    /// The addresses the daemon has printed, oldest first (a controller that stepped down
+    /// and came back as a standby prints a new one).
+    pub fn listening_addresses(&self) -> Vec<String> {
+        let out = fs::read_to_string(
+            self.dir
+                .path()
+                .join(format!("daemon-{}.out", self.generation)),
+        )
+        .unwrap_or_default();
+        out.lines()
+            .filter_map(|l| l.strip_prefix("gantry listening on "))
+            .map(|a| a.trim().to_string())
+            .collect()
+    }
+
+    /// Every line of the current daemon's stdout and stderr (its log) that contains `needle`.
+    pub fn log_lines(&self, needle: &str) -> Vec<String> {
+        ["out", "err"]
+            .iter()
+            .flat_map(|ext| {
+                let path = self
+                    .dir
+                    .path()
+                    .join(format!("daemon-{}.{ext}", self.generation));
+                fs::read_to_string(path)
+                    .unwrap_or_default()
+                    .lines()
+                    .filter(|l| l.contains(needle))
+                    .map(str::to_string)
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
     /// The current daemon's process id (e.g. to read its memory use in `/proc/<pid>/status`).
     pub fn pid(&self) -> u32 {
         self.child.id()

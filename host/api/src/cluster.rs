@@ -179,6 +179,10 @@ pub struct HeartbeatReply {
     pub stop: Vec<TaskKey>,
     /// How often to send heartbeats, ms.
     pub heartbeat_interval_ms: u64,
+    /// The answering controller's term (`host/daemon/src/cluster/term.rs`; 0 alone on
+    /// sled): an agent ignores a reply of a term below the highest it has seen.
+    #[serde(default)]
+    pub term: i64,
 }
 
 /// Controller → agent: start one task.

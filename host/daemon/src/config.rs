@@ -79,6 +79,9 @@ pub struct Config {
     pub services: crate::config_services::ServicesConfig,
     /// Where history lives (`[history]`: SQLite under the data directory, or PostgreSQL).
     pub history: crate::config_history::HistoryConfig,
+    /// Where the active state lives (`[store]`: sled under the data directory, or etcd
+    /// shared by several controllers of which one leads).
+    pub store: crate::config_store::StoreConfig,
 }
 
 /// Per-call sandbox limits.
@@ -128,6 +131,7 @@ impl Default for Config {
             containers: Default::default(),
             services: Default::default(),
             history: Default::default(),
+            store: Default::default(),
         }
     }
 }
@@ -266,6 +270,7 @@ impl Config {
         self.containers.check().map_err(ConfigError::Invalid)?;
         self.services.check().map_err(ConfigError::Invalid)?;
         self.history.check().map_err(ConfigError::Invalid)?;
+        self.store.check().map_err(ConfigError::Invalid)?;
         crate::auth::Tokens::new(&self.auth)?;
         crate::tls::ServerTls::load(&self.tls)?;
         Ok(())

@@ -9,6 +9,7 @@
 
 use crate::auth::{Mode, Tokens, startup_mode};
 use crate::config::Config;
+use crate::http_server::shutdown;
 use crate::scheduler::Scheduler;
 use crate::tls::ServerTls;
 use anyhow::Context;
@@ -26,14 +27,60 @@ pub async fn serve(mut config: Config) -> anyhow::Result<()> {
     let tokens = Tokens::new(&config.auth)?;
     let tls = ServerTls::load(&config.tls)?;
     let http = config.http.clone();
-    let listener = tokio::net::TcpListener::bind(&listen)
+    let mut listener = tokio::net::TcpListener::bind(&listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
     let addr = listener.local_addr()?;
     let mode = startup_mode(&tokens, &config.auth, addr)?;
     let config_anonymous_role = config.auth.anonymous_role;
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let serve_options = || crate::http_server::ServeOptions {
+        settings: http.clone(),
+        extra_hosts: Vec::new(),
+        tls: tls.as_ref().map(|t| t.config()),
+    };
+    // With the state on etcd, stand by until this controller leads (`leadership`).
+    let leading = if config.store.is_replicated() {
+        let shared = listener.into_std()?;
+        let standby = tokio::net::TcpListener::from_std(shared.try_clone()?)?;
+        listener = tokio::net::TcpListener::from_std(shared)?;
+        let url = config
+            .store
+            .advertise_url
+            .clone()
+            .unwrap_or_else(|| format!("{scheme}://{addr}"));
+        let name = config.store.controller_name();
+        println!("gantry listening on {scheme}://{addr}");
+        println!("gantry store: etcd; controller {name} stands by until it leads");
+        // Compile the built-in plugins now, so that taking over does not wait for it.
+        let warm = config.clone();
+        tokio::task::spawn_blocking(move || {
+            let started = std::time::Instant::now();
+            match crate::scheduler::policy_ops::warm_compile_cache(&warm) {
+                Ok(n) => tracing::info!(
+                    plugins = n,
+                    ms = started.elapsed().as_millis() as u64,
+                    "standby: built-in plugins compiled ahead of leading"
+                ),
+                Err(e) => tracing::warn!("standby: cannot compile the built-in plugins ahead: {e}"),
+            }
+        });
+        let election = crate::leadership::election(&config)?;
+        match crate::leadership::lead(election, name, url, standby, serve_options()).await? {
+            Some(leading) => {
+                leading.keep();
+                crate::cluster::term::set(leading.term());
+                println!("gantry leads (term {})", leading.term());
+                Some(leading)
+            }
+            None => return Ok(()),
+        }
+    } else {
+        None
+    };
+    let fence = leading.as_ref().map(crate::leadership::Leading::fence);
     let (scheduler, events) =
-        tokio::task::spawn_blocking(move || Scheduler::open(config, shim)).await??;
+        tokio::task::spawn_blocking(move || Scheduler::open_fenced(config, shim, fence)).await??;
     // Every path the daemon keeps is absolute by now. It changes to `/` before it answers
     // anyone: nothing may resolve against the directory it was started in (a job's relative
     // path would reach the operator's files).
@@ -42,20 +89,19 @@ pub async fn serve(mut config: Config) -> anyhow::Result<()> {
     announce_anonymous(mode, config_anonymous_role);
     announce_tls(tls.as_ref(), addr);
     tracing::info!(%addr, data_dir = %data_dir.display(), "gantry is serving");
-    let scheme = if tls.is_some() { "https" } else { "http" };
-    println!("gantry listening on {scheme}://{addr}");
+    if leading.is_none() {
+        println!("gantry listening on {scheme}://{addr}");
+    }
     let app = crate::api::router(scheduler.clone(), tokens);
     serve_local_socket(&socket, app.clone(), &http)?;
     crate::service_endpoint::open_all(&scheduler);
     crate::service_autoscaler::start(&scheduler);
     tokio::spawn(scheduler.run(events));
     // Connection limits, header and idle timeouts, Host rules: `http_server`.
-    let options = crate::http_server::ServeOptions {
-        settings: http,
-        extra_hosts: Vec::new(),
-        tls: tls.map(|t| t.config()),
-    };
-    crate::http_server::serve(listener, app, options, shutdown()).await?;
+    crate::http_server::serve(listener, app, serve_options(), shutdown()).await?;
+    if let Some(leading) = &leading {
+        leading.resign();
+    }
     tracing::info!(
         "gantry stopped; running tasks keep running and are re-attached at the next start"
     );
@@ -186,21 +232,5 @@ fn announce_tls(tls: Option<&ServerTls>, addr: std::net::SocketAddr) {
             eprintln!("WARNING: {text}");
         }
         None => tracing::info!("TLS is off (plain HTTP on loopback)"),
-    }
-}
-
-/// Resolves on SIGINT or SIGTERM (also the agent's).
-pub(crate) async fn shutdown() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        () = term => {}
     }
 }

@@ -2,9 +2,12 @@
 //! running tasks, unacknowledged ends) on start and then every interval the controller sets,
 //! and what its reply asks (forget acknowledged ends, stop unwanted tasks).
 //!
-//! A controller that cannot be reached is retried forever (warned once per outage); one that
-//! refuses the agent (401/403: wrong token; 409: another protocol or a node name already
-//! taken) ends the agent with the controller's reason.
+//! A controller that cannot be reached is retried forever (warned once per outage), the
+//! next of `--controller`'s comma-separated URLs each time, so an agent follows the leader
+//! of several controllers (a standby answers 503); one that refuses the agent (401/403:
+//! wrong token; 409: another protocol or a node name already taken) ends the agent with the
+//! controller's reason. A reply of a term below the highest the agent has seen
+//! (`cluster::term`) is ignored: it comes from a controller that no longer leads.
 //!
 //! Owns: the HTTP client of the controller, the loop and the node's load. Does not own the
 //! task table (`tasks`) or the protocol (`cluster::proto`).
@@ -13,9 +16,11 @@ use super::tasks::{TaskTable, lock};
 use crate::cluster::proto::{
     HEARTBEAT_PATH, Heartbeat, HeartbeatReply, NodeLoad, PROTOCOL_VERSION, ProtoError,
 };
+use crate::cluster::term::Highest;
 use crate::inventory::NodeInfo;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -36,23 +41,34 @@ pub(crate) enum BeatError {
     Transient(String),
 }
 
-/// A blocking HTTP client of the controller's heartbeat route.
+/// A blocking HTTP client of the controllers' heartbeat route.
 #[derive(Debug, Clone)]
 pub(crate) struct Controller {
-    url: String,
+    urls: Arc<Vec<String>>,
+    /// The one tried now.
+    current: Arc<AtomicUsize>,
     token: String,
     http: ureq::Agent,
 }
 
 impl Controller {
-    /// A client of the controller at `url` (http:// or https://, trusting only `ca_cert` for
-    /// https:// when given), sending `token`.
-    pub(crate) fn new(url: &str, token: &str, ca_cert: Option<PathBuf>) -> anyhow::Result<Self> {
-        let url = url.trim_end_matches('/');
-        if !(url.starts_with("http://") || url.starts_with("https://")) {
-            anyhow::bail!("--controller must be an http:// or https:// URL, not {url:?}");
+    /// A client of the controllers at `urls` (comma-separated http:// or https:// URLs,
+    /// trusting only `ca_cert` for https:// when given), sending `token`.
+    pub(crate) fn new(urls: &str, token: &str, ca_cert: Option<PathBuf>) -> anyhow::Result<Self> {
+        let urls: Vec<String> = urls
+            .split(',')
+            .map(|u| u.trim().trim_end_matches('/').to_owned())
+            .filter(|u| !u.is_empty())
+            .collect();
+        if urls.is_empty() {
+            anyhow::bail!("--controller names no URL");
         }
-        crate::cluster::config::warn_plain_link("the controller", url);
+        for url in &urls {
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                anyhow::bail!("--controller must be http:// or https:// URLs, not {url:?}");
+            }
+            crate::cluster::config::warn_plain_link("the controller", url);
+        }
         let tls = crate::tls::ureq_tls("--ca-cert", ca_cert.as_deref())?;
         let config = ureq::Agent::config_builder()
             .http_status_as_error(false)
@@ -60,20 +76,35 @@ impl Controller {
             .tls_config(tls)
             .build();
         Ok(Self {
-            url: url.to_string(),
+            urls: Arc::new(urls),
+            current: Arc::default(),
             token: token.to_string(),
             http: ureq::Agent::new_with_config(config),
         })
     }
 
+    /// The controller tried now.
+    pub(crate) fn url(&self) -> &str {
+        let i = self.current.load(Ordering::Relaxed) % self.urls.len();
+        &self.urls[i]
+    }
+
+    /// Moves to the next controller (this one did not answer as the leader).
+    pub(crate) fn next(&self) {
+        if self.urls.len() > 1 {
+            self.current.fetch_add(1, Ordering::Relaxed);
+            tracing::info!(controller = %self.url(), "trying the next controller");
+        }
+    }
+
     /// Sends one heartbeat (blocking).
     pub(crate) fn send(&self, heartbeat: &Heartbeat) -> Result<HeartbeatReply, BeatError> {
-        let transient = |e: ureq::Error| {
-            BeatError::Transient(format!("controller {} unreachable: {e}", self.url))
-        };
+        let url = self.url();
+        let transient =
+            |e: ureq::Error| BeatError::Transient(format!("controller {url} unreachable: {e}"));
         let mut response = self
             .http
-            .post(format!("{}{HEARTBEAT_PATH}", self.url))
+            .post(format!("{url}{HEARTBEAT_PATH}"))
             .header("Authorization", &format!("Bearer {}", self.token))
             .send_json(heartbeat)
             .map_err(transient)?;
@@ -119,6 +150,8 @@ pub(crate) struct Beats {
     pub table: Arc<TaskTable>,
     /// Signalled when a task ends: the next heartbeat goes at once.
     pub ended: Arc<tokio::sync::Notify>,
+    /// The highest controller term seen (shared with the routes: `server.rs`).
+    pub terms: Arc<Highest>,
 }
 
 impl Beats {
@@ -149,11 +182,21 @@ impl Beats {
                 .await
                 .unwrap_or_else(|e| Err(BeatError::Transient(format!("heartbeat failed: {e}"))));
             match sent {
+                Ok(reply) if !self.terms.admits(reply.term) => {
+                    tracing::warn!(
+                        controller = %self.controller.url(),
+                        term = reply.term,
+                        newest = self.terms.get(),
+                        "a controller that no longer leads answered; its reply is ignored"
+                    );
+                    self.controller.next();
+                    failing = true;
+                }
                 Ok(reply) => {
                     if failing {
-                        tracing::info!(controller = %self.controller.url, "controller reachable again");
+                        tracing::info!(controller = %self.controller.url(), "controller reachable again");
                     } else if !registered {
-                        tracing::info!(controller = %self.controller.url, "registered with the controller");
+                        tracing::info!(controller = %self.controller.url(), "registered with the controller");
                     }
                     failing = false;
                     registered = true;
@@ -173,6 +216,7 @@ impl Beats {
                         tracing::warn!("{reason}; retrying every {} ms", interval.as_millis());
                     }
                     failing = true;
+                    self.controller.next();
                 }
             }
             tokio::select! {

@@ -197,6 +197,7 @@ pub async fn run(options: AgentOptions) -> anyhow::Result<()> {
         }
     });
     let faults = Arc::new(Mutex::new(BTreeMap::new()));
+    let terms = Arc::new(crate::cluster::term::Highest::default());
     start_gpu_health_watch(&node, config.node.health_poll_s, faults.clone());
     let beats = heartbeat::Beats {
         controller,
@@ -206,15 +207,16 @@ pub async fn run(options: AgentOptions) -> anyhow::Result<()> {
         faults,
         table: table.clone(),
         ended,
+        terms: terms.clone(),
     };
-    let app = server::router(table, &token);
+    let app = server::router(table, &token, terms);
     // Connection limits, timeouts and Host rules (the advertised address is a name of ours).
     let options = crate::http_server::ServeOptions {
         settings: config.http.clone(),
         extra_hosts: vec![url_host(&beats.addr)],
         tls: tls.map(|t| t.config()),
     };
-    let serving = crate::http_server::serve(listener, app, options, crate::serve::shutdown());
+    let serving = crate::http_server::serve(listener, app, options, crate::http_server::shutdown());
     tokio::select! {
         served = serving => {
             served?;

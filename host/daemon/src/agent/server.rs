@@ -11,6 +11,7 @@ use crate::cluster::proto::{
     InputReply, InputRequest, LAUNCH_PATH, LaunchRequest, PROTOCOL_VERSION, ProtoError,
     SIGNAL_PATH, SignalRequest, TaskKey, token_matches,
 };
+use crate::cluster::term::Highest;
 use crate::executor::{InputError, task_input};
 use axum::body::Bytes;
 use axum::extract::{Path, Query, Request, State};
@@ -30,8 +31,9 @@ pub(crate) const LOG_PATH: &str = "/agent/v1/tasks/{job}/{task}/{run}/log";
 /// Most bytes one log read returns.
 pub(crate) const MAX_LOG_READ: u64 = 4 << 20;
 
-/// The routes over `table`, requiring `token`.
-pub(crate) fn router(table: Arc<TaskTable>, token: &str) -> Router {
+/// The routes over `table`, requiring `token` and a controller term no older than the
+/// newest seen (`terms`).
+pub(crate) fn router(table: Arc<TaskTable>, token: &str, terms: Arc<Highest>) -> Router {
     let token: Arc<str> = Arc::from(token);
     Router::new()
         .route(LAUNCH_PATH, post(launch))
@@ -43,6 +45,10 @@ pub(crate) fn router(table: Arc<TaskTable>, token: &str) -> Router {
         .route(CHECK_PATH, post(check))
         .fallback(|| async { refuse(StatusCode::NOT_FOUND, "no such route".into(), None) })
         .with_state(table)
+        .layer(axum::middleware::from_fn_with_state(
+            terms,
+            require_current_term,
+        ))
         .layer(axum::middleware::from_fn_with_state(token, require_token))
         // Host, Origin and Content-Type first (`http_server::checks`).
         .layer(axum::middleware::from_fn(
@@ -61,6 +67,32 @@ async fn require_token(State(token): State<Arc<str>>, request: Request, next: Ne
         let message = "missing or wrong cluster token (Authorization: Bearer <[cluster] token>)";
         refuse(StatusCode::UNAUTHORIZED, message.into(), None)
     }
+}
+
+/// Refuses a call from a controller whose term is over (409: never retried by it).
+async fn require_current_term(
+    State(terms): State<Arc<Highest>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let term = crate::cluster::term::parse(
+        request
+            .headers()
+            .get(crate::cluster::term::TERM_HEADER)
+            .and_then(|h| h.to_str().ok()),
+    );
+    if terms.admits(term) {
+        return next.run(request).await;
+    }
+    let newest = terms.get();
+    tracing::warn!(
+        term,
+        newest,
+        "refused a call from a controller that no longer leads"
+    );
+    let message =
+        format!("term {term} is over: a controller of term {newest} leads; this one must not act");
+    refuse(StatusCode::CONFLICT, message, Some("x-gantry-term"))
 }
 
 fn refuse(status: StatusCode, error: String, field: Option<&str>) -> Response {

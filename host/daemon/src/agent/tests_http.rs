@@ -24,7 +24,7 @@ const TOKEN: &str = "0123456789abcdef-agent-test";
 async fn serve(table: Arc<TaskTable>) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let app = super::server::router(table, TOKEN);
+    let app = super::server::router(table, TOKEN, Arc::default());
     tokio::spawn(async move { axum::serve(listener, app).await });
     format!("http://{addr}")
 }
@@ -165,6 +165,7 @@ async fn controller(seen: Arc<Mutex<Vec<Heartbeat>>>) -> String {
             acknowledged: hb.ended.iter().map(|e| e.key).collect(),
             stop: hb.running.iter().map(|r| r.key).collect(),
             heartbeat_interval_ms: 50,
+            term: 0,
         };
         seen.lock().unwrap().push(hb);
         Json(reply).into_response()
@@ -192,6 +193,7 @@ fn beats(url: &str, token: &str, table: Arc<TaskTable>) -> Beats {
         faults: Arc::default(),
         table,
         ended: Arc::default(),
+        terms: Arc::default(),
     }
 }
 
@@ -235,4 +237,33 @@ async fn a_refused_token_ends_the_heartbeat_loop_with_the_reason() {
             .contains("the controller refused this agent's cluster token (401)"),
         "{e}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_from_a_controller_whose_term_is_over_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = serve(table(dir.path())).await;
+    let url = format!("{base}{}", crate::cluster::proto::FREE_PORT_PATH);
+    let with_term = |term: i64| {
+        let url = url.clone();
+        tokio::task::spawn_blocking(move || {
+            http()
+                .get(url)
+                .header("Authorization", &format!("Bearer {TOKEN}"))
+                .header(crate::cluster::term::TERM_HEADER, &term.to_string())
+                .call()
+                .unwrap()
+                .status()
+                .as_u16()
+        })
+    };
+    assert_eq!(
+        with_term(0).await.unwrap(),
+        200,
+        "a controller alone on sled"
+    );
+    assert_eq!(with_term(41).await.unwrap(), 200, "the first leader");
+    assert_eq!(with_term(57).await.unwrap(), 200, "the next leader");
+    assert_eq!(with_term(41).await.unwrap(), 409, "the deposed one");
+    assert_eq!(with_term(0).await.unwrap(), 409);
 }

@@ -75,7 +75,8 @@ async fn health(State(s): State<Scheduler>) -> Json<serde_json::Value> {
     Json(serde_json::json!({
         "status": "ok",
         "isolation": s.isolation(),
-        "store": {"state": "sled", "history": s.history_backend()},
+        "store": {"state": s.state_backend(), "history": s.history_backend()},
+        "leadership": crate::leadership::status(),
     }))
 }
 

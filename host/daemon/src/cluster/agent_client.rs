@@ -111,6 +111,10 @@ impl AgentClient {
             .timeout_global(Some(deadline))
             .build()
             .header("Authorization", &format!("Bearer {}", self.token))
+            .header(
+                super::term::TERM_HEADER,
+                &super::term::current().to_string(),
+            )
             .send_json(request)
             .map_err(|e| self.unreachable(e))?;
         self.answer(response)
@@ -167,6 +171,10 @@ impl AgentClient {
             .http
             .post(format!("{}{path}", self.url))
             .header("Authorization", &format!("Bearer {}", self.token))
+            .header(
+                super::term::TERM_HEADER,
+                &super::term::current().to_string(),
+            )
             .send_json(body)
             .map_err(|e| self.unreachable(e))?;
         self.answer(response)

@@ -8,5 +8,6 @@
 pub mod agent_client;
 pub mod config;
 pub mod proto;
+pub mod term;
 
 pub use config::ClusterConfig;

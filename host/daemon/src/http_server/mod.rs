@@ -275,3 +275,19 @@ impl hyper::service::Service<hyper::Request<Incoming>> for PerRequest {
         })
     }
 }
+
+/// Resolves on SIGINT or SIGTERM (the controller's, a standby's and the agent's).
+pub(crate) async fn shutdown() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = term => {}
+    }
+}

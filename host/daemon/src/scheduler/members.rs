@@ -165,6 +165,17 @@ impl Members {
             .map(|(i, m)| (i as NodeId, m))
     }
 
+    /// Starts the wait for known nodes' agents now (the scheduler's loop starts: a
+    /// controller that took long to open, or became leader of a cluster, must not count
+    /// that time against agents that could not reach it yet).
+    pub(crate) fn await_agents_from(&mut self, now_ms: u64) {
+        for (_, m) in self.all_mut() {
+            if let Liveness::Awaiting { since_ms } = &mut m.liveness {
+                *since_ms = now_ms;
+            }
+        }
+    }
+
     pub(crate) fn all_mut(&mut self) -> impl Iterator<Item = (NodeId, &mut Member)> {
         self.list
             .iter_mut()

@@ -154,15 +154,26 @@ impl Scheduler {
         config: Config,
         shim_exe: std::path::PathBuf,
     ) -> anyhow::Result<(Self, mpsc::UnboundedReceiver<TaskEvent>)> {
+        Self::open_fenced(config, shim_exe, None)
+    }
+
+    /// As [`Scheduler::open`], with every write of the store's active state fenced by
+    /// `fence` (this controller leads a cluster on etcd: `crate::leadership`).
+    pub fn open_fenced(
+        config: Config,
+        shim_exe: std::path::PathBuf,
+        fence: Option<crate::store::Fence>,
+    ) -> anyhow::Result<(Self, mpsc::UnboundedReceiver<TaskEvent>)> {
         crate::private_files::restrict_umask();
         crate::private_files::dir_with_mode(&config.data_dir, crate::private_files::TRAVERSE_ONLY)?;
         let history = config.history.backend().map_err(anyhow::Error::msg)?;
         let store = Store::open_with(
             &config.data_dir,
             config.retention.store_cache_mib,
-            &crate::store::StateBackend::Sled,
+            &config.store.backend(),
             &history,
         )?;
+        store.set_fence(fence);
         let node = crate::inventory::discover(&config.node);
         let cluster_token = config.cluster.effective_token();
         let local = match config.cluster.local_node {
@@ -245,6 +256,7 @@ impl Scheduler {
     /// The scheduling loop: a cycle on every wake-up and every `cycle_interval_ms`;
     /// task ends, time limits and adoption of surviving tasks are handled here too.
     pub async fn run(self, mut events: mpsc::UnboundedReceiver<TaskEvent>) {
+        lock(&self.inner.members).await_agents_from(now_ms());
         self.adopt_survivors();
         self.release_stale_scratch();
         self.start_gpu_health_watch();

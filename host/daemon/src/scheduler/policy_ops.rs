@@ -74,6 +74,22 @@ pub struct SwapResult {
     pub swap_ms: f64,
 }
 
+/// Compiles the built-in plugins into the data directory's cache of native code, so that
+/// a later [`load_policy`] finds them there (a standby does this while it waits to lead:
+/// `crate::leadership`); returns how many.
+pub fn warm_compile_cache(config: &Config) -> anyhow::Result<usize> {
+    crate::private_files::dir_with_mode(&config.data_dir, crate::private_files::TRAVERSE_ONLY)?;
+    let runtime = Runtime::new(RuntimeOptions {
+        cache_dir: Some(config.data_dir.join("compiled")),
+    })?;
+    for (name, bytes) in gantry_components::BUILTIN {
+        runtime
+            .load(bytes)
+            .map_err(|e| anyhow::anyhow!("built-in plugin {name}: {e}"))?;
+    }
+    Ok(gantry_components::BUILTIN.len())
+}
+
 pub(crate) fn load_policy(
     config: &Config,
     store: &Store,

@@ -177,6 +177,7 @@ impl Scheduler {
             acknowledged,
             stop,
             heartbeat_interval_ms: self.inner.config.cluster.heartbeat_interval_ms,
+            term: crate::cluster::term::current(),
         })
     }
 

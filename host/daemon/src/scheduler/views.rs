@@ -42,6 +42,11 @@ impl Scheduler {
         &self.inner.cluster_token
     }
 
+    /// Which database holds the active state (`sled`, `etcd`).
+    pub fn state_backend(&self) -> &'static str {
+        self.inner.store.state_backend()
+    }
+
     /// Which database holds history (`sqlite`, `postgres`).
     pub fn history_backend(&self) -> &'static str {
         self.inner.store.history_backend()

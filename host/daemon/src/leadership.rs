@@ -1,0 +1,265 @@
+//! Several controllers on one etcd (`[store] backend = "etcd"`): one leads, the others
+//! stand by. A standby serves only `GET /v1/health` (saying who leads, and since when) and
+//! answers every other request — the API's and agents' heartbeats alike — with 503
+//! `not-leader` naming the leader's URL, so clients and agents given every controller's
+//! address move on to the leader (`agent/heartbeat.rs`). It polls the leader key and
+//! campaigns when there is none (`gantry_store::election`).
+//!
+//! The leader opens the scheduler on etcd, with every write fenced by its term
+//! (`gantry_store::Fence`) and every call to an agent carrying it (`cluster::term`). A
+//! thread renews its lease every third of `store.lease_s`; when the lease has ended (the
+//! process was paused or cut off from etcd for longer) the controller steps down at once:
+//! it replaces itself with a fresh `gantry serve` of the same arguments, which comes back
+//! as a standby. Until it notices, etcd refuses its writes, so it can record no start and
+//! launch nothing; agents refuse its calls once they have heard of the newer term. A clean
+//! stop (SIGTERM) resigns, so a standby leads at once.
+//!
+//! Owns: the standby's routes, the campaign loop, lease renewal and stepping down. Does not
+//! own the election's keys (`gantry-store`) or the scheduler.
+
+use crate::config::Config;
+use axum::Json;
+use axum::response::{IntoResponse, Response};
+use gantry_store::election::{Election, LeaderInfo, Leadership};
+use gantry_store::etcd::Etcd;
+use http::StatusCode;
+use serde::Serialize;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// How often a standby looks at the leader key.
+const POLL: Duration = Duration::from_millis(250);
+
+/// What `/v1/health` says about leadership.
+#[derive(Debug, Clone, Serialize)]
+pub struct Status {
+    /// `leader` or `standby`.
+    pub role: &'static str,
+    /// This controller's name.
+    pub name: String,
+    /// Who leads (`None`: nobody now, or etcd cannot be reached).
+    pub leader: Option<LeaderInfo>,
+    /// The leader's term.
+    pub term: i64,
+    /// Why etcd cannot say, when it cannot.
+    pub store_error: Option<String>,
+}
+
+static STATUS: Mutex<Option<Status>> = Mutex::new(None);
+
+/// Leadership as `/v1/health` reports it (`None`: one controller alone on sled).
+pub fn status() -> Option<Status> {
+    STATUS.lock().ok().and_then(|s| s.clone())
+}
+
+fn set_status(status: Status) {
+    if let Ok(mut s) = STATUS.lock() {
+        *s = Some(status);
+    }
+}
+
+/// This controller's leadership.
+#[derive(Debug, Clone)]
+pub struct Leading {
+    election: Election,
+    leadership: Leadership,
+}
+
+impl Leading {
+    /// The fence of every write of this term.
+    pub fn fence(&self) -> gantry_store::Fence {
+        self.election.fence(&self.leadership)
+    }
+
+    /// The term.
+    pub fn term(&self) -> i64 {
+        self.leadership.term
+    }
+
+    /// Gives leadership up (a clean stop): a standby leads at once.
+    pub fn resign(&self) {
+        match self.election.resign(&self.leadership) {
+            Ok(()) => tracing::info!(term = self.term(), "resigned leadership"),
+            Err(e) => tracing::warn!("could not resign leadership: {e}"),
+        }
+    }
+
+    /// Renews the lease every third of its life on a thread of its own; when it has ended,
+    /// steps down ([`step_down`]).
+    pub fn keep(&self) {
+        let (election, leadership) = (self.election.clone(), self.leadership.clone());
+        let spawned = std::thread::Builder::new()
+            .name("leader-lease".into())
+            .spawn(move || {
+                let ttl = Duration::from_secs(election.ttl_s());
+                let mut renewed = Instant::now();
+                loop {
+                    std::thread::sleep(ttl / 3);
+                    match election.renew(&leadership) {
+                        Ok(true) => renewed = Instant::now(),
+                        Ok(false) => break,
+                        Err(e) if renewed.elapsed() < ttl => {
+                            tracing::warn!("cannot renew the leader's lease yet: {e}");
+                        }
+                        Err(e) => {
+                            tracing::error!("the leader's lease could not be renewed in time: {e}");
+                            break;
+                        }
+                    }
+                }
+                step_down(leadership.term);
+            });
+        if let Err(e) = spawned {
+            tracing::error!("no lease thread ({e}): stepping down");
+            step_down(self.leadership.term);
+        }
+    }
+}
+
+/// Leaves leadership for good: replaces this process with `gantry serve` of the same
+/// arguments (it comes back as a standby); exits if that cannot be done.
+pub fn step_down(term: i64) -> ! {
+    let text = format!(
+        "this controller's term {term} is over (its lease ended): stepping down to standby"
+    );
+    tracing::error!("{text}");
+    eprintln!("gantry: {text}");
+    use std::os::unix::process::CommandExt;
+    let error = match std::env::current_exe() {
+        Ok(exe) => std::process::Command::new(exe)
+            .args(std::env::args_os().skip(1))
+            .exec()
+            .to_string(),
+        Err(e) => e.to_string(),
+    };
+    eprintln!("gantry: cannot start again as a standby ({error}); exiting");
+    std::process::exit(75)
+}
+
+/// The election of `config`'s cluster.
+pub fn election(config: &Config) -> anyhow::Result<Election> {
+    let client = Etcd::new(&config.store.etcd())?;
+    Ok(Election::new(
+        client,
+        &config.store.prefix,
+        config.store.lease_s,
+    ))
+}
+
+/// Stands by, serving the standby's routes on `listener`, until this controller leads
+/// (`Some`) or the daemon is told to stop (`None`).
+pub async fn lead(
+    election: Election,
+    name: String,
+    url: String,
+    listener: tokio::net::TcpListener,
+    options: crate::http_server::ServeOptions,
+) -> anyhow::Result<Option<Leading>> {
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let app = axum::Router::new()
+        .route("/v1/health", axum::routing::get(standby_health))
+        .fallback(not_leader);
+    tokio::spawn(async move {
+        let until = async {
+            tokio::select! {
+                _ = stopped => {}
+                () = crate::http_server::shutdown() => {}
+            }
+        };
+        if let Err(e) = crate::http_server::serve(listener, app, options, until).await {
+            tracing::error!("the standby's server stopped: {e}");
+        }
+    });
+    let mut warned = false;
+    loop {
+        let (poll_election, me) = (election.clone(), name.clone());
+        let candidate = LeaderInfo {
+            name: name.clone(),
+            url: url.clone(),
+            since_ms: crate::scheduler::now_ms(),
+        };
+        let tried = tokio::task::spawn_blocking(move || {
+            let leader = poll_election.leader()?;
+            if leader.is_some() {
+                return Ok((leader, None));
+            }
+            Ok::<_, gantry_store::StoreError>((None, poll_election.campaign(candidate)?))
+        })
+        .await?;
+        match tried {
+            Ok((_, Some(leadership))) => {
+                let _ = stop.send(());
+                tracing::info!(term = leadership.term, "this controller leads");
+                set_status(Status {
+                    role: "leader",
+                    name: me,
+                    leader: Some(leadership.info.clone()),
+                    term: leadership.term,
+                    store_error: None,
+                });
+                return Ok(Some(Leading {
+                    election,
+                    leadership,
+                }));
+            }
+            Ok((leader, None)) => {
+                warned = false;
+                set_status(Status {
+                    role: "standby",
+                    name: me,
+                    term: 0,
+                    leader: leader.map(|l| l.info),
+                    store_error: None,
+                });
+            }
+            Err(e) => {
+                if !warned {
+                    tracing::warn!("standby: cannot reach etcd: {e}");
+                }
+                warned = true;
+                set_status(Status {
+                    role: "standby",
+                    name: me,
+                    leader: None,
+                    term: 0,
+                    store_error: Some(e.to_string()),
+                });
+            }
+        }
+        tokio::select! {
+            () = tokio::time::sleep(POLL) => {}
+            () = crate::http_server::shutdown() => return Ok(None),
+        }
+    }
+}
+
+async fn standby_health() -> Json<serde_json::Value> {
+    Json(serde_json::json!({
+        "status": "standby",
+        "leadership": status(),
+    }))
+}
+
+async fn not_leader() -> Response {
+    let leader = status().and_then(|s| s.leader);
+    let message = match &leader {
+        Some(l) => format!(
+            "this controller stands by; {} at {} leads: send requests there",
+            l.name, l.url
+        ),
+        None => {
+            "this controller stands by and no controller leads now; try again shortly".to_string()
+        }
+    };
+    let body = serde_json::json!({"error": {
+        "code": "not-leader",
+        "message": message,
+        "leader": leader.map(|l| l.url),
+    }});
+    let mut response = (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response();
+    response.headers_mut().insert(
+        http::header::RETRY_AFTER,
+        http::HeaderValue::from_static("1"),
+    );
+    response
+}

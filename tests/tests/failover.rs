@@ -1,0 +1,322 @@
+//! Two controllers on one etcd (`[store] backend = "etcd"`), history in PostgreSQL, tasks
+//! on two real agents that know both controllers: one leads, the other stands by.
+//!
+//! - SIGKILL of the leader under a steady submit load from several clients: the standby
+//!   leads within a bounded time (printed), every acknowledged job is there once and runs
+//!   once, and tasks that were running are adopted, not started again.
+//! - SIGSTOP of the leader past its lease: the standby takes over; after SIGCONT the old
+//!   leader launches nothing (etcd refuses its writes, agents its calls) and steps down to
+//!   standby by itself.
+//!
+//! etcd (three members here), PostgreSQL and the agents run on 127.0.0.1 from the
+//! distribution's packages (`.ci/run` installs them); a missing one fails the test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use gantry_e2e::Daemon;
+use gantry_e2e::agents::Agent;
+use gantry_store::test_etcd::TestEtcd;
+use gantry_store::test_postgres::TestPostgres;
+use serde_json::{Value, json};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const TOKEN: &str = "e2e-failover-token-0123456789abcdef";
+const LEASE_S: u64 = 2;
+const BOUND: Duration = Duration::from_secs(60);
+
+fn config(cluster: &TestEtcd, history: &str, name: &str) -> String {
+    format!(
+        "[cluster]\ntoken = \"{TOKEN}\"\nlocal_node = false\nheartbeat_interval_ms = 200\n\
+         node_down_after_ms = 5000\n\
+         [store]\nbackend = \"etcd\"\nendpoints = {:?}\nname = \"{name}\"\nlease_s = {LEASE_S}\n\
+         [history]\nbackend = \"postgres\"\nurl = {history:?}\n",
+        cluster.endpoints()
+    )
+}
+
+fn http() -> ureq::Agent {
+    ureq::Agent::new_with_config(
+        ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .proxy(None)
+            .timeout_global(Some(Duration::from_secs(10)))
+            .build(),
+    )
+}
+
+/// `GET url/v1/health`'s leadership, if it answers.
+fn leadership(url: &str) -> Option<Value> {
+    let mut answer = http().get(format!("{url}/v1/health")).call().ok()?;
+    let body: Value = answer.body_mut().read_json().ok()?;
+    Some(body["leadership"].clone())
+}
+
+fn wait_role(url: &str, role: &str) -> Value {
+    let started = Instant::now();
+    loop {
+        if let Some(l) = leadership(url)
+            && l["role"] == json!(role)
+        {
+            return l;
+        }
+        assert!(started.elapsed() < BOUND, "{url} never became {role}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Submits `spec` to whichever of `urls` leads, as a client given every controller does:
+/// the next one on an error or a 503; `None` if none took it within [`BOUND`].
+fn submit_to_leader(urls: &[String], spec: &Value) -> Option<u64> {
+    let started = Instant::now();
+    let agent = http();
+    for i in 0.. {
+        if started.elapsed() > BOUND {
+            return None;
+        }
+        let url = &urls[i % urls.len()];
+        if let Ok(mut answer) = agent.post(format!("{url}/v1/jobs")).send_json(spec)
+            && answer.status().as_u16() == 201
+        {
+            let body: Value = answer.body_mut().read_json().ok()?;
+            return body["id"].as_u64();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+fn get_job(url: &str, id: u64) -> Option<Value> {
+    let mut answer = http().get(format!("{url}/v1/jobs/{id}")).call().ok()?;
+    (answer.status().as_u16() == 200).then(|| answer.body_mut().read_json().ok())?
+}
+
+fn wait_job(url: &str, id: u64, what: &str, ok: impl Fn(&Value) -> bool) -> Value {
+    let started = Instant::now();
+    loop {
+        let job = get_job(url, id);
+        if let Some(job) = &job
+            && ok(job)
+        {
+            return job.clone();
+        }
+        assert!(
+            started.elapsed() < BOUND,
+            "job {id} never {what}: {}",
+            job.unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A job that appends its shell's pid to `starts-<id>` and ends at once (`hold = false`)
+/// or when `release-<id>` appears.
+fn job(out: &std::path::Path, name: &str, wait: bool) -> Value {
+    let script = if wait {
+        r#"echo $$ >> "$OUTDIR/starts-$GANTRY_JOB_ID"; while [ ! -e "$OUTDIR/release-$GANTRY_JOB_ID" ]; do sleep 0.05; done"#
+    } else {
+        r#"echo $$ >> "$OUTDIR/starts-$GANTRY_JOB_ID""#
+    };
+    json!({
+        "name": name,
+        "argv": ["/bin/sh", "-c", script],
+        "env": {"OUTDIR": out},
+        "tasks": [{"count": 1, "gpus": 1}],
+    })
+}
+
+fn starts(out: &std::path::Path, id: u64) -> Vec<String> {
+    std::fs::read_to_string(out.join(format!("starts-{id}")))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+struct Cluster {
+    _etcd: TestEtcd,
+    _pg: TestPostgres,
+    a: Daemon,
+    b: Daemon,
+    agents: Vec<Agent>,
+    out: tempfile::TempDir,
+}
+
+fn cluster(etcd_members: usize) -> Cluster {
+    let etcd = TestEtcd::start(etcd_members).expect("etcd for the test");
+    let pg = TestPostgres::start().expect("PostgreSQL for the test");
+    let history = pg.database("gantry").expect("a database");
+    let a = Daemon::start_with_config(0, &config(&etcd, &history, "ctl-a"));
+    wait_role(a.url(), "leader");
+    let b = Daemon::start_with_config(0, &config(&etcd, &history, "ctl-b"));
+    let standby = wait_role(b.url(), "standby");
+    assert_eq!(standby["leader"]["name"], json!("ctl-a"), "{standby}");
+    let both = format!("{},{}", a.url(), b.url());
+    let agents = ["node-a", "node-b"]
+        .iter()
+        .map(|n| Agent::start(&a, &both, n, 2, TOKEN))
+        .collect();
+    let out = tempfile::tempdir().unwrap();
+    gantry_e2e::make_private(out.path());
+    Cluster {
+        _etcd: etcd,
+        _pg: pg,
+        a,
+        b,
+        agents,
+        out,
+    }
+}
+
+#[test]
+fn sigkill_of_the_leader_hands_over_to_the_standby_without_losing_or_repeating_a_job() {
+    let mut c = cluster(3);
+    let urls = vec![c.a.url().to_string(), c.b.url().to_string()];
+    let out = c.out.path().to_path_buf();
+    let long: Vec<u64> = (0..2)
+        .map(|i| submit_to_leader(&urls, &job(&out, &format!("long-{i}"), true)).unwrap())
+        .collect();
+    let pids: Vec<u64> = long
+        .iter()
+        .map(|&id| {
+            let running = wait_job(&urls[0], id, "ran", |j| j["tasks"][0]["pid"].is_u64());
+            running["tasks"][0]["pid"].as_u64().unwrap()
+        })
+        .collect();
+
+    // A steady load from three clients, across the failover.
+    let acknowledged = Arc::new(Mutex::new(Vec::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients: Vec<_> = (0..3)
+        .map(|n| {
+            let (urls, out) = (urls.clone(), out.clone());
+            let (acked, stop) = (acknowledged.clone(), stop.clone());
+            std::thread::spawn(move || {
+                for i in 0..40 {
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let id = submit_to_leader(&urls, &job(&out, &format!("c{n}-{i}"), false))
+                        .expect("a controller took the job within the bound");
+                    acked.lock().unwrap().push(id);
+                    std::thread::sleep(Duration::from_millis(40));
+                }
+            })
+        })
+        .collect();
+    let started = Instant::now();
+    while acknowledged.lock().unwrap().len() < 15 {
+        assert!(started.elapsed() < BOUND, "the load never got going");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let killed = Instant::now();
+    c.a.sigkill();
+    wait_role(c.b.url(), "leader");
+    let leads_ms = killed.elapsed().as_millis();
+    let probe = submit_to_leader(&urls, &job(&out, "probe", false)).unwrap();
+    wait_job(c.b.url(), probe, "started", |j| {
+        !starts(&out, probe).is_empty() || j["state"] == "succeeded"
+    });
+    let first_start_ms = killed.elapsed().as_millis();
+    println!(
+        "failover: lease {LEASE_S} s; the standby led {leads_ms} ms after the leader's SIGKILL, \
+         and started its first job {first_start_ms} ms after it"
+    );
+    stop.store(true, Ordering::Relaxed);
+    for client in clients {
+        client.join().unwrap();
+    }
+
+    let acked = acknowledged.lock().unwrap().clone();
+    let mut unique = acked.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(unique.len(), acked.len(), "an id was given twice");
+    for &id in &acked {
+        wait_job(c.b.url(), id, "succeeded", |j| {
+            j["state"] == json!("succeeded")
+        });
+        assert_eq!(
+            starts(&out, id).len(),
+            1,
+            "job {id} ran {:?}",
+            starts(&out, id)
+        );
+    }
+    // The long jobs kept running through the failover: adopted, not started again.
+    for (&id, &pid) in long.iter().zip(&pids) {
+        let job = wait_job(c.b.url(), id, "adopted", |j| j["state"] == json!("running"));
+        assert_eq!(job["tasks"][0]["pid"].as_u64(), Some(pid), "{job}");
+        std::fs::write(out.join(format!("release-{id}")), "").unwrap();
+    }
+    for &id in &long {
+        wait_job(c.b.url(), id, "succeeded", |j| {
+            j["state"] == json!("succeeded")
+        });
+        assert_eq!(starts(&out, id).len(), 1, "job {id} started again");
+    }
+    assert_eq!(c.agents.len(), 2);
+}
+
+#[test]
+fn a_paused_leader_is_fenced_launches_nothing_and_steps_down() {
+    let c = cluster(1);
+    let urls = vec![c.a.url().to_string(), c.b.url().to_string()];
+    let out = c.out.path().to_path_buf();
+    // A job the paused leader will find startable when it wakes: it may begin in 4 s.
+    let mut later = job(&out, "later", false);
+    later["begin_ms"] = json!(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64
+            + 4_000
+    );
+    let later = submit_to_leader(&urls, &later).unwrap();
+    c.a.signal(libc::SIGSTOP);
+    let paused = Instant::now();
+    wait_role(c.b.url(), "leader");
+    // Past the job's begin time and the old lease, the new leader runs it, once.
+    wait_job(c.b.url(), later, "succeeded", |j| {
+        j["state"] == json!("succeeded")
+    });
+    let during = submit_to_leader(&urls[1..], &job(&out, "during", true)).unwrap();
+    wait_job(c.b.url(), during, "running", |j| {
+        j["state"] == json!("running")
+    });
+    assert!(paused.elapsed() > Duration::from_secs(LEASE_S));
+    c.a.signal(libc::SIGCONT);
+    // The old leader notices its term is over and comes back as a standby on a new port.
+    let started = Instant::now();
+    let standby_url = loop {
+        let addresses = c.a.listening_addresses();
+        if addresses.len() >= 2
+            && let Some(l) = leadership(addresses.last().unwrap())
+            && l["role"] == json!("standby")
+        {
+            break addresses.last().unwrap().clone();
+        }
+        assert!(
+            started.elapsed() < BOUND,
+            "the old leader never stepped down"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(
+        leadership(&standby_url).unwrap()["leader"]["name"],
+        json!("ctl-b")
+    );
+    assert!(
+        c.a.log_tail().contains("stepping down"),
+        "{}",
+        c.a.log_tail()
+    );
+    // Nothing ran twice: not the job the old leader found startable, not the one running.
+    assert_eq!(starts(&out, later).len(), 1, "{:?}", starts(&out, later));
+    std::fs::write(out.join(format!("release-{during}")), "").unwrap();
+    wait_job(c.b.url(), during, "succeeded", |j| {
+        j["state"] == json!("succeeded")
+    });
+    assert_eq!(starts(&out, during).len(), 1);
+    assert_eq!(c.agents.len(), 2);
+}
