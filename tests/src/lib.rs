@@ -177,6 +177,11 @@ pub struct Daemon {
     dir: tempfile::TempDir,
 }
 
+thread_local! {
+    /// The address [`Daemon::start_listening`] asks for, while it starts the daemon.
+    static LISTEN: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
 impl Daemon {
     /// Starts a daemon with `gpus` fake GPUs and waits until it listens.
     pub fn start(gpus: u32) -> Self {
@@ -219,6 +224,16 @@ impl Daemon {
         Self::start_inner_prepared(gpus, extra_toml, trusted, &|_| {})
     }
 
+    /// Like [`Daemon::start_with_config`], listening on `listen` (e.g. `127.0.0.1:PORT`)
+    /// instead of a free port, at every start: a controller that restarts (or steps down and
+    /// comes back) keeps its address, as a real one does.
+    pub fn start_listening(listen: &str, gpus: u32, extra_toml: &str) -> Self {
+        LISTEN.with(|l| *l.borrow_mut() = Some(listen.to_string()));
+        let d = Self::start_inner_prepared(gpus, extra_toml, None, &|_| {});
+        LISTEN.with(|l| *l.borrow_mut() = None);
+        d
+    }
+
     fn start_inner_prepared(
         gpus: u32,
         extra_toml: &str,
@@ -242,6 +257,9 @@ impl Daemon {
         )
         .expect("cannot write the config");
         make_private(&dir.path().join("gantry.toml"));
+        if let Some(listen) = LISTEN.with(|l| l.borrow().clone()) {
+            fs::write(dir.path().join(process::LISTEN_FILE), listen).expect("cannot write");
+        }
         fs::create_dir_all(dir.path().join("out")).expect("cannot create the out dir");
         let (child, base) = process::spawn_prepared(dir.path(), gpus, 0, prepare);
         let mut tls = ureq::tls::TlsConfig::builder();

@@ -50,6 +50,9 @@ pub(crate) fn kill_tasks_under(dir: &Path) {
     }
 }
 
+/// A file in a daemon's directory naming the address it listens on (else a free port).
+pub(crate) const LISTEN_FILE: &str = "listen";
+
 /// Starts `gantry serve` on `dir` and waits for the address it prints.
 pub(crate) fn spawn(dir: &Path, gpus: u32, generation: u32) -> (Child, String) {
     spawn_prepared(dir, gpus, generation, &|_| {})
@@ -64,6 +67,7 @@ pub(crate) fn spawn_prepared(
 ) -> (Child, String) {
     let out_path = dir.join(format!("daemon-{generation}.out"));
     let err_path = dir.join(format!("daemon-{generation}.err"));
+    let listen = fs::read_to_string(dir.join(LISTEN_FILE)).unwrap_or_else(|_| "127.0.0.1:0".into());
     let mut command = Command::new(gantry_bin());
     command
         .arg("serve")
@@ -71,7 +75,7 @@ pub(crate) fn spawn_prepared(
         .arg(dir.join("gantry.toml"))
         .args([
             "--listen",
-            "127.0.0.1:0",
+            listen.trim(),
             "--no-nvml",
             "--gpus",
             &gpus.to_string(),

@@ -133,8 +133,13 @@ fn starts(out: &std::path::Path, id: u64) -> Vec<String> {
         .collect()
 }
 
+fn free_address() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().to_string()
+}
+
 struct Cluster {
-    _etcd: TestEtcd,
+    etcd: TestEtcd,
     _pg: TestPostgres,
     a: Daemon,
     b: Daemon,
@@ -146,9 +151,10 @@ fn cluster(etcd_members: usize) -> Cluster {
     let etcd = TestEtcd::start(etcd_members).expect("etcd for the test");
     let pg = TestPostgres::start().expect("PostgreSQL for the test");
     let history = pg.database("gantry").expect("a database");
-    let a = Daemon::start_with_config(0, &config(&etcd, &history, "ctl-a"));
+    // Fixed ports: a controller that steps down comes back where agents and clients look.
+    let a = Daemon::start_listening(&free_address(), 0, &config(&etcd, &history, "ctl-a"));
     wait_role(a.url(), "leader");
-    let b = Daemon::start_with_config(0, &config(&etcd, &history, "ctl-b"));
+    let b = Daemon::start_listening(&free_address(), 0, &config(&etcd, &history, "ctl-b"));
     let standby = wait_role(b.url(), "standby");
     assert_eq!(standby["leader"]["name"], json!("ctl-a"), "{standby}");
     let both = format!("{},{}", a.url(), b.url());
@@ -159,7 +165,7 @@ fn cluster(etcd_members: usize) -> Cluster {
     let out = tempfile::tempdir().unwrap();
     gantry_e2e::make_private(out.path());
     Cluster {
-        _etcd: etcd,
+        etcd,
         _pg: pg,
         a,
         b,
@@ -211,6 +217,11 @@ fn sigkill_of_the_leader_hands_over_to_the_standby_without_losing_or_repeating_a
     }
     let killed = Instant::now();
     c.a.sigkill();
+    while c.b.log_lines("this controller leads").is_empty() {
+        assert!(killed.elapsed() < BOUND, "the standby never won");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let won_ms = killed.elapsed().as_millis();
     wait_role(c.b.url(), "leader");
     let leads_ms = killed.elapsed().as_millis();
     let probe = submit_to_leader(&urls, &job(&out, "probe", false)).unwrap();
@@ -219,8 +230,9 @@ fn sigkill_of_the_leader_hands_over_to_the_standby_without_losing_or_repeating_a
     });
     let first_start_ms = killed.elapsed().as_millis();
     println!(
-        "failover: lease {LEASE_S} s; the standby led {leads_ms} ms after the leader's SIGKILL, \
-         and started its first job {first_start_ms} ms after it"
+        "failover: lease {LEASE_S} s; after the leader's SIGKILL the standby won the election \
+         in {won_ms} ms, served as leader in {leads_ms} ms and started its first job in \
+         {first_start_ms} ms"
     );
     stop.store(true, Ordering::Relaxed);
     for client in clients {
@@ -319,4 +331,111 @@ fn a_paused_leader_is_fenced_launches_nothing_and_steps_down() {
     });
     assert_eq!(starts(&out, during).len(), 1);
     assert_eq!(c.agents.len(), 2);
+}
+
+/// `gantry --server URLS ARGS...`: the CLI given every controller's address.
+fn cli(urls: &[String], args: &[&str]) -> std::process::Output {
+    std::process::Command::new(gantry_e2e::gantry_bin())
+        .arg("--server")
+        .arg(urls.join(","))
+        .args(args)
+        .env_remove("GANTRY_TOKEN")
+        .output()
+        .expect("run the gantry CLI")
+}
+
+#[test]
+fn losing_etcd_stops_scheduling_says_why_and_scheduling_resumes_when_it_returns() {
+    let mut c = cluster(3);
+    let out = c.out.path().to_path_buf();
+    let urls = || vec![c.a.url().to_string(), c.b.url().to_string()];
+    // One member of three lost: nothing changes.
+    c.etcd.kill(0);
+    let before = submit_to_leader(&urls(), &job(&out, "one-member-down", false)).unwrap();
+    wait_job(c.a.url(), before, "succeeded", |j| {
+        j["state"] == json!("succeeded")
+    });
+    let listed = cli(&urls(), &["jobs", "--all"]);
+    let text = String::from_utf8_lossy(&listed.stdout);
+    assert!(
+        listed.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&listed.stderr)
+    );
+    assert!(
+        text.contains(&before.to_string()),
+        "the CLI found the leader: {text}"
+    );
+    let long = submit_to_leader(&urls(), &job(&out, "long", true)).unwrap();
+    let pid =
+        wait_job(c.a.url(), long, "ran", |j| j["tasks"][0]["pid"].is_u64())["tasks"][0]["pid"]
+            .as_u64()
+            .unwrap();
+
+    // Every member lost: no controller leads, and each says why.
+    c.etcd.kill(1);
+    c.etcd.kill(2);
+    let started = Instant::now();
+    let why = loop {
+        let standing: Vec<Value> = urls().iter().filter_map(|u| leadership(u)).collect();
+        if standing.len() == 2
+            && standing
+                .iter()
+                .all(|l| l["role"] == json!("standby") && l["store_error"].is_string())
+        {
+            break standing[0]["store_error"].clone();
+        }
+        assert!(
+            started.elapsed() < BOUND,
+            "the controllers never said etcd was gone"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(why.as_str().unwrap().contains("etcd"), "{why}");
+    let mut refused = http().get(format!("{}/v1/jobs", urls()[0])).call().unwrap();
+    assert_eq!(refused.status().as_u16(), 503);
+    let body: Value = refused.body_mut().read_json().unwrap();
+    let message = body["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(message.contains("state store cannot be reached"), "{body}");
+    let listed = cli(&urls(), &["jobs"]);
+    let said = String::from_utf8_lossy(&listed.stderr).to_string();
+    assert!(!listed.status.success());
+    assert!(
+        said.contains("state store cannot be reached"),
+        "{said} {:?} {:?}",
+        urls(),
+        urls().iter().map(|u| leadership(u)).collect::<Vec<_>>()
+    );
+
+    // etcd is back: a controller leads again by itself, nothing was lost or run twice.
+    for i in 0..3 {
+        c.etcd.restart(i).unwrap();
+    }
+    c.etcd.wait_ready().unwrap();
+    let started = Instant::now();
+    let leader = loop {
+        if let Some(u) = urls()
+            .into_iter()
+            .find(|u| leadership(u).is_some_and(|l| l["role"] == json!("leader")))
+        {
+            break u;
+        }
+        assert!(started.elapsed() < BOUND, "no controller led again");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let job_now = wait_job(&leader, long, "adopted", |j| j["state"] == json!("running"));
+    assert_eq!(job_now["tasks"][0]["pid"].as_u64(), Some(pid), "{job_now}");
+    std::fs::write(out.join(format!("release-{long}")), "").unwrap();
+    wait_job(&leader, long, "succeeded", |j| {
+        j["state"] == json!("succeeded")
+    });
+    assert_eq!(starts(&out, long).len(), 1);
+    assert_eq!(starts(&out, before).len(), 1);
+    let after = submit_to_leader(&urls(), &job(&out, "after", false)).unwrap();
+    wait_job(&leader, after, "succeeded", |j| {
+        j["state"] == json!("succeeded")
+    });
 }

@@ -241,14 +241,20 @@ async fn standby_health() -> Json<serde_json::Value> {
 }
 
 async fn not_leader() -> Response {
-    let leader = status().and_then(|s| s.leader);
-    let message = match &leader {
-        Some(l) => format!(
+    let now = status();
+    let leader = now.as_ref().and_then(|s| s.leader.clone());
+    let store_error = now.and_then(|s| s.store_error);
+    let message = match (&leader, store_error) {
+        (Some(l), _) => format!(
             "this controller stands by; {} at {} leads: send requests there",
             l.name, l.url
         ),
-        None => {
-            "this controller stands by and no controller leads now; try again shortly".to_string()
+        (None, Some(e)) => format!(
+            "no controller leads: the cluster's state store cannot be reached ({e}); \
+             nothing is scheduled until it can, and scheduling resumes by itself then"
+        ),
+        (None, None) => {
+            "this controller stands by and no controller leads now; try again shortly".into()
         }
     };
     let body = serde_json::json!({"error": {

@@ -22,8 +22,9 @@ mod plugin_project;
 )]
 struct Cli {
     /// The daemon's address (for client commands): `unix:PATH` for its Unix socket (the
-    /// kernel tells the daemon who you are; no token needed), or `http(s)://HOST:PORT`.
-    /// Default: `unix:gantry-data/gantry.sock` when that socket exists here, else
+    /// kernel tells the daemon who you are; no token needed), or `http(s)://HOST:PORT`, or
+    /// several such URLs separated by commas (the controllers of one cluster on etcd: the
+    /// one that leads is used). Default: `unix:gantry-data/gantry.sock` when that socket exists here, else
     /// `http://127.0.0.1:8420`.
     #[arg(long, global = true, env = "GANTRY_SERVER")]
     server: Option<String>,

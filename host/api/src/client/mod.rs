@@ -5,6 +5,10 @@
 //! types of this crate (`routes.rs`); a refusal becomes [`Error::Api`] with the daemon's
 //! code, message and field.
 //!
+//! Several controllers of one cluster (`http://a:8420,http://b:8420`): the client asks each
+//! `GET /v1/health` once and talks to the one that says it leads (the first, when none
+//! does: its answers then say `not-leader` and why).
+//!
 //! Owns: the transport (`unix.rs`), requests and answers, error mapping. Does not own the
 //! routes' behaviour (the daemon's `api`), reading certificate files (the caller passes a
 //! `ureq` TLS config) or how answers are printed (the CLI).
@@ -66,10 +70,21 @@ impl Client {
                 token: None,
             };
         }
+        let agent = ureq::Agent::new_with_config(config);
+        let servers: Vec<&str> = server
+            .split(',')
+            .map(|s| s.trim().trim_end_matches('/'))
+            .filter(|s| !s.is_empty())
+            .collect();
+        let base = match servers.as_slice() {
+            [one] => one.to_string(),
+            [] => server.to_string(),
+            several => leader_of(&agent, several),
+        };
         Self {
-            base: server.trim_end_matches('/').to_string(),
-            label: server.trim_end_matches('/').to_string(),
-            agent: ureq::Agent::new_with_config(config),
+            label: base.clone(),
+            base,
+            agent,
             token: None,
         }
     }
@@ -258,6 +273,30 @@ impl Client {
 }
 
 /// The rustls error behind a failed request, if TLS is what failed.
+/// The first of `servers` whose `/v1/health` says it leads (a standby says `standby`; a
+/// controller alone says nothing of leadership and counts as leading), else the first.
+fn leader_of(agent: &ureq::Agent, servers: &[&str]) -> String {
+    let leads = |server: &str| -> bool {
+        let answer = agent
+            .get(format!("{server}/v1/health"))
+            .config()
+            .timeout_global(Some(std::time::Duration::from_secs(3)))
+            .build()
+            .call();
+        let Ok(mut answer) = answer else { return false };
+        let Ok(body) = answer.body_mut().read_json::<Value>() else {
+            return false;
+        };
+        body["status"] == "ok"
+            && (body["leadership"].is_null() || body["leadership"]["role"] == "leader")
+    };
+    servers
+        .iter()
+        .find(|s| leads(s))
+        .unwrap_or(&servers[0])
+        .to_string()
+}
+
 fn tls_failure(e: &ureq::Error) -> Option<&rustls::Error> {
     match e {
         ureq::Error::Rustls(r) => Some(r),
