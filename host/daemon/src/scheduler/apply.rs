@@ -30,6 +30,10 @@ impl Scheduler {
         self.job_dir(id).join(format!("task-{task}.exit"))
     }
 
+    /// Writes `job`'s record. Callers hold the job table's lock while they do, so records
+    /// reach the store in the order their changes were made: a snapshot written after the
+    /// lock was let go could land after a newer one and replace it (a controller that takes
+    /// over from the store, `crate::leadership`, would then see the older state).
     pub(crate) fn persist(&self, job: &JobRecord) {
         super::job_table::write_record(&self.inner.store, job);
     }

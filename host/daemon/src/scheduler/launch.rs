@@ -75,8 +75,8 @@ impl Scheduler {
         job.rendezvous_port = copy.rendezvous_port;
         job.service_port = copy.service_port;
         let snapshot = job.clone();
-        drop(st);
         self.persist(&snapshot);
+        drop(st);
         true
     }
 
@@ -196,8 +196,8 @@ impl Scheduler {
             }
         };
         let snapshot = job.clone();
-        drop(st);
         self.persist(&snapshot);
+        drop(st);
         go_on
     }
 

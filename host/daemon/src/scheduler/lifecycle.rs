@@ -47,8 +47,8 @@ impl Scheduler {
         // A service is restarted, not finished, unless the daemon stopped it (service.rs).
         if self.service_task_ended(job, ev.task_index as usize) {
             let snapshot = job.clone();
-            drop(st);
             self.persist(&snapshot);
+            drop(st);
             return self.wake();
         }
         let failed = ev.exit != TaskExit::Exited(0);
@@ -60,8 +60,8 @@ impl Scheduler {
             self.finish(job);
         }
         let snapshot = job.clone();
-        drop(st);
         self.persist(&snapshot);
+        drop(st);
         self.wake();
     }
 

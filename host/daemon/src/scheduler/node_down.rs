@@ -100,10 +100,10 @@ impl Scheduler {
             }
             touched.push(job.clone());
         }
-        drop(st);
         for job in &touched {
             self.persist(job);
         }
+        drop(st);
         self.flush();
         self.wake();
     }

@@ -66,10 +66,10 @@ impl Scheduler {
             .iter()
             .filter_map(|(id, i)| st.jobs.get(*id).map(|j| (j.clone(), *i)))
             .collect();
-        drop(st);
         for job in &snapshots {
             self.persist(job);
         }
+        drop(st);
         for (job, i) in resend {
             tracing::info!(node, task = %Self::task_key(&job, i), "the agent does not know this task; sending its launch again");
             self.launch_remote(&job, &[i]);

@@ -141,8 +141,10 @@ impl Scheduler {
                 }
                 let stopping = job.stopping.is_some();
                 let snapshot = job.clone();
-                drop(st);
+                // Written before the lock goes: no older snapshot of this job, written by
+                // another thread after it, can replace this one in the store.
                 self.persist(&snapshot);
+                drop(st);
                 self.flush();
                 if stopping {
                     // A stop was asked while the launch was in flight: send it now.
@@ -159,8 +161,10 @@ impl Scheduler {
                 let message = format!("task {} failed to launch: {e}", key.task);
                 self.launch_failed(job, message);
                 let snapshot = job.clone();
-                drop(st);
+                // Written before the lock goes: no older snapshot of this job, written by
+                // another thread after it, can replace this one in the store.
                 self.persist(&snapshot);
+                drop(st);
                 self.flush();
                 self.wake();
             }

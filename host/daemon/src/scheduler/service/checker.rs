@@ -177,8 +177,8 @@ impl Scheduler {
         }
         if persist || stop.is_some() {
             let snapshot = job.clone();
-            drop(st);
             self.persist(&snapshot);
+            drop(st);
         }
         stop.is_none()
     }
