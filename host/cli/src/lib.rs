@@ -29,5 +29,6 @@ pub mod service_print;
 pub mod show_job;
 pub mod sinfo_view;
 pub mod squeue_view;
+pub mod store_cli;
 pub mod submit_cli;
 pub mod terminal_text;

@@ -202,6 +202,11 @@ enum Command {
         #[command(subcommand)]
         action: TokenAction,
     },
+    /// The controller's store: move it to the replicated backends.
+    Store {
+        #[command(subcommand)]
+        action: StoreAction,
+    },
     /// Internal: supervise one task (started by the daemon).
     #[command(hide = true, name = "task-shim")]
     TaskShim,
@@ -218,6 +223,23 @@ enum AdminAction {
         /// The daemon's data directory.
         #[arg(long, default_value = "gantry-data")]
         data_dir: PathBuf,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum StoreAction {
+    /// Copy a stopped controller's state (sled) and history (SQLite) to etcd and
+    /// PostgreSQL, for a cluster of several controllers; says what it copied.
+    Migrate {
+        /// The stopped controller's data directory.
+        #[arg(long, default_value = "gantry-data")]
+        from: PathBuf,
+        /// `etcd:http://HOST:2379[,http://HOST2:2379...],postgres:postgres://USER@HOST/DB`.
+        #[arg(long)]
+        to: String,
+        /// Key prefix in etcd (`[store] prefix`).
+        #[arg(long, default_value = "/gantry/")]
+        prefix: String,
     },
 }
 
@@ -332,6 +354,7 @@ fn is_client(command: &Command) -> bool {
             | Command::Simulate { .. }
             | Command::Token { .. }
             | Command::TaskShim
+            | Command::Store { .. }
             | Command::Admin {
                 action: AdminAction::Compact { .. }
             }
@@ -413,6 +436,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             std::process::exit(code);
         }
         Command::Jobs(a) => gantry_cli::history_cli::jobs(&client, &a),
+        Command::Store {
+            action: StoreAction::Migrate { from, to, prefix },
+        } => gantry_cli::store_cli::migrate(&from, &to, &prefix),
         Command::Admin { action } => match action {
             AdminAction::Gc => gantry_cli::history_cli::gc(&client),
             AdminAction::Compact { data_dir } => gantry_cli::history_cli::compact(&data_dir),

@@ -370,6 +370,11 @@ impl Store {
         if self.meta::<u64>(INDEX_META)? == Some(INDEX_VERSION) {
             return Ok(());
         }
+        self.reindex_jobs()
+    }
+
+    /// Builds the job index anew from the records.
+    pub(crate) fn reindex_jobs(&self) -> Result<(), StoreError> {
         let started = std::time::Instant::now();
         self.state.clear(Table::JobIndex)?;
         let mut n = 0u64;

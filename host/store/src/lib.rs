@@ -13,6 +13,7 @@
 mod accounting;
 mod archive;
 mod compact;
+mod copy;
 pub mod election;
 pub mod etcd;
 mod group_commit;
@@ -36,6 +37,7 @@ pub mod test_postgres;
 
 pub use accounting::{AccountingFilter, AccountingRecord};
 pub use compact::{CompactReport, compact, dir_bytes};
+pub use copy::CopyReport;
 pub use jobs::JobIndex;
 
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
@@ -184,12 +186,6 @@ impl Store {
         state: &StateBackend,
         history: &HistoryBackend,
     ) -> Result<Self, StoreError> {
-        compact::recover_interrupted(dir)?;
-        // The database holds every job's env and argv: the daemon's only.
-        gantry_node::private_files::dir_with_mode(
-            &dir.join("db"),
-            gantry_node::private_files::DAEMON_ONLY,
-        )?;
         // History first: a server that cannot be reached fails the open before sled is
         // locked.
         let history: std::sync::Arc<dyn sql::HistorySql> = match history {
@@ -216,6 +212,12 @@ impl Store {
             store.ensure_job_index()?;
             return Ok(store);
         }
+        compact::recover_interrupted(dir)?;
+        // The database holds every job's env and argv: the daemon's only.
+        gantry_node::private_files::dir_with_mode(
+            &dir.join("db"),
+            gantry_node::private_files::DAEMON_ONLY,
+        )?;
         let db = sled::Config::new()
             .path(dir.join("db"))
             .cache_capacity(cache_mib.max(1) * 1024 * 1024)

@@ -1,0 +1,115 @@
+//! `gantry store migrate --from DIR --to etcd:ENDPOINTS,postgres:URL`: moves a stopped
+//! controller's state (sled) and history (SQLite) to etcd and PostgreSQL, the backends of
+//! a cluster of several controllers (`[store] backend = "etcd"`, `[history] backend =
+//! "postgres"`), and says what it copied (`gantry_store::Store::copy_into`).
+//!
+//! Owns: the target's syntax and the report's wording. Does not own the copy.
+
+use anyhow::{Context, Result, bail};
+use gantry::store::etcd::EtcdConfig;
+use gantry::store::{HistoryBackend, StateBackend, Store};
+use std::path::Path;
+
+/// The etcd endpoints and the PostgreSQL URL of `--to`.
+pub fn parse_target(to: &str) -> Result<(Vec<String>, String)> {
+    let mut endpoints = Vec::new();
+    let mut postgres = None;
+    let mut in_etcd = false;
+    for part in to.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        if let Some(first) = part.strip_prefix("etcd:") {
+            in_etcd = true;
+            endpoints.push(first.to_string());
+        } else if let Some(url) = part.strip_prefix("postgres:") {
+            in_etcd = false;
+            postgres = Some(url.to_string());
+        } else if in_etcd {
+            endpoints.push(part.to_string());
+        } else {
+            bail!("--to: {part:?} is neither etcd:ENDPOINT nor postgres:URL");
+        }
+    }
+    if endpoints.is_empty() {
+        bail!("--to names no etcd endpoint (etcd:http://HOST:2379,...)");
+    }
+    if let Some(bad) = endpoints
+        .iter()
+        .find(|e| !(e.starts_with("http://") || e.starts_with("https://")))
+    {
+        bail!("--to: etcd endpoint {bad:?} is not an http:// or https:// URL");
+    }
+    let postgres = postgres.context("--to names no PostgreSQL URL (postgres:postgres://...)")?;
+    Ok((endpoints, postgres))
+}
+
+/// Copies the store under `from` to the target `to` (etcd keys under `prefix`).
+pub fn migrate(from: &Path, to: &str, prefix: &str) -> Result<()> {
+    let (endpoints, url) = parse_target(to)?;
+    let source = Store::open(from).map_err(|e| match e.to_string() {
+        m if m.contains("lock") => anyhow::anyhow!(
+            "{m}: is the daemon running on {}? stop it first",
+            from.display()
+        ),
+        m => anyhow::anyhow!(m),
+    })?;
+    let state = StateBackend::Etcd(EtcdConfig {
+        endpoints,
+        prefix: prefix.to_string(),
+        ..Default::default()
+    });
+    let target = Store::open_with(from, 16, &state, &HistoryBackend::Postgres { url })?;
+    let started = std::time::Instant::now();
+    let r = source.copy_into(&target)?;
+    println!(
+        "copied from {} in {:.1} s",
+        from.display(),
+        started.elapsed().as_secs_f64()
+    );
+    println!(
+        "  state to etcd: {} jobs, {} plugins, {} pipeline versions, {} services, {} meta values and counters, {} queued accounting records",
+        r.jobs, r.plugins, r.pipelines, r.services, r.meta, r.queued_accounting
+    );
+    println!(
+        "  history to PostgreSQL: {} archived jobs, {} events, {} kept decisions, {} accounting records",
+        r.archived_jobs, r.events, r.decisions, r.accounting
+    );
+    println!(
+        "now set [store] backend = \"etcd\" and [history] backend = \"postgres\" in every controller's configuration"
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn the_target_names_etcd_members_and_one_postgres_url() {
+        let (e, p) =
+            parse_target("etcd:http://a:2379,http://b:2379,postgres:postgres://g@db/gantry")
+                .unwrap();
+        assert_eq!(e, ["http://a:2379", "http://b:2379"]);
+        assert_eq!(p, "postgres://g@db/gantry");
+        let (e, _) = parse_target("postgres:postgres://x/y,etcd:https://a:2379").unwrap();
+        assert_eq!(e, ["https://a:2379"]);
+        assert!(
+            parse_target("postgres:postgres://x/y")
+                .unwrap_err()
+                .to_string()
+                .contains("etcd")
+        );
+        assert!(
+            parse_target("etcd:http://a:2379")
+                .unwrap_err()
+                .to_string()
+                .contains("PostgreSQL")
+        );
+        assert!(
+            parse_target("etcd:a:2379,postgres:p")
+                .unwrap_err()
+                .to_string()
+                .contains("http://")
+        );
+        assert!(parse_target("mysql:x").is_err());
+    }
+}
