@@ -22,12 +22,26 @@ struct Member {
     child: Option<Child>,
 }
 
+/// PEM files of a cluster that serves its clients over TLS and wants their certificates.
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    /// The CA that signed the members' and clients' certificates.
+    pub ca: PathBuf,
+    /// The members' certificate (for 127.0.0.1) and key.
+    pub server_cert: PathBuf,
+    /// The members' key.
+    pub server_key: PathBuf,
+}
+
 /// A running test cluster.
 #[derive(Debug)]
 pub struct TestEtcd {
     dir: tempfile::TempDir,
     binary: PathBuf,
     members: Vec<Member>,
+    tls: Option<TlsFiles>,
+    /// The client certificate and key the cluster's own checks use (with `tls`).
+    client: Option<(PathBuf, PathBuf)>,
 }
 
 fn free_port() -> Result<u16, String> {
@@ -46,6 +60,25 @@ fn etcd_binary() -> Result<PathBuf, String> {
 impl TestEtcd {
     /// Starts a cluster of `size` members and waits until it answers.
     pub fn start(size: usize) -> Result<Self, String> {
+        Self::start_with(size, None, None)
+    }
+
+    /// Starts a cluster of `size` members serving clients over TLS with `tls` and requiring
+    /// a client certificate signed by its CA; `client` (certificate, key) is what its own
+    /// readiness check presents.
+    pub fn start_tls(
+        size: usize,
+        tls: TlsFiles,
+        client: (PathBuf, PathBuf),
+    ) -> Result<Self, String> {
+        Self::start_with(size, Some(tls), Some(client))
+    }
+
+    fn start_with(
+        size: usize,
+        tls: Option<TlsFiles>,
+        client: Option<(PathBuf, PathBuf)>,
+    ) -> Result<Self, String> {
         let dir = tempfile::Builder::new()
             .prefix("gantry-etcd-")
             .tempdir()
@@ -63,6 +96,8 @@ impl TestEtcd {
             dir,
             binary: etcd_binary()?,
             members,
+            tls,
+            client,
         };
         for i in 0..size {
             cluster.run_member(i, true)?;
@@ -88,7 +123,8 @@ impl TestEtcd {
             .append(true)
             .open(self.dir.path().join(format!("{}.log", m.name)))
             .map_err(|e| e.to_string())?;
-        let client = format!("http://127.0.0.1:{}", m.client_port);
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        let client = format!("{scheme}://127.0.0.1:{}", m.client_port);
         let peer = format!("http://127.0.0.1:{}", m.peer_port);
         let mut command = Command::new(&self.binary);
         command
@@ -118,6 +154,16 @@ impl TestEtcd {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log);
+        if let Some(tls) = &self.tls {
+            command
+                .arg("--cert-file")
+                .arg(&tls.server_cert)
+                .arg("--key-file")
+                .arg(&tls.server_key)
+                .arg("--trusted-ca-file")
+                .arg(&tls.ca)
+                .arg("--client-cert-auth");
+        }
         let child = command.spawn().map_err(|e| format!("etcd: {e}"))?;
         self.members[i].child = Some(child);
         Ok(())
@@ -168,18 +214,22 @@ impl TestEtcd {
 
     /// Client URLs of every member.
     pub fn endpoints(&self) -> Vec<String> {
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
         self.members
             .iter()
-            .map(|m| format!("http://127.0.0.1:{}", m.client_port))
+            .map(|m| format!("{scheme}://127.0.0.1:{}", m.client_port))
             .collect()
     }
 
-    /// A client configuration for every member, with key prefix `prefix`.
+    /// A client configuration for every member, with key prefix `prefix` (and, with TLS,
+    /// the CA and the client certificate given at start).
     pub fn config(&self, prefix: &str) -> EtcdConfig {
         EtcdConfig {
             endpoints: self.endpoints(),
             prefix: prefix.into(),
-            ..Default::default()
+            ca: self.tls.as_ref().map(|t| t.ca.clone()),
+            cert: self.client.as_ref().map(|c| c.0.clone()),
+            key: self.client.as_ref().map(|c| c.1.clone()),
         }
     }
 
