@@ -16,6 +16,7 @@ pub mod agents;
 pub mod as_user;
 mod auth;
 mod binary;
+pub mod controllers;
 pub mod images;
 mod process;
 pub mod raw_http;

@@ -50,6 +50,42 @@ pub fn render(nodes: &[NodeView]) -> Vec<String> {
     out
 }
 
+/// The line under the table that says which controller leads, from `GET /v1/health`'s
+/// `leadership` (`None` for a controller alone on its own store, which has none).
+pub fn leader_line(health: &serde_json::Value) -> Option<String> {
+    let leadership = health.get("leadership").filter(|l| !l.is_null())?;
+    let text = |v: &serde_json::Value| v.as_str().unwrap_or("?").to_string();
+    let since = |leader: &serde_json::Value| {
+        leader["since_ms"]
+            .as_i64()
+            .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok())
+            .map_or_else(
+                || "?".into(),
+                |t| t.strftime("%Y-%m-%d %H:%M:%S UTC").to_string(),
+            )
+    };
+    let leader = &leadership["leader"];
+    Some(match (leadership["role"].as_str(), leader.is_null()) {
+        (Some("leader"), _) => format!(
+            "controller: {} leads since {} (term {})",
+            text(&leadership["name"]),
+            since(leader),
+            leadership["term"]
+        ),
+        (_, false) => format!(
+            "controller: {} at {} leads since {}; {} answering here stands by",
+            text(&leader["name"]),
+            text(&leader["url"]),
+            since(leader),
+            text(&leadership["name"])
+        ),
+        (_, true) => match leadership["store_error"].as_str() {
+            Some(e) => format!("controller: nobody leads: the state store cannot be reached ({e})"),
+            None => "controller: nobody leads now (an election is under way)".into(),
+        },
+    })
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -90,5 +126,31 @@ mod tests {
         );
         assert!(lines[2].ends_with("drained by ops: fan"), "{}", lines[2]);
         assert!(lines[3].ends_with("1 GPU(s) unhealthy"), "{}", lines[3]);
+    }
+
+    #[test]
+    fn the_leader_line_says_who_leads_since_when_or_why_nobody_does() {
+        assert_eq!(
+            leader_line(&json!({"status": "ok", "leadership": null})),
+            None
+        );
+        let leader = json!({"name": "ctl-a", "url": "http://10.0.0.1:8080", "since_ms": 0});
+        let leads =
+            json!({"leadership": {"role": "leader", "name": "ctl-a", "term": 7, "leader": leader}});
+        assert_eq!(
+            leader_line(&leads).unwrap(),
+            "controller: ctl-a leads since 1970-01-01 00:00:00 UTC (term 7)"
+        );
+        let standby = json!({"leadership": {"role": "standby", "name": "ctl-b", "term": 0, "leader": leader}});
+        assert_eq!(
+            leader_line(&standby).unwrap(),
+            "controller: ctl-a at http://10.0.0.1:8080 leads since 1970-01-01 00:00:00 UTC; ctl-b answering here stands by"
+        );
+        let lost = json!({"leadership": {"role": "standby", "name": "ctl-b", "leader": null, "store_error": "etcd at 127.0.0.1:2379: refused"}});
+        assert!(
+            leader_line(&lost)
+                .unwrap()
+                .contains("cannot be reached (etcd at 127.0.0.1:2379: refused)")
+        );
     }
 }

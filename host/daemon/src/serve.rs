@@ -66,7 +66,10 @@ pub async fn serve(mut config: Config) -> anyhow::Result<()> {
             }
         });
         let election = crate::leadership::election(&config)?;
-        match crate::leadership::lead(election, name, url, standby, serve_options()).await? {
+        let cluster_ca = config.cluster.ca_cert.clone();
+        let standing_by =
+            crate::leadership::lead(election, name, url, cluster_ca, standby, serve_options());
+        match standing_by.await? {
             Some(leading) => {
                 leading.keep();
                 crate::cluster::term::set(leading.term());

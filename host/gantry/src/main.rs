@@ -489,6 +489,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     .iter()
                     .for_each(|l| println!("{l}"));
             }
+            // With several controllers, which one leads (to stdout after the table; not with --json).
+            if !json
+                && let Ok(health) = client.get_json("/v1/health")
+                && let Some(line) = gantry_cli::sinfo_view::leader_line(&health)
+            {
+                println!("{line}");
+            }
             Ok(())
         }
         Command::Service(a) => gantry_cli::service_cli::run(&client, &a),

@@ -197,7 +197,9 @@ pub async fn run(options: AgentOptions) -> anyhow::Result<()> {
         }
     });
     let faults = Arc::new(Mutex::new(BTreeMap::new()));
-    let terms = Arc::new(crate::cluster::term::Highest::default());
+    let terms = Arc::new(crate::cluster::term::Highest::kept_in(
+        data_dir.join("agent-term"),
+    ));
     start_gpu_health_watch(&node, config.node.health_poll_s, faults.clone());
     let beats = heartbeat::Beats {
         controller,

@@ -30,8 +30,9 @@ pub struct ClusterConfig {
     pub heartbeat_interval_ms: u64,
     /// A node whose agent has not been heard from for this long is down, ms.
     pub node_down_after_ms: u64,
-    /// PEM file of the CA (or self-signed) certificates that `https://` agents are checked
-    /// against, in place of the public roots.
+    /// PEM file of the CA (or self-signed) certificates that `https://` agents, and a
+    /// standby's `https://` leader (`leadership/forward.rs`), are checked against, in place
+    /// of the public roots.
     pub ca_cert: Option<std::path::PathBuf>,
 }
 

@@ -1,9 +1,10 @@
 //! Several controllers on one etcd (`[store] backend = "etcd"`): one leads, the others
-//! stand by. A standby serves only `GET /v1/health` (saying who leads, and since when) and
-//! answers every other request — the API's and agents' heartbeats alike — with 503
-//! `not-leader` naming the leader's URL, so clients and agents given every controller's
-//! address move on to the leader (`agent/heartbeat.rs`). It polls the leader key and
-//! campaigns when there is none (`gantry_store::election`).
+//! stand by. A standby answers `GET /v1/health` itself (saying who leads, and since when)
+//! and passes the API's other requests to the leader (`forward.rs`); the agents' routes,
+//! and everything while nobody leads, get 503 `not-leader` naming the leader's URL or why
+//! nobody leads, so agents given every controller's address move on to the leader
+//! (`agent/heartbeat.rs`). It polls the leader key and campaigns when there is none
+//! (`gantry_store::election`).
 //!
 //! The leader opens the scheduler on etcd, with every write fenced by its term
 //! (`gantry_store::Fence`) and every call to an agent carrying it (`cluster::term`). A
@@ -16,6 +17,10 @@
 //!
 //! Owns: the standby's routes, the campaign loop, lease renewal and stepping down. Does not
 //! own the election's keys (`gantry-store`) or the scheduler.
+
+mod forward;
+
+pub use forward::{FORWARDED_BY, Forwarder, LEADER};
 
 use crate::config::Config;
 use axum::Json;
@@ -152,13 +157,15 @@ pub async fn lead(
     election: Election,
     name: String,
     url: String,
+    cluster_ca: Option<std::path::PathBuf>,
     listener: tokio::net::TcpListener,
     options: crate::http_server::ServeOptions,
 ) -> anyhow::Result<Option<Leading>> {
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let app = axum::Router::new()
         .route("/v1/health", axum::routing::get(standby_health))
-        .fallback(not_leader);
+        .fallback(forward::to_leader)
+        .with_state(Forwarder::new(name.clone(), cluster_ca.clone()));
     tokio::spawn(async move {
         let until = async {
             tokio::select! {
@@ -240,14 +247,18 @@ async fn standby_health() -> Json<serde_json::Value> {
     }))
 }
 
-async fn not_leader() -> Response {
+/// The 503 of a request a standby does not pass on: who leads, or why nobody does;
+/// `why` says why this one was not forwarded.
+async fn not_leader(why: Option<String>) -> Response {
     let now = status();
     let leader = now.as_ref().and_then(|s| s.leader.clone());
     let store_error = now.and_then(|s| s.store_error);
     let message = match (&leader, store_error) {
         (Some(l), _) => format!(
-            "this controller stands by; {} at {} leads: send requests there",
-            l.name, l.url
+            "this controller stands by; {} at {} leads: send requests there{}",
+            l.name,
+            l.url,
+            why.map(|w| format!(" ({w})")).unwrap_or_default()
         ),
         (None, Some(e)) => format!(
             "no controller leads: the cluster's state store cannot be reached ({e}); \
