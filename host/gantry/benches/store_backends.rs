@@ -16,7 +16,10 @@
 //!    an accounting query by user, a page of a user's jobs, a job's events and 1,000 reads
 //!    of archived jobs by id.
 //!
-//! `GANTRY_BENCH_JOBS` (default 2000) sets the submits per backend.
+//! `GANTRY_BENCH_JOBS` (default 2000) sets the submits per backend. `GANTRY_BENCH_BASELINE`,
+//! the path of another build's `gantry`, adds its submits on etcd to the same run (a
+//! before/after comparison); `GANTRY_BENCH_PARTS` (default `submits,failover,history`)
+//! picks the parts.
 
 use gantry_store::test_etcd::TestEtcd;
 use gantry_store::test_postgres::TestPostgres;
@@ -46,6 +49,15 @@ fn env_usize(name: &str, default: usize) -> usize {
 }
 
 fn start(dir: &std::path::Path, listen: &str, config: &str) -> Result<(Daemon, String)> {
+    start_binary(env!("CARGO_BIN_EXE_gantry").as_ref(), dir, listen, config)
+}
+
+fn start_binary(
+    binary: &std::ffi::OsStr,
+    dir: &std::path::Path,
+    listen: &str,
+    config: &str,
+) -> Result<(Daemon, String)> {
     let cfg = dir.join("gantry.toml");
     std::fs::write(
         &cfg,
@@ -53,7 +65,7 @@ fn start(dir: &std::path::Path, listen: &str, config: &str) -> Result<(Daemon, S
             "{config}\n[execution]\nrun_as_user = false\ncgroups = \"off\"\n[auth]\nanonymous_role = \"admin\"\n"
         ),
     )?;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_gantry"))
+    let mut child = Command::new(binary)
         .args([
             "serve",
             "--listen",
@@ -147,8 +159,12 @@ fn cycles(base: &str) -> (f64, f64) {
 }
 
 fn submits(label: &str, config: &str, jobs: usize) -> Result<()> {
+    submits_of(env!("CARGO_BIN_EXE_gantry").as_ref(), label, config, jobs)
+}
+
+fn submits_of(binary: &std::ffi::OsStr, label: &str, config: &str, jobs: usize) -> Result<()> {
     let dir = tempfile::tempdir()?;
-    let (_daemon, base) = start(dir.path(), "127.0.0.1:0", config)?;
+    let (_daemon, base) = start_binary(binary, dir.path(), "127.0.0.1:0", config)?;
     wait_until("the controller to lead", || leads(&base))?;
     let url = format!("{base}/v1/jobs");
     for i in 0..20 {
@@ -324,11 +340,25 @@ fn main() -> Result<()> {
             pg.database(db)?
         ))
     };
-    println!("# submits: 8 clients, {jobs} jobs per backend, each 201 durable");
-    submits("sled + SQLite", "", jobs)?;
-    submits("etcd (3) + PostgreSQL", &replicated("submits")?, jobs)?;
-    println!("# failover: two controllers on etcd (3 members) + PostgreSQL");
-    failover(&replicated("failover")?)?;
+    let parts =
+        std::env::var("GANTRY_BENCH_PARTS").unwrap_or_else(|_| "submits,failover,history".into());
+    let part = |name: &str| parts.split(',').any(|p| p.trim() == name);
+    if part("submits") {
+        println!("# submits: 8 clients, {jobs} jobs per backend, each 201 durable");
+        submits("sled + SQLite", "", jobs)?;
+        if let Some(baseline) = std::env::var_os("GANTRY_BENCH_BASELINE") {
+            let config = replicated("baseline")?;
+            submits_of(&baseline, "etcd + PG, baseline", &config, jobs)?;
+        }
+        submits("etcd (3) + PostgreSQL", &replicated("submits")?, jobs)?;
+    }
+    if part("failover") {
+        println!("# failover: two controllers on etcd (3 members) + PostgreSQL");
+        failover(&replicated("failover")?)?;
+    }
+    if !part("history") {
+        return Ok(());
+    }
     let n = env_usize("GANTRY_BENCH_HISTORY", 20_000) as u64;
     println!("# history queries: {n} ended jobs, one accounting record and 3 events each");
     let dir = tempfile::tempdir()?;

@@ -138,6 +138,28 @@ impl Store {
         Err(contended(job.id))
     }
 
+    /// Writes a job that is not stored yet (a submit) without reading first: one batch
+    /// guarded by its key being absent. A record already there is replaced as
+    /// [`Store::put_job`] does.
+    pub fn put_new_job(&self, job: &JobRecord) -> Result<(), StoreError> {
+        let key = job.id.to_be_bytes().to_vec();
+        let mut ops = vec![KvOp::Put(Table::Jobs, key.clone(), encode(job))];
+        ops.extend(
+            index_keys(job)
+                .into_iter()
+                .map(|k| KvOp::Put(Table::JobIndex, k, Vec::new())),
+        );
+        let absent = Guard {
+            table: Table::Jobs,
+            key,
+            expected: None,
+        };
+        if self.state.apply(Some(absent), ops)? {
+            return Ok(());
+        }
+        self.put_job(job)
+    }
+
     /// Deletes a job's record, wherever it is, with its index keys.
     pub fn delete_job(&self, id: u64) -> Result<(), StoreError> {
         self.delete_live_job(id)?;

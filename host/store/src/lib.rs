@@ -28,7 +28,7 @@ pub mod sql;
 pub mod state;
 mod state_etcd;
 mod state_sled;
-pub use state_etcd::Fence;
+pub use state_etcd::{COUNTER_BLOCK, Fence};
 mod tables;
 #[cfg(feature = "test-support")]
 pub mod test_etcd;

@@ -1,7 +1,11 @@
 //! The replicated active state: etcd v3 (`[store] backend = "etcd"`), shared by the
 //! controllers of one cluster. A table's keys live under `{prefix}{table}/`; a batch is one
-//! etcd transaction; a counter is a compare-and-swap on its key. etcd's writes are durable
-//! on a quorum when they return, so a flush has nothing to do.
+//! etcd transaction; a counter is a compare-and-swap on its key, which reserves
+//! [`COUNTER_BLOCK`] numbers at a time for this process (handed out in order from memory,
+//! so a submit does not wait for a quorum's fsync to get its id). Numbers stay unique and
+//! grow within a leader's term; the rest of a block is skipped when another process takes
+//! over. etcd's writes are durable on a quorum when they return, so a flush has nothing to
+//! do.
 //!
 //! Fencing: once a controller leads (`election.rs`), every write it makes carries one more
 //! comparison — the leader key is still the one it created — so a controller that lost
@@ -16,13 +20,16 @@
 use crate::StoreError;
 use crate::etcd::{self, Etcd};
 use crate::state::{Entry, Guard, KvOp, Scan, StateKv, Table, prefix_end};
-use std::ops::Bound;
+use std::collections::HashMap;
+use std::ops::{Bound, Range};
 use std::sync::Mutex;
 
 /// Most operations in one transaction (etcd's default `--max-txn-ops`).
 const MAX_TXN_OPS: usize = 128;
 /// Tries of a counter's compare-and-swap.
 const COUNTER_TRIES: usize = 64;
+/// How many numbers of a counter one compare-and-swap reserves.
+pub const COUNTER_BLOCK: u64 = 32;
 
 /// The leader key this controller created, which every write requires still to exist.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,6 +45,8 @@ pub(crate) struct EtcdState {
     client: Etcd,
     prefix: Vec<u8>,
     fence: Mutex<Option<Fence>>,
+    /// Numbers of each counter reserved in etcd and not handed out yet.
+    reserved: Mutex<HashMap<String, Range<u64>>>,
 }
 
 impl EtcdState {
@@ -46,13 +55,18 @@ impl EtcdState {
             client,
             prefix: prefix.as_bytes().to_vec(),
             fence: Mutex::new(None),
+            reserved: Mutex::default(),
         }
     }
 
     /// Makes every later write require `fence` (this controller leads).
+    /// Numbers reserved before are dropped: a new term reserves its own.
     pub(crate) fn set_fence(&self, fence: Option<Fence>) {
         if let Ok(mut f) = self.fence.lock() {
             *f = fence;
+        }
+        if let Ok(mut r) = self.reserved.lock() {
+            r.clear();
         }
     }
 
@@ -74,6 +88,35 @@ impl EtcdState {
         let mut k = self.table_prefix(table);
         k.extend_from_slice(key);
         k
+    }
+
+    /// Moves counter `name` on by [`COUNTER_BLOCK`] in etcd (compare-and-swap, fenced) and
+    /// returns the numbers it passed over.
+    fn reserve(&self, name: &str) -> Result<Range<u64>, StoreError> {
+        let key = self.key(Table::Meta, name.as_bytes());
+        for _ in 0..COUNTER_TRIES {
+            let now = self.client.range(&key, &[], 1, false, false)?;
+            let (n, compare) = match now.first() {
+                None => (0, etcd::absent(&key)),
+                Some(kv) => (
+                    kv.value
+                        .as_slice()
+                        .try_into()
+                        .map(u64::from_be_bytes)
+                        .unwrap_or(0),
+                    etcd::changed_at(&key, kv.mod_revision),
+                ),
+            };
+            let end = n + COUNTER_BLOCK;
+            let put = etcd::put_op(&key, &end.to_be_bytes(), 0);
+            if self.fenced_txn(vec![compare], vec![put])? {
+                return Ok(n + 1..end + 1);
+            }
+        }
+        Err(StoreError::Etcd {
+            endpoints: self.client.endpoints(),
+            message: format!("counter {name} changed under every one of {COUNTER_TRIES} tries"),
+        })
     }
 
     /// Runs a transaction with the fence added; `Ok(false)` when a comparison of the
@@ -175,30 +218,19 @@ impl StateKv for EtcdState {
     }
 
     fn next_counter(&self, name: &str) -> Result<u64, StoreError> {
-        let key = self.key(Table::Meta, name.as_bytes());
-        for _ in 0..COUNTER_TRIES {
-            let now = self.client.range(&key, &[], 1, false, false)?;
-            let (n, compare) = match now.first() {
-                None => (0, etcd::absent(&key)),
-                Some(kv) => (
-                    kv.value
-                        .as_slice()
-                        .try_into()
-                        .map(u64::from_be_bytes)
-                        .unwrap_or(0),
-                    etcd::changed_at(&key, kv.mod_revision),
-                ),
-            };
-            let next = n + 1;
-            let put = etcd::put_op(&key, &next.to_be_bytes(), 0);
-            if self.fenced_txn(vec![compare], vec![put])? {
-                return Ok(next);
-            }
-        }
-        Err(StoreError::Etcd {
+        let mut reserved = self.reserved.lock().map_err(|_| StoreError::Etcd {
             endpoints: self.client.endpoints(),
-            message: format!("counter {name} changed under every one of {COUNTER_TRIES} tries"),
-        })
+            message: "the counters' lock was poisoned".into(),
+        })?;
+        if let Some(block) = reserved.get_mut(name)
+            && let Some(n) = block.next()
+        {
+            return Ok(n);
+        }
+        let mut block = self.reserve(name)?;
+        let n = block.next().unwrap_or(block.start);
+        reserved.insert(name.to_string(), block);
+        Ok(n)
     }
 
     fn count(&self, table: Table) -> Result<u64, StoreError> {

@@ -32,8 +32,17 @@ fn open(dir: &std::path::Path, state: &StateBackend) -> Store {
 
 fn job_index_follows_each_write(st: &Store) {
     st.put_job(&job(1, "ann", JobState::Pending, None)).unwrap();
-    st.put_job(&job(2, "bob", JobState::Running, None)).unwrap();
-    st.put_job(&job(3, "ann", JobState::Pending, None)).unwrap();
+    st.put_new_job(&job(2, "bob", JobState::Running, None))
+        .unwrap();
+    st.put_new_job(&job(3, "ann", JobState::Running, None))
+        .unwrap();
+    // A "new" job that is stored already is replaced, its index keys with it.
+    st.put_new_job(&job(3, "ann", JobState::Pending, None))
+        .unwrap();
+    assert_eq!(
+        ids(st.ids_newest_first(Some((JobIndex::State, "running")), None)),
+        [2]
+    );
     let active: Vec<u64> = st.active_jobs().unwrap().iter().map(|j| j.id).collect();
     assert_eq!(active, [1, 2, 3]);
     st.put_job(&job(1, "ann", JobState::Failed, Some(500)))
@@ -171,6 +180,14 @@ fn etcd_state_passes_the_conformance_suite_and_outlives_its_controller() {
     );
     assert_eq!(ids(st.ids_newest_first(None, None)), [3, 2, 1]);
     assert_eq!(st.state_backend(), "etcd");
+    // A counter numbers on past every block the first controller reserved (1..=101 handed
+    // out, in blocks of COUNTER_BLOCK).
+    let third = tempfile::tempdir().unwrap();
+    let counters = open(third.path(), &StateBackend::Etcd(cluster.config("/c2/")));
+    let next = counters.next_id("c").unwrap();
+    let blocks = 101_u64.div_ceil(gantry_store::COUNTER_BLOCK);
+    assert_eq!(next, blocks * gantry_store::COUNTER_BLOCK + 1);
+    assert_eq!(counters.next_id("c").unwrap(), next + 1);
 }
 
 fn info(name: &str) -> LeaderInfo {

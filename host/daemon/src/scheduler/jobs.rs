@@ -209,7 +209,7 @@ impl Scheduler {
             transition::apply_or_log(record, Transition::Held { by });
         }
         for record in &records {
-            self.inner.store.put_job(record)?;
+            self.inner.store.put_new_job(record)?;
             // The job is the acknowledgement; its event is history, which may be on a
             // server that is away (the record stands either way).
             if let Err(e) = self.inner.store.event(
