@@ -105,33 +105,10 @@ impl Store {
     /// Writes a job and brings its index keys in step, in one batch (guarded by the record
     /// it replaces, so a concurrent writer cannot leave an index key behind).
     pub fn put_job(&self, job: &JobRecord) -> Result<(), StoreError> {
-        let key = job.id.to_be_bytes().to_vec();
-        let value = encode(job);
-        let new_keys = index_keys(job);
+        let key = job.id.to_be_bytes();
         for _ in 0..WRITE_TRIES {
             let old = self.state.get(Table::Jobs, &key)?;
-            let mut ops = vec![KvOp::Put(Table::Jobs, key.clone(), value.clone())];
-            if let Some(old) = old
-                .as_deref()
-                .and_then(|b| decode::<JobRecord>("jobs", b).ok())
-            {
-                for k in index_keys(&old) {
-                    if !new_keys.contains(&k) {
-                        ops.push(KvOp::Delete(Table::JobIndex, k));
-                    }
-                }
-            }
-            ops.extend(
-                new_keys
-                    .iter()
-                    .map(|k| KvOp::Put(Table::JobIndex, k.clone(), Vec::new())),
-            );
-            let guard = Guard {
-                table: Table::Jobs,
-                key: key.clone(),
-                expected: old,
-            };
-            if self.state.apply(Some(guard), ops)? {
+            if self.replace_job(job, old)? {
                 return Ok(());
             }
         }
@@ -142,22 +119,40 @@ impl Store {
     /// guarded by its key being absent. A record already there is replaced as
     /// [`Store::put_job`] does.
     pub fn put_new_job(&self, job: &JobRecord) -> Result<(), StoreError> {
-        let key = job.id.to_be_bytes().to_vec();
-        let mut ops = vec![KvOp::Put(Table::Jobs, key.clone(), encode(job))];
-        ops.extend(
-            index_keys(job)
-                .into_iter()
-                .map(|k| KvOp::Put(Table::JobIndex, k, Vec::new())),
-        );
-        let absent = Guard {
-            table: Table::Jobs,
-            key,
-            expected: None,
-        };
-        if self.state.apply(Some(absent), ops)? {
+        if self.replace_job(job, None)? {
             return Ok(());
         }
         self.put_job(job)
+    }
+
+    /// One guarded batch: `job` in place of `old` (its stored bytes, `None`: absent), its
+    /// new index keys written and `old`'s others deleted; `false` when the record was not
+    /// `old` any more.
+    fn replace_job(&self, job: &JobRecord, old: Option<Vec<u8>>) -> Result<bool, StoreError> {
+        let key = job.id.to_be_bytes().to_vec();
+        let new_keys = index_keys(job);
+        let mut ops = vec![KvOp::Put(Table::Jobs, key.clone(), encode(job))];
+        if let Some(old) = old
+            .as_deref()
+            .and_then(|b| decode::<JobRecord>("jobs", b).ok())
+        {
+            for k in index_keys(&old) {
+                if !new_keys.contains(&k) {
+                    ops.push(KvOp::Delete(Table::JobIndex, k));
+                }
+            }
+        }
+        ops.extend(
+            new_keys
+                .into_iter()
+                .map(|k| KvOp::Put(Table::JobIndex, k, Vec::new())),
+        );
+        let guard = Guard {
+            table: Table::Jobs,
+            key,
+            expected: old,
+        };
+        self.state.apply(Some(guard), ops)
     }
 
     /// Deletes a job's record, wherever it is, with its index keys.
