@@ -137,7 +137,11 @@ impl PostgresHistory {
         let (reply, answer) = mpsc::sync_channel(1);
         let request: Request = Box::new(move |c| {
             let result = f(c);
-            if result.is_err() && c.client.as_ref().is_some_and(Client::is_closed) {
+            // After any error the connection is dropped and the next call connects anew:
+            // a server that went away can leave a socket the client has not marked closed
+            // yet, or a backend that answers once more with a fatal error before it dies.
+            // Errors are rare here (history writes and reads), reconnecting is cheap.
+            if result.is_err() {
                 c.forget();
             }
             // The caller waits on `answer`; it cannot be gone.
