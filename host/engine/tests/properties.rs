@@ -221,6 +221,7 @@ fn build(
                     healthy,
                 })
                 .collect(),
+            revision: 0,
         })
         .collect();
     let mut run = Vec::new();
@@ -253,6 +254,7 @@ fn build(
             start_ms: 100 + k as u64,
             expected_end_ms: None,
             score: spec.score,
+            revision: 0,
         });
     }
     let pending = jobs

@@ -84,6 +84,7 @@ fn snapshot(pending: usize, nodes: usize) -> Snapshot {
                     healthy: true,
                 })
                 .collect(),
+            revision: 0,
         })
         .collect();
     let mut running = Vec::new();
@@ -118,6 +119,7 @@ fn snapshot(pending: usize, nodes: usize) -> Snapshot {
             start_ms: NOW_MS - 60_000,
             expected_end_ms: (limit_s > 0).then(|| NOW_MS - 60_000 + limit_s * 1000),
             score: 0.0,
+            revision: 0,
         });
     }
     let pending_jobs: Vec<Job> = (0..pending as u64)

@@ -70,6 +70,7 @@ fn snapshot(pending: usize, nodes: usize) -> Snapshot {
                     healthy: true,
                 })
                 .collect(),
+            revision: 0,
         })
         .collect();
     let job = |id: u64, gpus: u32, rng: &mut Lcg| Job {
@@ -118,6 +119,7 @@ fn snapshot(pending: usize, nodes: usize) -> Snapshot {
             start_ms: 1_700_000_000_000,
             expected_end_ms: Some(1_700_000_000_000 + 3_600_000),
             score: 0.0,
+            revision: 0,
         });
     }
     let pending_jobs: Vec<Job> = (0..pending as u64)

@@ -26,6 +26,9 @@ impl Runtime {
         let mut config = Config::new();
         config.epoch_interruption(true);
         config.wasm_component_model(true);
+        if std::env::var_os("GANTRY_WASM_PERFMAP").is_some() {
+            config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+        }
         let engine =
             Engine::new(&config).map_err(|e| LoadError::Cache(format!("engine: {e:#}")))?;
         let mut linker: Linker<State> = Linker::new(&engine);

@@ -219,6 +219,7 @@ impl World {
             start_ms: self.now_ms,
             expected_end_ms: None,
             score,
+            revision: 0,
         };
         self.running.push((run, user, project));
     }
@@ -439,6 +440,7 @@ fn small(cycle: u64, pending: &[u64], running: bool) -> Snapshot {
                 start_ms: 0,
                 expected_end_ms: None,
                 score: 0.0,
+                revision: 0,
             }]
         } else {
             Vec::new()

@@ -237,6 +237,7 @@ fn snapshot() -> (Cycle, Vec<Job>, Vec<Node>, Vec<RunningJob>) {
                     healthy: true,
                 })
                 .collect(),
+            revision: 0,
         })
         .collect();
     let hold = |id: u64, node: u32, gpus: std::ops::Range<u32>, end_s: Option<u64>| RunningJob {
@@ -254,6 +255,7 @@ fn snapshot() -> (Cycle, Vec<Job>, Vec<Node>, Vec<RunningJob>) {
         start_ms: ctx.now_ms - 1000,
         expected_end_ms: end_s.map(|s| ctx.now_ms + s * 1000),
         score: 0.0,
+        revision: 0,
     };
     let running = vec![
         hold(900, 0, 0..6, Some(1800)),

@@ -85,6 +85,7 @@ fn running(id: u64, node: u32, gpus: u32, gpu_milli: u32) -> RunningJob {
         start_ms: 500,
         expected_end_ms: None,
         score: 0.0,
+        revision: 0,
     }
 }
 

@@ -94,6 +94,7 @@ fn cluster() -> (Cycle, Vec<Node>, Vec<RunningJob>) {
                     start_ms: 0,
                     expected_end_ms: None,
                     score: 0.0,
+                    revision: 0,
                 });
             }
         }

@@ -235,6 +235,7 @@ mod tests {
             start_ms,
             expected_end_ms: None,
             score: 0.0,
+            revision: 0,
         }
     }
 

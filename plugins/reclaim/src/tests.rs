@@ -61,6 +61,7 @@ fn run(id: u64, queue: u32, node: u32, gpus: &[u32], start_ms: u64, score: f64) 
         start_ms,
         expected_end_ms: None,
         score,
+        revision: 0,
     }
 }
 

@@ -68,6 +68,7 @@ fn run(id: u64, queue: u32, node: u32, gpus: &[u32], model: u32) -> RunningJob {
         start_ms: id * 1000,
         expected_end_ms: None,
         score: -(id as f64),
+        revision: 0,
     }
 }
 

@@ -381,6 +381,7 @@ mod tests {
             start_ms: 0,
             expected_end_ms: None,
             score: 0.0,
+            revision: 0,
         }];
         let jobs = [
             job(1, vec![group(1, 0, 300, 1)]),

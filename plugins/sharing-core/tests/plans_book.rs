@@ -128,6 +128,7 @@ fn running(nodes: &[Node]) -> Vec<RunningJob> {
             start_ms: 0,
             expected_end_ms: None,
             score: 0.0,
+            revision: 0,
         })
         .collect()
 }

@@ -110,6 +110,15 @@ fn renumber_labels(labels: &mut [Label], tr: &[Symbol]) {
     }
 }
 
+/// Whether two numbered elements are the same change of the same element: a producer
+/// gives each change a number unique in the process (`crate::next_revision`), so an
+/// element sent with a number and seen again with it is unchanged. The text behind a
+/// symbol is what the plugin's table keeps, so an unchanged element's symbols are still
+/// the plugin's.
+fn same_revision(sent: u64, now: u64) -> bool {
+    sent != 0 && sent == now
+}
+
 /// A list element the host sends incrementally: its identity, whether it is unchanged, and
 /// itself with its symbols re-numbered.
 pub trait Mirrored: Default {
@@ -158,6 +167,9 @@ impl Mirrored for Node {
         self.id
     }
     fn same_as(&self, now: &Self, tr: &[Symbol]) -> bool {
+        if same_revision(self.revision, now.revision) {
+            return self.id == now.id;
+        }
         self.id == now.id
             && self.name == sym(tr, now.name)
             && self.state == now.state
@@ -192,6 +204,9 @@ impl Mirrored for RunningJob {
         self.job.id
     }
     fn same_as(&self, now: &Self, tr: &[Symbol]) -> bool {
+        if same_revision(self.revision, now.revision) {
+            return self.job.id == now.job.id;
+        }
         self.start_ms == now.start_ms
             && self.expected_end_ms == now.expected_end_ms
             && self.score.to_bits() == now.score.to_bits()
@@ -205,6 +220,7 @@ impl Mirrored for RunningJob {
             start_ms: self.start_ms,
             expected_end_ms: self.expected_end_ms,
             score: self.score,
+            revision: self.revision,
         }
     }
 }
@@ -322,49 +338,68 @@ impl<T: Mirrored> Encoder<T> {
 /// [`FRESH`] for the next of `fresh`. Kept elements move; an index out of range or kept
 /// twice, or a count of fresh elements that does not match, is an error (and `list` is
 /// left empty: the caller asks for a full resend).
+///
+/// The prefix of elements kept where they were (`keep[i] == i`) stays in place, so a list
+/// that only grew at its end, or changed near it, costs a comparison of integers per
+/// element and moves only the tail.
 pub fn apply<T: Default>(list: &mut Vec<T>, keep: &[u32], fresh: Vec<T>) -> Result<(), String> {
-    // Nothing changed (a quiet cluster): the list stays where it is.
-    if fresh.is_empty()
-        && keep.len() == list.len()
-        && keep.iter().enumerate().all(|(i, k)| *k as usize == i)
-    {
-        return Ok(());
+    let in_place = keep
+        .iter()
+        .zip(0..list.len())
+        .take_while(|(k, i)| **k as usize == *i)
+        .count();
+    // Elements before `in_place` are taken by the prefix: a later `keep` naming one of
+    // them keeps it twice, which `rebuild_tail` reports as out of range of the tail.
+    let mut tail = list.split_off(in_place);
+    match rebuild_tail(&mut tail, in_place, &keep[in_place..], fresh) {
+        Ok(rebuilt) => {
+            list.extend(rebuilt);
+            Ok(())
+        }
+        Err(e) => {
+            list.clear();
+            Err(e)
+        }
     }
-    let mut taken = vec![false; list.len()];
+}
+
+/// The list after the in-place prefix: `old` holds the previous elements from index
+/// `offset` on, `keep` the rest of the delta.
+fn rebuild_tail<T: Default>(
+    old: &mut [T],
+    offset: usize,
+    keep: &[u32],
+    fresh: Vec<T>,
+) -> Result<Vec<T>, String> {
+    let mut taken = vec![false; old.len()];
     let mut fresh = fresh.into_iter();
     let mut out = Vec::with_capacity(keep.len());
     for &k in keep {
         if k == FRESH {
             match fresh.next() {
                 Some(x) => out.push(x),
-                None => {
-                    list.clear();
-                    return Err("a delta names more fresh elements than it carries".into());
-                }
+                None => return Err("a delta names more fresh elements than it carries".into()),
             }
             continue;
         }
-        let j = k as usize;
+        let j = (k as usize).wrapping_sub(offset);
         match taken.get_mut(j) {
             Some(t) if !*t => {
                 *t = true;
-                out.push(std::mem::take(&mut list[j]));
+                out.push(std::mem::take(&mut old[j]));
             }
             _ => {
-                let n = list.len();
-                list.clear();
                 return Err(format!(
-                    "a delta keeps element {j} of a previous list of {n} (out of range or twice)"
+                    "a delta keeps element {k} of a previous list of {} (out of range or twice)",
+                    offset + old.len()
                 ));
             }
         }
     }
     if fresh.next().is_some() {
-        list.clear();
         return Err("a delta carries fresh elements it does not place".into());
     }
-    *list = out;
-    Ok(())
+    Ok(out)
 }
 
 #[cfg(test)]

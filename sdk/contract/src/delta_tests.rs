@@ -174,3 +174,56 @@ fn an_unchanged_list_is_all_keep_and_a_changed_symbol_text_is_fresh() {
     let (keep, fresh) = host.encode(&other, &tr);
     assert_eq!((keep.as_slice(), fresh.len()), (&[FRESH][..], 1));
 }
+
+#[test]
+fn an_unchanged_prefix_stays_and_the_tail_is_rebuilt() {
+    let ids = |l: &[Job]| l.iter().map(|j| j.id).collect::<Vec<_>>();
+    let j = |id| Job {
+        id,
+        ..Job::default()
+    };
+    // Grown at the end (a fill replay's running list).
+    let mut list = vec![j(1), j(2), j(3)];
+    apply(&mut list, &[0, 1, 2, FRESH], vec![j(4)]).unwrap();
+    assert_eq!(ids(&list), [1, 2, 3, 4]);
+    // Prefix in place, then a swap, a drop and a fresh one.
+    apply(&mut list, &[0, 3, 1, FRESH], vec![j(5)]).unwrap();
+    assert_eq!(ids(&list), [1, 4, 2, 5]);
+    // Shrunk to a prefix.
+    apply(&mut list, &[0, 1], Vec::new()).unwrap();
+    assert_eq!(ids(&list), [1, 4]);
+    // A tail keeping an element of the prefix again is refused.
+    assert!(apply(&mut list, &[0, 1, 0], Vec::new()).is_err());
+    assert!(list.is_empty());
+}
+
+#[test]
+fn a_numbered_element_seen_again_with_its_number_is_kept_without_comparing() {
+    let mut table = StringTable::default();
+    let (tr, _) = table.translate(&["a".to_string()]);
+    let mut host: Encoder<RunningJob> = Encoder::default();
+    let running = |id, start_ms, revision| RunningJob {
+        job: Job {
+            id,
+            ..Job::default()
+        },
+        start_ms,
+        revision,
+        ..RunningJob::default()
+    };
+    let first = vec![running(1, 10, 7), running(2, 20, 0)];
+    let (keep, fresh) = host.encode(&first, &tr);
+    assert_eq!(fresh.len(), 2);
+    host.commit(&keep, fresh).unwrap();
+    // Same numbers: kept, whatever the fields say (the producer vouches for them). The
+    // unnumbered one is compared field by field: changed, so fresh.
+    let (keep, fresh) = host.encode(&[running(1, 99, 7), running(2, 21, 0)], &tr);
+    assert_eq!(keep, [0, FRESH]);
+    host.commit(&keep, fresh).unwrap();
+    // A new number for unchanged fields: compared, and kept.
+    let (keep, fresh) = host.encode(&[running(1, 10, 8), running(2, 21, 0)], &tr);
+    assert_eq!((keep.as_slice(), fresh.len()), (&[0, 1][..], 0));
+    // A new number for changed fields: fresh.
+    let (keep, _) = host.encode(&[running(1, 11, 9)], &tr);
+    assert_eq!(keep, [FRESH]);
+}

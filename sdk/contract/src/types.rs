@@ -157,7 +157,7 @@ pub struct Gpu {
 }
 
 /// A node and what is free on it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Eq, Serialize, Deserialize, Default)]
 pub struct Node {
     /// Node number.
     pub id: NodeId,
@@ -178,6 +178,13 @@ pub struct Node {
     pub memory_mib_free: u64,
     /// GPUs.
     pub gpus: Vec<Gpu>,
+    /// Host bookkeeping, not part of the WIT contract (a plugin always reads 0): a
+    /// producer that numbers its changes (the simulator) gives the element a number
+    /// unique in the process each time it changes, so that a 0.2 plugin's host can
+    /// tell it unchanged without comparing every field (`gantry_contract::delta`).
+    /// 0: not numbered, compared field by field.
+    #[serde(default, skip_serializing_if = "is_zero_revision")]
+    pub revision: u64,
 }
 
 /// A share of one GPU.
@@ -203,7 +210,7 @@ pub struct TaskAllocation {
 }
 
 /// A job that holds resources now.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
 pub struct RunningJob {
     /// The job.
     pub job: Job,
@@ -215,6 +222,71 @@ pub struct RunningJob {
     pub expected_end_ms: Option<u64>,
     /// Priority score when it started.
     pub score: f64,
+    /// Host bookkeeping, not part of the WIT contract (a plugin always reads 0): a
+    /// producer that numbers its changes (the simulator) gives the element a number
+    /// unique in the process each time it changes, so that a 0.2 plugin's host can
+    /// tell it unchanged without comparing every field (`gantry_contract::delta`).
+    /// 0: not numbered, compared field by field.
+    #[serde(default, skip_serializing_if = "is_zero_revision")]
+    pub revision: u64,
+}
+
+/// Equal in everything a plugin sees (the revision is bookkeeping).
+impl PartialEq for Node {
+    fn eq(&self, o: &Self) -> bool {
+        let Node {
+            id,
+            name,
+            state,
+            labels,
+            cpu_milli_total,
+            cpu_milli_free,
+            memory_mib_total,
+            memory_mib_free,
+            gpus,
+            revision: _,
+        } = self;
+        *id == o.id
+            && *name == o.name
+            && *state == o.state
+            && *labels == o.labels
+            && *cpu_milli_total == o.cpu_milli_total
+            && *cpu_milli_free == o.cpu_milli_free
+            && *memory_mib_total == o.memory_mib_total
+            && *memory_mib_free == o.memory_mib_free
+            && *gpus == o.gpus
+    }
+}
+
+/// Equal in everything a plugin sees (the revision is bookkeeping).
+impl PartialEq for RunningJob {
+    fn eq(&self, o: &Self) -> bool {
+        let RunningJob {
+            job,
+            tasks,
+            start_ms,
+            expected_end_ms,
+            score,
+            revision: _,
+        } = self;
+        *job == o.job
+            && *tasks == o.tasks
+            && *start_ms == o.start_ms
+            && *expected_end_ms == o.expected_end_ms
+            && *score == o.score
+    }
+}
+
+fn is_zero_revision(r: &u64) -> bool {
+    *r == 0
+}
+
+/// A number for [`Node::revision`] and [`RunningJob::revision`] no other element of
+/// this process was given: never 0.
+pub fn next_revision() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 /// Decayed GPU usage of one user or account.

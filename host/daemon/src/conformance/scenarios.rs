@@ -116,6 +116,7 @@ impl Builder {
                     healthy: true,
                 })
                 .collect(),
+            revision: 0,
         }
     }
 
@@ -168,6 +169,7 @@ impl Builder {
             start_ms: 1_699_999_000_000,
             expected_end_ms: Some(1_700_003_000_000),
             score: 0.0,
+            revision: 0,
         }
     }
 

@@ -159,6 +159,7 @@ pub fn node_view(
                 healthy: g.healthy,
             })
             .collect(),
+        revision: 0,
     };
     for t in running
         .iter()
@@ -327,6 +328,7 @@ pub fn build<'a>(
                 expected_end_ms: (j.spec.time_limit_s > 0)
                     .then(|| start_ms + j.spec.time_limit_s * 1000),
                 score: j.score,
+                revision: 0,
             }
         })
         .collect();

@@ -13,6 +13,7 @@ pub mod events;
 pub mod fill;
 pub mod input;
 pub mod results;
+pub mod running_totals;
 pub mod state;
 pub mod timeline;
 pub mod usage;

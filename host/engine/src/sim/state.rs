@@ -8,11 +8,13 @@
 //! events (`timeline`, `fill`) or decisions (the cycle).
 
 use super::input::{SimJob, SimNode};
+pub use super::running_totals::held_milli;
+use super::running_totals::{QueueHeld, RunningTotals};
 use super::usage::UsageTracker;
 use crate::snapshot::Snapshot;
 use gantry_contract::{
     ClusterTotals, Gpu, GpuUse, Job, JobId, Label, MILLI_PER_GPU, Node, NodeId, NodeState,
-    QueueStatus, RunningJob, Symbol, TaskAllocation,
+    QueueStatus, RunningJob, Symbol, TaskAllocation, next_revision,
 };
 use std::collections::{BTreeMap, HashMap};
 
@@ -25,6 +27,10 @@ pub struct SimState {
     node_pos: HashMap<String, usize>,
     running_pos: HashMap<JobId, usize>,
     usage: UsageTracker,
+    /// Sums over the running jobs, kept as they start and stop.
+    totals: RunningTotals,
+    /// Totals over the nodes that are up; free GPU kept as allocations are booked.
+    up_totals: ClusterTotals,
     /// Queues seen so far, so that a queue stays listed when it empties.
     queue_names: Vec<Symbol>,
     /// The cluster's GPU models, for model masks.
@@ -40,6 +46,8 @@ impl SimState {
             node_pos: HashMap::new(),
             running_pos: HashMap::new(),
             usage: UsageTracker::default(),
+            totals: RunningTotals::default(),
+            up_totals: ClusterTotals::default(),
             queue_names: Vec::new(),
             models,
         };
@@ -55,7 +63,35 @@ impl SimState {
             state.node_pos.insert(n.name.clone(), i);
             state.snap.nodes.push(node);
         }
+        state.refresh_up_totals();
         state
+    }
+
+    fn refresh_up_totals(&mut self) {
+        let up = self.snap.nodes.iter().filter(|n| n.state == NodeState::Up);
+        self.up_totals = ClusterTotals {
+            nodes: up.clone().count() as u32,
+            gpu_milli_total: up
+                .clone()
+                .map(|n| n.gpus.len() as u64 * u64::from(MILLI_PER_GPU))
+                .sum(),
+            gpu_milli_free: up
+                .clone()
+                .flat_map(|n| &n.gpus)
+                .map(|g| u64::from(g.free_milli))
+                .sum(),
+            cpu_milli_total: up.clone().map(|n| u64::from(n.cpu_milli_total)).sum(),
+            memory_mib_total: up.map(|n| n.memory_mib_total).sum(),
+        };
+    }
+
+    /// Counts `r` into (`sign`) or out of the running totals.
+    fn count_running(&mut self, r: &RunningJob, sign: bool) {
+        let (nodes, models) = (&self.snap.nodes, &self.snap.ctx.gpu_models);
+        self.totals.count(r, sign, models.len(), |node, index| {
+            let gpu = nodes.get(node as usize)?.gpus.get(index as usize)?;
+            models.iter().position(|m| *m == gpu.model)
+        });
     }
 
     fn node(&mut self, id: NodeId, n: &SimNode) -> Node {
@@ -78,6 +114,7 @@ impl SimState {
                     healthy: true,
                 })
                 .collect(),
+            revision: next_revision(),
         }
     }
 
@@ -138,7 +175,9 @@ impl SimState {
     pub fn set_node_up(&mut self, index: usize, up: bool) {
         if let Some(n) = self.snap.nodes.get_mut(index) {
             n.state = if up { NodeState::Up } else { NodeState::Down };
+            n.revision = next_revision();
         }
+        self.refresh_up_totals();
     }
 
     /// Running jobs with a task on node `index`.
@@ -171,13 +210,16 @@ impl SimState {
         let limit_s = job.time_limit_s;
         let expected_end_ms = (limit_s > 0).then(|| now_ms + limit_s * 1000);
         self.running_pos.insert(job.id, self.snap.running.len());
-        self.snap.running.push(RunningJob {
+        let r = RunningJob {
             job,
             tasks,
             start_ms: now_ms,
             expected_end_ms,
             score,
-        });
+            revision: next_revision(),
+        };
+        self.count_running(&r, true);
+        self.snap.running.push(r);
         Some(limit_s)
     }
 
@@ -191,6 +233,7 @@ impl SimState {
         for a in &r.tasks {
             self.book(a, false);
         }
+        self.count_running(&r, false);
         self.snap.evicting.retain(|e| e.job != job);
         let held = held_milli(&r);
         let gpu_s = held as f64 / 1000.0 * now_ms.saturating_sub(r.start_ms) as f64 / 1000.0;
@@ -203,6 +246,7 @@ impl SimState {
         let Some(n) = self.snap.nodes.get_mut(a.node as usize) else {
             return;
         };
+        n.revision = next_revision();
         if take {
             n.cpu_milli_free = n.cpu_milli_free.saturating_sub(a.cpu_milli);
             n.memory_mib_free = n.memory_mib_free.saturating_sub(a.memory_mib);
@@ -210,13 +254,19 @@ impl SimState {
             n.cpu_milli_free = (n.cpu_milli_free + a.cpu_milli).min(n.cpu_milli_total);
             n.memory_mib_free = (n.memory_mib_free + a.memory_mib).min(n.memory_mib_total);
         }
+        let up = n.state == NodeState::Up;
         for share in &a.gpus {
             if let Some(g) = n.gpus.get_mut(share.index as usize) {
+                let before = u64::from(g.free_milli);
                 g.free_milli = if take {
                     g.free_milli.saturating_sub(share.milli)
                 } else {
                     (g.free_milli + share.milli).min(MILLI_PER_GPU)
                 };
+                if up {
+                    let free = &mut self.up_totals.gpu_milli_free;
+                    *free = (*free + u64::from(g.free_milli)).saturating_sub(before);
+                }
             }
         }
     }
@@ -239,95 +289,48 @@ impl SimState {
         (held, total)
     }
 
-    /// Brings the context up to date for a cycle at `now_ms`.
+    /// Brings the context up to date for a cycle at `now_ms`: O(users, accounts,
+    /// queues, pending jobs, nodes), not O(running jobs) (`running_totals`).
     pub fn prepare_cycle(&mut self, cycle_id: u64, now_ms: u64) {
         let ctx = &mut self.snap.ctx;
         ctx.id = cycle_id;
         ctx.now_ms = now_ms;
-        let running = self
-            .snap
-            .running
-            .iter()
-            .map(|r| (r.job.user, r.job.account, held_milli(r), r.start_ms));
-        let (users, accounts) = self.usage.at(now_ms, running.clone());
+        let (users, accounts) = self.usage.at(now_ms, &self.totals);
         ctx.user_usage = users;
         ctx.account_usage = accounts;
-        let mut user_gpus: BTreeMap<Symbol, u64> = BTreeMap::new();
-        let mut account_gpus: BTreeMap<Symbol, u64> = BTreeMap::new();
-        let models = ctx.gpu_models.len();
-        let mut queue_use: BTreeMap<Symbol, QueueStatus> = BTreeMap::new();
-        let blank = |queue| QueueStatus {
-            queue,
-            gpu_milli_used_by_model: vec![0; models],
-            ..QueueStatus::default()
-        };
-        for (user, account, milli, _) in running {
-            *user_gpus.entry(user).or_default() += milli;
-            *account_gpus.entry(account).or_default() += milli;
-        }
-        for r in &self.snap.running {
-            let q = queue_use
-                .entry(r.job.queue)
-                .or_insert_with(|| blank(r.job.queue));
-            q.gpu_milli_used += held_milli(r);
-            for t in &r.tasks {
-                let Some(node) = self.snap.nodes.get(t.node as usize) else {
-                    continue;
-                };
-                for share in &t.gpus {
-                    let model = node
-                        .gpus
-                        .get(share.index as usize)
-                        .and_then(|g| ctx.gpu_models.iter().position(|m| *m == g.model));
-                    if let Some(m) = model {
-                        q.gpu_milli_used_by_model[m] += u64::from(share.milli);
-                    }
-                }
-            }
-        }
-        for j in &self.snap.pending {
-            queue_use
-                .entry(j.queue)
-                .or_insert_with(|| blank(j.queue))
-                .pending_jobs += 1;
-        }
-        let to_use = |m: BTreeMap<Symbol, u64>| {
-            m.into_iter()
-                .map(|(who, gpu_milli)| GpuUse { who, gpu_milli })
+        let to_use = |m: &BTreeMap<Symbol, super::running_totals::Held>| {
+            m.iter()
+                .map(|(who, h)| GpuUse {
+                    who: *who,
+                    gpu_milli: h.milli,
+                })
                 .collect()
         };
-        ctx.user_gpus = to_use(user_gpus);
-        ctx.account_gpus = to_use(account_gpus);
+        ctx.user_gpus = to_use(&self.totals.users);
+        ctx.account_gpus = to_use(&self.totals.accounts);
+        let mut pending: BTreeMap<Symbol, u32> = BTreeMap::new();
+        for j in &self.snap.pending {
+            *pending.entry(j.queue).or_default() += 1;
+        }
+        let models = ctx.gpu_models.len();
+        let totals = &self.totals;
         ctx.queues = self
             .queue_names
             .iter()
-            .map(|&queue| queue_use.remove(&queue).unwrap_or_else(|| blank(queue)))
+            .map(|&queue| {
+                let held = totals.queues.get(&queue);
+                QueueStatus {
+                    queue,
+                    gpu_milli_used: held.map_or(0, |q| q.milli),
+                    gpu_milli_used_by_model: held
+                        .map_or_else(|| vec![0; models], |q: &QueueHeld| q.by_model.clone()),
+                    pending_jobs: pending.get(&queue).copied().unwrap_or(0),
+                    ..QueueStatus::default()
+                }
+            })
             .collect();
-        let up = self.snap.nodes.iter().filter(|n| n.state == NodeState::Up);
-        ctx.totals = ClusterTotals {
-            nodes: up.clone().count() as u32,
-            gpu_milli_total: up
-                .clone()
-                .map(|n| n.gpus.len() as u64 * u64::from(MILLI_PER_GPU))
-                .sum(),
-            gpu_milli_free: up
-                .clone()
-                .flat_map(|n| &n.gpus)
-                .map(|g| u64::from(g.free_milli))
-                .sum(),
-            cpu_milli_total: up.clone().map(|n| u64::from(n.cpu_milli_total)).sum(),
-            memory_mib_total: up.map(|n| n.memory_mib_total).sum(),
-        };
+        ctx.totals = self.up_totals;
     }
-}
-
-/// Milli-GPU a running job holds.
-pub fn held_milli(r: &RunningJob) -> u64 {
-    r.tasks
-        .iter()
-        .flat_map(|t| &t.gpus)
-        .map(|s| u64::from(s.milli))
-        .sum()
 }
 
 #[cfg(test)]
@@ -380,5 +383,108 @@ mod tests {
         assert_eq!(st.snap.ctx.text(q.queue), "team");
         assert_eq!(q.gpu_milli_used, 1500);
         assert_eq!(q.gpu_milli_used_by_model, vec![1000, 500]);
+    }
+
+    /// The context kept up to date as jobs start and stop equals one summed from the
+    /// running list, whatever the sequence of starts, stops and node changes.
+    #[test]
+    fn kept_sums_equal_sums_over_the_running_list() {
+        let nodes = [node("a", "A100"), node("b", "L4"), node("c", "L4")];
+        let mut st = SimState::new(&nodes, vec!["A100".into(), "L4".into()], 1);
+        let mut x = 5u64;
+        let mut next = |n: u64| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % n
+        };
+        let (mut now, mut id) = (0u64, 0u64);
+        let mut finished = UsageTracker::default();
+        for _ in 0..300 {
+            now += next(5000);
+            match next(4) {
+                0 | 1 => {
+                    id += 1;
+                    let job = SimJob {
+                        name: format!("j{id}"),
+                        user: format!("u{}", next(3)),
+                        account: format!("a{}", next(2)),
+                        queue: format!("q{}", next(2)),
+                        tier: 0,
+                        kind: gantry_contract::JobKind::Batch,
+                        preemptible: false,
+                        requeue: true,
+                        labels: BTreeMap::new(),
+                        submit_ms: now,
+                        duration_ms: 10,
+                        time_limit_s: 0,
+                        tasks: Vec::new(),
+                    };
+                    let contract = st.contract_job(id, &job);
+                    st.snap.pending.push(contract);
+                    let share = GpuShare {
+                        index: next(2) as u32,
+                        milli: [0, 250, 1000][next(3) as usize],
+                    };
+                    let task = TaskAllocation {
+                        node: next(3) as NodeId,
+                        gpus: vec![share],
+                        cpu_milli: 100,
+                        memory_mib: 10,
+                    };
+                    st.start(id, vec![task], now, 0.0);
+                }
+                2 => {
+                    if let Some(r) = st.snap.running.first().map(|r| r.job.id) {
+                        let r = st.stop(r, now).unwrap();
+                        let gpu_s = held_milli(&r) as f64 / 1e3 * (now - r.start_ms) as f64 / 1e3;
+                        finished.finished(r.job.user, r.job.account, gpu_s, now);
+                    }
+                }
+                _ => st.set_node_up(next(3) as usize, next(2) == 0),
+            }
+            st.prepare_cycle(id, now);
+            let c = &st.snap.ctx;
+            let mut users: BTreeMap<Symbol, (u64, f64)> = BTreeMap::new();
+            let mut queues: BTreeMap<Symbol, u64> = BTreeMap::new();
+            for r in &st.snap.running {
+                let e = users.entry(r.job.user).or_default();
+                e.0 += held_milli(r);
+                e.1 += held_milli(r) as f64 / 1000.0 * (now - r.start_ms) as f64 / 1000.0;
+                *queues.entry(r.job.queue).or_default() += held_milli(r);
+            }
+            let gpus: Vec<(Symbol, u64)> = users.iter().map(|(k, v)| (*k, v.0)).collect();
+            let got: Vec<(Symbol, u64)> =
+                c.user_gpus.iter().map(|g| (g.who, g.gpu_milli)).collect();
+            assert_eq!(got, gpus);
+            let (done, _) = finished.at(now, &RunningTotals::default());
+            for u in &c.user_usage {
+                let past = done
+                    .iter()
+                    .find(|d| d.who == u.who)
+                    .map_or(0.0, |d| d.gpu_seconds);
+                let want = users.get(&u.who).map_or(0.0, |x| x.1) + past;
+                assert!(
+                    (u.gpu_seconds - want).abs() <= 1e-9 * want.max(1.0),
+                    "{u:?} {want}"
+                );
+            }
+            for q in &c.queues {
+                assert_eq!(q.gpu_milli_used, queues.get(&q.queue).copied().unwrap_or(0));
+                assert_eq!(
+                    q.gpu_milli_used_by_model.iter().sum::<u64>(),
+                    q.gpu_milli_used
+                );
+            }
+            let free: u64 = st
+                .snap
+                .nodes
+                .iter()
+                .filter(|n| n.state == NodeState::Up)
+                .flat_map(|n| &n.gpus)
+                .map(|g| u64::from(g.free_milli))
+                .sum();
+            assert_eq!(c.totals.gpu_milli_free, free);
+        }
     }
 }

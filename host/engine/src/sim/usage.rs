@@ -1,10 +1,12 @@
 //! Decayed GPU usage per user and account on the virtual clock, with the daemon's
 //! rule: a finished run counts its GPU share × duration, halved for every half-life
 //! since it ended; a running job counts in full. Finished runs are folded into one
-//! decayed sum per user and account, so a cycle costs O(running + users).
+//! decayed sum per user and account, and the running jobs arrive summed per user and
+//! account (`running_totals`), so a cycle costs O(users).
 //!
 //! Owns: the decay arithmetic and the default [`USAGE_HALF_LIFE_S`]. Does not own who runs.
 
+use super::running_totals::RunningTotals;
 use gantry_contract::{Symbol, Usage};
 use std::collections::BTreeMap;
 
@@ -71,13 +73,8 @@ impl UsageTracker {
             .add(gpu_s, now_ms, h);
     }
 
-    /// Usage per user and per account at `now_ms`, given the running jobs as
-    /// `(user, account, milli-GPU held, start ms)`.
-    pub fn at(
-        &self,
-        now_ms: u64,
-        running: impl Iterator<Item = (Symbol, Symbol, u64, u64)>,
-    ) -> (Vec<Usage>, Vec<Usage>) {
+    /// Usage per user and per account at `now_ms`, with the running jobs' sums.
+    pub fn at(&self, now_ms: u64, running: &RunningTotals) -> (Vec<Usage>, Vec<Usage>) {
         let mut users: BTreeMap<Symbol, f64> = self
             .users
             .iter()
@@ -88,10 +85,11 @@ impl UsageTracker {
             .iter()
             .map(|(k, d)| (*k, d.value_at(now_ms, self.half_life_s)))
             .collect();
-        for (user, account, milli, start_ms) in running {
-            let gpu_s = milli as f64 / 1000.0 * now_ms.saturating_sub(start_ms) as f64 / 1000.0;
-            *users.entry(user).or_default() += gpu_s;
-            *accounts.entry(account).or_default() += gpu_s;
+        for (who, held) in &running.users {
+            *users.entry(*who).or_default() += held.gpu_seconds_at(now_ms);
+        }
+        for (who, held) in &running.accounts {
+            *accounts.entry(*who).or_default() += held.gpu_seconds_at(now_ms);
         }
         let list = |m: BTreeMap<Symbol, f64>| {
             m.into_iter()
@@ -112,18 +110,35 @@ mod tests {
         let mut t = UsageTracker::default();
         t.finished(1, 2, 100.0, 0);
         let week_ms = (USAGE_HALF_LIFE_S * 1000.0) as u64;
-        let (users, accounts) = t.at(week_ms, std::iter::empty());
+        let (users, accounts) = t.at(week_ms, &RunningTotals::default());
         assert!((users[0].gpu_seconds - 50.0).abs() < 1e-9);
         assert!((accounts[0].gpu_seconds - 50.0).abs() < 1e-9);
         // Another 100 GPU-s a week later: 50 + 100 then, 75 a week after that.
         t.finished(1, 2, 100.0, week_ms);
-        let (users, _) = t.at(2 * week_ms, std::iter::empty());
+        let (users, _) = t.at(2 * week_ms, &RunningTotals::default());
         assert!((users[0].gpu_seconds - 75.0).abs() < 1e-9);
         // A running 2-GPU job started 10 s ago adds 20 GPU-s.
-        let (users, _) = t.at(
-            2 * week_ms,
-            [(1, 2, 2000, 2 * week_ms - 10_000)].into_iter(),
-        );
+        let mut running = RunningTotals::default();
+        let job = gantry_contract::RunningJob {
+            job: gantry_contract::Job {
+                user: 1,
+                account: 2,
+                ..Default::default()
+            },
+            tasks: vec![gantry_contract::TaskAllocation {
+                gpus: vec![gantry_contract::GpuShare {
+                    index: 0,
+                    milli: 2000,
+                }],
+                node: 0,
+                cpu_milli: 0,
+                memory_mib: 0,
+            }],
+            start_ms: 2 * week_ms - 10_000,
+            ..Default::default()
+        };
+        running.count(&job, true, 0, |_, _| None);
+        let (users, _) = t.at(2 * week_ms, &running);
         assert!((users[0].gpu_seconds - 95.0).abs() < 1e-9);
     }
 
@@ -131,7 +146,7 @@ mod tests {
     fn a_shorter_half_life_forgets_faster() {
         let mut t = UsageTracker::with_half_life(3600.0);
         t.finished(1, 2, 100.0, 0);
-        let (users, _) = t.at(2 * 3_600_000, std::iter::empty());
+        let (users, _) = t.at(2 * 3_600_000, &RunningTotals::default());
         assert!((users[0].gpu_seconds - 25.0).abs() < 1e-9);
     }
 }

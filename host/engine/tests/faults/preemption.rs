@@ -21,6 +21,7 @@ fn preemption_cluster() -> Snapshot {
         start_ms: 500,
         expected_end_ms: None,
         score: -1000.0,
+        revision: 0,
     };
     let mut snap = common::snapshot(
         vec![n],

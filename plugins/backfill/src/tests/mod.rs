@@ -132,6 +132,7 @@ pub fn run(
         start_ms: NOW - 1000,
         expected_end_ms: end_in_s.map(|s| NOW + s * 1000),
         score: 0.0,
+        revision: 0,
     }
 }
 

@@ -87,6 +87,7 @@ fn arb_running(nodes: u32) -> impl Strategy<Value = RunningJob> {
             start_ms: 0,
             expected_end_ms: end.map(|s| NOW + s * 1000 - 30_000),
             score: 0.0,
+            revision: 0,
         })
 }
 

@@ -1,16 +1,18 @@
 //! FGD, fragmentation gradient descent (`docs/fgd-replay/method.md` §8).
 //!
-//! Owns the target workload (`target`), fragmentation and the gradient score
+//! Owns the target workload (`target`, derived per call in `derive`), fragmentation and the gradient score
 //! (`frag`), node scoring with GPU choice (`scorer`) and its memo (`memo`). Does not
 //! own the node choice among scores (`place`).
 
+pub mod derive;
 pub mod frag;
 pub mod memo;
 pub mod scorer;
 pub mod target;
 
+pub use derive::derive_target;
 pub use scorer::FgdScorer;
-pub use target::{Target, TargetEntry, TraceShape, build_target, derive_target};
+pub use target::{Target, TargetEntry, TraceShape, build_target};
 
 #[cfg(test)]
 mod tests {

@@ -9,9 +9,10 @@
 //! O(shapes) by adjusting the summaries for the changed GPUs.
 //! Does not own fragmentation arithmetic (`frag`) or node choice (`place`).
 
+use crate::fgd::derive::derive_target;
 use crate::fgd::frag::{Room, ShapeFit, fine_score, fit_of, fragmentation, gradient_score, refit};
 use crate::fgd::memo::{Memo, MemoKey};
-use crate::fgd::target::{ResolvedShape, Target, derive_target, resolve};
+use crate::fgd::target::{ResolvedShape, Target, resolve};
 use crate::node_view::{ClusterView, GpuFree};
 use crate::shape::{PodKind, PodShape};
 use gantry_sdk::{Cycle, Job, MILLI_PER_GPU, RunningJob};

@@ -3,13 +3,13 @@
 //! Owns: the shape of a trace row (§1 conversion rules), building the target from an
 //! original pod list (count shapes, sort by count descending with ties to larger c,
 //! m, n and spec string, keep the shortest prefix covering ≥ 95 % of the pods), the
-//! config form of a target ([`TargetEntry`], [`Target`]), deriving a target from the
-//! tasks of a call when none is configured, and resolving a target against a cycle
-//! (model names to a model mask, weights `(count/total)/(cum/total)`).
-//! Does not own fragmentation or scores (`frag`, `scorer`).
+//! config form of a target ([`TargetEntry`], [`Target`]), and resolving a target against
+//! a cycle (model names to a model mask, weights `(count/total)/(cum/total)`).
+//! Does not own deriving a target from a call's tasks (`derive`), fragmentation or
+//! scores (`frag`, `scorer`).
 
 use crate::shape::{PodKind, PodShape, non_zero_cpu};
-use gantry_sdk::{Cycle, Job, MILLI_PER_GPU, RunningJob, TaskGroup};
+use gantry_sdk::{Cycle, MILLI_PER_GPU, TaskGroup};
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
@@ -194,21 +194,6 @@ pub fn build_target_covering(pods: &[(TraceShape, u64)], coverage_pct: u32) -> T
         target,
         total_pods: total,
     }
-}
-
-/// The target of a call without a configured one: the shapes of the tasks of the
-/// pending `jobs` and of the `running` jobs, built like [`build_target`].
-pub fn derive_target(ctx: &Cycle, jobs: &[Job], running: &[RunningJob]) -> Target {
-    let mut counts: BTreeMap<TraceShape, u64> = BTreeMap::new();
-    let groups = jobs
-        .iter()
-        .chain(running.iter().map(|r| &r.job))
-        .flat_map(|j| j.tasks.iter());
-    for g in groups {
-        *counts.entry(TraceShape::of_task(ctx, g)).or_default() += u64::from(g.count);
-    }
-    let pairs: Vec<(TraceShape, u64)> = counts.into_iter().collect();
-    build_target(&pairs)
 }
 
 /// A target shape resolved against one cycle.

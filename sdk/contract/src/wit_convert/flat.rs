@@ -126,6 +126,7 @@ macro_rules! __wit_flat_lists {
                             .iter()
                             .map(Into::into)
                             .collect(),
+                        revision: 0,
                     })
                     .collect()
             }
@@ -192,6 +193,7 @@ macro_rules! __wit_flat_lists {
                         start_ms: r.start_ms,
                         expected_end_ms: r.expected_end_ms,
                         score: r.score,
+                        revision: 0,
                     })
                     .collect()
             }
