@@ -7,7 +7,7 @@
 //! happens to a rejected plan (the cycle falls back).
 
 use gantry_contract::{
-    BookError, ClusterModel, Cycle, Eviction, Job, JobId, Node, Plan, RunningJob, Start,
+    BookError, ClusterModel, Cycle, Eviction, Job, JobId, Node, NodeId, Plan, RunningJob, Start,
 };
 use std::collections::{HashMap, HashSet};
 
@@ -69,15 +69,29 @@ impl std::fmt::Display for PlanViolation {
 }
 
 /// Checks every start of `plan` in order against `nodes`, as if applied one after
-/// another. Returns the model after all starts, or every violation found.
+/// another. Returns every violation found.
+///
+/// Only the nodes the plan books on are modelled (a booking never looks at another
+/// node), so a cycle that starts one job on a large cluster checks one node, not all.
 pub fn validate_plan(
     ctx: &Cycle,
     offered: &[Job],
     nodes: &[Node],
     plan: &Plan,
-) -> Result<ClusterModel, Vec<PlanViolation>> {
+) -> Result<(), Vec<PlanViolation>> {
     let by_id: HashMap<JobId, &Job> = offered.iter().map(|j| (j.id, j)).collect();
-    let mut model = ClusterModel::new(ctx, nodes);
+    let named: HashSet<NodeId> = plan
+        .starts
+        .iter()
+        .flat_map(|s| &s.tasks)
+        .map(|t| t.node)
+        .collect();
+    let booked_on: Vec<Node> = nodes
+        .iter()
+        .filter(|n| named.contains(&n.id))
+        .cloned()
+        .collect();
+    let mut model = ClusterModel::new(ctx, &booked_on);
     let mut started: HashSet<JobId> = HashSet::new();
     let mut violations = Vec::new();
     for start in &plan.starts {
@@ -86,7 +100,7 @@ pub fn validate_plan(
         }
     }
     if violations.is_empty() {
-        Ok(model)
+        Ok(())
     } else {
         Err(violations)
     }

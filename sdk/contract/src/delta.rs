@@ -296,10 +296,15 @@ impl<T: Mirrored> Encoder<T> {
         // Where the next element probably was: one past the last one found (a list that
         // lost or gained elements is a shifted copy of the previous one).
         let mut cursor = 0;
+        // Per sent element: found by key, and kept. Once every sent element was found,
+        // the rest of `now` is new (a list that grew at its end needs no index).
+        let mut found = vec![false; self.sent.len()];
+        let mut found_count = 0;
         let mut used = vec![false; self.sent.len()];
         for x in now {
             let at = match self.sent.get(cursor) {
                 Some(s) if s.key() == x.key() => Some(cursor),
+                _ if found_count == self.sent.len() => None,
                 _ => index
                     .get_or_insert_with(|| {
                         self.sent
@@ -313,6 +318,10 @@ impl<T: Mirrored> Encoder<T> {
             };
             if let Some(j) = at {
                 cursor = j + 1;
+                if !found[j] {
+                    found[j] = true;
+                    found_count += 1;
+                }
             }
             match at {
                 Some(j) if !used[j] && self.sent[j].same_as(x, tr) => {
