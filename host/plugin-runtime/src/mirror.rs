@@ -70,7 +70,7 @@ impl HostMirror {
         }
         self.stats.calls += 1;
         self.generation += 1;
-        let (tr, added) = self.strings.translate(&ctx.strings);
+        let (tr, added) = self.strings.translate(&ctx.strings, ctx.strings_lineage);
         let sync = wit::SyncPoint {
             generation: self.generation,
             base: self.base,

@@ -25,6 +25,8 @@ pub struct StringTable {
     len: u32,
     last: Vec<String>,
     last_tr: Vec<Symbol>,
+    /// The previous call's `Cycle::strings_lineage`.
+    last_lineage: u64,
 }
 
 impl StringTable {
@@ -39,13 +41,22 @@ impl StringTable {
     }
 
     /// For each of this call's strings (`cycle.strings`), its symbol in the plugin's table;
-    /// and the strings to append to that table, in order.
-    pub fn translate(&mut self, strings: &[String]) -> (Vec<Symbol>, Vec<String>) {
-        let same = strings
-            .iter()
-            .zip(&self.last)
-            .take_while(|(a, b)| a == b)
-            .count();
+    /// and the strings to append to that table, in order. `lineage` is the cycle's
+    /// `strings_lineage`: when it is the previous call's (not 0) and the table did not
+    /// shrink, the previous call's strings are taken as unchanged without comparing.
+    pub fn translate(&mut self, strings: &[String], lineage: u64) -> (Vec<Symbol>, Vec<String>) {
+        let grown =
+            lineage != 0 && lineage == self.last_lineage && strings.len() >= self.last.len();
+        self.last_lineage = lineage;
+        let same = if grown {
+            self.last.len()
+        } else {
+            strings
+                .iter()
+                .zip(&self.last)
+                .take_while(|(a, b)| a == b)
+                .count()
+        };
         self.last.truncate(same);
         self.last_tr.truncate(same);
         let mut added = Vec::new();
@@ -236,6 +247,7 @@ pub fn renumbered_cycle(ctx: &Cycle, tr: &[Symbol], added: Vec<String>) -> Cycle
     c.now_ms = ctx.now_ms;
     c.seed = ctx.seed;
     c.totals = ctx.totals;
+    c.strings_lineage = 0;
     c.gpu_models = ctx.gpu_models.iter().map(|m| sym(tr, *m)).collect();
     let usage = |v: &[crate::Usage]| {
         v.iter()

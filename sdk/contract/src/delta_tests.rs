@@ -86,7 +86,7 @@ fn random_changes_reach_the_guest_exactly() {
             jobs.swap(a as usize, b as usize);
         }
         let (texts, sent) = this_call(&jobs, rng.below(WORDS as u64) as usize, WORDS);
-        let (tr, added) = table.translate(&texts);
+        let (tr, added) = table.translate(&texts, 0);
         let (keep, fresh) = host.encode(&sent, &tr);
         kept_total += keep.iter().filter(|k| **k != FRESH).count();
         // The guest.
@@ -150,11 +150,11 @@ fn an_unchanged_list_is_all_keep_and_a_changed_symbol_text_is_fresh() {
         queue: 1,
         ..Job::default()
     }];
-    let (tr, _) = table.translate(&texts);
+    let (tr, _) = table.translate(&texts, 0);
     let (keep, fresh) = host.encode(&jobs, &tr);
     host.commit(&keep, fresh).unwrap();
     // Same text under another symbol: kept.
-    let (tr, added) = table.translate(&["bob".to_string(), "alice".to_string()]);
+    let (tr, added) = table.translate(&["bob".to_string(), "alice".to_string()], 0);
     assert!(added.is_empty());
     let moved = vec![Job {
         id: 1,
@@ -200,7 +200,7 @@ fn an_unchanged_prefix_stays_and_the_tail_is_rebuilt() {
 #[test]
 fn a_numbered_element_seen_again_with_its_number_is_kept_without_comparing() {
     let mut table = StringTable::default();
-    let (tr, _) = table.translate(&["a".to_string()]);
+    let (tr, _) = table.translate(&["a".to_string()], 0);
     let mut host: Encoder<RunningJob> = Encoder::default();
     let running = |id, start_ms, revision| RunningJob {
         job: Job {
@@ -226,4 +226,29 @@ fn a_numbered_element_seen_again_with_its_number_is_kept_without_comparing() {
     // A new number for changed fields: fresh.
     let (keep, _) = host.encode(&[running(1, 11, 9)], &tr);
     assert_eq!(keep, [FRESH]);
+}
+
+#[test]
+fn a_table_of_one_lineage_is_translated_from_where_it_grew() {
+    let texts = |n: usize| (0..n).map(|i| format!("s{i}")).collect::<Vec<String>>();
+    let mut grown = StringTable::default();
+    let mut compared = StringTable::default();
+    for n in [3, 5, 5, 9] {
+        let a = grown.translate(&texts(n), 42);
+        let b = compared.translate(&texts(n), 0);
+        assert_eq!(
+            a, b,
+            "a table that only grew translates the same either way"
+        );
+    }
+    // Another lineage (a new table) is compared: a changed string is found.
+    let mut other = texts(9);
+    other[1] = "x".into();
+    let (tr, added) = grown.translate(&other, 43);
+    assert_eq!(added, ["x"]);
+    assert_eq!(tr[1], 9);
+    // The same lineage vouches for what it had: a shrunk table is compared anyway.
+    let (tr, added) = grown.translate(&texts(2), 43);
+    assert!(added.is_empty());
+    assert_eq!(tr, [0, 1]);
 }

@@ -370,6 +370,14 @@ pub struct Cycle {
     /// Cluster totals.
     #[serde(default)]
     pub totals: ClusterTotals,
+    /// Host bookkeeping, not part of the WIT contract (a plugin always reads 0): a
+    /// producer whose string table only ever grows (the simulator) names the table with
+    /// a number unique in the process ([`next_revision`]) and keeps it while the table
+    /// only grows, so that a 0.2 plugin's host looks only at the strings added since the
+    /// plugin's previous call (`gantry_contract::delta::StringTable`). 0: the table is
+    /// compared string by string.
+    #[serde(default, skip_serializing_if = "is_zero_revision")]
+    pub strings_lineage: u64,
 }
 
 impl Cycle {

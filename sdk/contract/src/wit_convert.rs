@@ -246,6 +246,7 @@ macro_rules! wit_conversions {
                     account_gpus: x.account_gpus.iter().map(Into::into).collect(),
                     queues: $crate::wit_convert::vec_into(x.queues),
                     totals: (&x.totals).into(),
+                    strings_lineage: 0,
                 }
             }
         }

@@ -480,6 +480,8 @@ fn cycle_context<'a>(
         account_gpus,
         queues,
         totals,
+        // Interned anew each cycle: compared string by string.
+        strings_lineage: 0,
     }
 }
 

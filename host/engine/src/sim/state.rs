@@ -52,6 +52,8 @@ impl SimState {
             models,
         };
         state.snap.ctx.seed = seed;
+        // `intern` only appends: the table keeps one lineage for the whole run.
+        state.snap.ctx.strings_lineage = next_revision();
         state.snap.ctx.gpu_models = state
             .models
             .clone()
