@@ -23,7 +23,7 @@ pub enum SimulateCommand {
     /// The FGD paper's protocol on any cluster and workload: offered one at a time,
     /// nothing departs, tuned to a share of the GPU capacity.
     Fill(FillArgs),
-    /// The FGD paper's results grid on the Alibaba openb trace: six policies × three
+    /// The FGD paper's results grid on the Alibaba openb trace: seven policies × three
     /// workloads × seeds, with the results table and allocation curves.
     FgdGrid(GridArgs),
 }
