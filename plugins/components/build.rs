@@ -238,6 +238,10 @@ fn build(
     for (_, package, _) in components {
         cmd.args(["-p", package]);
     }
+    // Plugins are small and run every cycle: one codegen unit and link-time optimisation
+    // let the contract, SDK and policy crates inline into each other in the component.
+    cmd.env("CARGO_PROFILE_RELEASE_LTO", "fat")
+        .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "1");
     // The outer build's settings must not leak into the wasm build.
     for var in [
         "RUSTFLAGS",
