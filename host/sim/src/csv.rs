@@ -10,12 +10,12 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, thiserror::Error)]
 pub enum CsvError {
     /// The file cannot be read.
-    #[error("{path}: {source}")]
+    #[error("{path}: {cause}")]
     Io {
         /// File.
         path: PathBuf,
         /// Cause.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// A required column is missing from the header.
     #[error("{path}:1: missing column `{column}` (header: {header})")]
@@ -60,9 +60,9 @@ pub struct Row<'a> {
 impl Table {
     /// Reads `path`; blank lines and lines starting with `#` are skipped.
     pub fn read(path: &Path) -> Result<Self, CsvError> {
-        let text = std::fs::read_to_string(path).map_err(|source| CsvError::Io {
+        let text = std::fs::read_to_string(path).map_err(|cause| CsvError::Io {
             path: path.to_path_buf(),
-            source,
+            cause,
         })?;
         Ok(Self::parse(path, &text))
     }

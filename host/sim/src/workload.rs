@@ -30,12 +30,12 @@ pub enum InputError {
     #[error(transparent)]
     Csv(#[from] CsvError),
     /// The file cannot be read.
-    #[error("{path}: {source}")]
+    #[error("{path}: {cause}")]
     Io {
         /// File.
         path: PathBuf,
         /// Cause.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// A line is malformed or a field is out of range.
     #[error("{path}:{line}: field `{field}`: {message}")]
@@ -52,9 +52,9 @@ pub enum InputError {
 }
 
 fn read(path: &Path) -> Result<String, InputError> {
-    std::fs::read_to_string(path).map_err(|source| InputError::Io {
+    std::fs::read_to_string(path).map_err(|cause| InputError::Io {
         path: path.to_path_buf(),
-        source,
+        cause,
     })
 }
 

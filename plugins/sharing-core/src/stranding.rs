@@ -17,10 +17,12 @@
 //! Owns: the target of a call and the options of the policy. Does not own fragmentation
 //! arithmetic (`fgd::frag`), scoring (`fgd::scorer`) or the node choice (`place`).
 
+use crate::fgd::memo::KeyHasher;
 use crate::fgd::scorer::Measure;
 use crate::fgd::target::{Target, TraceShape, build_target_covering};
 use gantry_sdk::{Cycle, Job, RunningJob, TaskGroup};
 use std::collections::{BTreeMap, HashMap};
+use std::hash::{BuildHasherDefault, Hash, Hasher};
 
 /// How the target weighs shapes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,6 +64,18 @@ impl Default for StrandingOptions {
     }
 }
 
+/// A task's raw request: GPUs and milli-GPU, CPU, memory (0 unless measured), model mask.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct RequestKey([u64; 4]);
+
+impl Hash for RequestKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        for w in self.0 {
+            state.write_u64(w);
+        }
+    }
+}
+
 /// The target of one call: every task of the pending `jobs` and the `running` jobs, by
 /// shape (with memory when the measure counts it), weighed as `opts` says, cut to the
 /// shortest prefix covering `opts.coverage_pct` % of the weight.
@@ -73,18 +87,28 @@ pub fn demand_target(
 ) -> Target {
     // Tasks counted by their raw request first (no allocation per task: a call may carry
     // thousands of running jobs), then turned into shapes once per distinct request.
-    let mut by_request: HashMap<(u32, u32, u32, u64, u64), u64> = HashMap::new();
+    // Hashed with a multiply hasher over four words: SipHash over a tuple cost more than
+    // the rest of the policy.
+    let mut by_request: HashMap<RequestKey, u64, BuildHasherDefault<KeyHasher>> =
+        HashMap::default();
     let groups = jobs
         .iter()
         .chain(running.iter().map(|r| &r.job))
         .flat_map(|j| j.tasks.iter());
     for g in groups {
         let memory = if opts.measure.memory { g.memory_mib } else { 0 };
-        let key = (g.gpus, g.gpu_milli, g.cpu_milli, memory, g.gpu_model_mask);
+        let key = RequestKey([
+            u64::from(g.gpus) | u64::from(g.gpu_milli) << 32,
+            u64::from(g.cpu_milli),
+            memory,
+            g.gpu_model_mask,
+        ]);
         *by_request.entry(key).or_default() += u64::from(g.count);
     }
     let mut weights: BTreeMap<TraceShape, u64> = BTreeMap::new();
-    for ((gpus, gpu_milli, cpu_milli, memory_mib, gpu_model_mask), count) in by_request {
+    for (RequestKey([gpus_and_milli, cpu_milli, memory_mib, gpu_model_mask]), count) in by_request {
+        let (gpus, gpu_milli) = (gpus_and_milli as u32, (gpus_and_milli >> 32) as u32);
+        let cpu_milli = cpu_milli as u32;
         let group = TaskGroup {
             count: 1,
             gpus,
