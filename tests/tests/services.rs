@@ -112,8 +112,12 @@ fn exiting_service_restarts_with_doubling_backoff_until_cancelled() {
         assert!(msg.contains("task 0 exited with code 1"), "{msg}");
         let waited =
             restarted[k]["at_ms"].as_u64().unwrap() - scheduled[k]["at_ms"].as_u64().unwrap();
+        // Never early; late by a few seconds at most: the other tests of this binary
+        // start daemons that compile every built-in plugin (about 5 s of CPU on this
+        // 2-core machine), which can hold up this daemon's run loop (seen once: 3.7 s for
+        // the 1 s back-off in a full `scripts/test` run).
         assert!(
-            waited + 20 >= want_s * 1000 && waited < want_s * 1000 + 2000,
+            waited + 20 >= want_s * 1000 && waited < want_s * 1000 + 5000,
             "restart {} waited {waited} ms, not {want_s} s",
             k + 1
         );
