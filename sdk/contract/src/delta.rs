@@ -308,11 +308,13 @@ impl<T: Mirrored> Encoder<T> {
         // Where the next element probably was: one past the last one found (a list that
         // lost or gained elements is a shifted copy of the previous one).
         let mut cursor = 0;
-        // Per sent element: found by key, and kept. Once every sent element was found,
-        // the rest of `now` is new (a list that grew at its end needs no index).
-        let mut found = vec![false; self.sent.len()];
+        // Per sent element: found by key (`FOUND`), and kept (`KEPT`). Once every sent
+        // element was found, the rest of `now` is new (a list that grew at its end needs
+        // no index).
+        const FOUND: u8 = 1;
+        const KEPT: u8 = 2;
+        let mut seen = vec![0u8; self.sent.len()];
         let mut found_count = 0;
-        let mut used = vec![false; self.sent.len()];
         for x in now {
             let at = match self.sent.get(cursor) {
                 Some(s) if s.key() == x.key() => Some(cursor),
@@ -330,14 +332,14 @@ impl<T: Mirrored> Encoder<T> {
             };
             if let Some(j) = at {
                 cursor = j + 1;
-                if !found[j] {
-                    found[j] = true;
+                if seen[j] & FOUND == 0 {
+                    seen[j] |= FOUND;
                     found_count += 1;
                 }
             }
             match at {
-                Some(j) if !used[j] && self.sent[j].same_as(x, tr) => {
-                    used[j] = true;
+                Some(j) if seen[j] & KEPT == 0 && self.sent[j].same_as(x, tr) => {
+                    seen[j] |= KEPT;
                     keep.push(u32::try_from(j).unwrap_or(FRESH));
                 }
                 _ => {
