@@ -79,10 +79,16 @@ impl SharingPlacer {
         running: &[RunningJob],
     ) -> Result<Plan, String> {
         let seed = self.settings.seed.unwrap_or(ctx.seed);
-        self.view.rebuild(ctx, nodes, seed);
+        gantry_sdk::changes::with_changes(|hint| {
+            self.view
+                .update(ctx, nodes, seed, hint.map(|h| h.nodes.as_slice()));
+            if self.policy == Policy::Fgd {
+                let kept = hint.map(|h| h.running.as_slice());
+                self.fgd.prepare(ctx, jobs, running, kept);
+            }
+        });
         match self.policy {
             Policy::GpuClustering => self.view.load_tags(running),
-            Policy::Fgd => self.fgd.prepare(ctx, jobs, running),
             Policy::Stranding => {
                 let target = demand_target(ctx, jobs, running, &self.settings.stranding);
                 self.fgd.use_shapes(resolve(ctx, &target));

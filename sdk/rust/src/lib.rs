@@ -20,6 +20,8 @@
 
 pub use gantry_contract::*;
 
+pub mod changes;
+
 #[cfg(all(target_arch = "wasm32", feature = "contract-0-1"))]
 #[doc(hidden)]
 pub mod wasm;

@@ -2,12 +2,14 @@
 //! exporter, and the mirror that keeps what the host sent so that each call carries only
 //! what changed (`gantry_contract::delta::apply`). The author's stage traits are the same
 //! as for 0.1: the mirror rebuilds `&[Job]`, `&[Node]` and `&[RunningJob]` by moves and
-//! hands them over; the author never sees a delta.
+//! hands them over; the author never sees a delta. A plugin that keeps derived state may
+//! read each call's `keep` vectors through [`crate::changes`].
 //!
 //! Only compiled for `target_arch = "wasm32"`; plugin authors never touch it.
 #![allow(missing_docs, unsafe_code)]
 
 use crate::DynPlugin;
+use crate::changes::{Changes, during};
 use crate::wasm_instance::{not_implemented, with_plugin};
 use gantry_contract as c;
 use gantry_contract::delta::apply;
@@ -56,14 +58,17 @@ thread_local! {
 }
 
 /// Brings the mirror to `sync`'s call (or fails: the host resends in full) and gives the
-/// context with the whole string table; `f` applies the deltas and calls the plugin.
+/// context with the whole string table and whether the deltas are relative to this
+/// instance's previous call (`false` for a full resend); `f` applies the deltas and calls
+/// the plugin.
 fn with_mirror<R>(
     ctx: w::Cycle,
     sync: w::SyncPoint,
-    f: impl FnOnce(&mut Mirror, &c::Cycle) -> Result<R, String>,
+    f: impl FnOnce(&mut Mirror, &c::Cycle, bool) -> Result<R, String>,
 ) -> Result<R, String> {
     MIRROR.with(|cell| {
         let mut m = cell.borrow_mut();
+        let incremental = sync.base != 0;
         if sync.base == 0 {
             *m = Mirror::default();
         } else if sync.base != m.generation {
@@ -77,7 +82,7 @@ fn with_mirror<R>(
         let mut ctx = c::Cycle::from(ctx);
         m.strings.append(&mut ctx.strings);
         ctx.strings = std::mem::take(&mut m.strings);
-        let r = f(&mut m, &ctx);
+        let r = f(&mut m, &ctx, incremental);
         m.strings = ctx.strings;
         match r {
             Ok(v) => {
@@ -93,16 +98,28 @@ fn with_mirror<R>(
     })
 }
 
-fn jobs(list: &mut Vec<c::Job>, d: w::JobDelta) -> Result<(), String> {
-    apply(list, &d.keep, d.fresh.into())
+// Each applies one delta and gives back its `keep`, the plugin's hint (`changes.rs`).
+
+fn jobs(list: &mut Vec<c::Job>, d: w::JobDelta) -> Result<Vec<u32>, String> {
+    apply(list, &d.keep, d.fresh.into()).map(|()| d.keep)
 }
 
-fn nodes(list: &mut Vec<c::Node>, d: w::NodeDelta) -> Result<(), String> {
-    apply(list, &d.keep, d.fresh.into())
+fn nodes(list: &mut Vec<c::Node>, d: w::NodeDelta) -> Result<Vec<u32>, String> {
+    apply(list, &d.keep, d.fresh.into()).map(|()| d.keep)
 }
 
-fn running(list: &mut Vec<c::RunningJob>, d: w::RunningDelta) -> Result<(), String> {
-    apply(list, &d.keep, d.fresh.into())
+fn running(list: &mut Vec<c::RunningJob>, d: w::RunningDelta) -> Result<Vec<u32>, String> {
+    apply(list, &d.keep, d.fresh.into()).map(|()| d.keep)
+}
+
+/// The hint of a call: the lists' `keep` vectors when the deltas are relative to this
+/// instance's previous call of the stage.
+fn hint(incremental: bool, jobs: Vec<u32>, nodes: Vec<u32>, running: Vec<u32>) -> Option<Changes> {
+    incremental.then_some(Changes {
+        jobs,
+        nodes,
+        running,
+    })
 }
 
 pub(crate) fn log(level: c::LogLevel, message: &str) {
@@ -128,7 +145,7 @@ impl<T: DynPlugin + Default + 'static> admission::Guest for Exporter<T> {
         sync: w::SyncPoint,
         job: w::JobList,
     ) -> Result<admission::SubmitVerdict, String> {
-        with_mirror(ctx, sync, |_, ctx| {
+        with_mirror(ctx, sync, |_, ctx, _| {
             let Some(job) = Vec::<c::Job>::from(job).into_iter().next() else {
                 return Err("check-submit got no job".into());
             };
@@ -144,11 +161,13 @@ impl<T: DynPlugin + Default + 'static> admission::Guest for Exporter<T> {
         sync: w::SyncPoint,
         delta: w::JobDelta,
     ) -> Result<Vec<admission::Verdict>, String> {
-        with_mirror(ctx, sync, |m, ctx| {
-            jobs(&mut m.admit_jobs, delta)?;
-            with_plugin::<T, _>(|p| match p.as_admission() {
-                Some(s) => s.admit(ctx, &m.admit_jobs).map(vec_into),
-                None => Err(not_implemented("admission")),
+        with_mirror(ctx, sync, |m, ctx, incremental| {
+            let kept = jobs(&mut m.admit_jobs, delta)?;
+            during(hint(incremental, kept, vec![], vec![]), || {
+                with_plugin::<T, _>(|p| match p.as_admission() {
+                    Some(s) => s.admit(ctx, &m.admit_jobs).map(vec_into),
+                    None => Err(not_implemented("admission")),
+                })
             })
         })
     }
@@ -161,11 +180,13 @@ impl<T: DynPlugin + Default + 'static> priority::Guest for Exporter<T> {
         delta: w::JobDelta,
         previous: Vec<f64>,
     ) -> Result<Vec<priority::Scored>, String> {
-        with_mirror(ctx, sync, |m, ctx| {
-            jobs(&mut m.score_jobs, delta)?;
-            with_plugin::<T, _>(|p| match p.as_priority() {
-                Some(s) => s.score(ctx, &m.score_jobs, &previous).map(vec_into),
-                None => Err(not_implemented("priority")),
+        with_mirror(ctx, sync, |m, ctx, incremental| {
+            let kept = jobs(&mut m.score_jobs, delta)?;
+            during(hint(incremental, kept, vec![], vec![]), || {
+                with_plugin::<T, _>(|p| match p.as_priority() {
+                    Some(s) => s.score(ctx, &m.score_jobs, &previous).map(vec_into),
+                    None => Err(not_implemented("priority")),
+                })
             })
         })
     }
@@ -179,16 +200,21 @@ impl<T: DynPlugin + Default + 'static> placement::Guest for Exporter<T> {
         node_delta: w::NodeDelta,
         running_delta: w::RunningDelta,
     ) -> Result<placement::Plan, String> {
-        with_mirror(ctx, sync, |m, ctx| {
-            jobs(&mut m.place_jobs, job_delta)?;
-            nodes(&mut m.place_nodes, node_delta)?;
-            running(&mut m.place_running, running_delta)?;
-            with_plugin::<T, _>(|p| match p.as_placement() {
-                Some(s) => s
-                    .place(ctx, &m.place_jobs, &m.place_nodes, &m.place_running)
-                    .map(Into::into),
-                None => Err(not_implemented("placement")),
-            })
+        with_mirror(ctx, sync, |m, ctx, incremental| {
+            let kept_jobs = jobs(&mut m.place_jobs, job_delta)?;
+            let kept_nodes = nodes(&mut m.place_nodes, node_delta)?;
+            let kept_running = running(&mut m.place_running, running_delta)?;
+            during(
+                hint(incremental, kept_jobs, kept_nodes, kept_running),
+                || {
+                    with_plugin::<T, _>(|p| match p.as_placement() {
+                        Some(s) => s
+                            .place(ctx, &m.place_jobs, &m.place_nodes, &m.place_running)
+                            .map(Into::into),
+                        None => Err(not_implemented("placement")),
+                    })
+                },
+            )
         })
     }
 }
@@ -202,21 +228,24 @@ impl<T: DynPlugin + Default + 'static> preemption::Guest for Exporter<T> {
         node_delta: w::NodeDelta,
         running_delta: w::RunningDelta,
     ) -> Result<Vec<preemption::Eviction>, String> {
-        with_mirror(ctx, sync, |m, ctx| {
-            jobs(&mut m.preempt_blocked, blocked_delta)?;
-            nodes(&mut m.preempt_nodes, node_delta)?;
-            running(&mut m.preempt_running, running_delta)?;
-            with_plugin::<T, _>(|p| match p.as_preemption() {
-                Some(s) => s
-                    .preempt(
-                        ctx,
-                        &m.preempt_blocked,
-                        &blocked_scores,
-                        &m.preempt_nodes,
-                        &m.preempt_running,
-                    )
-                    .map(vec_into),
-                None => Err(not_implemented("preemption")),
+        with_mirror(ctx, sync, |m, ctx, incremental| {
+            let kept_jobs = jobs(&mut m.preempt_blocked, blocked_delta)?;
+            let kept_nodes = nodes(&mut m.preempt_nodes, node_delta)?;
+            let kept_running = running(&mut m.preempt_running, running_delta)?;
+            let changes = hint(incremental, kept_jobs, kept_nodes, kept_running);
+            during(changes, || {
+                with_plugin::<T, _>(|p| match p.as_preemption() {
+                    Some(s) => s
+                        .preempt(
+                            ctx,
+                            &m.preempt_blocked,
+                            &blocked_scores,
+                            &m.preempt_nodes,
+                            &m.preempt_running,
+                        )
+                        .map(vec_into),
+                    None => Err(not_implemented("preemption")),
+                })
             })
         })
     }

@@ -9,7 +9,7 @@
 //! O(shapes) by adjusting the summaries for the changed GPUs.
 //! Does not own fragmentation arithmetic (`frag`) or node choice (`place`).
 
-use crate::fgd::derive::derive_target;
+use crate::fgd::derive::RunningShapes;
 use crate::fgd::frag::{Room, ShapeFit, fine_score, fit_of, fragmentation, gradient_score, refit};
 use crate::fgd::memo::{Memo, MemoKey};
 use crate::fgd::target::{ResolvedShape, Target, resolve};
@@ -72,6 +72,7 @@ pub struct FgdScorer {
     memo: Memo,
     fits: Vec<ShapeFit>,
     changed: Vec<(u8, u32, u32)>,
+    running: RunningShapes,
 }
 
 impl FgdScorer {
@@ -80,6 +81,8 @@ impl FgdScorer {
         self.configured = target;
         self.shapes.clear();
         self.memo.clear();
+        // Calls under a configured target do not count the running jobs: start over.
+        self.running = RunningShapes::default();
     }
 
     /// Measures with `measure` from now on.
@@ -88,11 +91,21 @@ impl FgdScorer {
         self.memo.clear();
     }
 
-    /// Resolves the target for this call; clears the memo when it changed.
-    pub fn prepare(&mut self, ctx: &Cycle, jobs: &[Job], running: &[RunningJob]) {
+    /// Resolves the target for this call; clears the memo when it changed. `kept` is the
+    /// call's hint for `running` (`gantry_sdk::changes`), if any.
+    pub fn prepare(
+        &mut self,
+        ctx: &Cycle,
+        jobs: &[Job],
+        running: &[RunningJob],
+        kept: Option<&[u32]>,
+    ) {
         let shapes = match &self.configured {
             Some(t) => resolve(ctx, t),
-            None => resolve(ctx, &derive_target(ctx, jobs, running)),
+            None => {
+                self.running.update(ctx, running, kept);
+                resolve(ctx, &self.running.target_with(ctx, jobs))
+            }
         };
         self.use_shapes(shapes);
     }

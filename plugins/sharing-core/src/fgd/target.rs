@@ -11,7 +11,6 @@
 use crate::shape::{PodKind, PodShape, non_zero_cpu};
 use gantry_sdk::{Cycle, MILLI_PER_GPU, TaskGroup};
 use serde::{Deserialize, Serialize};
-use std::cmp::Reverse;
 use std::collections::BTreeMap;
 
 /// The shape `(c, m, n, spec)` of a pod.
@@ -148,33 +147,46 @@ pub fn build_target(pods: &[(TraceShape, u64)]) -> Target {
 
 /// [`build_target`] keeping the shortest prefix that covers `coverage_pct` % of the pods.
 pub fn build_target_covering(pods: &[(TraceShape, u64)], coverage_pct: u32) -> Target {
-    let mut merged: BTreeMap<TraceShape, u64> = BTreeMap::new();
-    for (shape, count) in pods {
-        let mut s = shape.clone();
-        s.cpu_milli = non_zero_cpu(s.cpu_milli);
-        *merged.entry(s).or_default() += count;
+    target_of_counts(pods.iter().map(|(s, c)| (s, *c)), coverage_pct)
+}
+
+/// [`build_target_covering`] over borrowed `(shape, count)` pairs: shapes are merged
+/// by content with a CPU request of 0 counted as 100, and only the kept ones are copied.
+pub(crate) fn target_of_counts<'a>(
+    pods: impl IntoIterator<Item = (&'a TraceShape, u64)>,
+    coverage_pct: u32,
+) -> Target {
+    // Keyed like `TraceShape`'s own order (its fields in declaration order), with the CPU
+    // request made non-zero.
+    type Key<'a> = (u32, u32, u32, &'a Vec<String>, u64);
+    let mut merged: BTreeMap<Key<'a>, u64> = BTreeMap::new();
+    for (s, count) in pods {
+        let key = (
+            non_zero_cpu(s.cpu_milli),
+            s.gpu_milli,
+            s.gpus,
+            &s.models,
+            s.memory_mib,
+        );
+        *merged.entry(key).or_default() += count;
     }
-    let mut list: Vec<(TraceShape, u64, String)> = merged
+    let mut list: Vec<(Key<'a>, u64, String)> = merged
         .into_iter()
-        .map(|(s, c)| {
-            let spec = s.spec();
-            (s, c, spec)
-        })
+        .map(|(k, c)| (k, c, k.3.join("|")))
         .collect();
-    list.sort_by_key(|(s, c, spec)| {
-        (
-            Reverse(*c),
-            Reverse(s.cpu_milli),
-            Reverse(s.gpu_milli),
-            Reverse(s.gpus),
-            Reverse(spec.clone()),
-            Reverse(s.models.clone()),
-        )
+    // Count descending, ties to larger c, m, n, spec string, models (a stable sort).
+    list.sort_by(|(a, ca, sa), (b, cb, sb)| {
+        cb.cmp(ca)
+            .then(b.0.cmp(&a.0))
+            .then(b.1.cmp(&a.1))
+            .then(b.2.cmp(&a.2))
+            .then_with(|| sb.cmp(sa))
+            .then_with(|| b.3.cmp(a.3))
     });
     let total: u64 = list.iter().map(|(_, c, _)| c).sum();
     let mut cum = 0u64;
     let mut target = Vec::new();
-    for (s, count, _) in list {
+    for ((cpu_milli, gpu_milli, gpus, models, memory_mib), count, _) in list {
         if u128::from(cum) * 100 >= u128::from(total) * u128::from(coverage_pct)
             && !target.is_empty()
         {
@@ -182,12 +194,12 @@ pub fn build_target_covering(pods: &[(TraceShape, u64)], coverage_pct: u32) -> T
         }
         cum += count;
         target.push(TargetEntry {
-            cpu_milli: s.cpu_milli,
-            gpu_milli: s.gpu_milli,
-            gpus: s.gpus,
-            models: s.models,
+            cpu_milli,
+            gpu_milli,
+            gpus,
+            models: models.clone(),
             count,
-            memory_mib: s.memory_mib,
+            memory_mib,
         });
     }
     Target {

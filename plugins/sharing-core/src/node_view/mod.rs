@@ -5,12 +5,20 @@
 //! free milli in device-index order with its model index, the node's tie-break rank
 //! (cached between calls), its GpuClustering tags, quick bounds (free whole GPUs,
 //! largest free share) and cluster totals per model (for pending reasons), feasibility
-//! (`docs/fgd-replay/method.md` §4, with a per-GPU model filter), and booking and un-booking tasks, which keep
-//! bounds and totals current. Buffers are reused between calls.
-//! Does not own scores, GPU choice (`assign`) or the placement loop (`place`).
+//! (`docs/fgd-replay/method.md` §4, with a per-GPU model filter), and booking and
+//! un-booking tasks, which keep bounds and totals current. Buffers are reused between
+//! calls, and under contract 0.2 the view follows a call's hint
+//! (`gantry_sdk::changes`): it re-reads only the nodes that changed and those the
+//! previous call booked on ([`ClusterView::update`]; its memory in `follow`), which
+//! equals a rebuild. Does not own scores, GPU choice (`assign`) or the placement loop
+//! (`place`).
+
+mod follow;
 
 use crate::rank::RankCache;
 use crate::shape::{NO_MODEL, PodKind, PodShape};
+use follow::{Follow, LEFT_OUT};
+use gantry_sdk::changes::FRESH;
 use gantry_sdk::{Cycle, MILLI_PER_GPU, Node, NodeId, NodeState, RunningJob, Symbol};
 use std::collections::HashMap;
 
@@ -93,6 +101,7 @@ pub struct ClusterView {
     cpu_free: u64,
     memory_free: u64,
     ranks: RankCache,
+    follow: Follow,
 }
 
 impl Default for ClusterView {
@@ -105,6 +114,7 @@ impl Default for ClusterView {
             cpu_free: 0,
             memory_free: 0,
             ranks: RankCache::default(),
+            follow: Follow::default(),
         }
     }
 }
@@ -123,61 +133,116 @@ impl ClusterView {
         self.by_model = [ModelTotals::default(); MODEL_SLOTS];
         self.cpu_free = 0;
         self.memory_free = 0;
+        self.follow.reset(ctx, seed);
         // Consecutive GPUs mostly share a model symbol: remember the last lookup.
         let mut last: Option<(Symbol, u8)> = None;
-        for node in nodes.iter().filter(|n| n.state == NodeState::Up) {
+        for node in nodes {
+            if node.state != NodeState::Up {
+                self.follow.slots.push(LEFT_OUT);
+                continue;
+            }
             let start = self.gpus.len();
-            let (mut sorted, mut whole_free, mut max_free) = (true, 0u32, 0u32);
-            let mut model = None;
-            for g in node.gpus.iter().filter(|g| g.healthy) {
-                let m = match last {
-                    Some((sym, m)) if sym == g.model => m,
-                    _ => {
-                        let m = model_index(ctx, g.model);
-                        last = Some((g.model, m));
-                        m
-                    }
-                };
-                let free = g.free_milli.min(MILLI_PER_GPU);
-                if self.gpus.len() > start && self.gpus[self.gpus.len() - 1].index > g.index {
-                    sorted = false;
-                }
-                whole_free += u32::from(free == MILLI_PER_GPU);
-                max_free = max_free.max(free);
-                model = match model {
-                    None => Some(m),
-                    Some(x) if x == m => Some(x),
-                    Some(_) => Some(MIXED_MODEL),
-                };
-                let t = &mut self.by_model[model_slot(m)];
-                t.gpus += 1;
-                t.free_milli += u64::from(free);
-                t.free_whole += u64::from(free == MILLI_PER_GPU);
-                self.gpus.push(GpuFree {
-                    index: g.index,
-                    free,
-                    model: m,
-                });
-            }
-            if !sorted {
-                self.gpus[start..].sort_by_key(|g| g.index);
-            }
-            self.cpu_free += u64::from(node.cpu_milli_free);
-            self.memory_free += node.memory_mib_free;
             let pos = self.nodes.len();
-            self.nodes.push(NodeView {
-                id: node.id,
-                name: node.name,
-                rank: self.ranks.rank(pos, node.id, seed, ctx.text(node.name)),
-                cpu: node.cpu_milli_free,
-                memory_mib: node.memory_mib_free,
-                model: model.unwrap_or(NO_MODEL),
-                tags: 0,
-                whole_free,
-                max_free,
-                gpu_start: start as u32,
-                gpu_len: (self.gpus.len() - start) as u32,
-            });
+            self.follow.slots.push(pos as u32);
+            self.follow.inputs.push(self.follow.slots.len() as u32 - 1);
+            let mut view = read_node(ctx, node, &mut self.gpus, &mut last);
+            view.rank = self.ranks.rank(pos, node.id, seed, ctx.text(node.name));
+            view.gpu_start = start as u32;
+            self.add_totals(&view, start);
+            self.nodes.push(view);
+        }
+    }
+
+    /// Brings the view to `nodes`: from the previous call's state when `kept` (the
+    /// call's hint, `gantry_sdk::changes`) says which nodes are unchanged and every
+    /// change keeps the node's position, usability and usable GPU count; else by
+    /// [`Self::rebuild`]. Either way the result equals a rebuild; `true` when the
+    /// changes were followed.
+    pub fn update(&mut self, ctx: &Cycle, nodes: &[Node], seed: u64, kept: Option<&[u32]>) -> bool {
+        let followed = kept.is_some_and(|kept| {
+            self.follow.can_follow(ctx, seed, kept.len()) && self.follow_changes(ctx, nodes, kept)
+        });
+        if !followed {
+            self.rebuild(ctx, nodes, seed);
+        }
+        followed
+    }
+
+    /// Re-reads the nodes booked during the previous call and those `kept` marks as new;
+    /// `false` when one of them cannot be updated in place (the caller rebuilds).
+    fn follow_changes(&mut self, ctx: &Cycle, nodes: &[Node], kept: &[u32]) -> bool {
+        let touched = std::mem::take(&mut self.follow.touched);
+        let again = touched
+            .iter()
+            .map(|&v| self.follow.inputs[v as usize] as usize);
+        let fresh = kept
+            .iter()
+            .enumerate()
+            .filter(|&(i, &k)| k as usize != i)
+            .map(|(i, &k)| if k == FRESH { i } else { usize::MAX });
+        for i in again.chain(fresh).collect::<Vec<_>>() {
+            if !nodes.get(i).is_some_and(|n| self.reread(ctx, i, n)) {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Re-reads the node at input position `i` in place; `false` when it changed
+    /// usability or its count of usable GPUs.
+    fn reread(&mut self, ctx: &Cycle, i: usize, node: &Node) -> bool {
+        let slot = self.follow.slots[i];
+        let up = node.state == NodeState::Up;
+        if slot == LEFT_OUT || !up {
+            return slot == LEFT_OUT && !up;
+        }
+        let pos = slot as usize;
+        let mut scratch = std::mem::take(&mut self.follow.scratch);
+        scratch.clear();
+        let mut view = read_node(ctx, node, &mut scratch, &mut None);
+        let old = self.nodes[pos];
+        if view.gpu_len != old.gpu_len {
+            self.follow.scratch = scratch;
+            return false;
+        }
+        let start = old.gpu_start as usize;
+        self.remove_totals(&old, start);
+        self.gpus[start..start + scratch.len()].copy_from_slice(&scratch);
+        self.follow.scratch = scratch;
+        view.rank = self
+            .ranks
+            .rank(pos, node.id, self.follow.seed, ctx.text(node.name));
+        view.gpu_start = old.gpu_start;
+        if view.id != old.id {
+            self.by_id.clear();
+        }
+        self.add_totals(&view, start);
+        self.nodes[pos] = view;
+        true
+    }
+
+    /// Adds node `view`'s free CPU, memory and GPUs (at `start` in the GPU list) to the
+    /// cluster totals.
+    fn add_totals(&mut self, view: &NodeView, start: usize) {
+        self.cpu_free += u64::from(view.cpu);
+        self.memory_free += view.memory_mib;
+        for g in &self.gpus[start..start + view.gpu_len as usize] {
+            let t = &mut self.by_model[model_slot(g.model)];
+            t.gpus += 1;
+            t.free_milli += u64::from(g.free);
+            t.free_whole += u64::from(g.free == MILLI_PER_GPU);
+        }
+    }
+
+    /// Takes what [`Self::add_totals`] added for node `view` as it is now.
+    fn remove_totals(&mut self, view: &NodeView, start: usize) {
+        self.cpu_free -= u64::from(view.cpu);
+        self.memory_free -= view.memory_mib;
+        for g in &self.gpus[start..start + view.gpu_len as usize] {
+            let t = &mut self.by_model[model_slot(g.model)];
+            t.gpus -= 1;
+            t.free_milli -= u64::from(g.free);
+            t.free_whole -= u64::from(g.free == MILLI_PER_GPU);
         }
     }
 
@@ -194,6 +259,9 @@ impl ClusterView {
 
     /// Sets every node's tags from the GPU tasks of `running`.
     pub fn load_tags(&mut self, running: &[RunningJob]) {
+        for n in &mut self.nodes {
+            n.tags = 0;
+        }
         if running.is_empty() {
             return;
         }
@@ -278,6 +346,7 @@ impl ClusterView {
     /// slice), `pod.milli` from each, and adds the pod's tag to the node. (The caller
     /// checked feasibility; amounts are capped at what is free.)
     pub fn book(&mut self, i: usize, pod: &PodShape, gpus: &[usize]) -> Booking {
+        self.follow.touched.push(i as u32);
         let n = &mut self.nodes[i];
         let (cpu, memory_mib) = (pod.cpu_request.min(n.cpu), pod.memory_mib.min(n.memory_mib));
         n.cpu -= cpu;
@@ -327,6 +396,63 @@ impl ClusterView {
     }
 }
 
+/// Node `node`'s usable GPUs appended to `gpus` (by device index), and its view: rank
+/// 0, no tags, `gpu_start` 0 (the caller sets both). `last` remembers the last model
+/// lookup (consecutive GPUs mostly share a model symbol).
+#[inline]
+fn read_node(
+    ctx: &Cycle,
+    node: &Node,
+    gpus: &mut Vec<GpuFree>,
+    last: &mut Option<(Symbol, u8)>,
+) -> NodeView {
+    let start = gpus.len();
+    let (mut sorted, mut whole_free, mut max_free) = (true, 0u32, 0u32);
+    let mut model = None;
+    for g in node.gpus.iter().filter(|g| g.healthy) {
+        let m = match *last {
+            Some((sym, m)) if sym == g.model => m,
+            _ => {
+                let m = model_index(ctx, g.model);
+                *last = Some((g.model, m));
+                m
+            }
+        };
+        let free = g.free_milli.min(MILLI_PER_GPU);
+        if gpus.len() > start && gpus[gpus.len() - 1].index > g.index {
+            sorted = false;
+        }
+        whole_free += u32::from(free == MILLI_PER_GPU);
+        max_free = max_free.max(free);
+        model = match model {
+            None => Some(m),
+            Some(x) if x == m => Some(x),
+            Some(_) => Some(MIXED_MODEL),
+        };
+        gpus.push(GpuFree {
+            index: g.index,
+            free,
+            model: m,
+        });
+    }
+    if !sorted {
+        gpus[start..].sort_by_key(|g| g.index);
+    }
+    NodeView {
+        id: node.id,
+        name: node.name,
+        rank: 0,
+        cpu: node.cpu_milli_free,
+        memory_mib: node.memory_mib_free,
+        model: model.unwrap_or(NO_MODEL),
+        tags: 0,
+        whole_free,
+        max_free,
+        gpu_start: 0,
+        gpu_len: (gpus.len() - start) as u32,
+    }
+}
+
 /// The model index of a GPU model symbol (see [`NO_MODEL`]).
 pub fn model_index(ctx: &Cycle, model: Symbol) -> u8 {
     match ctx.model_index(model) {
@@ -344,126 +470,4 @@ pub fn totals(gpus: &[GpuFree]) -> (u64, u32, u32) {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
-    use super::*;
-    use gantry_sdk::{Gpu, TaskGroup};
-
-    /// A cycle with models "A" (index 0) and "B" (index 1) and node names n0..n9.
-    pub(crate) fn ctx() -> Cycle {
-        let mut strings = vec!["A".to_string(), "B".to_string()];
-        strings.extend((0..10).map(|i| format!("n{i}")));
-        Cycle {
-            seed: 42,
-            strings,
-            gpu_models: vec![0, 1],
-            ..Default::default()
-        }
-    }
-
-    /// A node `n{id}` with model symbol `model` and the given free GPU amounts.
-    pub(crate) fn node(id: u32, model: u32, free: &[u32], cpu: u32) -> Node {
-        Node {
-            id,
-            name: 2 + id,
-            state: NodeState::Up,
-            cpu_milli_total: 128_000,
-            cpu_milli_free: cpu,
-            memory_mib_total: 1 << 20,
-            memory_mib_free: 1 << 19,
-            gpus: free
-                .iter()
-                .enumerate()
-                .map(|(i, &f)| Gpu {
-                    index: i as u32,
-                    model,
-                    memory_mib: 16_000,
-                    free_milli: f,
-                    healthy: true,
-                })
-                .collect(),
-            ..Default::default()
-        }
-    }
-
-    fn pod(gpus: u32, gpu_milli: u32, mask: u64) -> PodShape {
-        PodShape::of(&TaskGroup {
-            count: 1,
-            gpus,
-            gpu_milli,
-            cpu_milli: 1000,
-            memory_mib: 1024,
-            gpu_model_mask: mask,
-        })
-    }
-
-    #[test]
-    fn usable_nodes_and_gpus_only() {
-        let mut nodes = vec![node(0, 0, &[1000, 500], 4000), node(1, 1, &[1000], 4000)];
-        nodes[0].gpus[0].healthy = false;
-        nodes[1].state = NodeState::Draining;
-        nodes.push(node(2, 1, &[300, 1000], 4000));
-        nodes[2].gpus.swap(0, 1);
-        nodes[2].gpus[1].model = 0;
-        let mut v = ClusterView::default();
-        v.rebuild(&ctx(), &nodes, 1);
-        assert_eq!(v.nodes().len(), 2);
-        assert_eq!(v.gpus(0).len(), 1);
-        assert_eq!(v.gpus(0)[0].free, 500);
-        assert_eq!(v.nodes()[0].model, 0);
-        assert_eq!(v.nodes()[1].model, MIXED_MODEL);
-        let idx: Vec<u32> = v.gpus(1).iter().map(|g| g.index).collect();
-        assert_eq!(idx, vec![0, 1]);
-        assert_eq!(totals(v.gpus(1)), (1300, 1, 2));
-    }
-
-    #[test]
-    fn feasibility_follows_spec_section_4() {
-        let mut v = ClusterView::default();
-        v.rebuild(
-            &ctx(),
-            &[node(0, 0, &[1000, 400], 4000), node(1, 1, &[600, 600], 500)],
-            1,
-        );
-        assert!(v.feasible(0, &pod(1, 0, 0)));
-        assert!(!v.feasible(0, &pod(2, 0, 0)));
-        assert!(v.feasible(0, &pod(0, 900, 0)));
-        assert!(!v.feasible(0, &pod(0, 900, 0b10)), "model B only");
-        assert!(!v.feasible(1, &pod(0, 100, 0)), "CPU short");
-        assert!(v.feasible(0, &pod(0, 0, 0)));
-    }
-
-    #[test]
-    fn book_and_unbook_round_trip() {
-        let mut v = ClusterView::default();
-        v.rebuild(&ctx(), &[node(0, 0, &[1000, 1000], 4000)], 1);
-        let before = (v.nodes()[0], v.gpus(0).to_vec(), *v.model_totals());
-        assert_eq!(
-            v.model_totals()[0],
-            ModelTotals {
-                gpus: 2,
-                free_milli: 2000,
-                free_whole: 2
-            }
-        );
-        let p = pod(0, 300, 0);
-        let b = v.book(0, &p, &[1]);
-        assert_eq!(v.gpus(0)[1].free, 700);
-        assert_eq!(v.nodes()[0].cpu, 3000);
-        assert_eq!((v.cpu_free(), v.memory_free()), (3000, (1 << 19) - 1024));
-        assert_eq!(v.nodes()[0].tags, 1);
-        assert_eq!(
-            v.model_totals()[0],
-            ModelTotals {
-                gpus: 2,
-                free_milli: 1700,
-                free_whole: 1
-            }
-        );
-        v.unbook(&b);
-        assert_eq!(
-            (v.nodes()[0], v.gpus(0).to_vec(), *v.model_totals()),
-            before
-        );
-        assert_eq!(v.cpu_free(), 4000);
-    }
-}
+pub(crate) mod tests;
