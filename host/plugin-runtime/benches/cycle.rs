@@ -8,6 +8,11 @@
 //! snapshot again (a quiet cluster), and a snapshot where 1% of the pending jobs are
 //! replaced and one node's GPUs change before every cycle (a busy one). Sizes: 1,000
 //! pending jobs × 100 nodes × 8 GPUs, and 10,000 × 1,000 × 8.
+//!
+//! For finding where time goes: `CYCLE_BENCH_SPLIT=1` times one busy 1,000-job `score`
+//! call of `fifo` 0.2 against the host's encoding alone and the native call;
+//! `CYCLE_BENCH_PROFILE=N` (with `CYCLE_BENCH_STAGES=priority,...`) only runs busy cycles
+//! of the 0.2 pipeline, for `perf record` with `GANTRY_WASM_PERFMAP=1`.
 
 use gantry_contract::{
     Cycle, Gpu, GpuShare, Job, JobKind, Label, Node, NodeState, RunningJob, TaskAllocation,
@@ -319,11 +324,83 @@ fn travel(rt: &Runtime, snap: &Snapshot, n: usize) {
     }
 }
 
+/// Where a busy 1,000-job `score` call of `fifo` 0.2 spends its time: the host's
+/// encoding alone, the whole call, and the native call (CYCLE_BENCH_SPLIT=1).
+fn split(rt: &Runtime) {
+    let limits = Limits {
+        deadline_ms: 10_000,
+        memory_mib: 1024,
+    };
+    let mut fifo = rt
+        .load(gantry_components::FIFO)
+        .expect("load")
+        .instantiate("{}", limits)
+        .expect("instantiate");
+    let mut twin = gantry_plugin_fifo::Fifo;
+    let mut enc = gantry_contract::delta::Encoder::<Job>::default();
+    let snap0 = snapshot(1_000, 100);
+    let tr: Vec<u32> = (0..snap0.ctx.strings.len() as u32).collect();
+    let previous = vec![0.0; snap0.pending.len()];
+    let (mut t_enc, mut t_wasm, mut t_native) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
+    let n = 2000;
+    let mut snap = snap0.clone();
+    let mut next_id = 10_000_000;
+    for turn in 0..n {
+        if turn % 200 == 0 {
+            snap = snap0.clone();
+        }
+        churn(&mut snap, turn, &mut next_id);
+        let t = Instant::now();
+        let (keep, fresh) = enc.encode(&snap.pending, &tr);
+        enc.commit(&keep, fresh).expect("commit");
+        t_enc += t.elapsed();
+        let t = Instant::now();
+        let a = gantry_contract::Priority::score(&mut fifo, &snap.ctx, &snap.pending, &previous);
+        t_wasm += t.elapsed();
+        let t = Instant::now();
+        let b = gantry_contract::Priority::score(&mut twin, &snap.ctx, &snap.pending, &previous);
+        t_native += t.elapsed();
+        assert_eq!(a.ok(), b.ok());
+    }
+    let per = |d: Duration| ms(d) / n as f64;
+    println!(
+        "fifo score, busy 1,000: encode+commit {:.4} ms, whole 0.2 call {:.4} ms, native {:.4} ms",
+        per(t_enc),
+        per(t_wasm),
+        per(t_native)
+    );
+}
+
 fn main() {
     let rt = Runtime::new(RuntimeOptions::default()).expect("runtime");
     if std::env::var("CYCLE_BENCH_STATS").is_ok() {
         let snap = snapshot(10_000, 1_000);
         travel(&rt, &snap, 40);
+        return;
+    }
+    if std::env::var("CYCLE_BENCH_SPLIT").is_ok() {
+        split(&rt);
+        return;
+    }
+    // CYCLE_BENCH_PROFILE=N: only busy cycles of the 0.2 pipeline at N pending jobs, for
+    // `perf record` (no table).
+    if let Some(pending) = std::env::var("CYCLE_BENCH_PROFILE")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        let snap = snapshot(pending, pending / 10);
+        // CYCLE_BENCH_STAGES=priority,placement: only those as components.
+        let stages = std::env::var("CYCLE_BENCH_STAGES").unwrap_or_default();
+        let wasm: Vec<&str> = match stages.as_str() {
+            "" => ALL.to_vec(),
+            s => s.split(',').collect(),
+        };
+        let mut v02 = mixed_pipeline(&rt, &wasm, false);
+        run_cycle(&snap, &mut v02, None);
+        for _ in 0..20 {
+            let (med, _, _, _) = measure(&snap, &mut v02, Duration::from_secs(5), true);
+            println!("0.2 busy median {:.3} ms", ms(med));
+        }
         return;
     }
     println!(

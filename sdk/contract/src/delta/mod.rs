@@ -11,6 +11,12 @@
 use crate::types::{Cycle, Job, JobId, Label, Node, NodeId, RunningJob, Symbol};
 use std::collections::HashMap;
 
+mod apply;
+mod encoder;
+
+pub use apply::apply;
+pub use encoder::Encoder;
+
 /// `keep` entry meaning "the next element of `fresh`".
 pub const FRESH: u32 = u32::MAX;
 
@@ -99,7 +105,7 @@ impl std::hash::Hasher for IdHasher {
     }
 }
 
-type IdMap<K> = HashMap<K, usize, std::hash::BuildHasherDefault<IdHasher>>;
+pub(crate) type IdMap<K> = HashMap<K, usize, std::hash::BuildHasherDefault<IdHasher>>;
 
 fn sym(tr: &[Symbol], s: Symbol) -> Symbol {
     // A symbol outside the call's table stays out of range in the plugin's (it read "" there too).
@@ -280,151 +286,5 @@ pub fn renumbered_cycle(ctx: &Cycle, tr: &[Symbol], added: Vec<String>) -> Cycle
     c
 }
 
-/// One argument's list as the plugin has it (host side): what its previous call sent.
-#[derive(Debug)]
-pub struct Encoder<T: Mirrored> {
-    sent: Vec<T>,
-}
-
-impl<T: Mirrored> Default for Encoder<T> {
-    fn default() -> Self {
-        Self { sent: Vec::new() }
-    }
-}
-
-impl<T: Mirrored> Encoder<T> {
-    /// Forgets what was sent (before a full resend).
-    pub fn clear(&mut self) {
-        self.sent.clear();
-    }
-
-    /// The delta from what was sent to `now` (symbols through `tr`): `keep` and the fresh
-    /// elements, re-numbered. What was sent becomes `now`, as the plugin will have it.
-    /// The caller lowers the fresh elements, then hands them back with [`Self::commit`].
-    pub fn encode(&mut self, now: &[T], tr: &[Symbol]) -> (Vec<u32>, Vec<T>) {
-        let mut keep = Vec::with_capacity(now.len());
-        let mut fresh = Vec::new();
-        let mut index: Option<IdMap<T::Key>> = None;
-        // Where the next element probably was: one past the last one found (a list that
-        // lost or gained elements is a shifted copy of the previous one).
-        let mut cursor = 0;
-        // Per sent element: found by key (`FOUND`), and kept (`KEPT`). Once every sent
-        // element was found, the rest of `now` is new (a list that grew at its end needs
-        // no index).
-        const FOUND: u8 = 1;
-        const KEPT: u8 = 2;
-        let mut seen = vec![0u8; self.sent.len()];
-        let mut found_count = 0;
-        for x in now {
-            let at = match self.sent.get(cursor) {
-                Some(s) if s.key() == x.key() => Some(cursor),
-                _ if found_count == self.sent.len() => None,
-                _ => index
-                    .get_or_insert_with(|| {
-                        self.sent
-                            .iter()
-                            .enumerate()
-                            .map(|(j, s)| (s.key(), j))
-                            .collect()
-                    })
-                    .get(&x.key())
-                    .copied(),
-            };
-            if let Some(j) = at {
-                cursor = j + 1;
-                if seen[j] & FOUND == 0 {
-                    seen[j] |= FOUND;
-                    found_count += 1;
-                }
-            }
-            match at {
-                Some(j) if seen[j] & KEPT == 0 && self.sent[j].same_as(x, tr) => {
-                    seen[j] |= KEPT;
-                    keep.push(u32::try_from(j).unwrap_or(FRESH));
-                }
-                _ => {
-                    keep.push(FRESH);
-                    fresh.push(x.renumbered(tr));
-                }
-            }
-        }
-        (keep, fresh)
-    }
-
-    /// Makes what was sent the list `keep` and `fresh` describe (as the plugin does).
-    pub fn commit(&mut self, keep: &[u32], fresh: Vec<T>) -> Result<(), String> {
-        apply(&mut self.sent, keep, fresh)
-    }
-}
-
-/// Rebuilds `list` from its previous value: `keep[i]` is the index of a kept element, or
-/// [`FRESH`] for the next of `fresh`. Kept elements move; an index out of range or kept
-/// twice, or a count of fresh elements that does not match, is an error (and `list` is
-/// left empty: the caller asks for a full resend).
-///
-/// The prefix of elements kept where they were (`keep[i] == i`) stays in place, so a list
-/// that only grew at its end, or changed near it, costs a comparison of integers per
-/// element and moves only the tail.
-pub fn apply<T: Default>(list: &mut Vec<T>, keep: &[u32], fresh: Vec<T>) -> Result<(), String> {
-    let in_place = keep
-        .iter()
-        .zip(0..list.len())
-        .take_while(|(k, i)| **k as usize == *i)
-        .count();
-    // Elements before `in_place` are taken by the prefix: a later `keep` naming one of
-    // them keeps it twice, which `rebuild_tail` reports as out of range of the tail.
-    let mut tail = list.split_off(in_place);
-    match rebuild_tail(&mut tail, in_place, &keep[in_place..], fresh) {
-        Ok(rebuilt) => {
-            list.extend(rebuilt);
-            Ok(())
-        }
-        Err(e) => {
-            list.clear();
-            Err(e)
-        }
-    }
-}
-
-/// The list after the in-place prefix: `old` holds the previous elements from index
-/// `offset` on, `keep` the rest of the delta.
-fn rebuild_tail<T: Default>(
-    old: &mut [T],
-    offset: usize,
-    keep: &[u32],
-    fresh: Vec<T>,
-) -> Result<Vec<T>, String> {
-    let mut taken = vec![false; old.len()];
-    let mut fresh = fresh.into_iter();
-    let mut out = Vec::with_capacity(keep.len());
-    for &k in keep {
-        if k == FRESH {
-            match fresh.next() {
-                Some(x) => out.push(x),
-                None => return Err("a delta names more fresh elements than it carries".into()),
-            }
-            continue;
-        }
-        let j = (k as usize).wrapping_sub(offset);
-        match taken.get_mut(j) {
-            Some(t) if !*t => {
-                *t = true;
-                out.push(std::mem::take(&mut old[j]));
-            }
-            _ => {
-                return Err(format!(
-                    "a delta keeps element {k} of a previous list of {} (out of range or twice)",
-                    offset + old.len()
-                ));
-            }
-        }
-    }
-    if fresh.next().is_some() {
-        return Err("a delta carries fresh elements it does not place".into());
-    }
-    Ok(out)
-}
-
 #[cfg(test)]
-#[path = "delta_tests.rs"]
 mod tests;

@@ -252,3 +252,46 @@ fn a_table_of_one_lineage_is_translated_from_where_it_grew() {
     assert!(added.is_empty());
     assert_eq!(tr, [0, 1]);
 }
+
+#[test]
+fn removals_and_additions_in_order_and_reorders_give_the_described_list() {
+    let mut rng = Lcg(11);
+    for round in 0..2000 {
+        let old: Vec<u64> = (0..rng.below(12)).map(|i| 100 + i).collect();
+        // Keep each element with probability 3/4, add fresh ones anywhere, sometimes swap
+        // two kept ones (out of order: the general path).
+        let mut keep: Vec<u32> = Vec::new();
+        let mut fresh = Vec::new();
+        for i in 0..old.len() as u32 {
+            while rng.below(4) == 0 {
+                keep.push(FRESH);
+                fresh.push(1000 + fresh.len() as u64);
+            }
+            if rng.below(4) != 0 {
+                keep.push(i);
+            }
+        }
+        if rng.below(5) == 0 {
+            keep.push(FRESH);
+            fresh.push(1000 + fresh.len() as u64);
+        }
+        if rng.below(6) == 0 && keep.len() >= 2 {
+            let (a, b) = (
+                rng.below(keep.len() as u64) as usize,
+                rng.below(keep.len() as u64) as usize,
+            );
+            keep.swap(a, b);
+        }
+        let mut next_fresh = fresh.iter();
+        let expected: Vec<u64> = keep
+            .iter()
+            .map(|&k| match k {
+                FRESH => *next_fresh.next().unwrap(),
+                k => old[k as usize],
+            })
+            .collect();
+        let mut list = old.clone();
+        apply(&mut list, &keep, fresh).unwrap();
+        assert_eq!(list, expected, "round {round}: old {old:?} keep {keep:?}");
+    }
+}
