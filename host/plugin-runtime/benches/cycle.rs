@@ -369,6 +369,43 @@ fn split(rt: &Runtime) {
         per(t_wasm),
         per(t_native)
     );
+    let mut first_fit = rt
+        .load(gantry_components::FIRST_FIT)
+        .expect("load")
+        .instantiate("{}", limits)
+        .expect("instantiate");
+    let mut twin = gantry_plugin_first_fit::FirstFit::default();
+    let (mut t_wasm, mut t_native) = (Duration::ZERO, Duration::ZERO);
+    for turn in 0..n {
+        if turn % 200 == 0 {
+            snap = snap0.clone();
+        }
+        churn(&mut snap, turn, &mut next_id);
+        let t = Instant::now();
+        let a = gantry_contract::Placement::place(
+            &mut first_fit,
+            &snap.ctx,
+            &snap.pending,
+            &snap.nodes,
+            &snap.running,
+        );
+        t_wasm += t.elapsed();
+        let t = Instant::now();
+        let b = gantry_contract::Placement::place(
+            &mut twin,
+            &snap.ctx,
+            &snap.pending,
+            &snap.nodes,
+            &snap.running,
+        );
+        t_native += t.elapsed();
+        assert_eq!(a.ok(), b.ok());
+    }
+    println!(
+        "first-fit place, busy 1,000: whole 0.2 call {:.4} ms, native {:.4} ms",
+        per(t_wasm),
+        per(t_native)
+    );
 }
 
 fn main() {

@@ -5,11 +5,13 @@
 //! Owns free-capacity arithmetic per node and GPU. Does not own ordering, policy or
 //! fragmentation strategy: callers decide which node to try first.
 
+use crate::delta::IdHasher;
 use crate::types::{
     Cycle, GpuShare, Job, MILLI_PER_GPU, Node, NodeId, NodeState, Reason, ReasonCode,
     TaskAllocation, TaskGroup,
 };
 use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 
 mod spread;
 pub use spread::{NODES_LABEL, block_size, spread_shortage};
@@ -135,7 +137,7 @@ impl NodeSlot {
 #[derive(Debug, Clone)]
 pub struct ClusterModel {
     nodes: Vec<NodeSlot>,
-    by_id: HashMap<NodeId, usize>,
+    by_id: HashMap<NodeId, usize, BuildHasherDefault<IdHasher>>,
     /// Every node before this position has no free GPU share (so no GPU task fits
     /// there): first-fit scans start here instead of at node 0.
     gpu_cursor: usize,
@@ -194,7 +196,13 @@ impl ClusterModel {
 
     /// Tries to fit one task of `group` on node `node` without booking it.
     pub fn fit_task(&self, group: &TaskGroup, node: NodeId) -> Option<TaskAllocation> {
-        let slot = self.nodes.get(*self.by_id.get(&node)?)?;
+        self.fit_at(group, *self.by_id.get(&node)?)
+    }
+
+    /// [`Self::fit_task`] on the node at position `pos` of the model.
+    fn fit_at(&self, group: &TaskGroup, pos: usize) -> Option<TaskAllocation> {
+        let slot = self.nodes.get(pos)?;
+        let node = slot.id;
         if !slot.up
             || slot.cpu_free < group.cpu_milli
             || slot.mem_free < group.memory_mib
@@ -249,6 +257,16 @@ impl ClusterModel {
             .by_id
             .get(&alloc.node)
             .ok_or(BookError::UnknownNode(alloc.node))?;
+        self.take_at(group, alloc, pos)
+    }
+
+    /// [`Self::take`] on the node at position `pos`, which is `alloc.node`.
+    fn take_at(
+        &mut self,
+        group: &TaskGroup,
+        alloc: &TaskAllocation,
+        pos: usize,
+    ) -> Result<(), BookError> {
         check_shape(group, alloc)?;
         let slot = &self.nodes[pos];
         if !slot.up {
@@ -344,9 +362,8 @@ impl ClusterModel {
             } else {
                 0
             };
-            let found =
-                (first..self.nodes.len()).find_map(|i| self.fit_task(group, self.nodes[i].id));
-            let booking = found.and_then(|a| self.take(group, &a).ok().map(|()| a));
+            let found = (first..self.nodes.len()).find_map(|i| Some((i, self.fit_at(group, i)?)));
+            let booking = found.and_then(|(i, a)| self.take_at(group, &a, i).ok().map(|()| a));
             match booking {
                 Some(a) => booked.push((*group, a)),
                 None => {
