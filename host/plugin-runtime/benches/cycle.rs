@@ -4,7 +4,9 @@
 //! crates compiled natively, in the same run.
 //!
 //! `cargo bench -p gantry-plugin-runtime --bench cycle` prints, per size, the median
-//! and p90 cycle time over repeated runs and each wasm/native ratio, twice: the same
+//! and p90 cycle time over repeated runs (native, 0.1 and 0.2 take turns cycle by cycle
+//! on the same snapshots; `CYCLE_BENCH_SEQUENTIAL=1` runs each in one stretch instead)
+//! and each wasm/native ratio, twice: the same
 //! snapshot again (a quiet cluster), and a snapshot where 1% of the pending jobs are
 //! replaced and one node's GPUs change before every cycle (a busy one). Sizes: 1,000
 //! pending jobs × 100 nodes × 8 GPUs, and 10,000 × 1,000 × 8.
@@ -239,35 +241,51 @@ fn churn(snap: &mut Snapshot, turn: usize, next_id: &mut u64) {
     }
 }
 
-fn measure(
+/// Median, p90, starts of the last cycle and faults over all cycles, of one pipeline.
+type Stats = (Duration, Duration, usize, usize);
+
+/// Times `pipelines` on the same sequence of snapshots, one cycle each in turn (in a
+/// rotating order), so that a slower or faster stretch of the machine falls on all of
+/// them alike.
+fn measure_paired(
     snap: &Snapshot,
-    pipeline: &mut Pipeline,
+    pipelines: &mut [&mut Pipeline],
     budget: Duration,
     busy: bool,
-) -> (Duration, Duration, usize, usize) {
+) -> Vec<Stats> {
     let mut snap = snap.clone();
     let mut next_id = 10_000_000;
-    let mut times = Vec::new();
+    let k = pipelines.len();
+    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); k];
+    let mut started = vec![0; k];
+    let mut faults = vec![0; k];
     let start = Instant::now();
-    let mut started = 0;
-    let mut faults = 0;
-    while times.len() < 5 || (start.elapsed() < budget && times.len() < 200) {
+    let mut turn = 0;
+    while turn < 5 || (start.elapsed() < budget && turn < 200) {
         if busy {
-            churn(&mut snap, times.len(), &mut next_id);
+            churn(&mut snap, turn, &mut next_id);
         }
-        let t = Instant::now();
-        let out = run_cycle(&snap, pipeline, None);
-        times.push(t.elapsed());
-        started = out.starts.len();
-        faults += out.faults.len();
+        for step in 0..k {
+            let i = (turn + step) % k;
+            let t = Instant::now();
+            let out = run_cycle(&snap, pipelines[i], None);
+            times[i].push(t.elapsed());
+            started[i] = out.starts.len();
+            faults[i] += out.faults.len();
+        }
+        turn += 1;
     }
-    times.sort();
-    (
-        times[times.len() / 2],
-        times[times.len() * 9 / 10],
-        started,
-        faults,
-    )
+    (0..k)
+        .map(|i| {
+            let t = &mut times[i];
+            t.sort();
+            (t[t.len() / 2], t[t.len() * 9 / 10], started[i], faults[i])
+        })
+        .collect()
+}
+
+fn measure(snap: &Snapshot, pipeline: &mut Pipeline, budget: Duration, busy: bool) -> Stats {
+    measure_paired(snap, &mut [pipeline], budget, busy)[0]
 }
 
 fn ms(d: Duration) -> f64 {
@@ -448,6 +466,9 @@ fn main() {
     let only: Option<usize> = std::env::var("CYCLE_BENCH_PENDING")
         .ok()
         .and_then(|v| v.parse().ok());
+    // CYCLE_BENCH_SEQUENTIAL=1: each pipeline's cycles in one stretch, one pipeline after
+    // the other (how the tables before 2026-12-04's second session were measured).
+    let sequential = std::env::var("CYCLE_BENCH_SEQUENTIAL").is_ok();
     for busy in [false, true] {
         if (mode == "quiet" && busy) || (mode == "busy" && !busy) {
             continue;
@@ -476,10 +497,22 @@ fn main() {
             for p in [&mut native, &mut v01, &mut v02] {
                 run_cycle(&snap, p, None);
             }
-            let budget = Duration::from_secs(5);
-            let (n_med, n_p90, n_starts, n_faults) = measure(&snap, &mut native, budget, busy);
-            let (a_med, a_p90, a_starts, a_faults) = measure(&snap, &mut v01, budget, busy);
-            let (b_med, b_p90, b_starts, b_faults) = measure(&snap, &mut v02, budget, busy);
+            let budget = Duration::from_secs(12);
+            let all = if sequential {
+                [&mut native, &mut v01, &mut v02]
+                    .map(|p| measure(&snap, p, budget / 3, busy))
+                    .to_vec()
+            } else {
+                measure_paired(&snap, &mut [&mut native, &mut v01, &mut v02], budget, busy)
+            };
+            let [
+                (n_med, n_p90, n_starts, n_faults),
+                (a_med, a_p90, a_starts, a_faults),
+                (b_med, b_p90, b_starts, b_faults),
+            ] = all[..]
+            else {
+                unreachable!("three pipelines measured")
+            };
             assert_eq!(n_starts, a_starts, "0.1 and native must decide the same");
             assert_eq!(n_starts, b_starts, "0.2 and native must decide the same");
             assert_eq!(n_faults + a_faults + b_faults, 0, "no faults expected");
@@ -498,12 +531,18 @@ fn main() {
                 for (label, old) in [("0.1", true), ("0.2", false)] {
                     let mut one = mixed_pipeline(&rt, &[stage], old);
                     run_cycle(&snap, &mut one, None);
-                    let (med, _, _, _) = measure(&snap, &mut one, Duration::from_secs(2), busy);
+                    let paired = measure_paired(
+                        &snap,
+                        &mut [&mut native, &mut one],
+                        Duration::from_secs(4),
+                        busy,
+                    );
+                    let (native_med, med) = (paired[0].0, paired[1].0);
                     println!(
-                        "{:>17} only {stage:<10} as {label}: {:>8.2} ms (+{:.2} ms over native)",
+                        "{:>17} only {stage:<10} as {label}: {:>8.2} ms (+{:.2} ms over native in the same run)",
                         "",
                         ms(med),
-                        ms(med) - ms(n_med)
+                        ms(med) - ms(native_med)
                     );
                 }
             }

@@ -123,6 +123,17 @@ struct NodeSlot {
 }
 
 impl NodeSlot {
+    /// Whether a task of `group` may fit by the node's state and quick bounds (the scan
+    /// of `fit_gang` tests this inline before trying the GPUs).
+    #[inline(always)]
+    fn may_fit(&self, group: &TaskGroup) -> bool {
+        self.up
+            && self.cpu_free >= group.cpu_milli
+            && self.mem_free >= group.memory_mib
+            && self.whole_free >= group.gpus
+            && self.max_free_milli >= group.gpu_milli
+    }
+
     fn refresh(&mut self) {
         let healthy = self.gpus.iter().filter(|g| g.healthy);
         self.whole_free = healthy
@@ -203,12 +214,7 @@ impl ClusterModel {
     fn fit_at(&self, group: &TaskGroup, pos: usize) -> Option<TaskAllocation> {
         let slot = self.nodes.get(pos)?;
         let node = slot.id;
-        if !slot.up
-            || slot.cpu_free < group.cpu_milli
-            || slot.mem_free < group.memory_mib
-            || slot.whole_free < group.gpus
-            || slot.max_free_milli < group.gpu_milli
-        {
+        if !slot.may_fit(group) {
             return None;
         }
         let usable = |g: &&GpuSlot| g.healthy && group.allows_model(g.model_index);
@@ -362,7 +368,9 @@ impl ClusterModel {
             } else {
                 0
             };
-            let found = (first..self.nodes.len()).find_map(|i| Some((i, self.fit_at(group, i)?)));
+            let found = (first..self.nodes.len())
+                .filter(|&i| self.nodes[i].may_fit(group))
+                .find_map(|i| Some((i, self.fit_at(group, i)?)));
             let booking = found.and_then(|(i, a)| self.take_at(group, &a, i).ok().map(|()| a));
             match booking {
                 Some(a) => booked.push((*group, a)),

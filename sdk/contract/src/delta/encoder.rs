@@ -65,7 +65,8 @@ const SKIPPED_SCAN: usize = 32;
 /// with a cursor (a list that lost or gained elements is a shifted copy of the previous
 /// one), looks a few elements ahead over removed ones and remembers those it passed; an
 /// element not at the cursor is then searched among the passed ones once the walk reached
-/// the end. Only when none of that can answer is an index of every sent key built.
+/// the end (one by one, or by an index of those alone when there are many). Only when
+/// none of that can answer is an index of every sent key built.
 struct Finder<K> {
     /// Where the next element probably is: one past the last one found.
     cursor: usize,
@@ -74,6 +75,8 @@ struct Finder<K> {
     found: usize,
     /// Sent elements the walk passed over (while there is no index).
     skipped: Vec<usize>,
+    /// An index of the passed-over elements alone, once the walk reached the end.
+    skipped_index: Option<IdMap<K>>,
     index: Option<IdMap<K>>,
 }
 
@@ -87,6 +90,7 @@ impl<K: Eq + std::hash::Hash + Copy> Finder<K> {
             seen: vec![0; sent],
             found: 0,
             skipped: Vec::new(),
+            skipped_index: None,
             index: None,
         }
     }
@@ -128,13 +132,22 @@ impl<K: Eq + std::hash::Hash + Copy> Finder<K> {
                 self.skipped.extend(self.cursor..j);
                 return Some(j);
             }
-            if self.cursor >= sent.len() && self.skipped.len() <= SKIPPED_SCAN {
-                let seen = &self.seen;
+            if self.cursor >= sent.len() {
+                // Past the end: only a passed-over element can still be found.
+                if self.skipped.len() <= SKIPPED_SCAN {
+                    let seen = &self.seen;
+                    return self
+                        .skipped
+                        .iter()
+                        .copied()
+                        .find(|&j| seen[j] & FOUND == 0 && sent[j].key() == key);
+                }
+                let skipped = &self.skipped;
                 return self
-                    .skipped
-                    .iter()
-                    .copied()
-                    .find(|&j| seen[j] & FOUND == 0 && sent[j].key() == key);
+                    .skipped_index
+                    .get_or_insert_with(|| skipped.iter().map(|&j| (sent[j].key(), j)).collect())
+                    .get(&key)
+                    .copied();
             }
         }
         self.index
