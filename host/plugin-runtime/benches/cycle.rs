@@ -381,6 +381,22 @@ fn split(rt: &Runtime) {
         assert_eq!(a.ok(), b.ok());
     }
     let per = |d: Duration| ms(d) / n as f64;
+    // The same call with nothing changed, and with one job: the fixed cost of a call.
+    for (label, jobs) in [
+        ("quiet 1,000", &snap.pending[..]),
+        ("quiet 1", &snap.pending[..1]),
+    ] {
+        let prev = &previous[..jobs.len()];
+        let _ = gantry_contract::Priority::score(&mut fifo, &snap.ctx, jobs, prev);
+        let t = Instant::now();
+        for _ in 0..n {
+            let _ = gantry_contract::Priority::score(&mut fifo, &snap.ctx, jobs, prev);
+        }
+        println!(
+            "fifo score, {label}: whole 0.2 call {:.4} ms",
+            per(t.elapsed())
+        );
+    }
     println!(
         "fifo score, busy 1,000: encode+commit {:.4} ms, whole 0.2 call {:.4} ms, native {:.4} ms",
         per(t_enc),
