@@ -2,6 +2,7 @@
 //! call's hint against a rebuild.
 
 use super::*;
+use gantry_sdk::changes::FRESH;
 use gantry_sdk::{Gpu, TaskGroup};
 
 /// A cycle with models "A" (index 0) and "B" (index 1) and node names n0..n9.
