@@ -284,17 +284,14 @@ impl ClusterModel {
         if slot.mem_free < alloc.memory_mib {
             return Err(BookError::MemoryOverbooked(alloc.node));
         }
-        // Check every share first (a task may list one GPU twice), then commit.
-        let mut wanted: Vec<(usize, u32)> = Vec::with_capacity(alloc.gpus.len());
-        for share in &alloc.gpus {
-            let gi = slot
-                .gpus
-                .iter()
-                .position(|g| g.index == share.index)
-                .ok_or(BookError::UnknownGpu {
-                    node: alloc.node,
-                    index: share.index,
-                })?;
+        // Check every share first (a task may list one GPU twice), then commit; no
+        // allocation (this runs for every task placed, also inside plugins).
+        let position = |gpus: &[GpuSlot], index: u32| gpus.iter().position(|g| g.index == index);
+        for (k, share) in alloc.gpus.iter().enumerate() {
+            let gi = position(&slot.gpus, share.index).ok_or(BookError::UnknownGpu {
+                node: alloc.node,
+                index: share.index,
+            })?;
             let gpu = &slot.gpus[gi];
             if !gpu.healthy {
                 return Err(BookError::GpuUnhealthy {
@@ -308,10 +305,10 @@ impl ClusterModel {
                     index: share.index,
                 });
             }
-            let already: u32 = wanted
+            let already: u32 = alloc.gpus[..k]
                 .iter()
-                .filter(|(i, _)| *i == gi)
-                .map(|(_, m)| *m)
+                .filter(|s| s.index == share.index)
+                .map(|s| s.milli)
                 .sum();
             let requested = already.saturating_add(share.milli);
             if requested > gpu.free_milli {
@@ -322,11 +319,12 @@ impl ClusterModel {
                     free: gpu.free_milli,
                 });
             }
-            wanted.push((gi, share.milli));
         }
         let slot = &mut self.nodes[pos];
-        for (gi, milli) in wanted {
-            slot.gpus[gi].free_milli -= milli;
+        for share in &alloc.gpus {
+            if let Some(gi) = position(&slot.gpus, share.index) {
+                slot.gpus[gi].free_milli -= share.milli;
+            }
         }
         slot.cpu_free -= alloc.cpu_milli;
         slot.mem_free -= alloc.memory_mib;
@@ -361,7 +359,7 @@ impl ClusterModel {
         if let Some(nodes) = job.nodes_wanted(ctx) {
             return self.fit_spread(ctx, job, nodes);
         }
-        let mut booked: Vec<(TaskGroup, TaskAllocation)> = Vec::with_capacity(job.task_count());
+        let mut booked: Vec<TaskAllocation> = Vec::with_capacity(job.task_count());
         for group in job.expanded_tasks() {
             let first = if group.gpu_milli_per_task() > 0 {
                 self.gpu_cursor
@@ -373,16 +371,16 @@ impl ClusterModel {
                 .find_map(|i| Some((i, self.fit_at(group, i)?)));
             let booking = found.and_then(|(i, a)| self.take_at(group, &a, i).ok().map(|()| a));
             match booking {
-                Some(a) => booked.push((*group, a)),
+                Some(a) => booked.push(a),
                 None => {
-                    for (_, a) in &booked {
+                    for a in &booked {
                         self.release(a);
                     }
                     return Err(self.explain(ctx, job));
                 }
             }
         }
-        Ok(booked.into_iter().map(|(_, a)| a).collect())
+        Ok(booked)
     }
 
     /// Why `job` does not fit now: which resource is short, with numbers.
