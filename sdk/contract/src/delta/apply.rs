@@ -98,52 +98,33 @@ fn in_order(keep: &[u32], offset: usize, old_len: usize, fresh: usize) -> bool {
     fresh_named == fresh
 }
 
-/// [`apply`] for a tail that [`in_order`] accepted, in two passes that move whole runs of
-/// elements with `rotate_*` (a block copy each) rather than one element at a time.
-/// First the kept elements are packed forward after the prefix and what was dropped
-/// falls off the end; then they are spread out to their final places from the end,
-/// opening the gaps the fresh elements fill.
+/// [`apply`] for a tail that [`in_order`] accepted: the kept elements are first packed
+/// forward after the prefix (each source is at or after its target), then spread out to
+/// their final places from the end (each target is at or after its source), with the
+/// fresh ones put in the gaps.
 fn apply_in_order<T: Default>(list: &mut Vec<T>, offset: usize, keep: &[u32], fresh: Vec<T>) {
-    // Pass 1: runs of consecutive kept indices, packed after `offset`. What lies between
-    // `packed` and the next run is always dropped elements.
     let mut packed = offset;
-    let mut kept = keep
-        .iter()
-        .filter(|&&k| k != FRESH)
-        .map(|&k| k as usize)
-        .peekable();
-    while let Some(first) = kept.next() {
-        let mut last = first;
-        while kept.peek() == Some(&(last + 1)) {
-            last += 1;
-            kept.next();
+    for &k in keep.iter().filter(|&&k| k != FRESH) {
+        let k = k as usize;
+        if k != packed {
+            list[packed] = std::mem::take(&mut list[k]);
         }
-        if first != packed {
-            list[packed..=last].rotate_left(first - packed);
-        }
-        packed += last - first + 1;
+        packed += 1;
     }
     list.truncate(packed);
-    // Pass 2: from the end, each block of kept entries moves right over the gaps that the
-    // fresh entries before it need; the fresh ones fill the gaps.
-    let mut fresh = fresh;
     list.resize_with(offset + keep.len(), T::default);
-    let mut source_end = packed;
-    let mut i = keep.len();
-    while i > 0 {
-        let target = offset + i - 1;
-        if keep[i - 1] == FRESH {
+    let mut fresh = fresh.into_iter().rev();
+    let mut source = packed;
+    for (i, &k) in keep.iter().enumerate().rev() {
+        let target = offset + i;
+        if k == FRESH {
             // `in_order` counted exactly as many fresh elements as there are.
-            list[target] = fresh.pop().unwrap_or_default();
-            i -= 1;
-            continue;
+            list[target] = fresh.next().unwrap_or_default();
+        } else {
+            source -= 1;
+            if source != target {
+                list[target] = std::mem::take(&mut list[source]);
+            }
         }
-        let block = keep[..i].iter().rev().take_while(|&&k| k != FRESH).count();
-        let gaps = target + 1 - source_end;
-        if gaps > 0 {
-            list[source_end - block..=target].rotate_right(gaps);
-        }
-        source_end -= block;
-        i -= block;
     }
 }
