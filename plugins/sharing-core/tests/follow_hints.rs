@@ -179,15 +179,7 @@ fn run(policy: Policy, seed: u64) {
 
 #[test]
 fn following_the_hint_gives_the_plans_of_a_rebuild_for_every_policy() {
-    for policy in [
-        Policy::Random,
-        Policy::DotProduct,
-        Policy::GpuClustering,
-        Policy::GpuPacking,
-        Policy::BestFit,
-        Policy::Fgd,
-        Policy::Stranding,
-    ] {
+    for policy in Policy::ALL {
         for seed in 1..=4 {
             run(policy, seed);
         }

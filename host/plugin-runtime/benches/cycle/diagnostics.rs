@@ -5,7 +5,7 @@
 use super::{churn, ms, snapshot};
 use gantry_contract::Job;
 use gantry_engine::Snapshot;
-use gantry_plugin_runtime::{Limits, Runtime};
+use gantry_plugin_runtime::{Limits, PluginInstance, Runtime};
 use std::time::{Duration, Instant};
 
 /// Time of `first-fit`'s `place` alone over `n` cycles, quiet or busy, wasm 0.2 and
@@ -29,25 +29,9 @@ pub(crate) fn travel(rt: &Runtime, snap: &Snapshot, n: usize) {
             if busy {
                 churn(&mut snap, turn, &mut next_id);
             }
-            let t = Instant::now();
-            let a = gantry_contract::Placement::place(
-                &mut first_fit,
-                &snap.ctx,
-                &snap.pending,
-                &snap.nodes,
-                &snap.running,
-            );
-            wasm += t.elapsed();
-            let t = Instant::now();
-            let b = gantry_contract::Placement::place(
-                &mut twin,
-                &snap.ctx,
-                &snap.pending,
-                &snap.nodes,
-                &snap.running,
-            );
-            native += t.elapsed();
-            assert_eq!(a.ok(), b.ok());
+            let (w, nat) = place_both(&mut first_fit, &mut twin, &snap);
+            wasm += w;
+            native += nat;
         }
         println!(
             "busy {busy}: place 0.2 {:.2} ms, native {:.2} ms; {:?}",
@@ -153,29 +137,30 @@ pub(crate) fn split(rt: &Runtime) {
             snap = snap0.clone();
         }
         churn(&mut snap, turn, &mut next_id);
-        let t = Instant::now();
-        let a = gantry_contract::Placement::place(
-            &mut first_fit,
-            &snap.ctx,
-            &snap.pending,
-            &snap.nodes,
-            &snap.running,
-        );
-        t_wasm += t.elapsed();
-        let t = Instant::now();
-        let b = gantry_contract::Placement::place(
-            &mut twin,
-            &snap.ctx,
-            &snap.pending,
-            &snap.nodes,
-            &snap.running,
-        );
-        t_native += t.elapsed();
-        assert_eq!(a.ok(), b.ok());
+        let (w, nat) = place_both(&mut first_fit, &mut twin, &snap);
+        t_wasm += w;
+        t_native += nat;
     }
     println!(
         "first-fit place, busy 1,000: whole 0.2 call {:.4} ms, native {:.4} ms",
         per(t_wasm),
         per(t_native)
     );
+}
+
+/// Times one `place` of `wasm` and of its native `twin` on `snap`, which must agree.
+fn place_both(
+    wasm: &mut PluginInstance,
+    twin: &mut gantry_plugin_first_fit::FirstFit,
+    snap: &Snapshot,
+) -> (Duration, Duration) {
+    let (ctx, jobs, nodes, running) = (&snap.ctx, &snap.pending, &snap.nodes, &snap.running);
+    let t = Instant::now();
+    let a = gantry_contract::Placement::place(wasm, ctx, jobs, nodes, running).ok();
+    let w = t.elapsed();
+    let t = Instant::now();
+    let b = gantry_contract::Placement::place(twin, ctx, jobs, nodes, running).ok();
+    let n = t.elapsed();
+    assert_eq!(a, b);
+    (w, n)
 }
