@@ -91,12 +91,14 @@ pub async fn serve(mut config: Config) -> anyhow::Result<()> {
     announce(mode, addr);
     announce_anonymous(mode, config_anonymous_role);
     announce_tls(tls.as_ref(), addr);
+    let app = crate::api::router(scheduler.clone(), tokens);
+    // The Unix socket is bound before the daemon says it listens: whoever waits for that
+    // line may use either door at once.
+    serve_local_socket(&socket, app.clone(), &http)?;
     tracing::info!(%addr, data_dir = %data_dir.display(), "gantry is serving");
     if leading.is_none() {
         println!("gantry listening on {scheme}://{addr}");
     }
-    let app = crate::api::router(scheduler.clone(), tokens);
-    serve_local_socket(&socket, app.clone(), &http)?;
     crate::service_endpoint::open_all(&scheduler);
     crate::service_autoscaler::start(&scheduler);
     tokio::spawn(scheduler.run(events));
