@@ -201,7 +201,11 @@ fn sort_jobs(jobs: &[Job], scored: &[Scored]) -> Vec<Job> {
         .zip(scored)
         .map(|(j, s)| {
             let mut j = j.clone();
-            j.tier = s.tier.unwrap_or(j.tier);
+            if let Some(tier) = s.tier.filter(|t| *t != j.tier) {
+                // No longer the job its producer numbered: compared field by field.
+                j.tier = tier;
+                j.revision = 0;
+            }
             (j, s.score)
         })
         .collect();
@@ -213,4 +217,64 @@ fn sort_jobs(jobs: &[Job], scored: &[Scored]) -> Vec<Job> {
             .then(a.id.cmp(&b.id))
     });
     ordered.into_iter().map(|(j, _)| j).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use gantry_contract::{Gpu, GpuShare, Node, Start, TaskAllocation};
+
+    #[test]
+    fn a_job_whose_tier_the_priority_stage_changed_loses_its_number() {
+        let job = |id, tier| Job {
+            id,
+            tier,
+            revision: 40 + id,
+            ..Job::default()
+        };
+        let scored = |tier| Scored {
+            score: 0.0,
+            tier,
+            note: None,
+        };
+        let jobs = [job(1, 0), job(2, 3), job(3, 0)];
+        let ordered = sort_jobs(&jobs, &[scored(Some(5)), scored(Some(3)), scored(None)]);
+        let revision = |id| ordered.iter().find(|j| j.id == id).unwrap().revision;
+        assert_eq!(revision(1), 0, "tier 0 -> 5: not the numbered job");
+        assert_eq!(revision(2), 42, "the same tier again: unchanged");
+        assert_eq!(revision(3), 43);
+    }
+
+    #[test]
+    fn a_node_the_starts_book_on_loses_its_number() {
+        let node = |id| Node {
+            id,
+            gpus: vec![Gpu {
+                index: 0,
+                model: 0,
+                memory_mib: 1,
+                free_milli: 1000,
+                healthy: true,
+            }],
+            revision: 9,
+            ..Node::default()
+        };
+        let mut nodes = vec![node(0), node(1)];
+        let start = Start {
+            job: 1,
+            tasks: vec![TaskAllocation {
+                node: 1,
+                gpus: vec![GpuShare {
+                    index: 0,
+                    milli: 1000,
+                }],
+                cpu_milli: 0,
+                memory_mib: 0,
+            }],
+        };
+        crate::stage_calls::apply_starts(&mut nodes, &[start]);
+        assert_eq!((nodes[0].revision, nodes[1].revision), (9, 0));
+        assert_eq!(nodes[1].gpus[0].free_milli, 0);
+    }
 }

@@ -325,12 +325,14 @@ pub(crate) fn preemption(
 }
 
 /// Subtracts the resources of `starts` from `nodes` (used to show preemption the
-/// cluster as it will be).
+/// cluster as it will be). A node changed here is no longer the one its producer
+/// numbered (`Node::revision`): it is left unnumbered, compared field by field.
 pub fn apply_starts(nodes: &mut [gantry_contract::Node], starts: &[gantry_contract::Start]) {
     let pos: HashMap<u32, usize> = nodes.iter().enumerate().map(|(i, n)| (n.id, i)).collect();
     for a in starts.iter().flat_map(|s| &s.tasks) {
         let Some(&i) = pos.get(&a.node) else { continue };
         let n = &mut nodes[i];
+        n.revision = 0;
         n.cpu_milli_free = n.cpu_milli_free.saturating_sub(a.cpu_milli);
         n.memory_mib_free = n.memory_mib_free.saturating_sub(a.memory_mib);
         for share in &a.gpus {

@@ -31,6 +31,7 @@ pub fn fits_empty_cluster(ctx: &Cycle, nodes: &[Node], job: &Job) -> Result<(), 
         .iter()
         .map(|n| {
             let mut n = n.clone();
+            n.revision = 0;
             n.state = NodeState::Up;
             n.cpu_milli_free = n.cpu_milli_total;
             n.memory_mib_free = n.memory_mib_total;

@@ -18,7 +18,7 @@
 
 use gantry_contract::{
     Cycle, Gpu, GpuShare, Job, JobKind, Label, Node, NodeState, RunningJob, TaskAllocation,
-    TaskGroup,
+    TaskGroup, next_revision,
 };
 use gantry_engine::{Interner, Native, Pipeline, Snapshot, StageSlot, run_cycle};
 use gantry_plugin_runtime::{Limits, Runtime, RuntimeOptions};
@@ -42,7 +42,8 @@ impl Lcg {
 }
 
 /// A cluster half full of running jobs and `pending` jobs of 1-8 GPUs with realistic
-/// names, users, accounts and labels (interned, as the daemon does).
+/// names, users, accounts and labels (interned, as the daemon does). Jobs are numbered
+/// as the daemon numbers them (`Job::revision`, `RunningJob::revision`), nodes are not.
 fn snapshot(pending: usize, nodes: usize) -> Snapshot {
     let mut rng = Lcg(42);
     let mut s = Interner::new();
@@ -107,6 +108,7 @@ fn snapshot(pending: usize, nodes: usize) -> Snapshot {
             memory_mib: 64_000,
             gpu_model_mask: 0,
         }],
+        revision: next_revision(),
     };
     // Fill half of every node with running 4-GPU jobs.
     let mut running = Vec::new();
@@ -130,7 +132,7 @@ fn snapshot(pending: usize, nodes: usize) -> Snapshot {
             start_ms: 1_700_000_000_000,
             expected_end_ms: Some(1_700_000_000_000 + 3_600_000),
             score: 0.0,
-            revision: 0,
+            revision: next_revision(),
         });
     }
     let pending_jobs: Vec<Job> = (0..pending as u64)
@@ -235,6 +237,7 @@ fn churn(snap: &mut Snapshot, turn: usize, next_id: &mut u64) {
         let at = (turn * 37 + k * 101) % n;
         let mut j = snap.pending.remove(at);
         j.id = *next_id;
+        j.revision = next_revision();
         *next_id += 1;
         snap.pending.push(j);
     }

@@ -37,6 +37,7 @@ fn jobs(n: usize, strings: &mut Interner) -> Vec<Job> {
                 memory_mib: 1024,
                 ..Default::default()
             }],
+            revision: 0,
         })
         .collect()
 }

@@ -77,7 +77,7 @@ impl TaskGroup {
 }
 
 /// A job as a policy sees it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
 pub struct Job {
     /// Job id.
     pub id: JobId,
@@ -104,6 +104,46 @@ pub struct Job {
     pub labels: Vec<Label>,
     /// The gang.
     pub tasks: Vec<TaskGroup>,
+    /// Host bookkeeping, not part of the WIT contract (a plugin always reads 0): a
+    /// producer that numbers its changes (the daemon's snapshot builder, the cycle
+    /// benchmark) gives the job a number unique in the process each time it changes, so
+    /// that a 0.2 plugin's host can tell it unchanged without comparing every field
+    /// (`gantry_contract::delta`). 0: not numbered, compared field by field.
+    #[serde(skip)]
+    pub revision: u64,
+}
+
+/// Equal in everything a plugin sees (the revision is bookkeeping).
+impl PartialEq for Job {
+    fn eq(&self, o: &Self) -> bool {
+        let Job {
+            id,
+            name,
+            user,
+            account,
+            queue,
+            tier,
+            submit_ms,
+            time_limit_s,
+            kind,
+            preemptible,
+            labels,
+            tasks,
+            revision: _,
+        } = self;
+        *id == o.id
+            && *name == o.name
+            && *user == o.user
+            && *account == o.account
+            && *queue == o.queue
+            && *tier == o.tier
+            && *submit_ms == o.submit_ms
+            && *time_limit_s == o.time_limit_s
+            && *kind == o.kind
+            && *preemptible == o.preemptible
+            && *labels == o.labels
+            && *tasks == o.tasks
+    }
 }
 
 impl Job {
@@ -183,7 +223,7 @@ pub struct Node {
     /// unique in the process each time it changes, so that a 0.2 plugin's host can
     /// tell it unchanged without comparing every field (`gantry_contract::delta`).
     /// 0: not numbered, compared field by field.
-    #[serde(default, skip_serializing_if = "is_zero_revision")]
+    #[serde(skip)]
     pub revision: u64,
 }
 
@@ -227,7 +267,7 @@ pub struct RunningJob {
     /// unique in the process each time it changes, so that a 0.2 plugin's host can
     /// tell it unchanged without comparing every field (`gantry_contract::delta`).
     /// 0: not numbered, compared field by field.
-    #[serde(default, skip_serializing_if = "is_zero_revision")]
+    #[serde(skip)]
     pub revision: u64,
 }
 
@@ -277,12 +317,10 @@ impl PartialEq for RunningJob {
     }
 }
 
-fn is_zero_revision(r: &u64) -> bool {
-    *r == 0
-}
-
-/// A number for [`Node::revision`] and [`RunningJob::revision`] no other element of
-/// this process was given: never 0.
+/// A number for [`Job::revision`], [`Node::revision`] and [`RunningJob::revision`] no other
+/// element of this process was given: never 0. Revisions never leave the process (they
+/// are not serialized): a recording that spans a restart would otherwise vouch for a
+/// number given twice.
 pub fn next_revision() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(1);
@@ -376,7 +414,7 @@ pub struct Cycle {
     /// only grows, so that a 0.2 plugin's host looks only at the strings added since the
     /// plugin's previous call (`gantry_contract::delta::StringTable`). 0: the table is
     /// compared string by string.
-    #[serde(default, skip_serializing_if = "is_zero_revision")]
+    #[serde(skip)]
     pub strings_lineage: u64,
 }
 

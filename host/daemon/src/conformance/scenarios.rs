@@ -152,6 +152,7 @@ impl Builder {
                     gpu_model_mask: 0,
                 })
                 .collect(),
+            revision: 0,
         }
     }
 

@@ -62,7 +62,7 @@ impl Scheduler {
             .map(|(_, m)| m.info.name.clone())
             .collect();
         let remote = |t: &crate::model::TaskRecord| agents.contains(&t.node);
-        for job in st.jobs.running_mut() {
+        for mut job in st.jobs.running_mut() {
             let since = job.start_ms.unwrap_or(0);
             let mut unlaunched = Vec::new();
             let local_count = job.tasks.iter().filter(|t| !remote(t)).count();
@@ -79,7 +79,7 @@ impl Scheduler {
                         pid,
                         "found the shim of a task whose pid was not stored"
                     );
-                    transition::apply_or_log(job, Transition::TaskLaunched { task, pid });
+                    transition::apply_or_log(&mut job, Transition::TaskLaunched { task, pid });
                 } else if let Some(exit) = self.inner.executor.exit_since(&exit_path, since) {
                     tracing::info!(
                         job = job.id,
@@ -93,7 +93,7 @@ impl Scheduler {
                         ended_ms: None,
                         usage: None,
                     };
-                    transition::apply_or_log(job, ended);
+                    transition::apply_or_log(&mut job, ended);
                 } else {
                     unlaunched.push(task);
                 }
@@ -106,19 +106,22 @@ impl Scheduler {
                     ReasonCode::Other,
                     "not launched before a daemon restart; requeued".into(),
                 );
-                if transition::apply_or_log(job, Transition::Unlaunched { reason }) {
+                if transition::apply_or_log(&mut job, Transition::Unlaunched { reason }) {
                     self.event(job.id, "requeued", "not launched before a restart".into());
-                    self.persist(job);
+                    self.persist(&job);
                     changed = true;
                     continue;
                 }
             }
             for task in unlaunched {
-                transition::apply_or_log(job, Transition::task_lost(task));
-                transition::apply_or_log(job, Transition::StopRequested(StopCause::GangFailed));
+                transition::apply_or_log(&mut job, Transition::task_lost(task));
+                transition::apply_or_log(
+                    &mut job,
+                    Transition::StopRequested(StopCause::GangFailed),
+                );
             }
-            self.account_ended_while_down(job);
-            for (i, t) in job.tasks.iter_mut().enumerate() {
+            self.account_ended_while_down(&job);
+            for (i, t) in job.tasks.iter().enumerate() {
                 if remote(t) {
                     continue;
                 }
@@ -129,13 +132,13 @@ impl Scheduler {
                 }
             }
             if job.stopping.is_some() {
-                self.stop_tasks(job, grace);
+                self.stop_tasks(&job, grace);
             }
             // A service whose tasks all ended waits out its back-off (service.rs).
-            if job.tasks.iter().all(|t| t.exit.is_some()) && !self.service_resumes(job) {
-                self.finish(job);
+            if job.tasks.iter().all(|t| t.exit.is_some()) && !self.service_resumes(&mut job) {
+                self.finish(&mut job);
             }
-            self.persist(job);
+            self.persist(&job);
             changed = true;
             tracing::info!(job = job.id, "re-attached to running job after restart");
         }

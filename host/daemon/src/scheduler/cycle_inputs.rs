@@ -9,13 +9,14 @@
 //! holds (`holds`).
 
 use super::accounting::Ledger;
+use super::job_numbers::JobNumbers;
 use super::{Scheduler, lock, snapshot};
 use crate::inventory::NodeInfo;
 use crate::model::JobRecord;
 use gantry_contract::NodeId;
 use gantry_engine::Snapshot;
 use std::collections::BTreeSet;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// The active jobs, the schedulable nodes, the cycle number and the usage ledger as they
 /// were at one moment.
@@ -27,16 +28,21 @@ pub(crate) struct CycleInputs {
 }
 
 impl CycleInputs {
-    /// The engine's snapshot of these inputs at `now_ms` (off every lock).
-    pub(crate) fn snapshot(&self, now_ms: u64) -> Snapshot {
+    /// The engine's snapshot of these inputs at `now_ms` (off every lock), its jobs
+    /// numbered by `numbers` (`job_numbers.rs`).
+    pub(crate) fn snapshot(&self, now_ms: u64, numbers: &Mutex<JobNumbers>) -> Snapshot {
         let nodes: Vec<(NodeId, &NodeInfo)> = self.nodes.iter().map(|(id, n)| (*id, n)).collect();
-        snapshot::build(
+        let (mut snap, models) = snapshot::build_with_models(
             self.jobs.iter().map(|j| &**j),
             &nodes,
             self.cycle,
             now_ms,
             &self.ledger,
-        )
+        );
+        let names: Vec<(NodeId, &str)> =
+            nodes.iter().map(|(id, n)| (*id, n.name.as_str())).collect();
+        lock(numbers).number(&mut snap, &self.jobs, models.names(), &names);
+        snap
     }
 }
 

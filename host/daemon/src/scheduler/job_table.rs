@@ -259,8 +259,10 @@ impl JobTable {
         self.jobs.active().filter(|j| j.state == JobState::Running)
     }
 
-    /// The running jobs, to change.
-    pub(crate) fn running_mut(&mut self) -> impl Iterator<Item = &mut JobRecord> {
+    /// The running jobs, to change (each copied on its first write only).
+    pub(crate) fn running_mut(
+        &mut self,
+    ) -> impl Iterator<Item = super::jobs_in_memory::RecordMut<'_>> {
         self.jobs.running_mut()
     }
 

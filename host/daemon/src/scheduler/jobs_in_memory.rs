@@ -14,6 +14,12 @@
 //! the cycle converts them after the job table's lock is let go; a job changed meanwhile is
 //! copied once by `get_mut` (`Arc::make_mut`), the cycle keeping the version it was given.
 //!
+//! A record's allocation therefore changes whenever the record does while anything else
+//! shares or watches it: the snapshot builder's numbering (`job_numbers.rs`) keeps a weak
+//! pointer to the version it converted and takes the same allocation as the same record.
+//! Every write goes through `Arc::make_mut` (by [`JobsInMemory::get_mut`] or a
+//! [`RecordMut`]); nothing here writes through `Arc::get_mut`.
+//!
 //! Owns: the two maps and the order of the ended ones by end time. Does not own the store
 //! nor the queries over jobs (`job_table`).
 
@@ -80,12 +86,13 @@ impl JobsInMemory {
         self.active.values().cloned().collect()
     }
 
-    /// The running jobs, to change (only those are copied if a cycle still shares them).
-    pub(crate) fn running_mut(&mut self) -> impl Iterator<Item = &mut JobRecord> {
+    /// The running jobs, to change: each is copied on its first write only
+    /// ([`RecordMut`]), so a walk that only reads leaves every record as it was.
+    pub(crate) fn running_mut(&mut self) -> impl Iterator<Item = RecordMut<'_>> {
         self.active
             .values_mut()
             .filter(|j| j.state == JobState::Running)
-            .map(Arc::make_mut)
+            .map(|record| RecordMut { record })
     }
 
     /// Every job in memory: the active ones, then the ended ones, each by id.
@@ -153,6 +160,25 @@ impl JobsInMemory {
         let job = self.ended.remove(&id)?;
         self.by_end.remove(&end_key(&job));
         Some(job)
+    }
+}
+
+/// One record of a walk that may change it: reads go to the shared record, the first write
+/// makes it this table's own (`Arc::make_mut`, a new allocation when shared or watched).
+pub(crate) struct RecordMut<'a> {
+    record: &'a mut Arc<JobRecord>,
+}
+
+impl std::ops::Deref for RecordMut<'_> {
+    type Target = JobRecord;
+    fn deref(&self) -> &JobRecord {
+        self.record
+    }
+}
+
+impl std::ops::DerefMut for RecordMut<'_> {
+    fn deref_mut(&mut self) -> &mut JobRecord {
+        Arc::make_mut(self.record)
     }
 }
 

@@ -229,16 +229,16 @@ impl Scheduler {
         let now = now_ms();
         let mut st = lock(&self.inner.state);
         let grace = Duration::from_secs(self.inner.config.kill_grace_s);
-        for job in st.jobs.running_mut() {
+        for mut job in st.jobs.running_mut() {
             let over = job.state == JobState::Running
                 && job.stopping.is_none()
                 && job.spec.time_limit_s > 0
                 && job
                     .start_ms
                     .is_some_and(|s| now >= s + job.spec.time_limit_s * 1000);
-            if let Some((pid_signal, before_ms)) = warn_due(job, now) {
-                transition::apply_or_log(job, Transition::Warned);
-                self.signal_running_tasks(job, pid_signal, None);
+            if let Some((pid_signal, before_ms)) = warn_due(&job, now) {
+                transition::apply_or_log(&mut job, Transition::Warned);
+                self.signal_running_tasks(&job, pid_signal, None);
                 let snapshot = job.clone();
                 self.persist(&snapshot);
                 self.event(
@@ -251,8 +251,8 @@ impl Scheduler {
                 );
             }
             if over {
-                transition::apply_or_log(job, Transition::StopRequested(StopCause::TimeLimit));
-                self.stop_tasks(job, grace);
+                transition::apply_or_log(&mut job, Transition::StopRequested(StopCause::TimeLimit));
+                self.stop_tasks(&job, grace);
                 let snapshot = job.clone();
                 self.persist(&snapshot);
                 self.event(

@@ -19,6 +19,7 @@ mod image_pin;
 mod image_pull_view;
 mod job_control;
 pub mod job_input;
+mod job_numbers;
 mod job_table;
 pub mod jobs;
 mod jobs_in_memory;
@@ -132,6 +133,9 @@ pub(crate) struct Inner {
     pub(in crate::scheduler) submit_clock: Mutex<u64>,
     /// Replicated services (`service_sets.rs`); never held while another lock is taken.
     pub(in crate::scheduler) services: Mutex<service_sets::ServiceSets>,
+    /// What each job of the last snapshot was numbered from (`job_numbers.rs`); taken
+    /// alone, after the snapshot is built.
+    pub(in crate::scheduler) job_numbers: Mutex<job_numbers::JobNumbers>,
 }
 
 /// A handle to the scheduler; cheap to clone.
@@ -239,6 +243,7 @@ impl Scheduler {
             ledger: Mutex::new(ledger),
             submit_clock: Mutex::new(0),
             services: Mutex::new(services),
+            job_numbers: Mutex::default(),
         };
         Ok((
             Self {
@@ -301,7 +306,7 @@ impl Scheduler {
         // The jobs and nodes are copied under the locks (pointers and a few hundred bytes a
         // node); converting them for the engine happens after, off every lock.
         let inputs = self.cycle_inputs(true, |jobs| self.apply_holds(jobs));
-        let mut snap = inputs.snapshot(now_ms());
+        let mut snap = inputs.snapshot(now_ms(), &self.inner.job_numbers);
         drop(inputs);
         let drain_note = nodes::apply_node_control(&lock(&self.inner.members), &mut snap);
         let snap = Arc::new(snap);

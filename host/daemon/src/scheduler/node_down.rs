@@ -75,28 +75,28 @@ impl Scheduler {
         let grace = Duration::from_secs(self.inner.config.kill_grace_s);
         let mut st = lock(&self.inner.state);
         let mut touched = Vec::new();
-        for job in st.jobs.running_mut() {
+        for mut job in st.jobs.running_mut() {
             if !job.tasks.iter().any(|t| t.node == node && t.exit.is_none()) {
                 continue;
             }
             for task in 0..job.tasks.len() {
                 let t = &job.tasks[task];
                 if t.node == node && t.exit.is_none() {
-                    transition::apply_or_log(job, Transition::task_lost(task));
+                    transition::apply_or_log(&mut job, Transition::task_lost(task));
                 }
             }
             let down = StopCause::NodeDown {
                 node: node.to_string(),
             };
-            transition::apply_or_log(job, Transition::StopRequested(down));
+            transition::apply_or_log(&mut job, Transition::StopRequested(down));
             self.event(
                 job.id,
                 "node-down",
                 format!("node {node} is down: {reason}"),
             );
-            self.stop_tasks(job, grace);
+            self.stop_tasks(&job, grace);
             if job.tasks.iter().all(|t| t.exit.is_some()) {
-                self.finish(job);
+                self.finish(&mut job);
             }
             touched.push(job.clone());
         }

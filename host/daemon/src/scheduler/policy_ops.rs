@@ -262,7 +262,7 @@ impl Scheduler {
         let (mut candidate, resolved) = registry.build(&spec, Some(&self.inner.store))?;
         let snap = self
             .cycle_inputs(false, |_| Default::default())
-            .snapshot(now_ms());
+            .snapshot(now_ms(), &self.inner.job_numbers);
         let dry = gantry_engine::run_cycle(&snap, &mut candidate, None);
         if !dry.faults.is_empty() {
             lock(&self.inner.faults).record(0, &dry.faults, &self.inner.store);

@@ -28,17 +28,17 @@ impl Scheduler {
         let mut st = lock(&self.inner.state);
         let mut wanted = BTreeSet::new();
         let mut changed = Vec::new();
-        for job in st.jobs.running_mut() {
+        for mut job in st.jobs.running_mut() {
             for i in 0..job.tasks.len() {
                 if job.tasks[i].node != node || job.tasks[i].exit.is_some() {
                     continue;
                 }
-                let key = Self::task_key(job, i);
+                let key = Self::task_key(&job, i);
                 wanted.insert(key);
                 if let Some(pid) = reported.get(&key) {
                     lock(&self.inner.remote_runs).reported(&key);
                     let launched = Transition::TaskLaunched { task: i, pid: *pid };
-                    if job.tasks[i].pid.is_none() && transition::apply_or_log(job, launched) {
+                    if job.tasks[i].pid.is_none() && transition::apply_or_log(&mut job, launched) {
                         changed.push(job.id);
                     }
                 } else if ended.contains(&key) || launching.contains(&key) {

@@ -85,7 +85,7 @@ impl Scheduler {
         let mut changed = false;
         let mut wanted = Vec::new();
         let mut to_launch = Vec::new();
-        for job in st.jobs.running_mut() {
+        for mut job in st.jobs.running_mut() {
             if job.state != JobState::Running || job.spec.kind != JobKind::Service {
                 continue;
             }
@@ -93,20 +93,20 @@ impl Scheduler {
             let restart_at = job.restart_at_ms;
             match restart_at {
                 Some(_) if all_ended && job.stopping.is_some() => {
-                    self.finish(job);
-                    self.persist(job);
+                    self.finish(&mut job);
+                    self.persist(&job);
                     changed = true;
                 }
-                Some(at) if all_ended && now >= at && self.relaunch(job, now) => {
+                Some(at) if all_ended && now >= at && self.relaunch(&mut job, now) => {
                     to_launch.push(job.clone());
                     changed = true;
                 }
                 _ => {}
             }
             if job.health.is_none() && job.state == JobState::Running {
-                health_mut(job);
+                health_mut(&mut job);
             }
-            if let Some(run) = self.check_run(job) {
+            if let Some(run) = self.check_run(&job) {
                 wanted.push(run);
             }
         }

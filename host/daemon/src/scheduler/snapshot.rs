@@ -53,6 +53,11 @@ impl Models {
         Self { names }
     }
 
+    /// The model names, by mask bit.
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
     /// The mask for a task's allowed models (0 = any).
     pub fn mask(&self, allowed: &[String]) -> u64 {
         allowed.iter().fold(0u64, |mask, m| {
@@ -103,6 +108,7 @@ pub fn contract_job(j: &JobRecord, models: &Models, strings: &mut Interner) -> c
                 gpu_model_mask: models.mask(&t.gpu_models),
             })
             .collect(),
+        revision: 0,
     }
 }
 
@@ -305,6 +311,17 @@ pub fn build<'a>(
     now_ms: u64,
     ledger: &Ledger,
 ) -> Snapshot {
+    build_with_models(jobs, nodes, cycle_id, now_ms, ledger).0
+}
+
+/// [`build`], and the table of GPU models its jobs' masks were made with.
+pub fn build_with_models<'a>(
+    jobs: impl Iterator<Item = &'a JobRecord> + Clone,
+    nodes: &NodeList<'_>,
+    cycle_id: u64,
+    now_ms: u64,
+    ledger: &Ledger,
+) -> (Snapshot, Models) {
     let Base {
         models,
         mut strings,
@@ -356,7 +373,7 @@ pub fn build<'a>(
         evicting,
     };
     snap.ctx.strings = strings.into_strings();
-    snap
+    (snap, models)
 }
 
 /// What a submit reads of a snapshot, without converting every pending and running job

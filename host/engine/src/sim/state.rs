@@ -160,6 +160,7 @@ impl SimState {
             preemptible: job.preemptible,
             labels: self.labels(&job.labels),
             tasks: job.tasks.iter().map(|t| t.to_group(&self.models)).collect(),
+            revision: 0,
         }
     }
 

@@ -49,6 +49,9 @@ pub(crate) fn split(rt: &Runtime) {
         deadline_ms: 10_000,
         memory_mib: 1024,
     };
+    if std::env::var("CYCLE_BENCH_SPLIT").as_deref() == Ok("place") {
+        return place_only(rt, limits);
+    }
     let mut fifo = rt
         .load(gantry_components::FIFO)
         .expect("load")
@@ -163,4 +166,40 @@ fn place_both(
     let n = t.elapsed();
     assert_eq!(a, b);
     (w, n)
+}
+
+/// `CYCLE_BENCH_SPLIT=place`: busy and quiet 1,000-job `place` calls of `first-fit` 0.2
+/// alone, for `perf record`, with their medians.
+fn place_only(rt: &Runtime, limits: Limits) {
+    let mut first_fit = rt
+        .load(gantry_components::FIRST_FIT)
+        .expect("load")
+        .instantiate("{}", limits)
+        .expect("instantiate");
+    let snap0 = snapshot(1_000, 100);
+    let mut snap = snap0.clone();
+    let mut next_id = 10_000_000;
+    for busy in [false, true] {
+        let mut times = Vec::new();
+        for turn in 0..5000 {
+            if busy {
+                if turn % 200 == 0 {
+                    snap = snap0.clone();
+                }
+                churn(&mut snap, turn, &mut next_id);
+            }
+            let (ctx, jobs, nodes, running) =
+                (&snap.ctx, &snap.pending, &snap.nodes, &snap.running);
+            let t = Instant::now();
+            let plan = gantry_contract::Placement::place(&mut first_fit, ctx, jobs, nodes, running);
+            times.push(t.elapsed());
+            assert!(plan.is_ok());
+        }
+        times.sort();
+        let label = if busy { "busy" } else { "quiet" };
+        println!(
+            "first-fit place, {label} 1,000: median 0.2 call {:.4} ms",
+            ms(times[times.len() / 2])
+        );
+    }
 }

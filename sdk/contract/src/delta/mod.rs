@@ -155,6 +155,9 @@ impl Mirrored for Job {
         self.id
     }
     fn same_as(&self, now: &Self, tr: &[Symbol]) -> bool {
+        if same_revision(self.revision, now.revision) {
+            return self.id == now.id;
+        }
         self.id == now.id
             && self.name == sym(tr, now.name)
             && self.user == sym(tr, now.user)

@@ -229,6 +229,31 @@ fn a_numbered_element_seen_again_with_its_number_is_kept_without_comparing() {
 }
 
 #[test]
+fn a_numbered_pending_job_seen_again_with_its_number_is_kept_without_comparing() {
+    let mut table = StringTable::default();
+    let (tr, _) = table.translate(&["a".to_string()], 0);
+    let mut host: Encoder<Job> = Encoder::default();
+    let job = |id, tier, revision| Job {
+        id,
+        tier,
+        revision,
+        ..Job::default()
+    };
+    let (keep, fresh) = host.encode(&[job(1, 0, 5), job(2, 0, 0)], &tr);
+    host.commit(&keep, fresh).unwrap();
+    let (keep, fresh) = host.encode(&[job(1, 3, 5), job(2, 3, 0)], &tr);
+    assert_eq!(
+        keep,
+        [0, FRESH],
+        "the number vouches; the unnumbered is compared"
+    );
+    host.commit(&keep, fresh).unwrap();
+    // Another job with the number of the kept one is still another job.
+    let (keep, _) = host.encode(&[job(3, 0, 5), job(2, 3, 0)], &tr);
+    assert_eq!(keep[0], FRESH);
+}
+
+#[test]
 fn a_table_of_one_lineage_is_translated_from_where_it_grew() {
     let texts = |n: usize| (0..n).map(|i| format!("s{i}")).collect::<Vec<String>>();
     let mut grown = StringTable::default();

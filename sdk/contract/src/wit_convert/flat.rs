@@ -71,6 +71,7 @@ macro_rules! __wit_flat_lists {
                             .iter()
                             .map(Into::into)
                             .collect(),
+                        revision: 0,
                     })
                     .collect()
             }
