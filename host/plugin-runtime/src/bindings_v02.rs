@@ -32,4 +32,79 @@ gantry_contract::wit_conversions! {
     priority: priority,
     placement: placement,
     preemption: preemption,
+    plan: flat,
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::{placement, wit};
+    use gantry_contract::{GpuShare, Pending, Plan, Reason, ReasonCode, Start, TaskAllocation};
+
+    fn plan() -> Plan {
+        let task = |node, gpus: &[u32]| TaskAllocation {
+            node,
+            gpus: gpus
+                .iter()
+                .map(|&index| GpuShare { index, milli: 1000 })
+                .collect(),
+            cpu_milli: 1000 + node,
+            memory_mib: 64,
+        };
+        Plan {
+            starts: vec![
+                Start {
+                    job: 7,
+                    tasks: vec![task(0, &[0, 1]), task(2, &[])],
+                },
+                Start {
+                    job: 9,
+                    tasks: vec![task(1, &[3])],
+                },
+            ],
+            pending: vec![Pending {
+                job: 11,
+                reason: Reason::new(ReasonCode::InsufficientGpus, "full"),
+            }],
+            stopped_at: Some(11),
+        }
+    }
+
+    #[test]
+    fn a_plan_travels_flat_and_comes_back_the_same() {
+        let placed = placement::Placed::from(plan());
+        assert_eq!(
+            (placed.starts.len(), placed.tasks.len(), placed.shares.len()),
+            (2, 3, 3)
+        );
+        assert_eq!(Plan::try_from(placed).unwrap(), plan());
+    }
+
+    #[test]
+    fn a_range_outside_its_list_is_refused_naming_it() {
+        let mut bad = placement::Placed::from(plan());
+        bad.starts[1].task_count = 5;
+        let e = Plan::try_from(bad).unwrap_err();
+        assert!(e.contains("job 9") && e.contains("3 tasks"), "{e}");
+
+        let mut bad = placement::Placed::from(plan());
+        bad.tasks[0].first_share = u32::MAX;
+        let e = Plan::try_from(bad).unwrap_err();
+        assert!(e.contains("job 7") && e.contains("shares"), "{e}");
+
+        let mut bad = placement::Placed::from(plan());
+        bad.starts[0].first_task = u32::MAX;
+        bad.starts[0].task_count = u32::MAX;
+        assert!(Plan::try_from(bad).is_err(), "no overflow, no panic");
+
+        // Ranges may overlap or leave elements out: only the plan's check judges that.
+        let mut shared = placement::Placed::from(plan());
+        shared.starts[1] = placement::StartSlot {
+            job: 9,
+            first_task: 0,
+            task_count: 1,
+        };
+        shared.shares.push(wit::GpuShare { index: 5, milli: 1 });
+        assert!(Plan::try_from(shared).is_ok());
+    }
 }

@@ -13,7 +13,7 @@ use gantry_contract::wit_convert::vec_into;
 use gantry_contract::{
     Cycle, Eviction, Job, Node, Plan, RunningJob, Scored, Stage, SubmitVerdict, Verdict,
 };
-use gantry_engine::PolicyFault;
+use gantry_engine::{FaultKind, PolicyFault};
 
 pub(crate) fn check_submit(
     p: &mut PluginInstance,
@@ -91,8 +91,16 @@ pub(crate) fn place(
             .map(|g| g.call_place(&mut l.store, &c, sync, &j, &n, &r)),
         Guests::V01(_) => None,
     })?;
+    // A range outside its list is refused like any invalid plan: a full resend follows.
+    let plan = match gantry_contract::Plan::try_from(plan) {
+        Ok(plan) => plan,
+        Err(e) => {
+            p.mirror.reset();
+            return Err(PolicyFault::new(FaultKind::InvalidOutput, e));
+        }
+    };
     p.mirror.succeeded(&sync);
-    Ok(plan.into())
+    Ok(plan)
 }
 
 pub(crate) fn preempt(

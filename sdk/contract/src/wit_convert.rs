@@ -10,12 +10,17 @@
 //! list per part, each record naming its range); this crate's types nest. Lowering is by
 //! reference (the host keeps its snapshot), lifting by value (strings move).
 //!
-//! Owns: the field-by-field mapping (the flat lists in `flat`) and its helpers. Does not
+//! 0.2's `place` answers in flat lists too (`placed`, in `flat_plan`: expanded by
+//! `__wit_flat_plan!` next to this macro in 0.2's bindings only).
+//!
+//! Owns: the field-by-field mapping (the flat lists in `flat` and `flat_plan`) and its
+//! helpers. Does not
 //! own the bindings or any wasm dependency (the macro only names the modules the caller
 //! passes in); keep it in step with `wit/<version>/` (a missing field is a compile error
 //! on both sides).
 
 mod flat;
+mod flat_plan;
 
 /// `items[first .. first + count]`, or empty when the range is out of bounds (a guest
 /// never trusts the ranges it is sent).
@@ -23,6 +28,14 @@ mod flat;
 pub fn span<T>(items: &[T], first: u32, count: u32) -> &[T] {
     let (first, count) = (first as usize, count as usize);
     items.get(first..first.saturating_add(count)).unwrap_or(&[])
+}
+
+/// `items[first .. first + count]`, or `None` when the range is out of bounds (the host
+/// refuses a plugin's answer that names one).
+#[doc(hidden)]
+pub fn checked_span<T>(items: &[T], first: u32, count: u32) -> Option<&[T]> {
+    let (first, count) = (first as usize, count as usize);
+    items.get(first..first.checked_add(count)?)
 }
 
 /// A length or offset as a WIT `u32` (saturating; lists that long cannot be sent anyway).
@@ -38,12 +51,13 @@ pub fn vec_into<A: Into<B>, B>(v: Vec<A>) -> Vec<B> {
 
 /// Expands the conversions between `gantry_contract`'s types and the types generated from
 /// `wit/` into the calling crate (where the generated types are local). Name the generated
-/// modules: `types` (the `types` interface), `host`, and the exported interfaces.
+/// modules: `types` (the `types` interface), `host`, and the exported interfaces; and how
+/// `place` answers: `plan: nested` (0.1's `plan`) or `plan: flat` (0.2's `placed`).
 ///
 /// ```ignore
 /// gantry_contract::wit_conversions! {
 ///     types: wit, host: host, plugin: plugin, admission: admission,
-///     priority: priority, placement: placement, preemption: preemption,
+///     priority: priority, placement: placement, preemption: preemption, plan: nested,
 /// }
 /// ```
 ///
@@ -51,7 +65,8 @@ pub fn vec_into<A: Into<B>, B>(v: Vec<A>) -> Vec<B> {
 /// `From<wit::JobList> for Vec<Job>`, `From<&[Node]>` for `wit::NodeList` / `From<wit::NodeList>
 /// for Vec<Node>`, `From<&[RunningJob]>` for `wit::RunningList` / `From<wit::RunningList> for
 /// Vec<RunningJob>`. Outputs, both ways by value: `Metadata`, `SubmitVerdict`, `Verdict`,
-/// `Scored`, `Plan`, `Eviction`, `LogLevel` and what they hold.
+/// `Scored`, `Eviction`, `LogLevel` and what they hold; `Plan` both ways (nested), or
+/// `From<Plan>` for `placed` and `TryFrom<placed>` for `Plan` (flat).
 #[macro_export]
 macro_rules! wit_conversions {
     (
@@ -61,8 +76,32 @@ macro_rules! wit_conversions {
         admission: $adm:ident,
         priority: $pri:ident,
         placement: $pla:ident,
-        preemption: $pre:ident $(,)?
+        preemption: $pre:ident,
+        plan: nested $(,)?
     ) => {
+        $crate::wit_conversions!(@common $w, $host, $plugin, $adm, $pri, $pla, $pre);
+        $crate::wit_conversions!(@record $crate::TaskAllocation, $w::TaskAllocation, {
+            node, cpu_milli, memory_mib ; gpus
+        });
+        $crate::wit_conversions!(@record $crate::Start, $pla::Start, { job ; tasks });
+        $crate::wit_conversions!(@record $crate::Plan, $pla::Plan, {
+            stopped_at ; starts, pending
+        });
+    };
+    (
+        types: $w:ident,
+        host: $host:ident,
+        plugin: $plugin:ident,
+        admission: $adm:ident,
+        priority: $pri:ident,
+        placement: $pla:ident,
+        preemption: $pre:ident,
+        plan: flat $(,)?
+    ) => {
+        $crate::wit_conversions!(@common $w, $host, $plugin, $adm, $pri, $pla, $pre);
+        $crate::__wit_flat_plan!($w, $pla);
+    };
+    (@common $w:ident, $host:ident, $plugin:ident, $adm:ident, $pri:ident, $pla:ident, $pre:ident) => {
         // Records of plain values.
         $crate::wit_conversions!(@copy $crate::Usage, $w::Usage, { who, gpu_seconds });
         $crate::wit_conversions!(@copy $crate::GpuUse, $w::GpuUse, { who, gpu_milli });
@@ -110,14 +149,7 @@ macro_rules! wit_conversions {
             queue, tier, time_limit_s, preemptible, labels ;
         });
         $crate::wit_conversions!(@record $crate::Scored, $pri::Scored, { score, tier, note ; });
-        $crate::wit_conversions!(@record $crate::TaskAllocation, $w::TaskAllocation, {
-            node, cpu_milli, memory_mib ; gpus
-        });
-        $crate::wit_conversions!(@record $crate::Start, $pla::Start, { job ; tasks });
         $crate::wit_conversions!(@record $crate::Pending, $pla::Pending, { job, reason ; });
-        $crate::wit_conversions!(@record $crate::Plan, $pla::Plan, {
-            stopped_at ; starts, pending
-        });
         $crate::wit_conversions!(@record $crate::Eviction, $pre::Eviction, {
             job, for_job, reason, grace_s ;
         });

@@ -13,7 +13,11 @@
 //     score: incremental.score((ctx, jobs, previous) => jobs.jobs.map(...)),
 //   };
 //
-// and build against wit/0.2.0 with `metadata(..., contract: "0.2.0")`. Kept records
+// and build against wit/0.2.0 with `metadata(..., contract: "0.2.0")`. `place` answers
+// 0.2's flat `placed` (wit/0.2.0/stages.wit): return one (`placed(starts, pending,
+// stoppedAt)` builds it), or a plan written as for 0.1 (`{ starts: [{ job, tasks: [{ node,
+// gpus: [{ index, milli }], cpuMilli, memoryMib }] }], pending, stoppedAt }`), which the
+// wrapper flattens. Kept records
 // move (their `first*` offsets are rewritten); nothing is copied. A delta that does not
 // fit, or a call out of sequence, throws and forgets everything: the host then resends
 // in full. So does any exception your function throws.
@@ -198,9 +202,39 @@ export function place(fn) {
   return function (ctx, sync, j, n, r) {
     begin(ctx, sync);
     return guarded(sync, () =>
-      fn.call(this, ctx, jobs("place.jobs", j), nodes("place.nodes", n), running("place.running", r)),
+      asPlaced(fn.call(this, ctx, jobs("place.jobs", j), nodes("place.nodes", n), running("place.running", r))),
     );
   };
+}
+
+/**
+ * 0.2's `placed` from starts written as for 0.1 (`{ job, tasks: [{ node, gpus: [{ index,
+ * milli }], cpuMilli, memoryMib }] }`): each start's tasks and their GPU shares go into one
+ * flat list each, each start and task naming its range.
+ */
+export function placed(starts = [], pending = [], stoppedAt = undefined) {
+  const out = { starts: [], tasks: [], shares: [], pending: [...pending], stoppedAt };
+  for (const s of starts) {
+    out.starts.push({ job: s.job, firstTask: out.tasks.length, taskCount: s.tasks.length });
+    for (const t of s.tasks) {
+      out.tasks.push({
+        node: t.node,
+        firstShare: out.shares.length,
+        shareCount: t.gpus.length,
+        cpuMilli: t.cpuMilli,
+        memoryMib: t.memoryMib,
+      });
+      for (const g of t.gpus) out.shares.push({ index: g.index, milli: g.milli });
+    }
+  }
+  return out;
+}
+
+// A function's answer as `placed`: as it is when it already is one (or is no plan at all:
+// the host's lowering names what is wrong with it).
+function asPlaced(plan) {
+  if (plan == null || typeof plan !== "object" || "shares" in plan || !("starts" in plan)) return plan;
+  return placed(plan.starts, plan.pending ?? [], plan.stoppedAt);
 }
 
 /** `preempt(ctx, blocked, blockedScores, nodes, running)` of 0.1 as 0.2's `preempt`. */

@@ -102,6 +102,34 @@ test("nodes and running lists arrive whole", () => {
   assert.deepEqual(got.running, [[7, [[0, ["s0", "s1"]]]], [8, [[1, ["s2"]], [0, []]]]]);
 });
 
+test("a plan written as for 0.1 is sent flat, and a placed as it is", () => {
+  inc.reset();
+  const plan = {
+    starts: [
+      { job: 7n, tasks: [{ node: 0, gpus: [{ index: 0, milli: 1000 }, { index: 1, milli: 1000 }], cpuMilli: 1000, memoryMib: 64n }, { node: 2, gpus: [], cpuMilli: 500, memoryMib: 32n }] },
+      { job: 9n, tasks: [{ node: 1, gpus: [{ index: 3, milli: 250 }], cpuMilli: 100, memoryMib: 8n }] },
+    ],
+    pending: ["pending"],
+    stoppedAt: 11n,
+  };
+  let answer = plan;
+  const place = inc.place(() => answer);
+  const empty = { keep: [], fresh: jobList([]) };
+  const nodes = { keep: [], fresh: { nodes: [], gpus: [], labels: [] } };
+  const runs = { keep: [], fresh: { jobs: jobList([]), running: [], tasks: [], shares: [] } };
+  const out = place({ strings: [] }, { generation: 1n, base: 0n }, empty, nodes, runs);
+  assert.deepEqual(out.starts, [{ job: 7n, firstTask: 0, taskCount: 2 }, { job: 9n, firstTask: 2, taskCount: 1 }]);
+  assert.deepEqual(out.tasks.map((t) => [t.node, t.firstShare, t.shareCount, t.cpuMilli, t.memoryMib]), [
+    [0, 0, 2, 1000, 64n],
+    [2, 2, 0, 500, 32n],
+    [1, 2, 1, 100, 8n],
+  ]);
+  assert.deepEqual(out.shares, [{ index: 0, milli: 1000 }, { index: 1, milli: 1000 }, { index: 3, milli: 250 }]);
+  assert.deepEqual([out.pending, out.stoppedAt], [["pending"], 11n]);
+  answer = out;
+  assert.equal(place({ strings: [] }, { generation: 2n, base: 1n }, empty, nodes, runs), out);
+});
+
 test("an unchanged list is handed over again, whatever the last call did to it", () => {
   inc.reset();
   let ids;

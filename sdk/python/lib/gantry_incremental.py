@@ -18,12 +18,21 @@ helpers work unchanged). Decorate each stage method with the decorator of its na
 
 and build against ``wit/0.2.0`` with ``gantry.metadata(..., contract="0.2.0")``.
 
+``place`` answers 0.2's flat ``placed`` (``wit/0.2.0/stages.wit``). Return one (build it
+with :func:`placed`), or a plan written as for 0.1, which the decorator flattens: any
+object with ``starts``, ``pending`` and ``stopped_at``, each start with ``job`` and
+``tasks``, each task with ``node``, ``gpus`` (each with ``index`` and ``milli``),
+``cpu_milli`` and ``memory_mib``. The 0.2 world has no nested ``Plan``, ``Start`` or
+``TaskAllocation`` classes, so this module offers them (:class:`Plan`, :class:`Start`,
+:class:`TaskAllocation`); ``GpuShare`` and ``Pending`` are the world's.
+
 What the host sent is rebuilt by moving the records it kept (their ``first-*`` offsets
 are rewritten in place); nothing is copied. A delta that does not fit (an index out of
 range or kept twice, a call out of sequence) raises ``Err`` and forgets everything: the
 host then resends in full. So does any exception your method raises.
 """
 
+import collections
 import functools
 
 try:  # inside a component
@@ -31,12 +40,70 @@ try:  # inside a component
 except ImportError:  # plain Python (unit tests)
     from gantry import Err
 
-__all__ = ["check_submit", "admit", "score", "place", "preempt", "reset", "FRESH"]
+__all__ = [
+    "check_submit",
+    "admit",
+    "score",
+    "place",
+    "preempt",
+    "reset",
+    "placed",
+    "Plan",
+    "Start",
+    "TaskAllocation",
+    "FRESH",
+]
 
 #: ``keep`` entry meaning "the next element of ``fresh``".
 FRESH = 0xFFFFFFFF
 
 _view = {"generation": 0, "strings": [], "lists": {}, "flat": {}}
+
+#: A plan written as for 0.1 (``place`` may return one; the decorator flattens it).
+Plan = collections.namedtuple("Plan", ["starts", "pending", "stopped_at"], defaults=[(), None])
+#: A start of a :class:`Plan`: one :class:`TaskAllocation` per task, in task order.
+Start = collections.namedtuple("Start", ["job", "tasks"])
+#: Where one task of a start runs: ``gpus`` are ``GpuShare``s (or anything with ``index``
+#: and ``milli``).
+TaskAllocation = collections.namedtuple("TaskAllocation", ["node", "gpus", "cpu_milli", "memory_mib"])
+
+
+def _flat_types():
+    """The world's ``placed``, ``start-slot``, ``task-slot`` and ``gpu-share`` classes (plain
+    stand-ins outside a component, for unit tests)."""
+    try:
+        from wit_world.exports.placement import Placed, StartSlot
+        from wit_world.imports.types import GpuShare, TaskSlot
+    except ImportError:
+        Placed = collections.namedtuple("Placed", ["starts", "tasks", "shares", "pending", "stopped_at"])
+        StartSlot = collections.namedtuple("StartSlot", ["job", "first_task", "task_count"])
+        TaskSlot = collections.namedtuple(
+            "TaskSlot", ["node", "first_share", "share_count", "cpu_milli", "memory_mib"]
+        )
+        GpuShare = collections.namedtuple("GpuShare", ["index", "milli"])
+    return Placed, StartSlot, TaskSlot, GpuShare
+
+
+def placed(starts=(), pending=(), stopped_at=None):
+    """0.2's ``placed`` from starts written as for 0.1 (see :class:`Start`): each start's
+    tasks and their GPU shares go into one flat list each, each start and task naming its
+    range."""
+    Placed, StartSlot, TaskSlot, GpuShare = _flat_types()
+    slots, tasks, shares = [], [], []
+    for s in starts:
+        slots.append(StartSlot(s.job, len(tasks), len(s.tasks)))
+        for t in s.tasks:
+            tasks.append(TaskSlot(t.node, len(shares), len(t.gpus), t.cpu_milli, t.memory_mib))
+            shares.extend(GpuShare(g.index, g.milli) for g in t.gpus)
+    return Placed(slots, tasks, shares, list(pending), stopped_at)
+
+
+def _as_placed(plan):
+    """A method's answer as ``placed``: as it is when it already is one (or is no plan at
+    all: the host's lowering names what is wrong with it)."""
+    if hasattr(plan, "shares") or not hasattr(plan, "starts"):
+        return plan
+    return placed(plan.starts, plan.pending, plan.stopped_at)
 
 
 def reset():
@@ -218,7 +285,8 @@ def score(method):
 
 
 def place(method):
-    """``place(self, ctx, jobs, nodes, running)`` of 0.1 as 0.2's ``place``."""
+    """``place(self, ctx, jobs, nodes, running)`` of 0.1 as 0.2's ``place``; a plan written
+    as for 0.1 is sent flat (:func:`placed`)."""
 
     @functools.wraps(method)
     def wrapper(self, ctx, sync, jobs, nodes, running):
@@ -226,12 +294,14 @@ def place(method):
         return _finish(
             sync,
             _guarded(
-                lambda: method(
-                    self,
-                    ctx,
-                    _jobs("place.jobs", jobs),
-                    _nodes("place.nodes", nodes),
-                    _running("place.running", running),
+                lambda: _as_placed(
+                    method(
+                        self,
+                        ctx,
+                        _jobs("place.jobs", jobs),
+                        _nodes("place.nodes", nodes),
+                        _running("place.running", running),
+                    )
                 )
             ),
         )

@@ -6,6 +6,7 @@ everything. Plain Python: records are stand-ins with the generated types' field 
 """
 
 import os
+import collections
 import random
 import sys
 import unittest
@@ -138,12 +139,47 @@ class Seen:
             )
             for i, r in enumerate(running.running)
         ]
-        return None
+        return inc.Plan([])
+
+
+class Placer:
+    """A 0.1-style placement method whose plan the decorator sends flat."""
+
+    def __init__(self, plan):
+        self.plan = plan
+
+    @inc.place
+    def place(self, ctx, jobs, nodes, running):
+        return self.plan
 
 
 class IncrementalTest(unittest.TestCase):
     def setUp(self):
         inc.reset()
+
+    def test_a_plan_written_as_for_0_1_is_sent_flat(self):
+        Share = collections.namedtuple("Share", ["index", "milli"])
+        plan = inc.Plan(
+            [
+                inc.Start(7, [inc.TaskAllocation(0, [Share(0, 1000), Share(1, 1000)], 1000, 64),
+                              inc.TaskAllocation(2, [], 500, 32)]),
+                inc.Start(9, [inc.TaskAllocation(1, [Share(3, 250)], 100, 8)]),
+            ],
+            ["pending"],
+            11,
+        )
+        empty = Delta([], job_list([]))
+        out = Placer(plan).place(Ctx(), Sync(1, 0), empty, Delta([], NodeList([], [], [])), Delta([], RunningList(JobList([], [], []), [], [], [])))
+        self.assertEqual([(s.job, s.first_task, s.task_count) for s in out.starts], [(7, 0, 2), (9, 2, 1)])
+        self.assertEqual(
+            [(t.node, t.first_share, t.share_count, t.cpu_milli, t.memory_mib) for t in out.tasks],
+            [(0, 0, 2, 1000, 64), (2, 2, 0, 500, 32), (1, 2, 1, 100, 8)],
+        )
+        self.assertEqual([(g.index, g.milli) for g in out.shares], [(0, 1000), (1, 1000), (3, 250)])
+        self.assertEqual((out.pending, out.stopped_at), (["pending"], 11))
+        # A `placed` is sent as it is.
+        again = Placer(out).place(Ctx(), Sync(2, 1), empty, Delta([], NodeList([], [], [])), Delta([], RunningList(JobList([], [], []), [], [], [])))
+        self.assertIs(again, out)
 
     def test_random_job_lists_arrive_whole(self):
         rng = random.Random(5)

@@ -32,6 +32,7 @@ gantry_contract::wit_conversions! {
     priority: priority,
     placement: placement,
     preemption: preemption,
+    plan: nested,
 }
 
 /// Routes the component's exports to the plugin of type `T`.

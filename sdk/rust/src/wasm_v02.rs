@@ -36,6 +36,7 @@ gantry_contract::wit_conversions! {
     priority: priority,
     placement: placement,
     preemption: preemption,
+    plan: flat,
 }
 
 /// What the host sent, per argument: each list as of this plugin's previous call.
@@ -199,7 +200,7 @@ impl<T: DynPlugin + Default + 'static> placement::Guest for Exporter<T> {
         job_delta: w::JobDelta,
         node_delta: w::NodeDelta,
         running_delta: w::RunningDelta,
-    ) -> Result<placement::Plan, String> {
+    ) -> Result<placement::Placed, String> {
         with_mirror(ctx, sync, |m, ctx, incremental| {
             let kept_jobs = jobs(&mut m.place_jobs, job_delta)?;
             let kept_nodes = nodes(&mut m.place_nodes, node_delta)?;
