@@ -32,14 +32,57 @@ gantry_contract::wit_conversions! {
     priority: priority,
     placement: placement,
     preemption: preemption,
-    plan: flat,
+    answers: flat,
 }
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
-    use super::{placement, wit};
-    use gantry_contract::{GpuShare, Pending, Plan, Reason, ReasonCode, Start, TaskAllocation};
+    use super::{placement, priority, wit};
+    use gantry_contract::{
+        GpuShare, Pending, Plan, Reason, ReasonCode, Scored, Start, TaskAllocation,
+    };
+
+    #[test]
+    fn scores_travel_as_numbers_with_the_few_tiers_and_notes_by_index() {
+        let scored = |score, tier, note: Option<&str>| Scored {
+            score,
+            tier,
+            note: note.map(String::from),
+        };
+        let sent = vec![
+            scored(3.0, None, None),
+            scored(-1.0, Some(2), None),
+            scored(0.5, None, Some("late")),
+            scored(7.0, Some(0), Some("")),
+        ];
+        let flat = priority::Scores::from(sent.clone());
+        assert_eq!((flat.tiers.len(), flat.notes.len()), (2, 2));
+        assert_eq!(Vec::<Scored>::try_from(flat).unwrap(), sent);
+
+        let bad = |tiers: Vec<(u32, i32)>, notes: Vec<u32>| priority::Scores {
+            scores: vec![1.0, 2.0],
+            tiers: tiers
+                .into_iter()
+                .map(|(job, tier)| priority::TierOverride { job, tier })
+                .collect(),
+            notes: notes
+                .into_iter()
+                .map(|job| priority::JobNote {
+                    job,
+                    note: "n".into(),
+                })
+                .collect(),
+        };
+        let e = Vec::<Scored>::try_from(bad(vec![(2, 1)], vec![])).unwrap_err();
+        assert!(e.contains("job 2 of 2"), "{e}");
+        let e = Vec::<Scored>::try_from(bad(vec![(1, 1), (1, 3)], vec![])).unwrap_err();
+        assert!(e.contains("two tier overrides"), "{e}");
+        let e = Vec::<Scored>::try_from(bad(vec![], vec![u32::MAX])).unwrap_err();
+        assert!(e.contains("note"), "{e}");
+        let e = Vec::<Scored>::try_from(bad(vec![], vec![0, 0])).unwrap_err();
+        assert!(e.contains("two notes"), "{e}");
+    }
 
     fn plan() -> Plan {
         let task = |node, gpus: &[u32]| TaskAllocation {

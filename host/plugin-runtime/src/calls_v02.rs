@@ -68,8 +68,18 @@ pub(crate) fn score(
             .map(|g| g.call_score(&mut l.store, &c, sync, &j, previous)),
         Guests::V01(_) => None,
     })?;
+    let scored = flat_answer(p, Vec::<Scored>::try_from(r))?;
     p.mirror.succeeded(&sync);
-    Ok(vec_into(r))
+    Ok(scored)
+}
+
+/// A flat answer lifted back (`gantry_contract::wit_convert`, `answers: flat`): an index or
+/// range outside its list is refused like any invalid answer, and a full resend follows.
+fn flat_answer<T>(p: &mut PluginInstance, lifted: Result<T, String>) -> Result<T, PolicyFault> {
+    lifted.map_err(|e| {
+        p.mirror.reset();
+        PolicyFault::new(FaultKind::InvalidOutput, e)
+    })
 }
 
 pub(crate) fn place(
@@ -91,14 +101,7 @@ pub(crate) fn place(
             .map(|g| g.call_place(&mut l.store, &c, sync, &j, &n, &r)),
         Guests::V01(_) => None,
     })?;
-    // A range outside its list is refused like any invalid plan: a full resend follows.
-    let plan = match gantry_contract::Plan::try_from(plan) {
-        Ok(plan) => plan,
-        Err(e) => {
-            p.mirror.reset();
-            return Err(PolicyFault::new(FaultKind::InvalidOutput, e));
-        }
-    };
+    let plan = flat_answer(p, Plan::try_from(plan))?;
     p.mirror.succeeded(&sync);
     Ok(plan)
 }

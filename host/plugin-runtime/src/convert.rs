@@ -17,5 +17,5 @@ gantry_contract::wit_conversions! {
     priority: priority,
     placement: placement,
     preemption: preemption,
-    plan: nested,
+    answers: nested,
 }

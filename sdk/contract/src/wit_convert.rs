@@ -10,17 +10,17 @@
 //! list per part, each record naming its range); this crate's types nest. Lowering is by
 //! reference (the host keeps its snapshot), lifting by value (strings move).
 //!
-//! 0.2's `place` answers in flat lists too (`placed`, in `flat_plan`: expanded by
-//! `__wit_flat_plan!` next to this macro in 0.2's bindings only).
+//! 0.2's `score` and `place` answer in flat lists too (`scores` and `placed`, in
+//! `flat_answers`: expanded next to this macro in 0.2's bindings only).
 //!
-//! Owns: the field-by-field mapping (the flat lists in `flat` and `flat_plan`) and its
+//! Owns: the field-by-field mapping (the flat lists in `flat` and `flat_answers`) and its
 //! helpers. Does not
 //! own the bindings or any wasm dependency (the macro only names the modules the caller
 //! passes in); keep it in step with `wit/<version>/` (a missing field is a compile error
 //! on both sides).
 
 mod flat;
-mod flat_plan;
+mod flat_answers;
 
 /// `items[first .. first + count]`, or empty when the range is out of bounds (a guest
 /// never trusts the ranges it is sent).
@@ -52,12 +52,13 @@ pub fn vec_into<A: Into<B>, B>(v: Vec<A>) -> Vec<B> {
 /// Expands the conversions between `gantry_contract`'s types and the types generated from
 /// `wit/` into the calling crate (where the generated types are local). Name the generated
 /// modules: `types` (the `types` interface), `host`, and the exported interfaces; and how
-/// `place` answers: `plan: nested` (0.1's `plan`) or `plan: flat` (0.2's `placed`).
+/// `score` and `place` answer: `answers: nested` (0.1's `list<scored>` and `plan`) or
+/// `answers: flat` (0.2's `scores` and `placed`).
 ///
 /// ```ignore
 /// gantry_contract::wit_conversions! {
 ///     types: wit, host: host, plugin: plugin, admission: admission,
-///     priority: priority, placement: placement, preemption: preemption, plan: nested,
+///     priority: priority, placement: placement, preemption: preemption, answers: nested,
 /// }
 /// ```
 ///
@@ -65,8 +66,9 @@ pub fn vec_into<A: Into<B>, B>(v: Vec<A>) -> Vec<B> {
 /// `From<wit::JobList> for Vec<Job>`, `From<&[Node]>` for `wit::NodeList` / `From<wit::NodeList>
 /// for Vec<Node>`, `From<&[RunningJob]>` for `wit::RunningList` / `From<wit::RunningList> for
 /// Vec<RunningJob>`. Outputs, both ways by value: `Metadata`, `SubmitVerdict`, `Verdict`,
-/// `Scored`, `Eviction`, `LogLevel` and what they hold; `Plan` both ways (nested), or
-/// `From<Plan>` for `placed` and `TryFrom<placed>` for `Plan` (flat).
+/// `Eviction`, `LogLevel` and what they hold; `Scored` and `Plan` both ways (nested), or
+/// `From<Plan>` for `placed`, `TryFrom<placed>` for `Plan`, `From<Vec<Scored>>` for
+/// `scores` and `TryFrom<scores>` for `Vec<Scored>` (flat).
 #[macro_export]
 macro_rules! wit_conversions {
     (
@@ -77,9 +79,10 @@ macro_rules! wit_conversions {
         priority: $pri:ident,
         placement: $pla:ident,
         preemption: $pre:ident,
-        plan: nested $(,)?
+        answers: nested $(,)?
     ) => {
         $crate::wit_conversions!(@common $w, $host, $plugin, $adm, $pri, $pla, $pre);
+        $crate::wit_conversions!(@record $crate::Scored, $pri::Scored, { score, tier, note ; });
         $crate::wit_conversions!(@record $crate::TaskAllocation, $w::TaskAllocation, {
             node, cpu_milli, memory_mib ; gpus
         });
@@ -96,10 +99,11 @@ macro_rules! wit_conversions {
         priority: $pri:ident,
         placement: $pla:ident,
         preemption: $pre:ident,
-        plan: flat $(,)?
+        answers: flat $(,)?
     ) => {
         $crate::wit_conversions!(@common $w, $host, $plugin, $adm, $pri, $pla, $pre);
         $crate::__wit_flat_plan!($w, $pla);
+        $crate::__wit_flat_scores!($pri);
     };
     (@common $w:ident, $host:ident, $plugin:ident, $adm:ident, $pri:ident, $pla:ident, $pre:ident) => {
         // Records of plain values.
@@ -148,7 +152,6 @@ macro_rules! wit_conversions {
         $crate::wit_conversions!(@record $crate::JobPatch, $adm::JobPatch, {
             queue, tier, time_limit_s, preemptible, labels ;
         });
-        $crate::wit_conversions!(@record $crate::Scored, $pri::Scored, { score, tier, note ; });
         $crate::wit_conversions!(@record $crate::Pending, $pla::Pending, { job, reason ; });
         $crate::wit_conversions!(@record $crate::Eviction, $pre::Eviction, {
             job, for_job, reason, grace_s ;

@@ -13,7 +13,9 @@
 //     score: incremental.score((ctx, jobs, previous) => jobs.jobs.map(...)),
 //   };
 //
-// and build against wit/0.2.0 with `metadata(..., contract: "0.2.0")`. `place` answers
+// and build against wit/0.2.0 with `metadata(..., contract: "0.2.0")`. `score` answers
+// 0.2's `scores` (numbers, and tier overrides and notes by job index): return the 0.1
+// array of `{ score, tier, note }` and the wrapper makes it one. `place` answers
 // 0.2's flat `placed` (wit/0.2.0/stages.wit): return one (`placed(starts, pending,
 // stoppedAt)` builds it), or a plan written as for 0.1 (`{ starts: [{ job, tasks: [{ node,
 // gpus: [{ index, milli }], cpuMilli, memoryMib }] }], pending, stoppedAt }`), which the
@@ -193,9 +195,28 @@ export function admit(fn) {
 export function score(fn) {
   return function (ctx, sync, delta, previous) {
     begin(ctx, sync);
-    return guarded(sync, () => fn.call(this, ctx, jobs("score", delta), previous));
+    return guarded(sync, () => asScores(fn.call(this, ctx, jobs("score", delta), previous)));
   };
 }
+
+/**
+ * 0.2's `scores` from a 0.1 array of scored results (`{ score, tier, note }`, as
+ * `scored()` of gantry.js makes them): the numbers, and the tier overrides and notes by
+ * job index.
+ */
+export function scores(scored) {
+  const out = { scores: [], tiers: [], notes: [] };
+  scored.forEach((s, job) => {
+    out.scores.push(Number(s.score));
+    if (s.tier !== undefined && s.tier !== null) out.tiers.push({ job, tier: s.tier });
+    if (s.note !== undefined && s.note !== null) out.notes.push({ job, note: s.note });
+  });
+  return out;
+}
+
+// A function's answer as `scores`: an array is made one; anything else goes as it is (the
+// host's lowering names what is wrong with it).
+const asScores = (answer) => (Array.isArray(answer) ? scores(answer) : answer);
 
 /** `place(ctx, jobs, nodes, running)` of 0.1 as 0.2's `place`. */
 export function place(fn) {

@@ -102,6 +102,17 @@ test("nodes and running lists arrive whole", () => {
   assert.deepEqual(got.running, [[7, [[0, ["s0", "s1"]]]], [8, [[1, ["s2"]], [0, []]]]]);
 });
 
+test("a 0.1 array of scored results is sent as scores", () => {
+  inc.reset();
+  const score = inc.score(() => [{ score: 3 }, { score: -1, tier: 2 }, { score: 0.5, note: "late" }, { score: 7, tier: 0, note: "" }]);
+  const out = score({ strings: [] }, { generation: 1n, base: 0n }, { keep: [], fresh: jobList([]) }, []);
+  assert.deepEqual(out, {
+    scores: [3, -1, 0.5, 7],
+    tiers: [{ job: 1, tier: 2 }, { job: 3, tier: 0 }],
+    notes: [{ job: 2, note: "late" }, { job: 3, note: "" }],
+  });
+});
+
 test("a plan written as for 0.1 is sent flat, and a placed as it is", () => {
   inc.reset();
   const plan = {

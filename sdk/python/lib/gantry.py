@@ -30,6 +30,7 @@ lazily, so this file also imports outside a component (where ``Err`` falls back 
 stand-in class with the same shape), which lets you unit-test policy logic natively.
 """
 
+import collections
 import json
 import sys
 
@@ -249,11 +250,21 @@ def reject(message):
     return admission.SubmitVerdict_Reject(message)
 
 
+#: A priority result where the world has no ``scored`` record (contract 0.2, whose
+#: ``gantry_incremental.score`` turns a list of them into ``scores``).
+_Scored = collections.namedtuple("Scored", ["score", "tier", "note"])
+
+
+_scored_class = []
+
+
 def scored(score, tier=None, note=None):
     """One priority result: ``score`` (higher first), optional ``tier`` override and ``note``."""
-    from wit_world.exports import priority
+    if not _scored_class:
+        from wit_world.exports import priority
 
-    return priority.Scored(score=float(score), tier=tier, note=note)
+        _scored_class.append(getattr(priority, "Scored", _Scored))
+    return _scored_class[0](float(score), tier, note)
 
 
 # --- configuration ------------------------------------------------------------------

@@ -18,6 +18,10 @@ helpers work unchanged). Decorate each stage method with the decorator of its na
 
 and build against ``wit/0.2.0`` with ``gantry.metadata(..., contract="0.2.0")``.
 
+``score`` answers 0.2's ``scores`` (a list of numbers, and the tier overrides and notes
+by job index): return the 0.1 list of scored results (``gantry.scored(...)``: anything
+with ``score``, ``tier`` and ``note``), and the decorator makes it one.
+
 ``place`` answers 0.2's flat ``placed`` (``wit/0.2.0/stages.wit``). Return one (build it
 with :func:`placed`), or a plan written as for 0.1, which the decorator flattens: any
 object with ``starts``, ``pending`` and ``stopped_at``, each start with ``job`` and
@@ -48,6 +52,7 @@ __all__ = [
     "preempt",
     "reset",
     "placed",
+    "scores",
     "Plan",
     "Start",
     "TaskAllocation",
@@ -82,6 +87,35 @@ def _flat_types():
         )
         GpuShare = collections.namedtuple("GpuShare", ["index", "milli"])
     return Placed, StartSlot, TaskSlot, GpuShare
+
+
+def _scores_types():
+    """The world's ``scores``, ``tier-override`` and ``job-note`` classes (plain stand-ins
+    outside a component, for unit tests)."""
+    try:
+        from wit_world.exports.priority import JobNote, Scores, TierOverride
+    except ImportError:
+        Scores = collections.namedtuple("Scores", ["scores", "tiers", "notes"])
+        TierOverride = collections.namedtuple("TierOverride", ["job", "tier"])
+        JobNote = collections.namedtuple("JobNote", ["job", "note"])
+    return Scores, TierOverride, JobNote
+
+
+def scores(scored):
+    """0.2's ``scores`` from a 0.1 list of scored results (each with ``score``, ``tier``
+    and ``note``; ``gantry.scored`` makes them)."""
+    Scores, TierOverride, JobNote = _scores_types()
+    return Scores(
+        [float(s.score) for s in scored],
+        [TierOverride(i, s.tier) for i, s in enumerate(scored) if s.tier is not None],
+        [JobNote(i, s.note) for i, s in enumerate(scored) if s.note is not None],
+    )
+
+
+def _as_scores(answer):
+    """A method's answer as ``scores``: a list is made one; anything else is sent as it is
+    (the host's lowering names what is wrong with it)."""
+    return scores(answer) if isinstance(answer, (list, tuple)) else answer
 
 
 def placed(starts=(), pending=(), stopped_at=None):
@@ -274,12 +308,15 @@ def admit(method):
 
 
 def score(method):
-    """``score(self, ctx, jobs, previous)`` of 0.1 as 0.2's ``score``."""
+    """``score(self, ctx, jobs, previous)`` of 0.1 as 0.2's ``score``; its list of scored
+    results is sent as ``scores`` (:func:`scores`)."""
 
     @functools.wraps(method)
     def wrapper(self, ctx, sync, delta, previous):
         _begin(ctx, sync)
-        return _finish(sync, _guarded(lambda: method(self, ctx, _jobs("score", delta), previous)))
+        return _finish(
+            sync, _guarded(lambda: _as_scores(method(self, ctx, _jobs("score", delta), previous)))
+        )
 
     return wrapper
 

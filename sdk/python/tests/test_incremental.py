@@ -157,6 +157,19 @@ class IncrementalTest(unittest.TestCase):
     def setUp(self):
         inc.reset()
 
+    def test_a_0_1_list_of_scored_results_is_sent_as_scores(self):
+        Scored = collections.namedtuple("Scored", ["score", "tier", "note"])
+
+        class Scorer:
+            @inc.score
+            def score(self, ctx, jobs, previous):
+                return [Scored(3, None, None), Scored(-1, 2, None), Scored(0.5, None, "late"), Scored(7, 0, "")]
+
+        out = Scorer().score(Ctx(), Sync(1, 0), Delta([], job_list([])), [])
+        self.assertEqual(out.scores, [3.0, -1.0, 0.5, 7.0])
+        self.assertEqual([(t.job, t.tier) for t in out.tiers], [(1, 2), (3, 0)])
+        self.assertEqual([(n.job, n.note) for n in out.notes], [(2, "late"), (3, "")])
+
     def test_a_plan_written_as_for_0_1_is_sent_flat(self):
         Share = collections.namedtuple("Share", ["index", "milli"])
         plan = inc.Plan(

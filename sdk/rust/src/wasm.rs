@@ -32,7 +32,7 @@ gantry_contract::wit_conversions! {
     priority: priority,
     placement: placement,
     preemption: preemption,
-    plan: nested,
+    answers: nested,
 }
 
 /// Routes the component's exports to the plugin of type `T`.

@@ -36,7 +36,7 @@ gantry_contract::wit_conversions! {
     priority: priority,
     placement: placement,
     preemption: preemption,
-    plan: flat,
+    answers: flat,
 }
 
 /// What the host sent, per argument: each list as of this plugin's previous call.
@@ -180,12 +180,12 @@ impl<T: DynPlugin + Default + 'static> priority::Guest for Exporter<T> {
         sync: w::SyncPoint,
         delta: w::JobDelta,
         previous: Vec<f64>,
-    ) -> Result<Vec<priority::Scored>, String> {
+    ) -> Result<priority::Scores, String> {
         with_mirror(ctx, sync, |m, ctx, incremental| {
             let kept = jobs(&mut m.score_jobs, delta)?;
             during(hint(incremental, kept, vec![], vec![]), || {
                 with_plugin::<T, _>(|p| match p.as_priority() {
-                    Some(s) => s.score(ctx, &m.score_jobs, &previous).map(vec_into),
+                    Some(s) => s.score(ctx, &m.score_jobs, &previous).map(Into::into),
                     None => Err(not_implemented("priority")),
                 })
             })

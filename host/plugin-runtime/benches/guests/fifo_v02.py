@@ -1,8 +1,9 @@
 # Benchmark guest: `fifo` in Python on contract 0.2 (the SDK's gantry_incremental keeps
 # the view; the method is the 0.1 one), for the per-language call-cost benchmark.
 import wit_world
-from wit_world.exports import plugin, priority
+from wit_world.exports import plugin
 
+import gantry
 import gantry_incremental as incremental
 
 
@@ -17,4 +18,4 @@ class Plugin(wit_world.exports.Plugin):
 class Priority(wit_world.exports.Priority):
     @incremental.score
     def score(self, ctx, jobs, previous):
-        return [priority.Scored(-float(j.submit_ms), None, None) for j in jobs.jobs]
+        return [gantry.scored(-float(j.submit_ms)) for j in jobs.jobs]

@@ -1,12 +1,87 @@
-//! Contract 0.2's `placed` (`wit/0.2.0/stages.wit`): a [`Plan`](crate::Plan) whose starts'
-//! tasks and GPU shares travel in one flat list each, lowered from the plan by value (the
-//! plugin's side) and lifted back with every range checked (the host's side: a range
-//! outside its list is an error naming it, never a panic). Expanded by
-//! [`__wit_flat_plan!`](crate::__wit_flat_plan) in 0.2's bindings only; 0.1 returns the
-//! nested `plan` (`sdk/contract/src/wit_convert.rs`).
+//! Contract 0.2's flat answers (`wit/0.2.0/stages.wit`): `placed`, a
+//! [`Plan`](crate::Plan) whose starts' tasks and GPU shares travel in one flat list each,
+//! and `scores`, a score per job plus the few tier overrides and notes by job index.
+//! Lowered from the plugin's answer by value (the plugin's side) and lifted back with
+//! every range and index checked (the host's side: one outside its list is an error
+//! naming it, never a panic). Expanded by [`wit_conversions!`](crate::wit_conversions)
+//! with `answers: flat` (0.2's bindings only); 0.1 answers nested records.
 //!
-//! Owns: that part of the mapping. Does not own the plan's checks beyond its ranges
-//! (`host/engine/src/validate.rs`).
+//! Owns: that part of the mapping. Does not own the answers' checks beyond their ranges
+//! (`host/engine/src/validate.rs`, `host/engine/src/stage_calls.rs`).
+
+/// The `scores` conversions; `$pri` names the `priority` interface's generated module.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __wit_flat_scores {
+    ($pri:ident) => {
+        impl ::core::convert::From<Vec<$crate::Scored>> for $pri::Scores {
+            fn from(scored: Vec<$crate::Scored>) -> Self {
+                use $crate::wit_convert::u32_len;
+                let mut out = Self {
+                    scores: Vec::with_capacity(scored.len()),
+                    tiers: Vec::new(),
+                    notes: Vec::new(),
+                };
+                for (i, s) in scored.into_iter().enumerate() {
+                    out.scores.push(s.score);
+                    if let Some(tier) = s.tier {
+                        out.tiers.push($pri::TierOverride {
+                            job: u32_len(i),
+                            tier,
+                        });
+                    }
+                    if let Some(note) = s.note {
+                        out.notes.push($pri::JobNote {
+                            job: u32_len(i),
+                            note,
+                        });
+                    }
+                }
+                out
+            }
+        }
+
+        impl ::core::convert::TryFrom<$pri::Scores> for Vec<$crate::Scored> {
+            type Error = String;
+            fn try_from(s: $pri::Scores) -> Result<Self, String> {
+                let mut out: Vec<$crate::Scored> = s
+                    .scores
+                    .into_iter()
+                    .map(|score| $crate::Scored {
+                        score,
+                        tier: None,
+                        note: None,
+                    })
+                    .collect();
+                let n = out.len();
+                for t in s.tiers {
+                    match out.get_mut(t.job as usize) {
+                        Some(x) if x.tier.is_none() => x.tier = Some(t.tier),
+                        Some(_) => {
+                            return Err(format!("scores: job {} has two tier overrides", t.job));
+                        }
+                        None => {
+                            return Err(format!(
+                                "scores: a tier override names job {} of {n} scored",
+                                t.job
+                            ));
+                        }
+                    }
+                }
+                for m in s.notes {
+                    match out.get_mut(m.job as usize) {
+                        Some(x) if x.note.is_none() => x.note = Some(m.note),
+                        Some(_) => return Err(format!("scores: job {} has two notes", m.job)),
+                        None => {
+                            return Err(format!("scores: a note names job {} of {n} scored", m.job));
+                        }
+                    }
+                }
+                Ok(out)
+            }
+        }
+    };
+}
 
 /// The `placed` conversions; `$w` names the generated `types` module and `$pla` the
 /// `placement` interface's.
