@@ -16,7 +16,7 @@ use crate::cycle::run_cycle;
 use crate::pipeline::Pipeline;
 use crate::snapshot::EvictionInProgress;
 use crate::submit::{SubmitDecision, check_submit, fits_empty_cluster};
-use gantry_contract::{JobId, JobPatch, Node};
+use gantry_contract::{JobId, JobPatch, Node, next_revision};
 use std::collections::BTreeMap;
 
 /// How a timeline run is driven.
@@ -109,6 +109,8 @@ pub fn run_timeline(
                             for p in &patches {
                                 apply_patch(&mut st, &mut job, p);
                             }
+                            // Numbered once patched; a pending job never changes after.
+                            job.revision = next_revision();
                             st.snap.pending.push(job);
                         }
                     }
@@ -326,7 +328,8 @@ fn end_run(
 /// and what admission patched at submit.
 fn requeue(st: &mut SimState, stopped: Option<gantry_contract::RunningJob>) {
     let Some(r) = stopped else { return };
-    let contract = r.job;
+    let mut contract = r.job;
+    contract.revision = next_revision();
     let pos = st
         .snap
         .pending

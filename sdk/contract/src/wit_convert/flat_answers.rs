@@ -73,7 +73,10 @@ macro_rules! __wit_flat_scores {
                         Some(x) if x.note.is_none() => x.note = Some(m.note),
                         Some(_) => return Err(format!("scores: job {} has two notes", m.job)),
                         None => {
-                            return Err(format!("scores: a note names job {} of {n} scored", m.job));
+                            return Err(format!(
+                                "scores: a note names job {} of {n} scored",
+                                m.job
+                            ));
                         }
                     }
                 }
