@@ -320,3 +320,79 @@ fn removals_and_additions_in_order_and_reorders_give_the_described_list() {
         assert_eq!(list, expected, "round {round}: old {old:?} keep {keep:?}");
     }
 }
+
+#[test]
+fn insertions_anywhere_keep_every_unchanged_element_and_send_only_the_rest() {
+    let mut rng = Lcg(23);
+    let tr: Vec<Symbol> = (0..4).collect();
+    let job = |id: u64, tier: i32| Job {
+        id,
+        tier,
+        ..Job::default()
+    };
+    for round in 0..400 {
+        let mut host: Encoder<Job> = Encoder::default();
+        let mut guest: Vec<Job> = Vec::new();
+        let mut list: Vec<Job> = (0..rng.below(120)).map(|i| job(i + 1, 0)).collect();
+        let mut next_id = 1000;
+        let (keep, fresh) = host.encode(&list, &tr);
+        apply(&mut guest, &keep, fresh.clone()).unwrap();
+        host.commit(&keep, fresh).unwrap();
+        for call in 0..6 {
+            let before: Vec<Job> = list.clone();
+            match rng.below(6) {
+                // New elements one by one at random places, or in a block.
+                0 | 1 => {
+                    for _ in 0..1 + rng.below(8) {
+                        let at = rng.below(list.len() as u64 + 1) as usize;
+                        list.insert(at, job(next_id, 0));
+                        next_id += 1;
+                    }
+                }
+                2 => {
+                    let at = rng.below(list.len() as u64 + 1) as usize;
+                    for k in 0..rng.below(12) {
+                        list.insert(at, job(next_id + k, 0));
+                    }
+                    next_id += 12;
+                }
+                // A run of removals, with new elements after it.
+                3 if !list.is_empty() => {
+                    let at = rng.below(list.len() as u64) as usize;
+                    let n = (1 + rng.below(10) as usize).min(list.len() - at);
+                    list.drain(at..at + n);
+                    let at = rng.below(list.len() as u64 + 1) as usize;
+                    list.insert(at, job(next_id, 0));
+                    next_id += 1;
+                }
+                // Changed and moved elements.
+                _ => {
+                    for _ in 0..rng.below(4) {
+                        if list.len() > 1 {
+                            let (a, b) = (
+                                rng.below(list.len() as u64) as usize,
+                                rng.below(list.len() as u64) as usize,
+                            );
+                            list.swap(a, b);
+                            list[a].tier += 1;
+                        }
+                    }
+                }
+            }
+            let (keep, fresh) = host.encode(&list, &tr);
+            let unchanged = list
+                .iter()
+                .filter(|x| before.iter().any(|b| b.id == x.id && b.tier == x.tier))
+                .count();
+            let kept = keep.iter().filter(|k| **k != FRESH).count();
+            assert_eq!(
+                kept, unchanged,
+                "round {round} call {call}: every unchanged element is kept"
+            );
+            assert_eq!(fresh.len(), list.len() - unchanged);
+            apply(&mut guest, &keep, fresh.clone()).unwrap();
+            host.commit(&keep, fresh).unwrap();
+            assert_eq!(guest, list, "round {round} call {call}");
+        }
+    }
+}
