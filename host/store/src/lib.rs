@@ -147,6 +147,39 @@ pub enum HistoryBackend {
 /// (1 GiB) would let the daemon's memory grow by that much.
 pub const DEFAULT_CACHE_MIB: u64 = 16;
 
+/// How long opening the database waits for its lock. The lock is an `flock` that a
+/// process the previous daemon forked shares until that process executes its program
+/// (the descriptor is close-on-exec): a daemon killed while it was starting a task leaves
+/// the lock held for that moment, and a restart right after (a supervisor's, a test's)
+/// must not fail for it. A lock held longer (another daemon on this directory) fails the
+/// open with sled's error, which names the database.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Whether opening failed because another process holds the database's lock: sled says
+/// so in an `Other` error's message ("could not acquire lock on ...: ... WouldBlock").
+fn lock_held(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::WouldBlock
+        || e.to_string().starts_with("could not acquire lock")
+}
+
+/// sled's database at `path`, retrying while another process holds its lock, up to
+/// [`LOCK_WAIT`].
+fn open_sled_waiting_for_its_lock(path: &Path, cache_mib: u64) -> Result<sled::Db, sled::Error> {
+    let deadline = std::time::Instant::now() + LOCK_WAIT;
+    loop {
+        let opened = sled::Config::new()
+            .path(path)
+            .cache_capacity(cache_mib.max(1) * 1024 * 1024)
+            .open();
+        match opened {
+            Err(sled::Error::Io(e)) if lock_held(&e) && std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            other => return other,
+        }
+    }
+}
+
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Store").finish_non_exhaustive()
@@ -218,10 +251,7 @@ impl Store {
             &dir.join("db"),
             gantry_node::private_files::DAEMON_ONLY,
         )?;
-        let db = sled::Config::new()
-            .path(dir.join("db"))
-            .cache_capacity(cache_mib.max(1) * 1024 * 1024)
-            .open()?;
+        let db = open_sled_waiting_for_its_lock(&dir.join("db"), cache_mib)?;
         Self::over(db, history)
     }
 
@@ -283,5 +313,30 @@ impl Store {
     /// are durable when they return).
     pub fn flush(&self) -> Result<(), StoreError> {
         self.state.flush()
+    }
+}
+
+#[cfg(test)]
+mod lock_tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_lock_let_go_while_the_open_waits_is_taken() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = open_sled_waiting_for_its_lock(&dir.path().join("db"), 1).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let holder = std::thread::spawn(move || {
+            // Let the open below start waiting, then let go of the lock.
+            rx.recv().unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            drop(first);
+        });
+        tx.send(()).unwrap();
+        let started = std::time::Instant::now();
+        let second = open_sled_waiting_for_its_lock(&dir.path().join("db"), 1);
+        holder.join().unwrap();
+        assert!(second.is_ok(), "{:?}", second.err());
+        assert!(started.elapsed() < LOCK_WAIT);
     }
 }
