@@ -79,9 +79,12 @@ macro_rules! wit_conversions {
         priority: $pri:ident,
         placement: $pla:ident,
         preemption: $pre:ident,
-        answers: nested $(,)?
+        answers: $answers:ident $(,)?
     ) => {
         $crate::wit_conversions!(@common $w, $host, $plugin, $adm, $pri, $pla, $pre);
+        $crate::wit_conversions!(@answers $answers, $w, $pri, $pla);
+    };
+    (@answers nested, $w:ident, $pri:ident, $pla:ident) => {
         $crate::wit_conversions!(@record $crate::Scored, $pri::Scored, { score, tier, note ; });
         $crate::wit_conversions!(@record $crate::TaskAllocation, $w::TaskAllocation, {
             node, cpu_milli, memory_mib ; gpus
@@ -91,17 +94,7 @@ macro_rules! wit_conversions {
             stopped_at ; starts, pending
         });
     };
-    (
-        types: $w:ident,
-        host: $host:ident,
-        plugin: $plugin:ident,
-        admission: $adm:ident,
-        priority: $pri:ident,
-        placement: $pla:ident,
-        preemption: $pre:ident,
-        answers: flat $(,)?
-    ) => {
-        $crate::wit_conversions!(@common $w, $host, $plugin, $adm, $pri, $pla, $pre);
+    (@answers flat, $w:ident, $pri:ident, $pla:ident) => {
         $crate::__wit_flat_plan!($w, $pla);
         $crate::__wit_flat_scores!($pri);
     };

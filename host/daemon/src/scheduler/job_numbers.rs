@@ -56,11 +56,14 @@ impl JobNumbers {
         self.note_context(models, nodes);
         let epoch = self.context_epoch;
         let mut seen = HashMap::with_capacity(snap.pending.len() + snap.running.len());
-        let mut revision_of = |id: u64, numbered: &mut HashMap<u64, Seen>| -> u64 {
-            let Ok(at) = records.binary_search_by_key(&id, |r| r.id) else {
-                return 0;
-            };
-            let record = &records[at];
+        let record_of = |id: u64| {
+            records
+                .binary_search_by_key(&id, |r| r.id)
+                .ok()
+                .map(|at| &records[at])
+        };
+        let mut revision_of = |record: &Arc<JobRecord>, numbered: &mut HashMap<u64, Seen>| {
+            let id = record.id;
             let revision = match self.seen.remove(&id) {
                 Some(s)
                     if s.context_epoch == epoch
@@ -81,14 +84,11 @@ impl JobNumbers {
             revision
         };
         for job in &mut snap.pending {
-            job.revision = revision_of(job.id, &mut seen);
+            job.revision = record_of(job.id).map_or(0, |r| revision_of(r, &mut seen));
         }
         for run in &mut snap.running {
-            let started = records
-                .binary_search_by_key(&run.job.id, |r| r.id)
-                .is_ok_and(|at| records[at].start_ms.is_some());
-            if started {
-                run.revision = revision_of(run.job.id, &mut seen);
+            if let Some(record) = record_of(run.job.id).filter(|r| r.start_ms.is_some()) {
+                run.revision = revision_of(record, &mut seen);
                 run.job.revision = run.revision;
             }
         }
