@@ -13,11 +13,18 @@
 
 pub mod bundle;
 pub mod cache;
+mod cache_room;
 pub mod cdi;
+mod defuse;
 pub mod image_ref;
 pub mod image_store;
+mod local_import;
+pub(crate) mod layout_verify;
 pub mod pull_progress;
 pub mod registry;
+mod registry_pull;
+mod tool_run;
+mod unpack_bounds;
 
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -41,8 +48,19 @@ pub struct ContainersConfig {
     /// Registry credentials (the `containers-auth.json` format skopeo reads), never in
     /// job records.
     pub auth_file: Option<PathBuf>,
-    /// Above this size the least recently used images not in use are removed (0: never).
+    /// Above this size the least recently used images not in use are removed (0: never);
+    /// an image whose unpacked size would not fit, even after that, is refused.
     pub cache_max_mib: u64,
+    /// The share of the cache the images one user's tasks brought may hold (0: no share,
+    /// only `cache_max_mib`).
+    pub cache_max_mib_per_user: u64,
+    /// A pull that has not finished after this long is stopped and its task fails (0: never).
+    pub pull_timeout_s: u64,
+    /// The most bytes one pull may bring over the wire (0: no bound).
+    pub max_pull_mib: u64,
+    /// The most one image may take unpacked, measured from its layers before unpacking
+    /// (0: no bound).
+    pub max_unpacked_mib: u64,
     /// Directories of Container Device Interface specifications (`*.json`, `*.yaml`): a
     /// GPU task's device nodes, driver libraries and variables come from the `nvidia.com/gpu`
     /// one when there is one (`cdi`), a later directory's devices winning.
@@ -59,6 +77,10 @@ impl Default for ContainersConfig {
             insecure_registries: Vec::new(),
             auth_file: None,
             cache_max_mib: 51_200,
+            cache_max_mib_per_user: 25_600,
+            pull_timeout_s: 1800,
+            max_pull_mib: 20_480,
+            max_unpacked_mib: 30_720,
             cdi_dirs: vec!["/etc/cdi".into(), "/var/run/cdi".into()],
         }
     }
@@ -256,6 +278,23 @@ pub struct ContainerRequest {
     /// The cache's size limit (`cache_max_mib`; 0: none).
     #[serde(default)]
     pub cache_max_mib: u64,
+    /// A user's share of it (`cache_max_mib_per_user`; 0: none).
+    #[serde(default)]
+    pub cache_max_mib_per_user: u64,
+    /// A pull's deadline (`pull_timeout_s`; 0: none).
+    #[serde(default)]
+    pub pull_timeout_s: u64,
+    /// Bytes one pull may bring (`max_pull_mib`; 0: no bound).
+    #[serde(default)]
+    pub max_pull_mib: u64,
+    /// Bytes one image may take unpacked (`max_unpacked_mib`; 0: no bound).
+    #[serde(default)]
+    pub max_unpacked_mib: u64,
+    /// The task's `cgroup.procs` files, which the cache's tools (skopeo, umoci, the
+    /// decompressors) join so that their use is the job's: set by the shim from its own
+    /// arguments, never read from the file.
+    #[serde(skip)]
+    pub tool_cgroups: Vec<PathBuf>,
     /// The task has a terminal (`gantry run` from one): the runtime makes one inside and
     /// relays it to the shim's, so the command has a controlling terminal (job control).
     #[serde(default)]
