@@ -3,7 +3,13 @@
 //! last used it) listed for `gantry images`, and the least recently used ones removed while
 //! the cache is over `[containers] cache_max_mib`, never one a container runs from.
 //!
-//! Owns: the files beside each unpacked image (`.references`, `.size`, the time of
+//! Before an image is unpacked, [`make_room`] checks that its estimated size fits the
+//! cache's bound (`cache_max_mib`) and the share of the user whose task brings it
+//! (`cache_max_mib_per_user`, charged through `.owner`), removing that user's, then anyone's,
+//! least recently used images not in use to make room, and refusing with the reason when
+//! that is not enough (`cache_room`).
+//!
+//! Owns: the files beside each unpacked image (`.references`, `.size`, `.owner`, the time of
 //! `.complete`) and the collection. Does not own pulling and unpacking (`image_store`).
 
 use std::collections::BTreeSet;
@@ -14,13 +20,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// An image not collected for this long after its last use, whatever the cache's size: a
 /// task that just made it ready may not have started its container yet.
-const RECENT: Duration = Duration::from_secs(600);
+pub(crate) const RECENT: Duration = Duration::from_secs(600);
 
 /// One unpacked image (the wire type, shared with agents' answers).
 pub use gantry_api::cluster::CachedImage;
 use gantry_api::cluster::NodeImages;
 
-fn roots(cache_dir: &Path) -> PathBuf {
+pub(crate) fn roots(cache_dir: &Path) -> PathBuf {
     cache_dir.join("rootfs")
 }
 
@@ -41,8 +47,21 @@ pub(crate) fn record_use(bundle: &Path, reference: &str) -> io::Result<()> {
         .set_modified(SystemTime::now())
 }
 
+/// Records that the task of `uid` brought the image in `bundle` (charged to its share).
+pub(crate) fn record_owner(bundle: &Path, uid: u32) -> io::Result<()> {
+    fs::write(bundle.join(".owner"), uid.to_string())
+}
+
+/// Removes one unpacked image (renamed aside first, so a half-removed one is never used).
+pub(crate) fn remove_image(cache_dir: &Path, hex: &str) -> io::Result<()> {
+    let dir = roots(cache_dir).join(hex);
+    let trash = roots(cache_dir).join(format!(".trash-{hex}"));
+    fs::rename(&dir, &trash)?;
+    fs::remove_dir_all(&trash)
+}
+
 /// Bytes of the files under `dir`, never following a link.
-fn tree_bytes(dir: &Path) -> u64 {
+pub(crate) fn tree_bytes(dir: &Path) -> u64 {
     let mut total = 0;
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -150,16 +169,13 @@ pub fn collect(cache_dir: &Path, runtime_state: &Path, max_mib: u64) -> io::Resu
             continue;
         }
         let hex = image.digest.trim_start_matches("sha256:");
-        let dir = roots(cache_dir).join(hex);
-        let trash = roots(cache_dir).join(format!(".trash-{hex}"));
-        fs::rename(&dir, &trash)?;
-        fs::remove_dir_all(&trash)?;
+        remove_image(cache_dir, hex)?;
         for reference in &image.references {
             if !reference.starts_with("oci:") {
-                let layout = cache_dir
-                    .join("layouts")
-                    .join(super::image_ref::file_name_of(reference));
-                let _ = fs::remove_dir_all(layout);
+                let name = super::image_ref::entry_name(reference);
+                let layouts = cache_dir.join("layouts");
+                let _ = fs::remove_dir_all(layouts.join(&name));
+                let _ = fs::remove_file(layouts.join(format!("{name}.ref")));
             }
         }
         total = total.saturating_sub(image.size_mib);
@@ -167,6 +183,8 @@ pub fn collect(cache_dir: &Path, runtime_state: &Path, max_mib: u64) -> io::Resu
     }
     Ok(removed)
 }
+
+pub(crate) use super::cache_room::{Room, make_room};
 
 #[cfg(test)]
 mod tests {

@@ -1,6 +1,7 @@
 //! Image references as jobs write them: a registry's (`host/name:tag`, `name@sha256:...`),
 //! a local OCI layout (`oci:/dir/layout:tag`) or a `docker save` archive
-//! (`docker-archive:/dir/file.tar`), and the file names they get in the node's cache.
+//! (`docker-archive:/dir/file.tar`), and the names of their entries in the node's cache (a hash of the whole reference:
+//! injective, never an escaping).
 //!
 //! Owns: parsing and naming. Does not own fetching (`image_store`) nor which local paths a
 //! job may name (`Containers::layout_allowed`, checked by the daemon at submit).
@@ -63,18 +64,20 @@ impl Source {
     }
 }
 
-/// A file name for `reference` in the cache (letters, digits, `-`, `_`, `.`).
-pub(crate) fn file_name_of(reference: &str) -> String {
-    reference
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '-' | '.') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
+/// The cache entry's file name for `reference` (the text of a registry reference, or a
+/// local source's own text): the hex SHA-256 of its bytes, so two different references never
+/// share an entry (a lossy escaping made `reg/app@sha256:X` and the tag `reg/app:sha256_X`
+/// one directory). The reference itself is kept beside the entry (`<name>.ref`) for people.
+pub(crate) fn entry_name(reference: &str) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(Sha256::digest(reference.as_bytes()))
+}
+
+/// The sha256 digest (`sha256:<64 hex>`) a registry reference names after its `@`, if any.
+pub(crate) fn pinned_digest(reference: &str) -> Option<&str> {
+    let (_, digest) = reference.rsplit_once('@')?;
+    let hex = digest.strip_prefix("sha256:")?;
+    (hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit())).then_some(digest)
 }
 
 impl Source {
@@ -136,9 +139,22 @@ mod tests {
         );
         assert!(Source::parse("docker-archive:t.tar").is_err());
         assert!(Source::parse("docker-archive:/a/../t.tar").is_err());
-        assert_eq!(
-            file_name_of("127.0.0.1:5000/a/b:v1"),
-            "127.0.0.1_5000_a_b_v1"
+    }
+
+    #[test]
+    fn entry_names_are_injective_where_the_old_escaping_was_not() {
+        let hex = "ab".repeat(32);
+        let by_digest = format!("reg/team/app@sha256:{hex}");
+        let by_tag = format!("reg/team/app:sha256_{hex}");
+        assert_ne!(entry_name(&by_digest), entry_name(&by_tag));
+        assert_ne!(
+            entry_name("127.0.0.1:5000/a:v1"),
+            entry_name("127.0.0.1:5001/a:v1")
         );
+        assert_eq!(entry_name("a").len(), 64);
+        assert!(!entry_name("a").contains('.'), "no extension to cut");
+        assert_eq!(pinned_digest(&by_digest), Some(&by_digest[13..]));
+        assert_eq!(pinned_digest(&by_tag), None);
+        assert_eq!(pinned_digest("reg/app@sha256:00"), None);
     }
 }

@@ -173,6 +173,11 @@ pub(crate) fn write_request(
         insecure: containers.insecure(image),
         auth_file: containers.config.auth_file.clone(),
         cache_max_mib: containers.config.cache_max_mib,
+        cache_max_mib_per_user: containers.config.cache_max_mib_per_user,
+        pull_timeout_s: containers.config.pull_timeout_s,
+        max_pull_mib: containers.config.max_pull_mib,
+        max_unpacked_mib: containers.config.max_unpacked_mib,
+        tool_cgroups: Vec::new(),
         terminal: matches!(l.input, super::TaskInput::Tty { .. }),
         name,
         bundle_dir: dir,
@@ -222,14 +227,18 @@ fn refuse_outside_config(
 
 /// In the shim: makes the image ready and writes the bundle for `argv` with the task's
 /// environment `env`; returns the runtime's command line. `say` writes to the task's log.
+/// The cache's tools (pull, unpack) run in the task's cgroups (`cgroup_procs`), so that
+/// what they use is the job's.
 pub(crate) fn prepare_in_shim(
     request: &Path,
     argv: &[String],
     env: &[(String, String)],
+    cgroup_procs: &[PathBuf],
     say: &mut dyn FnMut(&str),
 ) -> Result<Vec<String>, String> {
-    let req = container::read_request(request)
+    let mut req = container::read_request(request)
         .map_err(|e| format!("cannot read {}: {e}", request.display()))?;
+    req.tool_cgroups = cgroup_procs.to_vec();
     let image = container::image_store::prepare(&req, say).map_err(|e| e.to_string())?;
     say(&format!("image {} is {}", req.image, image.digest));
     collect_cache(&req, say);

@@ -125,7 +125,13 @@ fn run_command(args: &ShimArgs, log: &File) -> ExitRecord {
         (Some(request), Ok(env)) => {
             let task_env = env.unwrap_or_default();
             let mut say = |line: &str| log_line(log, line);
-            match super::container_launch::prepare_in_shim(request, &argv, &task_env, &mut say) {
+            match super::container_launch::prepare_in_shim(
+                request,
+                &argv,
+                &task_env,
+                &args.cgroup_procs,
+                &mut say,
+            ) {
                 Ok(runtime_argv) => (
                     runtime_argv,
                     Ok(Some(
