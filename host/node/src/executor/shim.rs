@@ -317,6 +317,7 @@ pub(crate) fn usage_from_rusage(ru: &libc::rusage) -> TaskUsage {
 mod tests {
     use super::*;
     use crate::executor::task_input::TaskInput;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
     fn strings(args: &[&str]) -> Vec<String> {
         args.iter().map(|s| (*s).to_owned()).collect()
@@ -456,12 +457,20 @@ mod tests {
     #[test]
     fn runs_as_the_given_user_and_refuses_unjoinable_cgroups() {
         // SAFETY: no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
-            eprintln!("skipped: switching users needs root");
-            return;
-        }
+        let root = unsafe { libc::geteuid() } == 0;
+        assert!(
+            root,
+            "switching users needs root: this test needs root (CI runs it as root)"
+        );
         let dir = tempfile::tempdir().unwrap();
-        let mut args = shim_args(dir.path(), &["sh", "-c", "id -u; id -g; id -G"]);
+        // A directory the user may write in, where the command leaves a file of its own.
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+        let open = dir.path().join("open");
+        fs::create_dir(&open).unwrap();
+        fs::set_permissions(&open, fs::Permissions::from_mode(0o1777)).unwrap();
+        let made = open.join("made");
+        let script = format!("id -u; id -g; id -G; touch '{}'", made.display());
+        let mut args = shim_args(dir.path(), &["sh", "-c", &script]);
         args.ids = Some(super::super::child::Ids {
             uid: 65534,
             gid: 65534,
@@ -470,6 +479,12 @@ mod tests {
         assert_eq!(execute(&args), 0);
         let log = fs::read_to_string(&args.log).unwrap();
         assert_eq!(log, "65534\n65534\n65534 4242\n");
+        let meta = fs::metadata(&made).unwrap();
+        assert_eq!(
+            (meta.uid(), meta.gid()),
+            (65534, 65534),
+            "the command's file is the user's"
+        );
 
         let mut args = shim_args(dir.path(), &["sh", "-c", "echo ran"]);
         args.cgroup_procs = vec![dir.path().join("no-such-cgroup/cgroup.procs")];

@@ -1,8 +1,14 @@
-//! Tests of task isolation with real cgroups, real device nodes and real processes (as root on a
-//! host with cgroup controllers; each test says so and returns early elsewhere): a task's cgroup
-//! gets its limits and is removed when the task ends, GPU device nodes of other GPUs cannot be
-//! opened, the OOM killer is reported, leftovers are killed, `adopt` and `sweep_cgroups` clean
-//! up after a restart, and the BPF device program works on a cgroup v2 hierarchy.
+//! Tests of task isolation with real cgroups, real device nodes and real processes: a task's
+//! cgroup gets its limits and is removed when the task ends, GPU device nodes of other GPUs
+//! cannot be opened, the OOM killer is reported, leftovers are killed, `adopt` and
+//! `sweep_cgroups` clean up after a restart, and the BPF device program works on a cgroup v2
+//! hierarchy.
+//!
+//! Every test here needs root: without it, it FAILS saying so (CI runs the unit tests as
+//! root); none passes without running. The cgroup tests use the host's cgroup version (v1
+//! controllers, or v2 when the host is unified) and fail when it has neither. The BPF test
+//! needs a cgroup v2 hierarchy, the unified mount of a hybrid host (CI's) or a v2 host's
+//! root, and fails without one.
 //!
 //! Owns only tests; shared helpers come from `tests.rs`.
 
@@ -22,9 +28,11 @@ use super::tests::{
 use super::*;
 use crate::config_execution::{CgroupMode, ExecutionConfig};
 
-fn is_root() -> bool {
+/// Fails the test unless it runs as root, saying `why` it needs root.
+fn require_root(why: &str) {
     // SAFETY: no preconditions.
-    unsafe { libc::geteuid() == 0 }
+    let root = unsafe { libc::geteuid() == 0 };
+    assert!(root, "{why} and needs root (CI runs it as root)");
 }
 
 /// A unique parent cgroup for one test, removed (with anything left in it) when dropped.
@@ -65,17 +73,24 @@ fn fake_gpus(dir: &Path) -> String {
     format!("{}/nvidia{{index}}", dir.display())
 }
 
-/// An executor with cgroups under a fresh parent, or `None` (test skipped) without them.
-fn isolated(dir: &Path) -> Option<(Executor, UnboundedReceiver<TaskEvent>, Parent)> {
-    if !is_root() {
-        eprintln!("skipped: cgroup tests need root");
-        return None;
-    }
+/// An executor with cgroups under a fresh parent; fails the test without root or cgroups.
+fn isolated(dir: &Path) -> (Executor, UnboundedReceiver<TaskEvent>, Parent) {
+    require_root("this test makes cgroups and device nodes");
     let version = if cgroups_rs::hierarchies::is_cgroup2_unified_mode() {
         CgroupVersion::V2
     } else {
         CgroupVersion::V1
     };
+    // The file a mounted hierarchy of that version has (a v1 host's memory controller).
+    let probe = match version {
+        CgroupVersion::V1 => "/sys/fs/cgroup/memory/cgroup.procs",
+        CgroupVersion::V2 => "/sys/fs/cgroup/cgroup.controllers",
+    };
+    assert!(
+        Path::new(probe).exists(),
+        "this test needs {version:?} cgroups and the host has no {probe} (CI runs it on a \
+         cgroup v1 hybrid host)"
+    );
     let parent = Parent::new(version);
     let config = ExecutionConfig {
         cgroups: CgroupMode::Required,
@@ -85,10 +100,11 @@ fn isolated(dir: &Path) -> Option<(Executor, UnboundedReceiver<TaskEvent>, Paren
         run_as_user: false,
         ..ExecutionConfig::default()
     };
-    let isolation = Isolation::setup(&config, vec![0, 1, 2, 3]).expect("cgroups required");
+    let isolation = Isolation::setup(&config, vec![0, 1, 2, 3])
+        .unwrap_or_else(|e| panic!("this test needs usable {version:?} cgroups: {e}"));
     let (tx, rx) = unbounded_channel();
     let exec = Executor::with_isolation(real_shim(dir), tx, isolation);
-    Some((exec, rx, parent))
+    (exec, rx, parent)
 }
 
 fn cgroup_file(version: CgroupVersion, controller: &str, name: &str, file: &str) -> PathBuf {
@@ -104,9 +120,7 @@ fn cgroup_file(version: CgroupVersion, controller: &str, name: &str, file: &str)
 #[tokio::test]
 async fn task_cgroup_has_its_limits_fences_gpus_and_is_removed_at_the_end() {
     let dir = tempfile::tempdir().unwrap();
-    let Some((exec, mut rx, parent)) = isolated(dir.path()) else {
-        return;
-    };
+    let (exec, mut rx, parent) = isolated(dir.path());
     let d = dir.path().display().to_string();
     let script = format!(
         "for g in 0 1; do (exec 3<'{d}/nvidia'$g) 2>>'{d}/opens' || true; done; \
@@ -171,9 +185,7 @@ async fn task_cgroup_has_its_limits_fences_gpus_and_is_removed_at_the_end() {
 #[tokio::test]
 async fn oom_kill_is_reported_in_the_usage() {
     let dir = tempfile::tempdir().unwrap();
-    let Some((exec, mut rx, parent)) = isolated(dir.path()) else {
-        return;
-    };
+    let (exec, mut rx, parent) = isolated(dir.path());
     let mut l = spec(
         dir.path(),
         &["/usr/bin/python3", "-c", "b = bytearray(256 << 20)"],
@@ -188,6 +200,8 @@ async fn oom_kill_is_reported_in_the_usage() {
         "{}",
         read(&l.log_path)
     );
+    // The shim never reports OOM itself: this is the kernel's `oom_kill` count of the task's
+    // cgroup (memory.oom_control on v1, memory.events on v2), read before it was removed.
     assert!(event.usage.oom_killed, "{:?}", event.usage);
     assert!(event.usage.memory_peak_mib >= 60, "{:?}", event.usage);
     // The shim's ru_maxrss may count mapped file pages the cgroup did not charge.
@@ -199,17 +213,26 @@ async fn oom_kill_is_reported_in_the_usage() {
 #[tokio::test]
 async fn leftover_processes_are_killed_with_the_cgroup() {
     let dir = tempfile::tempdir().unwrap();
-    let Some((exec, mut rx, _parent)) = isolated(dir.path()) else {
-        return;
-    };
+    let (exec, mut rx, parent) = isolated(dir.path());
     let pid_file = dir.path().join("escapee.pid");
+    let cgroup_file = dir.path().join("escapee.cgroup");
     // setsid leaves the task's process group, so only the cgroup still holds it.
-    let script = format!("setsid sleep 1000 & echo $! > '{}'", pid_file.display());
+    let script = format!(
+        "setsid sleep 1000 & echo $! > '{}'; cat /proc/$!/cgroup > '{}'",
+        pid_file.display(),
+        cgroup_file.display()
+    );
     let l = spec(dir.path(), &["sh", "-c", &script]);
     let task = launch(&exec, &l);
     let _guard = GroupGuard(task.pid);
     assert_eq!(next_event(&mut rx).await.exit, TaskExit::Exited(0));
     let escapee: u32 = read(&pid_file).trim().parse().unwrap();
+    let name = cgroup::task_name(&parent.name, 7, 2);
+    let cgroups = read(&cgroup_file);
+    assert!(
+        cgroups.lines().any(|l| l.ends_with(&format!(":/{name}"))),
+        "the escaped process was in the task's cgroup {name}: {cgroups}"
+    );
     assert!(
         wait_until(|| !signals::process_alive(escapee)).await,
         "the escaped process {escapee} survived its task"
@@ -219,9 +242,7 @@ async fn leftover_processes_are_killed_with_the_cgroup() {
 #[tokio::test]
 async fn adopt_and_sweep_clean_up_after_a_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let Some((exec, mut rx, parent)) = isolated(dir.path()) else {
-        return;
-    };
+    let (exec, mut rx, parent) = isolated(dir.path());
     let v = parent.version;
     // A shim "left by the previous daemon": the real shim in its own cgroup, started directly.
     let name = cgroup::task_name(&parent.name, 7, 2);
@@ -319,10 +340,13 @@ fn bpf_device_program_fences_devices_on_cgroup_v2() {
         .into_iter()
         .map(Path::new)
         .find(|p| p.join("cgroup.subtree_control").exists());
-    let (Some(root), true) = (root, is_root()) else {
-        eprintln!("skipped: needs root and a cgroup v2 hierarchy");
-        return;
-    };
+    require_root("attaching a BPF device program");
+    let root = root.unwrap_or_else(|| {
+        panic!(
+            "this test needs a cgroup v2 hierarchy (/sys/fs/cgroup/unified on a hybrid host, as \
+             CI's, or /sys/fs/cgroup on a v2 host) and this host has none"
+        )
+    });
     let dir = tempfile::tempdir().unwrap();
     fake_gpus(dir.path());
     let cg = root.join(format!("gantry-bpf-test-{}", std::process::id()));

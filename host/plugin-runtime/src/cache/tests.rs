@@ -114,13 +114,16 @@ fn an_other_writable_directory_is_not_used() {
 #[test]
 fn someone_elses_file_is_not_loaded() {
     // SAFETY: no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return; // only root can give a file away
-    }
+    let root = unsafe { libc::geteuid() } == 0;
+    assert!(
+        root,
+        "only root can give a file away: this test needs root (CI runs it as root)"
+    );
     let engine = engine();
     let tmp = tempfile::tempdir().unwrap();
     let path = cached(&engine, tmp.path());
     std::os::unix::fs::chown(&path, Some(4242), Some(4242)).unwrap();
+    assert_eq!(std::fs::metadata(&path).unwrap().uid(), 4242, "given away");
     let (bytes, sha) = fifo();
     let (_, origin) = compile_from(&engine, Some(tmp.path()), &sha, bytes).unwrap();
     assert_eq!(
