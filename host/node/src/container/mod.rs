@@ -19,6 +19,7 @@ mod defuse;
 pub mod image_ref;
 pub mod image_store;
 mod local_import;
+pub(crate) mod user_mounts;
 pub(crate) mod layout_verify;
 pub mod pull_progress;
 pub mod registry;
@@ -275,6 +276,10 @@ pub struct ContainerRequest {
     pub insecure: bool,
     /// Registry credentials file.
     pub auth_file: Option<PathBuf>,
+    /// `allowed_mounts` of the node that wrote the request: where a mount's source, opened
+    /// as the user with its links followed, must still lie (`user_mounts`).
+    #[serde(default)]
+    pub allowed_mounts: Vec<PathBuf>,
     /// The cache's size limit (`cache_max_mib`; 0: none).
     #[serde(default)]
     pub cache_max_mib: u64,

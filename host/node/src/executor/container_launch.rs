@@ -172,6 +172,7 @@ pub(crate) fn write_request(
         cache_dir: containers.cache_dir.clone(),
         insecure: containers.insecure(image),
         auth_file: containers.config.auth_file.clone(),
+        allowed_mounts: containers.config.allowed_mounts.clone(),
         cache_max_mib: containers.config.cache_max_mib,
         cache_max_mib_per_user: containers.config.cache_max_mib_per_user,
         pull_timeout_s: containers.config.pull_timeout_s,
@@ -239,6 +240,8 @@ pub(crate) fn prepare_in_shim(
     let mut req = container::read_request(request)
         .map_err(|e| format!("cannot read {}: {e}", request.display()))?;
     req.tool_cgroups = cgroup_procs.to_vec();
+    // Mount sources are opened as the user first; the bundle binds those descriptors.
+    container::user_mounts::open_as_user(&mut req).map_err(|e| e.to_string())?;
     let image = container::image_store::prepare(&req, say).map_err(|e| e.to_string())?;
     say(&format!("image {} is {}", req.image, image.digest));
     collect_cache(&req, say);
