@@ -49,7 +49,15 @@ pub fn build_image(dir: &Path) -> PathBuf {
         "--config.env",
         "PATH=/bin",
     ]));
+    publish(&layout);
     layout
+}
+
+/// Makes the layout at `layout` readable by every account, as an image an administrator
+/// publishes is: umoci writes blobs 0600, and a job reads its local image with its user's
+/// rights. Call it again after changing the layout.
+pub fn publish(layout: &Path) {
+    run(Command::new("chmod").args(["-R", "a+rX"]).arg(layout));
 }
 
 /// A `docker-registry` on a free port of 127.0.0.1, stopped on drop.

@@ -48,6 +48,7 @@ fn scene(cgroup_prefix: &str, prepare: impl FnOnce(&Path, &Path)) -> Scene {
     std::fs::create_dir_all(&shared).unwrap();
     let layout = build_image(&images);
     prepare(&layout, work.path());
+    gantry_e2e::images::publish(&layout);
     let parent = gantry_e2e::root::CgroupParent::new(cgroup_prefix);
     let d = daemon(&parent.0, &images, &shared, "127.0.0.1:1");
     Scene {

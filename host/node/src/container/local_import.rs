@@ -25,13 +25,14 @@ use super::ContainerRequest;
 use super::image_ref::Source;
 use super::image_store::ImageError;
 use super::layout_verify::{blob_path, manifest_blobs, sha256_hex, verify_layout};
+use super::tool_run::{self, Watch};
 use crate::user_open::{Credentials, open_as};
 use std::fs::{self, File};
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, SystemTime};
 
 /// The largest `index.json` read from a user's layout.
@@ -42,6 +43,26 @@ const STALE_STAGING: Duration = Duration::from_secs(24 * 3600);
 
 /// The tag of the image in a staging layout.
 pub(crate) const STAGED_TAG: &str = "image";
+
+/// The most bytes a local image may bring into the cache (`max_pull_mib`, as a pull).
+#[derive(Debug)]
+struct Bound {
+    bytes: Option<u64>,
+    name: String,
+}
+
+impl Bound {
+    fn check(&self, total: u64, what: &Path) -> Result<(), String> {
+        match self.bytes {
+            Some(max) if total > max => Err(format!(
+                "{} brings more than {max} bytes ({})",
+                what.display(),
+                self.name
+            )),
+            _ => Ok(()),
+        }
+    }
+}
 
 /// A verified layout of root's own, removed when dropped.
 #[derive(Debug)]
@@ -91,14 +112,18 @@ pub(crate) fn import(
     };
     let layout = staged.layout();
     let who = user_of(req);
+    let bound = Bound {
+        bytes: (req.max_pull_mib > 0).then(|| req.max_pull_mib.saturating_mul(1 << 20)),
+        name: format!("[containers] max_pull_mib = {}", req.max_pull_mib),
+    };
     match source {
         Source::Layout { dir, tag } => {
             say(&format!("copying {} as uid {}", req.image, who.uid));
-            copy_layout(&who, dir, tag, &layout).map_err(err)?;
+            copy_layout(&who, dir, tag, &layout, &bound).map_err(err)?;
         }
         Source::Archive { path, name } => {
             say(&format!("importing {} as uid {}", req.image, who.uid));
-            import_archive(&who, path, name.as_deref(), &layout).map_err(err)?;
+            import_archive(req, &who, path, name.as_deref(), &layout, &bound).map_err(err)?;
         }
         Source::Registry { reference, .. } => {
             return Err(err(format!("{reference} is not a local image")));
@@ -164,7 +189,13 @@ fn open_file_as(who: &Credentials, path: &Path) -> Result<File, String> {
 
 /// Copies the image tagged `tag` of the user's layout at `src` into `dst` (tagged
 /// [`STAGED_TAG`]), opening each file as `who`. Not verified here: the caller checks `dst`.
-fn copy_layout(who: &Credentials, src: &Path, tag: &str, dst: &Path) -> Result<(), String> {
+fn copy_layout(
+    who: &Credentials,
+    src: &Path,
+    tag: &str,
+    dst: &Path,
+    bound: &Bound,
+) -> Result<(), String> {
     let index_path = src.join("index.json");
     let mut index = Vec::new();
     open_file_as(who, &index_path)?
@@ -198,8 +229,13 @@ fn copy_layout(who: &Credentials, src: &Path, tag: &str, dst: &Path) -> Result<(
         .mode(0o700)
         .create(dst.join("blobs/sha256"))
         .map_err(|e| format!("{}: {e}", dst.display()))?;
+    bound.check(size, src)?;
     copy_blob(who, src, dst, &digest, size)?;
     let (config, layers) = manifest_blobs(dst, &digest).map_err(|e| e.to_string())?;
+    let total = std::iter::once(&config)
+        .chain(&layers)
+        .fold(size, |sum, blob| sum.saturating_add(blob.size));
+    bound.check(total, src)?;
     for blob in std::iter::once(&config).chain(&layers) {
         copy_blob(who, src, dst, &blob.digest, blob.size)?;
     }
@@ -271,12 +307,19 @@ fn write_new(path: &Path, bytes: &[u8]) -> Result<(), String> {
 /// Converts the user's `docker save` archive at `path` into the layout `dst` with skopeo,
 /// which reads the descriptor opened as `who` (`/proc/<this process>/fd/N`), never the path.
 fn import_archive(
+    req: &ContainerRequest,
     who: &Credentials,
     path: &Path,
     name: Option<&str>,
     dst: &Path,
+    bound: &Bound,
 ) -> Result<(), String> {
     let file = open_file_as(who, path)?;
+    let size = file
+        .metadata()
+        .map_err(|e| format!("{}: {e}", path.display()))?
+        .len();
+    bound.check(size, path)?;
     let skopeo = super::find_tool("skopeo").ok_or("skopeo is not installed")?;
     let mut source = format!(
         "docker-archive:/proc/{}/fd/{}",
@@ -286,22 +329,19 @@ fn import_archive(
     if let Some(name) = name {
         source = format!("{source}:{name}");
     }
-    let out = Command::new(skopeo)
-        .args(["copy", "--quiet"])
+    let mut cmd = Command::new(skopeo);
+    cmd.args(["copy", "--quiet"])
         .arg(source)
-        .arg(format!("oci:{}:{STAGED_TAG}", dst.display()))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .output()
-        .map_err(|e| format!("cannot run skopeo: {e}"))?;
+        .arg(format!("oci:{}:{STAGED_TAG}", dst.display()));
+    // In the task's cgroups, with the pulls' deadline (`tool_run`).
+    let watch = Watch {
+        cgroups: &req.tool_cgroups,
+        deadline: (req.pull_timeout_s > 0).then(|| Duration::from_secs(req.pull_timeout_s)),
+        deadline_name: format!("[containers] pull_timeout_s = {}", req.pull_timeout_s),
+    };
+    let copied = tool_run::watch(cmd, &watch, |_, _| Ok(()));
     drop(file);
-    if out.status.success() {
-        return Ok(());
-    }
-    let text = String::from_utf8_lossy(&out.stderr);
-    let text: String = text.trim().chars().take(2000).collect();
-    Err(format!("{text} ({})", out.status))
+    copied
 }
 
 #[cfg(test)]

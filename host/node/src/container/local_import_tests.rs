@@ -9,6 +9,11 @@ const NOBODY: Credentials = Credentials {
     groups: Vec::new(),
 };
 
+const NO_BOUND: Bound = Bound {
+    bytes: None,
+    name: String::new(),
+};
+
 fn put(layout: &Path, bytes: &[u8]) -> String {
     let hex = hex::encode(Sha256::digest(bytes));
     fs::write(layout.join("blobs/sha256").join(&hex), bytes).unwrap();
@@ -49,7 +54,7 @@ fn a_layout_is_copied_and_checked_and_a_claimed_digest_without_its_content_is_re
     let src = tmp.path().join("src");
     let digest = layout_at(&src, b"layer bytes");
     let dst = tmp.path().join("dst");
-    copy_layout(&me(), &src, "t", &dst).unwrap();
+    copy_layout(&me(), &src, "t", &dst, &NO_BOUND).unwrap();
     assert_eq!(verify_layout(&dst, STAGED_TAG).unwrap(), digest);
 
     // A layout whose index claims that digest but holds other bytes under its name.
@@ -69,7 +74,7 @@ fn a_layout_is_copied_and_checked_and_a_claimed_digest_without_its_content_is_re
     )
     .unwrap();
     let dst = tmp.path().join("dst-liar");
-    let copied = copy_layout(&me(), &liar, "t", &dst);
+    let copied = copy_layout(&me(), &liar, "t", &dst, &NO_BOUND);
     let checked = copied.map_err(|e| e.to_string()).and_then(|()| {
         verify_layout(&dst, STAGED_TAG)
             .map(|_| ())
@@ -83,8 +88,16 @@ fn a_layout_is_copied_and_checked_and_a_claimed_digest_without_its_content_is_re
     let (_, layers) = manifest_blobs(&long, &d).unwrap();
     let path = blob_path(&long, &layers[0].digest).unwrap();
     fs::write(&path, b"abcdef").unwrap();
-    let err = copy_layout(&me(), &long, "t", &tmp.path().join("dst-long")).unwrap_err();
+    let err = copy_layout(&me(), &long, "t", &tmp.path().join("dst-long"), &NO_BOUND).unwrap_err();
     assert!(err.contains("over"), "{err}");
+
+    // Past the bound, nothing is copied.
+    let small = Bound {
+        bytes: Some(8),
+        name: "[containers] max_pull_mib".into(),
+    };
+    let err = copy_layout(&me(), &src, "t", &tmp.path().join("dst-bound"), &small).unwrap_err();
+    assert!(err.contains("max_pull_mib"), "{err}");
 }
 
 #[test]
@@ -104,7 +117,7 @@ fn a_layout_behind_another_users_private_directory_is_refused_for_the_user() {
         fs::set_permissions(private.join(entry), fs::Permissions::from_mode(0o755)).unwrap();
     }
     fs::set_permissions(&private, fs::Permissions::from_mode(0o700)).unwrap();
-    let err = copy_layout(&NOBODY, &src, "t", &tmp.path().join("dst")).unwrap_err();
+    let err = copy_layout(&NOBODY, &src, "t", &tmp.path().join("dst"), &NO_BOUND).unwrap_err();
     assert!(err.contains("Permission denied"), "{err}");
     // Reachable, the same layout is copied for nobody.
     fs::set_permissions(&private, fs::Permissions::from_mode(0o755)).unwrap();
@@ -113,5 +126,5 @@ fn a_layout_behind_another_users_private_directory_is_refused_for_the_user() {
         readable(&entry.unwrap().path()).unwrap();
     }
     readable(&src.join("index.json")).unwrap();
-    copy_layout(&NOBODY, &src, "t", &tmp.path().join("dst")).unwrap();
+    copy_layout(&NOBODY, &src, "t", &tmp.path().join("dst"), &NO_BOUND).unwrap();
 }
