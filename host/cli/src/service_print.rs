@@ -97,6 +97,9 @@ pub fn detail_lines(v: &ServiceView) -> Vec<String> {
     if let Some(e) = &s.last_error {
         out.push(format!("cannot make a replica: {e}"));
     }
+    if let Some(e) = &v.endpoint_problem {
+        out.push(format!("endpoint closed: {e}"));
+    }
     out.push(format!(
         "{:<8} {:<10} {:<16} {:>6} {:<10} {:>8} {:>4} REASON",
         "JOB", "STATE", "NODE", "PORT", "HEALTH", "RESTARTS", "REV"

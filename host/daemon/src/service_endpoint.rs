@@ -8,6 +8,9 @@
 //! a client has the API's `[http] header_read_timeout_s` to send a request's headers, on a
 //! new connection and between requests on a kept-alive one, as on the API's port.
 //!
+//! An endpoint's port is kept across controller restarts and never moved: while another
+//! process holds it the endpoint stays closed, says why and takes it back once free (`hold`).
+//!
 //! Owns: the per-service listeners (their settings: `config_services.rs`). Does not own which replicas exist or
 //! are ready (`scheduler/service_sets.rs`, the health checks).
 
@@ -18,8 +21,9 @@ pub(crate) use forward::{Endpoint, send};
 pub use gateway::open_gateway;
 
 use crate::scheduler::Scheduler;
+use gantry_node::port_owner;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,27 +35,78 @@ pub fn open_all(s: &Scheduler) {
     open_gateway(s);
 }
 
-/// Opens the endpoint of service `id` and records its port (logged when it cannot).
+/// Opens the endpoint of service `id` and records its port (logged when it cannot). A kept
+/// port is never given up for another one: while another process holds it (a controller
+/// restarted while someone else bound it), the endpoint stays closed, the service's view
+/// says why (`endpoint_problem`) and one event names the holder; the port is tried again
+/// every [`REBIND_PERIOD`] until it is free or the service stops (issue 43, finding 9).
 pub fn open(s: &Scheduler, id: u64) {
     let kept = s.service(id).and_then(|svc| svc.endpoint_port);
-    match start(s, id, &s.config().listen, kept) {
+    let ip = endpoint_ip(&s.config().listen);
+    let bound = std::net::TcpListener::bind((ip, kept.unwrap_or(0)));
+    match bound.and_then(|l| start(s, id, l)) {
         Ok(port) => {
             tracing::info!(service = id, port, "service endpoint listening");
             s.set_endpoint_port(id, port);
         }
-        Err(e) => tracing::error!(service = id, "cannot open the service's endpoint: {e}"),
+        Err(e) => match kept {
+            Some(port) => hold(s, id, ip, port, &e),
+            None => tracing::error!(service = id, "cannot open the service's endpoint: {e}"),
+        },
     }
 }
 
-/// Binds the endpoint of service `id` (its kept port when free, else a new one) on the
-/// host of `listen`, and serves it until the service is stopped; the port bound.
-fn start(s: &Scheduler, id: u64, listen: &str, kept: Option<u16>) -> std::io::Result<u16> {
-    let ip = listen
+/// How often a kept endpoint port that another process holds is tried again.
+const REBIND_PERIOD: Duration = Duration::from_secs(1);
+
+/// The address endpoints listen on: the API's, or 127.0.0.1.
+fn endpoint_ip(listen: &str) -> IpAddr {
+    listen
         .parse::<SocketAddr>()
-        .map_or_else(|_| [127, 0, 0, 1].into(), |a| a.ip());
-    let listener = kept
-        .and_then(|p| std::net::TcpListener::bind((ip, p)).ok())
-        .map_or_else(|| std::net::TcpListener::bind((ip, 0)), Ok)?;
+        .map_or_else(|_| [127, 0, 0, 1].into(), |a| a.ip())
+}
+
+/// Keeps service `id`'s endpoint on `port`, which cannot be bound now (`error`): says so on
+/// the service and in an event naming who listens there, then binds it once it is free.
+fn hold(s: &Scheduler, id: u64, ip: IpAddr, port: u16, error: &std::io::Error) {
+    let holders = port_owner::listeners(port);
+    let problem = format!(
+        "its port {port} cannot be bound ({error}); listening there: uid {holders:?}. \
+         The service keeps this port and its endpoint stays closed until it is free"
+    );
+    tracing::warn!(service = id, "endpoint: {problem}");
+    s.set_endpoint_problem(id, Some(problem.clone()));
+    s.event_service(id, format!("endpoint closed: {problem}"));
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    let scheduler = s.clone();
+    runtime.spawn(async move {
+        loop {
+            tokio::time::sleep(REBIND_PERIOD).await;
+            if !scheduler.service(id).is_some_and(|svc| !svc.stopped) {
+                scheduler.set_endpoint_problem(id, None);
+                return;
+            }
+            let Ok(listener) = std::net::TcpListener::bind((ip, port)) else {
+                continue;
+            };
+            match start(&scheduler, id, listener) {
+                Ok(_) => {
+                    scheduler.set_endpoint_problem(id, None);
+                    scheduler
+                        .event_service(id, format!("endpoint listening on its port {port} again"));
+                }
+                Err(e) => tracing::error!(service = id, "cannot serve the endpoint: {e}"),
+            }
+            return;
+        }
+    });
+}
+
+/// Serves the endpoint of service `id` on `listener` until the service is stopped; the
+/// port.
+fn start(s: &Scheduler, id: u64, listener: std::net::TcpListener) -> std::io::Result<u16> {
     listener.set_nonblocking(true)?;
     let port = listener.local_addr()?.port();
     let endpoint = Endpoint::new(s, id);

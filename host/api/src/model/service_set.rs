@@ -34,7 +34,8 @@ pub struct ServiceRecord {
     /// The creator could submit at any tier (an operator): its replicas are submitted so too.
     pub privileged: bool,
     /// The port of its endpoint on the controller, which balances HTTP requests over its
-    /// healthy replicas (kept across restarts when the port is still free).
+    /// healthy replicas. Kept across restarts: never moved to another port; while another
+    /// process holds it the endpoint stays closed and the view's `endpoint_problem` says why.
     #[serde(default)]
     pub endpoint_port: Option<u16>,
     /// Why the last replica could not be made, if it could not (retried every cycle).
@@ -95,6 +96,10 @@ pub struct ServiceView {
     /// The autoscaler's recent readings, oldest first (empty without autoscaling).
     #[serde(default)]
     pub scale_samples: Vec<ScaleSample>,
+    /// Why the endpoint does not listen on `endpoint_port` now (another process holds it),
+    /// when it does not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint_problem: Option<String>,
 }
 
 /// `POST /v1/services/{id}/scale`.

@@ -193,6 +193,7 @@ fn view(
         service: record,
         replica_jobs: serde_json::from_value(replicas).unwrap(),
         scale_samples: serde_json::from_value(samples).unwrap(),
+        endpoint_problem: None,
     }
 }
 

@@ -20,6 +20,7 @@
 
 mod checker;
 use gantry_node::port_owner;
+pub(crate) mod port_guard;
 pub(crate) mod probe;
 
 use super::transition::{self, Transition};
@@ -158,6 +159,7 @@ impl Scheduler {
         if !transition::apply_or_log(job, Transition::ServiceRelaunched { at_ms: now }) {
             return false;
         }
+        self.fresh_port_if_taken(job);
         for i in 0..job.tasks.len() {
             // Without the old exit record a crash before the launch is seen as "never
             // launched" by adoption, not as this run's end.

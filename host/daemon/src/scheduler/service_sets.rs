@@ -58,6 +58,8 @@ pub(crate) struct ServiceSets {
     activity: HashMap<u64, Arc<AtomicU64>>,
     /// The autoscaler's recent readings, per service.
     samples: HashMap<u64, VecDeque<ScaleSample>>,
+    /// Why a service's endpoint does not listen on its kept port now (issue 43, finding 9).
+    endpoint_problems: HashMap<u64, String>,
 }
 
 impl ServiceSets {
@@ -379,27 +381,33 @@ impl Scheduler {
     pub fn service_backends(&self, id: u64) -> Vec<(u64, std::net::SocketAddr, Arc<AtomicUsize>)> {
         let jobs = self.live_replicas().remove(&id).unwrap_or_default();
         let draining = self.draining_jobs();
-        let ready: Vec<(u64, String, u16)> = {
+        let ready: Vec<(u64, String, u16, Option<u32>)> = {
             let st = lock(&self.inner.state);
             jobs.iter()
                 .filter(|r| r.ready && !draining.contains(&r.job))
                 .filter_map(|r| st.jobs.get(r.job))
-                .filter_map(|j| Some((j.id, j.tasks.first()?.node.clone(), j.service_port?)))
-                .collect()
-        };
-        let addrs: Vec<(u64, std::net::SocketAddr)> = {
-            let members = lock(&self.inner.members);
-            ready
-                .into_iter()
-                .filter_map(|(job, node, port)| {
-                    let ip = match members.by_name(&node) {
-                        Some((_, m)) if m.agent().is_some() => m.addr.parse().ok()?,
-                        _ => std::net::IpAddr::from([127, 0, 0, 1]),
-                    };
-                    Some((job, std::net::SocketAddr::new(ip, port)))
+                .filter_map(|j| {
+                    let node = j.tasks.first()?.node.clone();
+                    Some((j.id, node, j.service_port?, self.task_uid(j)))
                 })
                 .collect()
         };
+        let candidates: Vec<super::service::port_guard::Candidate> = {
+            let members = lock(&self.inner.members);
+            ready
+                .into_iter()
+                .filter_map(|(job, node, port, uid)| {
+                    let (ip, local) = match members.by_name(&node) {
+                        Some((_, m)) if m.agent().is_some() => (m.addr.parse().ok()?, false),
+                        _ => (std::net::IpAddr::from([127, 0, 0, 1]), true),
+                    };
+                    let addr = std::net::SocketAddr::new(ip, port);
+                    Some(super::service::port_guard::Candidate { job, addr, local, uid })
+                })
+                .collect()
+        };
+        // Only replicas whose port is their user's (issue 43, finding 8).
+        let addrs = self.owned_backends(id, candidates);
         let mut sets = lock(&self.inner.services);
         addrs
             .into_iter()
@@ -414,6 +422,15 @@ impl Scheduler {
             .entry(id)
             .or_default()
             .clone()
+    }
+
+    /// Records why service `id`'s endpoint does not listen on its port now (`None`: it does).
+    pub fn set_endpoint_problem(&self, id: u64, problem: Option<String>) {
+        let mut sets = lock(&self.inner.services);
+        match problem {
+            Some(p) => sets.endpoint_problems.insert(id, p),
+            None => sets.endpoint_problems.remove(&id),
+        };
     }
 
     /// Records the port service `id`'s endpoint listens on.
@@ -432,15 +449,17 @@ impl Scheduler {
     /// `service` with the state of each live replica (`GET /v1/services/{id}`).
     pub fn service_view(&self, service: ServiceRecord) -> ServiceView {
         let jobs = self.live_replicas().remove(&service.id).unwrap_or_default();
-        let (draining, scale_samples) = {
+        let (draining, scale_samples, endpoint_problem) = {
             let sets = lock(&self.inner.services);
             let samples = sets
                 .samples
                 .get(&service.id)
                 .map(|q| q.iter().copied().collect())
                 .unwrap_or_default();
-            (sets.draining.clone(), samples)
+            let problem = sets.endpoint_problems.get(&service.id).cloned();
+            (sets.draining.clone(), samples, problem)
         };
+        let sockets = gantry_node::port_owner::sockets();
         let st = lock(&self.inner.state);
         let replica_jobs = jobs
             .iter()
@@ -452,9 +471,14 @@ impl Scheduler {
                 port: j.service_port,
                 health: j.health.as_ref().map(|h| h.state),
                 restarts: j.restarts,
-                reason: (j.state == JobState::Pending)
-                    .then(|| j.reason.as_ref().map(|r| r.message.clone()))
-                    .flatten(),
+                reason: match j.state {
+                    JobState::Pending => j.reason.as_ref().map(|r| r.message.clone()),
+                    // Someone else's listener on its port (issue 43, finding 8).
+                    JobState::Running if self.remote_task(j, 0).is_none() => {
+                        self.replica_port_problem(j, &sockets)
+                    }
+                    _ => None,
+                },
                 revision: r.revision,
                 draining: draining.contains_key(&j.id),
             })
@@ -463,6 +487,7 @@ impl Scheduler {
             service,
             replica_jobs,
             scale_samples,
+            endpoint_problem,
         }
     }
 
@@ -487,7 +512,7 @@ impl Scheduler {
             .kind_events("service", &format!("service {id}: "), 200)
     }
 
-    pub(super) fn event_service(&self, id: u64, message: String) {
+    pub(crate) fn event_service(&self, id: u64, message: String) {
         tracing::info!(service = id, "{message}");
         if let Err(e) = self.inner.store.event(
             now_ms(),

@@ -8,11 +8,16 @@
 //! zero by its autoscaler starts a replica and waits for it (at most
 //! `services.activation_timeout_s`). Responses stream through as they come.
 //!
+//! Every new connection to a replica on this node is checked once made: the socket that
+//! accepted it must be the replica's user's (`OwnerChecked`, `send`), else nothing is sent
+//! on it (issue 43, finding 8; which replicas are backends at all: `port_guard`).
+//!
 //! Owns: choosing, counting in flight, forwarding, retrying, activation. Does not own the
 //! listeners (`service_endpoint.rs`, `gateway.rs`) nor which replicas are ready
 //! (`scheduler/service_sets.rs`).
 
 use crate::scheduler::Scheduler;
+use crate::scheduler::service::port_guard::verify_accepted;
 use http_body_util::{BodyExt, Either, Full, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response, StatusCode};
@@ -56,7 +61,7 @@ pub(crate) struct Endpoint {
     activity: Arc<AtomicU64>,
     activation_timeout: Duration,
     /// Kept-alive connections to the replicas.
-    client: Client<HttpConnector, Body>,
+    client: Client<OwnerChecked, Body>,
 }
 
 impl Endpoint {
@@ -68,7 +73,7 @@ impl Endpoint {
         connector.set_nodelay(true);
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(30))
-            .build(connector);
+            .build(OwnerChecked(connector));
         Arc::new(Self {
             client,
             scheduler: scheduler.clone(),
@@ -248,7 +253,8 @@ impl Endpoint {
     }
 }
 
-/// Sends `req` to the replica at `addr` on a new connection; its answer's head.
+/// Sends `req` to the replica at `addr` on a new connection (checked as the endpoint's
+/// are: [`OwnerChecked`]); its answer's head.
 pub(crate) async fn send(
     addr: SocketAddr,
     req: Request<Body>,
@@ -257,6 +263,8 @@ pub(crate) async fn send(
         .await
         .map_err(|_| "connect timed out".to_string())?
         .map_err(|e| format!("connect: {e}"))?;
+    let client = stream.local_addr().map_err(|e| e.to_string())?;
+    verify_accepted(addr, client).await?;
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
         .map_err(|e| e.to_string())?;
@@ -264,6 +272,38 @@ pub(crate) async fn send(
         let _ = conn.await;
     });
     sender.send_request(req).await.map_err(|e| e.to_string())
+}
+
+/// The endpoint's connector: hyper's, then the check that the socket which accepted the
+/// connection is the replica's user's (`port_guard::verify_accepted`); a connection that
+/// fails it is closed before a byte of the request is written.
+#[derive(Clone)]
+pub(crate) struct OwnerChecked(HttpConnector);
+
+impl tower::Service<hyper::Uri> for OwnerChecked {
+    type Response = TokioIo<tokio::net::TcpStream>;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Self::Response, Self::Error>> + Send>,
+    >;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        self.0.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, uri: hyper::Uri) -> Self::Future {
+        let connecting = self.0.call(uri);
+        Box::pin(async move {
+            let io = connecting.await?;
+            let server = io.inner().peer_addr()?;
+            let client = io.inner().local_addr()?;
+            verify_accepted(server, client).await?;
+            Ok(io)
+        })
+    }
 }
 
 /// An answer of the endpoint's own, JSON as the API's errors are.
