@@ -1,6 +1,7 @@
-//! What the tests that need root share: the check that they run as root (they fail, never
-//! skip, elsewhere), a directory every account may write, and a cgroup parent of a test's
-//! own, removed with its task cgroups when dropped.
+//! What the tests that need root share: the checks that they run as root and that the host
+//! has cgroup v1 controllers (they fail, never skip, elsewhere), a directory every account
+//! may write, and a cgroup parent of a test's own, removed with its task cgroups when
+//! dropped.
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -11,6 +12,31 @@ pub fn require_root(why: &str) {
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
     assert!(root, "{why} and needs root (CI runs it as root)");
+}
+
+/// The cgroup v1 controllers Gantry puts a task in.
+pub const V1_CONTROLLERS: [&str; 5] = ["memory", "cpu", "cpuacct", "pids", "devices"];
+
+/// Fails the test unless the host mounts the cgroup v1 controllers of [`V1_CONTROLLERS`]
+/// under `/sys/fs/cgroup` (a v1 or hybrid host, as CI is), naming the missing ones and
+/// whether the host is cgroup v2-only.
+pub fn require_cgroup_v1() {
+    let root = std::path::Path::new("/sys/fs/cgroup");
+    let missing: Vec<&str> = V1_CONTROLLERS
+        .into_iter()
+        .filter(|c| !root.join(c).join("cgroup.procs").exists())
+        .collect();
+    let v2_only = root.join("cgroup.controllers").exists();
+    assert!(
+        missing.is_empty(),
+        "this test needs the cgroup v1 controllers {missing:?} under /sys/fs/cgroup, which \
+         this host lacks{} (CI runs it on a cgroup v1 hybrid host)",
+        if v2_only {
+            " (it is cgroup v2-only)"
+        } else {
+            ""
+        }
+    );
 }
 
 /// A directory everyone may enter and write (for files a job's user writes).
