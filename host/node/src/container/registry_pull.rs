@@ -121,29 +121,37 @@ pub(crate) fn registry_entry(
     let layouts = req.cache_dir.join("layouts");
     let layout = layouts.join(&name);
     let lock = super::image_store::lock_file(&layouts.join(format!("{name}.lock")))?;
-    let sidecar = layouts.join(format!("{name}.ref"));
-    fs::write(&sidecar, format!("{reference}\n")).map_err(cache_err(&sidecar))?;
     let pinned = super::image_ref::pinned_digest(reference);
     let have = pinned.is_some_and(|digest| {
         super::layout_verify::verified_manifest_digest(&layout, "image").is_ok_and(|d| d == digest)
     });
     if !have {
-        // A stale or damaged entry is never topped up: the copy starts afresh.
-        remove_entry(&layout);
+        if pinned.is_some() {
+            // An entry of a digest that does not hash to it is damaged: never topped up.
+            remove_entry(&layout);
+        }
+        // A tag's entry is topped up (its blobs are reused); whatever is unpacked from it is
+        // checked blob by blob first, and a bad blob removes the entry.
         say(&format!("pulling {reference}"));
         if let Err(e) = pull(req, reference, &layout, say) {
             remove_entry(&layout);
             return Err(e);
         }
     }
+    let sidecar = layouts.join(format!("{name}.ref"));
+    fs::write(&sidecar, format!("{reference}\n")).map_err(cache_err(&sidecar))?;
     Ok((layout, lock))
 }
 
-/// Removes a registry entry's layout (what a stopped pull left included).
+/// Removes a registry entry's layout (what a stopped pull left included) and the reference
+/// kept beside it; its lock file stays (a task may hold it).
 pub(crate) fn remove_entry(layout: &Path) {
     if let Err(e) = fs::remove_dir_all(layout)
         && e.kind() != std::io::ErrorKind::NotFound
     {
         tracing::warn!(layout = %layout.display(), "cannot remove an image cache entry: {e}");
     }
+    let mut sidecar = layout.as_os_str().to_os_string();
+    sidecar.push(".ref");
+    let _ = fs::remove_file(sidecar);
 }

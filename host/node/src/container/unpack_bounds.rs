@@ -161,7 +161,8 @@ fn header_size(field: &[u8]) -> Option<u64> {
     u64::from_str_radix(&text, 8).ok()
 }
 
-/// Reads `n` bytes (padded to 512) of data; `keep` says whether they are returned.
+/// Reads `n` bytes of data and their padding to 512 (when the stream has it); `keep` says
+/// whether they are returned.
 fn data(reader: &mut impl Read, n: u64, keep: bool) -> io::Result<Vec<u8>> {
     let padded = n.div_ceil(512) * 512;
     let mut kept = Vec::new();
@@ -170,7 +171,9 @@ fn data(reader: &mut impl Read, n: u64, keep: bool) -> io::Result<Vec<u8>> {
     } else {
         io::copy(&mut reader.take(padded), &mut io::sink())?
     };
-    if copied != padded {
+    // Some writers (umoci) end the stream right after the last entry's data, without its
+    // padding or the end blocks: only the data itself must be there.
+    if copied < n {
         return Err(io::Error::new(
             io::ErrorKind::UnexpectedEof,
             "the archive ends inside an entry",

@@ -105,4 +105,14 @@ fn pax_sizes_and_base256_sizes_are_read() {
     std::fs::write(&path, &bytes[..1024 + 700]).unwrap();
     let err = unpacked_bytes(tmp.path(), &[l], 1 << 40, &[]).unwrap_err();
     assert!(matches!(err, MeasureError::Corrupt { .. }), "{err}");
+    // A stream that ends right after its last entry's data (as umoci writes layers) is whole.
+    let tmp = tempfile::tempdir().unwrap();
+    let l = layer(tmp.path(), &[("f", 3)], &[], None);
+    let path = blob_path(tmp.path(), &l.digest).unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+    std::fs::write(&path, &bytes[..1024 + 3]).unwrap();
+    assert_eq!(
+        unpacked_bytes(tmp.path(), &[l], 1 << 40, &[]).unwrap(),
+        2 * BLOCK
+    );
 }
