@@ -19,12 +19,15 @@ pub const LEASE_S: u64 = 2;
 /// How long any wait may take.
 pub const BOUND: Duration = Duration::from_secs(60);
 
-/// The configuration of controller `name`: state on `cluster`, history at `history`.
+/// The configuration of controller `name`: state on `cluster`, history at `history`. The
+/// test's etcd has no users (anyone on the machine may use it), so the configuration says
+/// it is isolated (`[store] etcd_isolated`; `tests/trust_policy_store.rs` tests the rule).
 pub fn config(cluster: &TestEtcd, history: &str, name: &str) -> String {
     format!(
         "[cluster]\ntoken = \"{TOKEN}\"\nlocal_node = false\nheartbeat_interval_ms = 200\n\
          node_down_after_ms = 5000\n\
          [store]\nbackend = \"etcd\"\nendpoints = {:?}\nname = \"{name}\"\nlease_s = {LEASE_S}\n\
+         etcd_isolated = true\n\
          [history]\nbackend = \"postgres\"\nurl = {history:?}\n",
         cluster.endpoints()
     )

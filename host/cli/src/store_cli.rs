@@ -3,12 +3,63 @@
 //! a cluster of several controllers (`[store] backend = "etcd"`, `[history] backend =
 //! "postgres"`), and says what it copied (`gantry_store::Store::copy_into`).
 //!
-//! Owns: the target's syntax and the report's wording. Does not own the copy.
+//! Passwords never travel on the command line, where every local account reads them in
+//! `ps` (issue 43, finding 14): a PostgreSQL URL with a password in `--to` is refused; the
+//! password comes from `--history-password-file` (mode 0600) or `GANTRY_HISTORY_PASSWORD`,
+//! and an etcd user's (`--etcd-user`) from `--etcd-password-file` or `GANTRY_ETCD_PASSWORD`.
+//!
+//! Owns: the target's syntax, where its passwords come from and the report's wording.
+//! Does not own the copy.
 
 use anyhow::{Context, Result, bail};
-use gantry::store::etcd::EtcdConfig;
+use gantry::store::etcd::{EtcdConfig, Password};
+use gantry::store::secret_file::{from_env, read_private};
 use gantry::store::{HistoryBackend, StateBackend, Store};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// Where the target's passwords come from (never from the command line itself).
+#[derive(Debug, Clone, Default)]
+pub struct Secrets {
+    /// A 0600 file holding the PostgreSQL user's password (else `GANTRY_HISTORY_PASSWORD`).
+    pub history_password_file: Option<PathBuf>,
+    /// An etcd user to log in as.
+    pub etcd_user: Option<String>,
+    /// A 0600 file holding that user's password (else `GANTRY_ETCD_PASSWORD`).
+    pub etcd_password_file: Option<PathBuf>,
+}
+
+/// The environment variable of the history database's password.
+const HISTORY_PASSWORD_ENV: &str = "GANTRY_HISTORY_PASSWORD";
+/// The environment variable of the etcd user's password.
+const ETCD_PASSWORD_ENV: &str = "GANTRY_ETCD_PASSWORD";
+
+/// A password from `file` (flag `flag`, mode 0600) or the environment variable `env`.
+fn password(flag: &str, file: Option<&Path>, env: &str) -> Result<Option<String>> {
+    match (file, from_env(env)) {
+        (Some(_), Some(_)) => bail!("{flag} and {env} are both set: give the password once"),
+        (Some(path), None) => Ok(Some(read_private(flag, path)?)),
+        (None, from_env) => Ok(from_env),
+    }
+}
+
+/// The PostgreSQL URL of `--to` with its password put in from a file or the environment;
+/// a URL that carries one itself is refused.
+fn history_url(url: &str, secrets: &Secrets) -> Result<String> {
+    if gantry::store::postgres_secret::url_has_password(url) {
+        bail!(
+            "--to: the PostgreSQL URL carries a password, which every local account can read on the command line: take it out and give it in a file only you may read (--history-password-file FILE) or in {HISTORY_PASSWORD_ENV}"
+        );
+    }
+    let given = password(
+        "--history-password-file",
+        secrets.history_password_file.as_deref(),
+        HISTORY_PASSWORD_ENV,
+    )?;
+    match given {
+        Some(p) => Ok(gantry::store::postgres_secret::with_password(url, &p)?),
+        None => Ok(url.to_string()),
+    }
+}
 
 /// The etcd endpoints and the PostgreSQL URL of `--to`.
 pub fn parse_target(to: &str) -> Result<(Vec<String>, String)> {
@@ -41,9 +92,26 @@ pub fn parse_target(to: &str) -> Result<(Vec<String>, String)> {
     Ok((endpoints, postgres))
 }
 
-/// Copies the store under `from` to the target `to` (etcd keys under `prefix`).
-pub fn migrate(from: &Path, to: &str, prefix: &str) -> Result<()> {
+/// Copies the store under `from` to the target `to` (etcd keys under `prefix`), with the
+/// passwords `secrets` says where to find.
+pub fn migrate(from: &Path, to: &str, prefix: &str, secrets: &Secrets) -> Result<()> {
     let (endpoints, url) = parse_target(to)?;
+    let url = history_url(&url, secrets)?;
+    let etcd_password = match &secrets.etcd_user {
+        None => None,
+        Some(user) => Some(Password(
+            password(
+                "--etcd-password-file",
+                secrets.etcd_password_file.as_deref(),
+                ETCD_PASSWORD_ENV,
+            )?
+            .with_context(|| {
+                format!(
+                    "--etcd-user {user} needs its password: --etcd-password-file FILE or {ETCD_PASSWORD_ENV}"
+                )
+            })?,
+        )),
+    };
     let source = Store::open(from).map_err(|e| match e.to_string() {
         m if m.contains("lock") => anyhow::anyhow!(
             "{m}: is the daemon running on {}? stop it first",
@@ -54,6 +122,8 @@ pub fn migrate(from: &Path, to: &str, prefix: &str) -> Result<()> {
     let state = StateBackend::Etcd(EtcdConfig {
         endpoints,
         prefix: prefix.to_string(),
+        username: secrets.etcd_user.clone(),
+        password: etcd_password,
         ..Default::default()
     });
     let target = Store::open_with(from, 16, &state, &HistoryBackend::Postgres { url })?;

@@ -146,10 +146,13 @@ impl Default for PluginLimits {
     }
 }
 
-/// Refuses a configuration file that holds the cluster token and that its group or others
-/// may read (`docs/security.md`, attack U8).
+/// Refuses a configuration file that holds a secret, the cluster token (`docs/security.md`,
+/// attack U8) or the history database's password in `[history] url` (issue 43, finding
+/// 14), and that its group or others may read.
 fn refuse_exposed_secret(path: &Path, config: &Config) -> Result<(), ConfigError> {
-    if config.cluster.token.is_empty() {
+    let token = !config.cluster.token.is_empty();
+    let password = config.history.holds_password();
+    if !token && !password {
         return Ok(());
     }
     let exposed =
@@ -157,13 +160,20 @@ fn refuse_exposed_secret(path: &Path, config: &Config) -> Result<(), ConfigError
             path: path.into(),
             source,
         })?;
-    match exposed {
-        Some(mode) => Err(ConfigError::Invalid(format!(
-            "{} holds [cluster] token but its group or others may read it (mode {mode:04o}): make it private (chmod 600)",
-            path.display()
-        ))),
-        None => Ok(()),
-    }
+    let Some(mode) = exposed else {
+        return Ok(());
+    };
+    let shown = path.display();
+    Err(ConfigError::Invalid(if token {
+        format!(
+            "{shown} holds [cluster] token but its group or others may read it (mode {mode:04o}): make it private (chmod 600)"
+        )
+    } else {
+        format!(
+            "{shown} holds the history database's password (in [history] url) but its group or others may read it (mode {mode:04o}): take the password out of the URL and put it in a file only the daemon's user may read, named by history.password_file (or in the environment variable {}), or make {shown} private (chmod 600)",
+            crate::config_history::PASSWORD_ENV
+        )
+    }))
 }
 
 /// A configuration error.

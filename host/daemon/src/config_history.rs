@@ -10,6 +10,10 @@
 //!   the first start; the database must exist and the user must be allowed to create
 //!   tables in it. The connection is plain TCP (or a Unix socket: `host=/run/postgresql`):
 //!   run the server on the controller's machine or a trusted network.
+//! - The password: not in a configuration file others may read (`config.rs` refuses
+//!   that at start, as for the cluster token), but in `password_file` (mode 0600; its
+//!   first line), in the environment variable `GANTRY_HISTORY_PASSWORD`, in a private
+//!   `url_file`, or in the URL of a private configuration file; once, not twice.
 //!
 //! Owns: these settings and their checks. Does not own the databases (`gantry-store`).
 
@@ -27,7 +31,12 @@ pub struct HistoryConfig {
     pub url: Option<String>,
     /// Or a file holding it (mode 0600 or stricter).
     pub url_file: Option<PathBuf>,
+    /// A file (mode 0600 or stricter) whose first line is the password of the URL's user.
+    pub password_file: Option<PathBuf>,
 }
+
+/// The environment variable that may hold the history database's password.
+pub const PASSWORD_ENV: &str = "GANTRY_HISTORY_PASSWORD";
 
 impl Default for HistoryConfig {
     fn default() -> Self {
@@ -35,6 +44,7 @@ impl Default for HistoryConfig {
             backend: "sqlite".into(),
             url: None,
             url_file: None,
+            password_file: None,
         }
     }
 }
@@ -43,9 +53,9 @@ impl HistoryConfig {
     /// Consistency checks, as messages naming the key (the file is read at start).
     pub fn check(&self) -> Result<(), String> {
         match (self.backend.as_str(), &self.url, &self.url_file) {
-            ("sqlite", None, None) => Ok(()),
+            ("sqlite", None, None) if self.password_file.is_none() => Ok(()),
             ("sqlite", _, _) => {
-                Err("history.url and history.url_file are for backend = \"postgres\"".into())
+                Err("history.url, history.url_file and history.password_file are for backend = \"postgres\"".into())
             }
             ("postgres", Some(_), Some(_)) => Err("history: give url or url_file, not both".into()),
             ("postgres", None, None) => Err(
@@ -69,7 +79,34 @@ impl HistoryConfig {
             (None, Some(path)) => read_url_file(path)?,
             (None, None) => return Err("history.url is required".into()),
         };
+        let password = match (
+            &self.password_file,
+            gantry_store::secret_file::from_env(PASSWORD_ENV),
+        ) {
+            (Some(_), Some(_)) => {
+                return Err(format!(
+                    "history.password_file and {PASSWORD_ENV} are both set: give the password once"
+                ));
+            }
+            (Some(path), None) => Some(
+                gantry_store::secret_file::read_private("history.password_file", path)
+                    .map_err(|e| e.to_string())?,
+            ),
+            (None, from_env) => from_env,
+        };
+        let url = match password {
+            Some(password) => gantry_store::postgres_secret::with_password(&url, &password)
+                .map_err(|e| e.to_string())?,
+            None => url,
+        };
         Ok(HistoryBackend::Postgres { url })
+    }
+
+    /// Whether the configuration file itself holds the database's password (in `url`).
+    pub fn holds_password(&self) -> bool {
+        self.url
+            .as_deref()
+            .is_some_and(gantry_store::postgres_secret::url_has_password)
     }
 }
 
@@ -144,6 +181,7 @@ mod tests {
             backend: "postgres".into(),
             url: None,
             url_file: Some(file.clone()),
+            password_file: None,
         };
         assert!(config.backend().unwrap_err().contains("chmod 600"));
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();

@@ -50,6 +50,18 @@ pub async fn serve(mut config: Config) -> anyhow::Result<()> {
             .clone()
             .unwrap_or_else(|| format!("{scheme}://{addr}"));
         let name = config.store.controller_name();
+        // Judged before anyone is told this controller listens (issue 43, finding 13).
+        let store = config.store.clone();
+        let verdict =
+            tokio::task::spawn_blocking(move || crate::leadership::etcd_trust::verify(&store))
+                .await??;
+        let unjudged = match verdict {
+            crate::leadership::etcd_trust::Verdict::Unknown(why) => {
+                tracing::warn!("etcd cannot be judged yet ({why}): standing by until it answers");
+                Some(config.store.clone())
+            }
+            _ => None,
+        };
         println!("gantry listening on {scheme}://{addr}");
         println!("gantry store: etcd; controller {name} stands by until it leads");
         // Compile the built-in plugins now, so that taking over does not wait for it.
@@ -67,8 +79,15 @@ pub async fn serve(mut config: Config) -> anyhow::Result<()> {
         });
         let election = crate::leadership::election(&config)?;
         let cluster_ca = config.cluster.ca_cert.clone();
-        let standing_by =
-            crate::leadership::lead(election, name, url, cluster_ca, standby, serve_options());
+        let standing_by = crate::leadership::lead(
+            election,
+            name,
+            url,
+            cluster_ca,
+            standby,
+            serve_options(),
+            unjudged,
+        );
         match standing_by.await? {
             Some(leading) => {
                 leading.keep();

@@ -336,7 +336,7 @@ fn main() -> Result<()> {
     let endpoints = format!("{:?}", etcd.endpoints());
     let replicated = |db: &str| -> Result<String> {
         Ok(format!(
-            "[history]\nbackend = \"postgres\"\nurl = {:?}\n[store]\nbackend = \"etcd\"\nendpoints = {endpoints}\nprefix = \"/{db}/\"\n",
+            "[history]\nbackend = \"postgres\"\nurl = {:?}\n[store]\nbackend = \"etcd\"\nendpoints = {endpoints}\nprefix = \"/{db}/\"\netcd_isolated = true\n",
             pg.database(db)?
         ))
     };

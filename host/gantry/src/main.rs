@@ -240,6 +240,16 @@ enum StoreAction {
         /// Key prefix in etcd (`[store] prefix`).
         #[arg(long, default_value = "/gantry/")]
         prefix: String,
+        /// A file only you may read (0600) holding the PostgreSQL user's password (else
+        /// `GANTRY_HISTORY_PASSWORD`); a password in `--to` is refused.
+        #[arg(long)]
+        history_password_file: Option<PathBuf>,
+        /// An etcd user to log in as (`[store] username`).
+        #[arg(long)]
+        etcd_user: Option<String>,
+        /// A 0600 file holding that user's password (else `GANTRY_ETCD_PASSWORD`).
+        #[arg(long)]
+        etcd_password_file: Option<PathBuf>,
     },
 }
 
@@ -437,8 +447,25 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Jobs(a) => gantry_cli::history_cli::jobs(&client, &a),
         Command::Store {
-            action: StoreAction::Migrate { from, to, prefix },
-        } => gantry_cli::store_cli::migrate(&from, &to, &prefix),
+            action:
+                StoreAction::Migrate {
+                    from,
+                    to,
+                    prefix,
+                    history_password_file,
+                    etcd_user,
+                    etcd_password_file,
+                },
+        } => gantry_cli::store_cli::migrate(
+            &from,
+            &to,
+            &prefix,
+            &gantry_cli::store_cli::Secrets {
+                history_password_file,
+                etcd_user,
+                etcd_password_file,
+            },
+        ),
         Command::Admin { action } => match action {
             AdminAction::Gc => gantry_cli::history_cli::gc(&client),
             AdminAction::Compact { data_dir } => gantry_cli::history_cli::compact(&data_dir),

@@ -6,7 +6,13 @@
 //!
 //! Every call goes to the endpoint that answered last, and on a connection failure or a
 //! 5xx to the next, so a dead member costs one failed attempt, not an outage. TLS with a
-//! CA and a client certificate when configured (`[store]` `ca`, `cert`, `key`).
+//! CA and a client certificate when configured (`[store]` `ca`, `cert`, `key`); etcd's
+//! users when configured (`[store]` `username` and a password from a private file or the
+//! environment): the client logs in (`/v3/auth/authenticate`) before its first call and
+//! again when etcd says its token is no longer valid, and sends the token with every call.
+//! [`accepts_anonymous`] asks whether the members answer a client with no credentials at
+//! all (issue 43, finding 13: such an etcd lets any local process read every job and name
+//! the leader).
 //!
 //! Owns: the requests, their encoding, endpoint failover. Does not own what keys mean
 //! (`state_etcd.rs`, `election.rs`).
@@ -16,8 +22,8 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
 use serde_json::{Value, json};
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// How long one request may take (a member that hangs is given up on for the next).
@@ -36,6 +42,81 @@ pub struct EtcdConfig {
     pub cert: Option<PathBuf>,
     /// The client certificate's private key (PEM).
     pub key: Option<PathBuf>,
+    /// An etcd user to log in as (with `password`).
+    pub username: Option<String>,
+    /// That user's password (read from a private file or the environment, never from a
+    /// configuration file others may read).
+    pub password: Option<Password>,
+}
+
+/// A password that never shows in `Debug` output.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Password(pub String);
+
+impl std::fmt::Debug for Password {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Password(hidden)")
+    }
+}
+
+impl EtcdConfig {
+    /// Whether the client proves who it is: a client certificate or a user and password.
+    pub fn has_credentials(&self) -> bool {
+        self.cert.is_some() || self.username.is_some()
+    }
+
+    /// The same members and CA with no credentials at all: what any local process could
+    /// present.
+    pub fn anonymous(&self) -> Self {
+        Self {
+            endpoints: self.endpoints.clone(),
+            prefix: self.prefix.clone(),
+            ca: self.ca.clone(),
+            ..Self::default()
+        }
+    }
+}
+
+/// Whether the members answer a read of `config.prefix` from a client with no credentials
+/// (no user, no client certificate): `Ok(true)` when they do, `Ok(false)` when they refuse
+/// it (etcd's auth, or TLS that wants a client certificate), and an error when no member
+/// answered at all (nothing can be said yet).
+pub fn accepts_anonymous(config: &EtcdConfig) -> Result<bool, StoreError> {
+    let client = Etcd::new(&config.anonymous())?;
+    let key = config.prefix.as_bytes();
+    // No end above the prefix: every key from it (etcd's `\0`).
+    let end = crate::state::prefix_end(key).unwrap_or_else(|| vec![0]);
+    match client.call_once(
+        "/v3/kv/range",
+        &json!({"key": b64(key), "range_end": b64(&end), "limit": "1", "keys_only": true}),
+        None,
+    ) {
+        Ok(_) => Ok(true),
+        Err(Failure::Refused(_) | Failure::Unauthenticated(_)) => Ok(false),
+        Err(Failure::Unreachable(message)) => Err(client.error(message)),
+    }
+}
+
+/// Why [`Etcd::login`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LoginError {
+    /// etcd answered and refused the user or its password.
+    #[error("{0}")]
+    Refused(StoreError),
+    /// No member answered.
+    #[error("{0}")]
+    Unreachable(StoreError),
+}
+
+/// How one call failed.
+#[derive(Debug)]
+enum Failure {
+    /// No member answered (connection errors, 5xx).
+    Unreachable(String),
+    /// A member answered with an error.
+    Refused(String),
+    /// A member said the auth token is missing, invalid or expired.
+    Unauthenticated(String),
 }
 
 /// One key of a range answer.
@@ -60,6 +141,10 @@ pub struct Etcd {
     endpoints: Arc<Vec<String>>,
     /// The endpoint that answered last.
     current: Arc<AtomicUsize>,
+    /// The user and password to log in with.
+    login: Option<(String, Password)>,
+    /// The token of the last login.
+    token: Arc<Mutex<Option<String>>>,
 }
 
 impl std::fmt::Debug for Etcd {
@@ -156,6 +241,22 @@ impl Etcd {
                 });
             }
         }
+        let login = match (&config.username, &config.password) {
+            (Some(user), Some(password)) => Some((user.clone(), password.clone())),
+            (None, None) => None,
+            (Some(_), None) => {
+                return Err(StoreError::Etcd {
+                    endpoints: String::new(),
+                    message: "store.username needs a password (store.password_file or GANTRY_ETCD_PASSWORD)".into(),
+                });
+            }
+            (None, Some(_)) => {
+                return Err(StoreError::Etcd {
+                    endpoints: String::new(),
+                    message: "an etcd password needs store.username".into(),
+                });
+            }
+        };
         let agent_config = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .proxy(None)
@@ -172,6 +273,8 @@ impl Etcd {
                     .collect(),
             ),
             current: Arc::default(),
+            login,
+            token: Arc::default(),
         })
     }
 
@@ -187,30 +290,136 @@ impl Etcd {
         }
     }
 
-    /// `POST {endpoint}{path}` with `body`, trying each member from the last that answered.
+    /// `POST {endpoint}{path}` with `body`, trying each member from the last that answered;
+    /// logged in first when a user is configured, and again once when etcd says the token
+    /// is no longer valid.
     pub fn call(&self, path: &str, body: &Value) -> Result<Value, StoreError> {
+        let Some(_) = &self.login else {
+            return self.call_once(path, body, None).map_err(|f| self.failed(f));
+        };
+        let token = self.token()?;
+        match self.call_once(path, body, Some(&token)) {
+            Err(Failure::Unauthenticated(_)) => {
+                self.forget_token(&token);
+                let token = self.token()?;
+                self.call_once(path, body, Some(&token))
+                    .map_err(|f| self.failed(f))
+            }
+            other => other.map_err(|f| self.failed(f)),
+        }
+    }
+
+    fn failed(&self, failure: Failure) -> StoreError {
+        match failure {
+            Failure::Unreachable(m) | Failure::Refused(m) | Failure::Unauthenticated(m) => {
+                self.error(m)
+            }
+        }
+    }
+
+    /// The token of the current login, logging in when there is none.
+    fn token(&self) -> Result<String, StoreError> {
+        if let Some(token) = self.token.lock().ok().and_then(|t| t.clone()) {
+            return Ok(token);
+        }
+        let Some((user, password)) = &self.login else {
+            return Err(self.error("no etcd user is configured".into()));
+        };
+        let answer = self
+            .call_once(
+                "/v3/auth/authenticate",
+                &json!({"name": user, "password": password.0}),
+                None,
+            )
+            .map_err(|f| match f {
+                Failure::Refused(m) | Failure::Unauthenticated(m) => self.error(format!(
+                    "etcd refused to authenticate user {user:?} (store.username and its password): {m}"
+                )),
+                Failure::Unreachable(m) => self.error(m),
+            })?;
+        let token = answer["token"]
+            .as_str()
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| {
+                self.error(format!(
+                    "etcd did not authenticate user {user:?}: its answer has no token (is auth enabled?)"
+                ))
+            })?
+            .to_owned();
+        if let Ok(mut t) = self.token.lock() {
+            *t = Some(token.clone());
+        }
+        Ok(token)
+    }
+
+    /// Logs in now when a user is configured (`Ok(false)` when none is): an error says
+    /// whether etcd answered and refused the user ([`LoginError::Refused`]) or could not
+    /// be reached.
+    pub fn login(&self) -> Result<bool, LoginError> {
+        if self.login.is_none() {
+            return Ok(false);
+        }
+        if let Ok(mut t) = self.token.lock() {
+            *t = None;
+        }
+        let probe = json!({"key": b64(b"/"), "limit": "1", "keys_only": true});
+        let token = self.token().map_err(|e| {
+            if e.to_string().contains("refused to authenticate")
+                || e.to_string().contains("did not authenticate")
+            {
+                LoginError::Refused(e)
+            } else {
+                LoginError::Unreachable(e)
+            }
+        })?;
+        match self.call_once("/v3/kv/range", &probe, Some(&token)) {
+            Ok(_) | Err(Failure::Refused(_)) => Ok(true),
+            Err(f @ Failure::Unauthenticated(_)) => Err(LoginError::Refused(self.failed(f))),
+            Err(f @ Failure::Unreachable(_)) => Err(LoginError::Unreachable(self.failed(f))),
+        }
+    }
+
+    /// Drops `token` (etcd no longer takes it), unless another call already replaced it.
+    fn forget_token(&self, token: &str) {
+        if let Ok(mut t) = self.token.lock()
+            && t.as_deref() == Some(token)
+        {
+            *t = None;
+        }
+    }
+
+    /// One call with `token` (etcd's header is the bare token), trying each member.
+    fn call_once(&self, path: &str, body: &Value, token: Option<&str>) -> Result<Value, Failure> {
         let n = self.endpoints.len();
         let start = self.current.load(Ordering::Relaxed);
         let mut last = String::new();
         for i in 0..n {
             let at = (start + i) % n;
             let url = format!("{}{path}", self.endpoints[at]);
-            match self.agent.post(&url).send_json(body) {
+            let mut request = self.agent.post(&url);
+            if let Some(token) = token {
+                request = request.header("authorization", token);
+            }
+            match request.send_json(body) {
                 Ok(mut answer) => {
                     let status = answer.status().as_u16();
-                    let text = answer
-                        .body_mut()
-                        .read_to_string()
-                        .map_err(|e| self.error(format!("{path}: reading the answer: {e}")))?;
-                    if status >= 500 {
+                    let text = answer.body_mut().read_to_string().map_err(|e| {
+                        Failure::Unreachable(format!("{path}: reading the answer: {e}"))
+                    })?;
+                    if status >= 500 && !is_auth_error(&text) {
                         last = format!("{url}: {status} {}", text.trim());
                         continue;
                     }
                     self.current.store(at, Ordering::Relaxed);
                     let value: Value = serde_json::from_str(&text)
-                        .map_err(|e| self.error(format!("{path}: not JSON ({e}): {text}")))?;
+                        .map_err(|e| Failure::Refused(format!("{path}: not JSON ({e}): {text}")))?;
                     if status >= 400 || value.get("error").is_some() {
-                        return Err(self.error(format!("{path}: {status} {}", text.trim())));
+                        let message = format!("{path}: {status} {}", text.trim());
+                        return Err(if status == 401 || is_auth_error(&text) {
+                            Failure::Unauthenticated(message)
+                        } else {
+                            Failure::Refused(message)
+                        });
                     }
                     // Keepalive answers arrive wrapped as one streamed message.
                     return Ok(match value.get("result") {
@@ -221,7 +430,7 @@ impl Etcd {
                 Err(e) => last = format!("{url}: {e}"),
             }
         }
-        Err(self.error(format!("no member answered ({last})")))
+        Err(Failure::Unreachable(format!("no member answered ({last})")))
     }
 
     /// The keys in `[key, range_end)` (`range_end` empty: `key` alone).
@@ -287,6 +496,18 @@ impl Etcd {
         self.call("/v3/lease/revoke", &json!({"ID": id.to_string()}))
             .map(drop)
     }
+}
+
+/// Whether an error answer says the request's token is missing, invalid or expired (etcd
+/// sends these as gRPC codes Unauthenticated and InvalidArgument).
+fn is_auth_error(text: &str) -> bool {
+    [
+        "invalid auth token",
+        "user name is empty",
+        "auth token is expired",
+    ]
+    .iter()
+    .any(|m| text.contains(m))
 }
 
 /// A put of `key` = `value` in a transaction (attached to `lease` when not 0).

@@ -23,6 +23,8 @@ mod history_sqlite;
 mod jobs;
 mod migrate;
 mod outbox;
+pub mod postgres_secret;
+pub mod secret_file;
 mod services;
 pub mod sql;
 pub mod state;

@@ -230,7 +230,38 @@ impl TestEtcd {
             ca: self.tls.as_ref().map(|t| t.ca.clone()),
             cert: self.client.as_ref().map(|c| c.0.clone()),
             key: self.client.as_ref().map(|c| c.1.clone()),
+            ..EtcdConfig::default()
         }
+    }
+
+    /// Turns etcd's authentication on with one user, `user` with `password`, in the
+    /// `root` role (etcd needs a `root` user first: it is made too, with the same
+    /// password). From then on a client must log in ([`EtcdConfig::username`]).
+    pub fn enable_auth(&self, user: &str, password: &str) -> Result<(), String> {
+        let client = crate::etcd::Etcd::new(&self.config("/")).map_err(|e| e.to_string())?;
+        let call = |path: &str, body: serde_json::Value| {
+            client
+                .call(path, &body)
+                .map(drop)
+                .map_err(|e| format!("{path}: {e}"))
+        };
+        call("/v3/auth/role/add", serde_json::json!({"name": "root"}))?;
+        let users = if user == "root" {
+            vec!["root"]
+        } else {
+            vec!["root", user]
+        };
+        for name in users {
+            call(
+                "/v3/auth/user/add",
+                serde_json::json!({"name": name, "password": password}),
+            )?;
+            call(
+                "/v3/auth/user/grant",
+                serde_json::json!({"user": name, "role": "root"}),
+            )?;
+        }
+        call("/v3/auth/enable", serde_json::json!({}))
     }
 
     /// Kills member `i` (SIGKILL) and waits for it to be gone.

@@ -208,6 +208,39 @@ impl TestPostgres {
         }
     }
 
+    /// Gives `user` the password `password` and makes the server ask for it on TCP
+    /// (`scram-sha-256`; its Unix socket stays `trust`). Create the databases first:
+    /// [`TestPostgres::database`] connects without a password.
+    pub fn require_password(&self, user: &str, password: &str) -> Result<(), String> {
+        let mut admin = postgres::Client::connect(&self.url("postgres"), postgres::NoTls)
+            .map_err(|e| e.to_string())?;
+        let quoted = password.replace('\'', "''");
+        admin
+            .batch_execute(&format!(
+                "SET password_encryption = 'scram-sha-256'; ALTER ROLE \"{}\" PASSWORD '{quoted}'",
+                user.replace('"', "")
+            ))
+            .map_err(|e| e.to_string())?;
+        // Rewritten in place: the file keeps its owner (the server's user).
+        std::fs::write(
+            self.data_dir().join("pg_hba.conf"),
+            "local all all trust\nhost all all 127.0.0.1/32 scram-sha-256\n",
+        )
+        .map_err(|e| e.to_string())?;
+        admin
+            .batch_execute("SELECT pg_reload_conf()")
+            .map_err(|e| e.to_string())?;
+        // The reload is asynchronous: wait until a password-less connection is refused.
+        let started = Instant::now();
+        while postgres::Client::connect(&self.url("postgres"), postgres::NoTls).is_ok() {
+            if started.elapsed() > READY_WITHIN {
+                return Err("the server still accepts connections without a password".into());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(())
+    }
+
     /// The 127.0.0.1 port.
     pub fn port(&self) -> u16 {
         self.port

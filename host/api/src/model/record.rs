@@ -192,6 +192,41 @@ pub struct JobRecord {
     /// released (`gantry release`).
     #[serde(default)]
     pub held_by: Option<String>,
+    /// The role of whoever held it (`held_by`): a hold set by an `operator` or `admin` is
+    /// released only by an operator or admin, never by the job's owner. A record written
+    /// before holds carried it (or a job not held) has none; an old hold counts as its
+    /// owner's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_role: Option<HoldRole>,
+}
+
+/// Who set a hold, for who may lift it (`JobRecord::held_role`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum HoldRole {
+    /// The job's owner (or another caller with a user's rights): its owner may release it.
+    User,
+    /// An operator: only an operator or admin may release it.
+    Operator,
+    /// An administrator: only an operator or admin may release it.
+    Admin,
+}
+
+impl HoldRole {
+    /// Whether only an operator or admin may lift the hold.
+    pub fn is_privileged(self) -> bool {
+        self >= Self::Operator
+    }
+
+    /// Lower-case name, for messages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::User => "user",
+            Self::Operator => "operator",
+            Self::Admin => "admin",
+        }
+    }
 }
 
 /// A job's place in an array.
@@ -242,6 +277,7 @@ impl JobRecord {
             warned: false,
             rendezvous_port: None,
             held_by: None,
+            held_role: None,
         }
     }
 }

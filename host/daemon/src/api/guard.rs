@@ -4,7 +4,8 @@
 //! naming `host`, 403 naming `origin`, 415 naming `content-type`.
 //!
 //! It runs before authentication and covers every route: the API, the dashboard's files
-//! and the agents' heartbeat route. `POST /v1/plugins` takes raw bytes of any type but the
+//! and the agents' heartbeat route, and a standby controller's routes before it forwards
+//! anything to the leader (`leadership::lead`). `POST /v1/plugins` takes raw bytes of any type but the
 //! browser-simple ones (`application/wasm`, `application/octet-stream`...); every other
 //! body is JSON.
 //!
@@ -27,7 +28,7 @@ fn body_kind(path: &str) -> BodyKind {
 }
 
 /// Refuses a request that fails the checks; passes the others on.
-pub(super) async fn guard(req: Request, next: Next) -> Response {
+pub(crate) async fn guard(req: Request, next: Next) -> Response {
     match check(&req, body_kind) {
         Ok(()) => next.run(req).await,
         Err(r) => {

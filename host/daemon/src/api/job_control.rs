@@ -1,15 +1,18 @@
 //! `POST /v1/jobs/{id}/hold`, `POST /v1/jobs/{id}/release` and `PATCH /v1/jobs/{id}`: what
 //! SLURM users do with `scontrol hold`, `release` and `update` on a pending job.
 //!
-//! Authorization: the job's owner or an operator, as for cancel. Owns the HTTP side only;
-//! the rules are `crate::scheduler::job_control`.
+//! Authorization: the job's owner or an operator, as for cancel; a hold an operator or
+//! admin set is released only by an operator or admin (403 naming `held_by`). An update is
+//! judged as a submit by the same caller (its tier rights, `Caller::submitter`). Owns the
+//! HTTP side only; the rules are `crate::scheduler::job_control`.
 
 use super::blocking;
 use super::body::{JsonBody, parse_json};
 use super::error::ApiError;
 use super::jobs::{JobId, owned_job};
-use crate::auth::Caller;
+use crate::auth::{Caller, Role};
 use crate::job_options::Dependency;
+use crate::model::HoldRole;
 use crate::scheduler::{ControlError, JobUpdate, Scheduler};
 use axum::Json;
 use axum::extract::State;
@@ -40,7 +43,27 @@ fn refused(e: ControlError) -> ApiError {
         }
         ControlError::NotHeld(_) => ApiError::new(StatusCode::CONFLICT, "not-held", e.to_string()),
         ControlError::Field(f) => ApiError::field("invalid-field", f.field, f.message),
+        ControlError::HeldByOperator { .. } => ApiError {
+            status: StatusCode::FORBIDDEN,
+            code: "forbidden",
+            message: e.to_string(),
+            field: Some("held_by".into()),
+        },
+        ControlError::Refused { field, error } => {
+            let mut answer = super::jobs::submit_error(error);
+            answer.field.get_or_insert(field);
+            answer
+        }
         ControlError::Store(e) => ApiError::internal(e),
+    }
+}
+
+/// The role a hold or release by `caller` carries.
+fn hold_role(caller: &Caller) -> HoldRole {
+    match caller.role_and_user().0 {
+        Role::User => HoldRole::User,
+        Role::Operator => HoldRole::Operator,
+        Role::Admin => HoldRole::Admin,
     }
 }
 
@@ -52,7 +75,8 @@ pub(super) async fn hold(
 ) -> Result<impl IntoResponse, ApiError> {
     owned_job(&s, &caller, id, "holding a job")?;
     let by = caller.role_and_user().1.to_string();
-    blocking(move || s.hold(id, &by))
+    let role = hold_role(&caller);
+    blocking(move || s.hold(id, &by, role))
         .await?
         .map(Json)
         .map_err(refused)
@@ -65,7 +89,8 @@ pub(super) async fn release(
     _body: axum::body::Bytes,
 ) -> Result<impl IntoResponse, ApiError> {
     owned_job(&s, &caller, id, "releasing a job")?;
-    blocking(move || s.release(id))
+    let role = hold_role(&caller);
+    blocking(move || s.release(id, role))
         .await?
         .map(Json)
         .map_err(refused)
@@ -83,7 +108,8 @@ pub(super) async fn update(
         time_limit_s: body.time_limit_s,
         dependencies: body.dependencies,
     };
-    blocking(move || s.update(id, update))
+    let submitter = caller.submitter();
+    blocking(move || s.update(id, update, submitter))
         .await?
         .map(Json)
         .map_err(refused)

@@ -22,7 +22,7 @@ mod auth;
 mod body;
 mod cluster;
 mod error;
-mod guard;
+pub(crate) mod guard;
 mod images;
 mod job_control;
 mod job_input;

@@ -75,6 +75,7 @@ fn for_others(job: &JobRecord) -> JobRecord {
         warned,
         rendezvous_port,
         held_by,
+        held_role,
     } = job;
     JobRecord {
         id: *id,
@@ -99,6 +100,7 @@ fn for_others(job: &JobRecord) -> JobRecord {
         warned: *warned,
         rendezvous_port: *rendezvous_port,
         held_by: held_by.clone(),
+        held_role: *held_role,
     }
 }
 

@@ -15,9 +15,15 @@
 //! launch nothing; agents refuse its calls once they have heard of the newer term. A clean
 //! stop (SIGTERM) resigns, so a standby leads at once.
 //!
+//! A standby's routes pass the API's own first layer (`api::guard`: Host against DNS
+//! rebinding, Origin, Content-Type) before anything is forwarded, as the leader's do: the
+//! forwarded request carries the leader's `Host`, so the leader cannot judge the original
+//! one. etcd itself is judged before the controller listens (`etcd_trust.rs`).
+//!
 //! Owns: the standby's routes, the campaign loop, lease renewal and stepping down. Does not
 //! own the election's keys (`gantry-store`) or the scheduler.
 
+pub mod etcd_trust;
 mod forward;
 
 pub use forward::{FORWARDED_BY, Forwarder, LEADER};
@@ -143,7 +149,7 @@ pub fn step_down(term: i64) -> ! {
 
 /// The election of `config`'s cluster.
 pub fn election(config: &Config) -> anyhow::Result<Election> {
-    let client = Etcd::new(&config.store.etcd())?;
+    let client = Etcd::new(&config.store.etcd().map_err(anyhow::Error::msg)?)?;
     Ok(Election::new(
         client,
         &config.store.prefix,
@@ -152,7 +158,9 @@ pub fn election(config: &Config) -> anyhow::Result<Election> {
 }
 
 /// Stands by, serving the standby's routes on `listener`, until this controller leads
-/// (`Some`) or the daemon is told to stop (`None`).
+/// (`Some`) or the daemon is told to stop (`None`). `unjudged` is the `[store]` whose etcd
+/// could not be reached to be judged at start (`etcd_trust`): it is judged before the
+/// leader key is first read, and an etcd anyone may use ends the daemon with the reason.
 pub async fn lead(
     election: Election,
     name: String,
@@ -160,12 +168,15 @@ pub async fn lead(
     cluster_ca: Option<std::path::PathBuf>,
     listener: tokio::net::TcpListener,
     options: crate::http_server::ServeOptions,
+    mut unjudged: Option<crate::config_store::StoreConfig>,
 ) -> anyhow::Result<Option<Leading>> {
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let app = axum::Router::new()
         .route("/v1/health", axum::routing::get(standby_health))
         .fallback(forward::to_leader)
-        .with_state(Forwarder::new(name.clone(), cluster_ca.clone()));
+        .with_state(Forwarder::new(name.clone(), cluster_ca.clone()))
+        // The leader's Host, Origin and Content-Type checks, before anything is passed on.
+        .layer(axum::middleware::from_fn(crate::api::guard::guard));
     tokio::spawn(async move {
         let until = async {
             tokio::select! {
@@ -179,6 +190,25 @@ pub async fn lead(
     });
     let mut warned = false;
     loop {
+        if let Some(store) = unjudged.clone() {
+            let verdict = tokio::task::spawn_blocking(move || etcd_trust::verify(&store)).await?;
+            match verdict? {
+                etcd_trust::Verdict::Unknown(e) => {
+                    set_status(Status {
+                        role: "standby",
+                        name: name.clone(),
+                        leader: None,
+                        term: 0,
+                        store_error: Some(e),
+                    });
+                    tokio::select! {
+                        () = tokio::time::sleep(POLL) => continue,
+                        () = crate::http_server::shutdown() => return Ok(None),
+                    }
+                }
+                etcd_trust::Verdict::Trusted | etcd_trust::Verdict::Isolated => unjudged = None,
+            }
+        }
         let (poll_election, me) = (election.clone(), name.clone());
         let candidate = LeaderInfo {
             name: name.clone(),

@@ -2,6 +2,11 @@
 //! do: holding it out of every cycle, releasing it, and changing its time limit or its
 //! dependencies.
 //!
+//! A hold carries who set it and their role: an operator's or admin's hold is lifted only
+//! by an operator or admin, never by the job's owner (issue 43, finding 12). An update goes
+//! back through submit-time admission (`submit_admission.rs`: a queue's
+//! `max_time_limit_s` and whatever else a submit meets; finding 11).
+//!
 //! Owns: these requests, their checks and their events. Does not own applying them
 //! (`transition.rs`), who may ask (the API checks that the caller owns the job), nor the
 //! holds a cycle computes from dependencies and array limits (`holds.rs`, which also turns a
@@ -10,8 +15,9 @@
 use super::jobs::SubmitError;
 use super::transition::{self, Transition};
 use super::{Scheduler, lock};
+use crate::auth_submit::Submitter;
 use crate::job_options::Dependency;
-use crate::model::{FieldError, JobRecord, JobState};
+use crate::model::{FieldError, HoldRole, JobRecord, JobState};
 use crate::store::StoreError;
 
 /// Why a hold, release or update was refused.
@@ -36,6 +42,28 @@ pub enum ControlError {
     /// A field of an update is invalid.
     #[error("{}: {}", .0.field, .0.message)]
     Field(FieldError),
+    /// An operator or admin held the job, and a user asked to release it.
+    #[error(
+        "job {id} was held by {by} ({}): only an operator or admin may release it; ask them",
+        .role.as_str()
+    )]
+    HeldByOperator {
+        /// The job.
+        id: u64,
+        /// Who held it.
+        by: String,
+        /// Their role.
+        role: HoldRole,
+    },
+    /// Submit-time admission refused the changed job (`field` names what the update
+    /// changed, for a refusal that names no field of its own).
+    #[error("{field}: {error}")]
+    Refused {
+        /// The updated field.
+        field: String,
+        /// The refusal, as a submit gets it.
+        error: SubmitError,
+    },
     /// The store failed; nothing changed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -51,22 +79,36 @@ pub struct JobUpdate {
 }
 
 impl Scheduler {
-    /// Holds pending job `id` (`by` names who asked): it stays pending until released.
-    /// Holding a held job again is accepted and changes nothing.
-    pub fn hold(&self, id: u64, by: &str) -> Result<JobRecord, ControlError> {
+    /// Holds pending job `id` (`by` names who asked, `role` their role): it stays pending
+    /// until released. Holding a held job again changes nothing, unless an operator or
+    /// admin holds a job its owner held: the hold becomes theirs, so the owner cannot lift
+    /// it.
+    pub fn hold(&self, id: u64, by: &str, role: HoldRole) -> Result<JobRecord, ControlError> {
         self.control(id, "held", |job| {
-            if job.held_by.is_some() {
+            if job.held_by.is_some() && held_role(job) >= role {
                 return Ok(None);
             }
-            Ok(Some(Transition::Held { by: by.to_string() }))
+            Ok(Some(Transition::Held {
+                by: by.to_string(),
+                role,
+            }))
         })
     }
 
-    /// Releases held pending job `id`.
-    pub fn release(&self, id: u64) -> Result<JobRecord, ControlError> {
+    /// Releases held pending job `id` for a caller of `role`: a hold an operator or admin
+    /// set is released only by an operator or admin.
+    pub fn release(&self, id: u64, role: HoldRole) -> Result<JobRecord, ControlError> {
         self.control(id, "released", |job| {
-            if job.held_by.is_none() {
+            let Some(by) = &job.held_by else {
                 return Err(ControlError::NotHeld(job.id));
+            };
+            let held = held_role(job);
+            if held.is_privileged() && !role.is_privileged() {
+                return Err(ControlError::HeldByOperator {
+                    id: job.id,
+                    by: by.clone(),
+                    role: held,
+                });
             }
             Ok(Some(Transition::Released))
         })
@@ -75,8 +117,27 @@ impl Scheduler {
     /// Changes the time limit or dependencies of pending job `id`, checked as a submit
     /// checks them. A job may depend only on jobs submitted before it, so an update cannot
     /// make two jobs wait for each other.
-    pub fn update(&self, id: u64, update: JobUpdate) -> Result<JobRecord, ControlError> {
+    /// Then the changed job goes through submit-time admission as a new one would
+    /// (`submitter` is the caller's trust, as at submit): a refusal names the changed field.
+    pub fn update(
+        &self,
+        id: u64,
+        update: JobUpdate,
+        submitter: Submitter,
+    ) -> Result<JobRecord, ControlError> {
         let current = self.job(id).ok_or(ControlError::NotFound(id))?;
+        if current.state != JobState::Pending {
+            return Err(ControlError::NotPending {
+                id,
+                state: current.state.as_str(),
+                what: "updated",
+            });
+        }
+        let changed = if update.time_limit_s.is_some() {
+            "time_limit_s"
+        } else {
+            "dependencies"
+        };
         let mut spec = current.spec.clone();
         if let Some(limit) = update.time_limit_s {
             spec.time_limit_s = limit;
@@ -103,10 +164,25 @@ impl Scheduler {
         };
         spec.validate().map_err(ControlError::Field)?;
         self.check_dependencies(&spec).map_err(refused)?;
+        self.admit_at_submit(&mut spec, submitter, Some(&current))
+            .map_err(|error| match error {
+                SubmitError::Store(e) => ControlError::Store(e),
+                error => ControlError::Refused {
+                    field: changed.to_string(),
+                    error,
+                },
+            })?;
         self.limit_interactive(&mut spec).map_err(refused)?;
         self.control(id, "updated", |job| {
             if job.spec == spec {
                 return Ok(None);
+            }
+            // The job changed meanwhile (another update): admission saw another spec.
+            if job.spec != current.spec {
+                return Err(ControlError::Field(FieldError {
+                    field: changed.to_string(),
+                    message: format!("job {id} changed while this update was checked: try again"),
+                }));
             }
             Ok(Some(Transition::Updated(Box::new(spec.clone()))))
         })
@@ -143,7 +219,7 @@ impl Scheduler {
             return Ok(job.clone());
         };
         let message = match &change {
-            Transition::Held { by } => format!("held by {by}"),
+            Transition::Held { by, role } => format!("held by {by} ({})", role.as_str()),
             Transition::Updated(spec) => format!(
                 "time limit {} s, dependencies {:?}",
                 spec.time_limit_s, spec.dependencies
@@ -165,4 +241,9 @@ impl Scheduler {
         self.wake();
         Ok(snapshot)
     }
+}
+
+/// The role of whoever held `job`; a hold recorded before holds carried it is its owner's.
+fn held_role(job: &JobRecord) -> HoldRole {
+    job.held_role.unwrap_or(HoldRole::User)
 }

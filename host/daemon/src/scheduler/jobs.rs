@@ -6,11 +6,10 @@
 use super::apply::host_reason;
 use super::job_table::{JobPage, JobQuery};
 use super::transition::{self, Transition};
-use super::{Scheduler, lock, now_ms, snapshot};
+use super::{Scheduler, lock, now_ms};
 use crate::model::{ArrayMember, FieldError, JobRecord, JobSpec, JobState, StopCause};
 use crate::store::StoreError;
 use gantry_contract::ReasonCode;
-use gantry_engine::{Interner, SubmitDecision, fits_empty_cluster};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -113,22 +112,6 @@ pub enum CancelError {
 
 pub use super::node_view::{GpuView, NodeView};
 
-fn apply_patch(spec: &mut JobSpec, p: gantry_contract::JobPatch) {
-    if let Some(q) = p.queue {
-        spec.queue = q;
-    }
-    if let Some(t) = p.tier {
-        spec.tier = t;
-    }
-    if let Some(t) = p.time_limit_s {
-        spec.time_limit_s = t;
-    }
-    if let Some(pr) = p.preemptible {
-        spec.preemptible = pr;
-    }
-    spec.labels.extend(p.labels);
-}
-
 impl Scheduler {
     /// Validates, checks and durably stores a new job (or every member of an array); returns
     /// it (the first member) once acknowledged, with the ids of all members of an array.
@@ -151,62 +134,18 @@ impl Scheduler {
         // the job table.
         let _reserved = self.check_submit_limits(&spec, submitter)?;
         self.check_dependencies(&spec)?;
-        let probe = JobRecord::new(0, spec.clone(), now_ms());
-        let (ctx, nodes, job) = {
-            let st = lock(&self.inner.state);
-            let running: Vec<&JobRecord> =
-                st.jobs.running().chain(std::iter::once(&probe)).collect();
-            let members = lock(&self.inner.members);
-            // Every node the cluster knows counts for "could it ever fit", up or not.
-            let nodes: Vec<_> = members.all().map(|(id, m)| (id, &m.info)).collect();
-            // The context and nodes only: converting every pending and running job, as a
-            // cycle does, would make each submit cost as much as the backlog.
-            let (mut ctx, nodes, models) = snapshot::submit_context(
-                running.iter().copied(),
-                st.jobs.active().chain(std::iter::once(&probe)),
-                &nodes,
-                st.cycle,
-                now_ms(),
-                &self.ledger(),
-            );
-            let mut strings = Interner::new();
-            for s in &ctx.strings {
-                strings.intern(s);
-            }
-            let job = snapshot::contract_job(&probe, &models, &mut strings);
-            ctx.strings = strings.into_strings();
-            (ctx, nodes, job)
-        };
-        fits_empty_cluster(&ctx, &nodes, &job)
-            .map_err(|r| SubmitError::Unsatisfiable(r.message))?;
-        let (decision, faults) = { lock(&self.inner.policy).check_submit(&ctx, &job) };
-        if !faults.is_empty() {
-            lock(&self.inner.faults).record(0, &faults, &self.inner.store);
-        }
-        match decision {
-            SubmitDecision::Reject { plugin, message } => {
-                return Err(SubmitError::Rejected { plugin, message });
-            }
-            SubmitDecision::Accept(patches) if !patches.is_empty() => {
-                // A tier the policy sets is its decision; one it leaves is the user's, checked
-                // again against the queue the policy may have moved the job to.
-                let policy_sets_tier = patches.iter().any(|p| p.tier.is_some());
-                for p in patches {
-                    apply_patch(&mut spec, p);
-                }
-                spec.validate().map_err(SubmitError::Field)?;
-                if !policy_sets_tier {
-                    self.check_tier(&spec, submitter)?;
-                }
-            }
-            SubmitDecision::Accept(_) => {}
-        }
+        self.admit_at_submit(&mut spec, submitter, None)?;
         // After admission, so a policy's own time rules are the ones users see first.
         self.limit_interactive(&mut spec)?;
         let mut records = self.new_records(spec)?;
+        // A hold asked at submit is the submitter's: an operator's is lifted only by one.
+        let role = match submitter {
+            crate::auth_submit::Submitter::Privileged => crate::model::HoldRole::Operator,
+            crate::auth_submit::Submitter::User => crate::model::HoldRole::User,
+        };
         for record in records.iter_mut().filter(|r| r.spec.hold) {
             let by = record.spec.user.clone();
-            transition::apply_or_log(record, Transition::Held { by });
+            transition::apply_or_log(record, Transition::Held { by, role });
         }
         for record in &records {
             self.inner.store.put_new_job(record)?;

@@ -44,6 +44,7 @@ pub mod shadow;
 pub mod signal_ops;
 pub mod snapshot;
 mod start_commit;
+mod submit_admission;
 mod submit_limits;
 mod task_env;
 mod transition;
@@ -174,7 +175,7 @@ impl Scheduler {
         let store = Store::open_with(
             &config.data_dir,
             config.retention.store_cache_mib,
-            &config.store.backend(),
+            &config.store.backend().map_err(anyhow::Error::msg)?,
             &history,
         )?;
         store.set_fence(fence);

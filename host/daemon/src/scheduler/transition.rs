@@ -15,7 +15,7 @@
 //! tier and score) and a service's health are not lifecycle and are set where computed.
 
 use crate::executor::{TaskExit, TaskUsage};
-use crate::model::{JobRecord, JobSpec, JobState, ReasonView, StopCause, TaskRecord};
+use crate::model::{HoldRole, JobRecord, JobSpec, JobState, ReasonView, StopCause, TaskRecord};
 
 /// A new run of a pending job, as the cycle's plan placed it.
 #[derive(Debug, Clone, PartialEq)]
@@ -70,8 +70,10 @@ pub(crate) enum Transition {
         end_ms: u64,
         reason: Option<ReasonView>,
     },
-    /// A pending job is held by `by` (`gantry hold`): it stays pending, out of every cycle.
-    Held { by: String },
+    /// A pending job is held by `by`, whose role is `role` (`gantry hold`): it stays
+    /// pending, out of every cycle. A hold again replaces the holder (the caller decides
+    /// whether it may: `job_control.rs`).
+    Held { by: String, role: HoldRole },
     /// A held pending job may start again.
     Released,
     /// A pending job's spec is replaced by `spec` (`gantry update`), validated by the caller.
@@ -240,8 +242,14 @@ pub(crate) fn apply(job: &mut JobRecord, t: Transition) -> Result<(), IllegalTra
                 job.reason = reason;
             }
         }
-        Transition::Held { by } => job.held_by = Some(by),
-        Transition::Released => job.held_by = None,
+        Transition::Held { by, role } => {
+            job.held_by = Some(by);
+            job.held_role = Some(role);
+        }
+        Transition::Released => {
+            job.held_by = None;
+            job.held_role = None;
+        }
         Transition::Updated(spec) => job.spec = *spec,
         Transition::CancelledPending {
             end_reason,

@@ -206,7 +206,14 @@ fn only_a_pending_job_is_cancelled_at_once() {
 #[test]
 fn a_held_job_does_not_start_until_released() {
     let mut job = pending(1);
-    apply(&mut job, Transition::Held { by: "alice".into() }).unwrap();
+    apply(
+        &mut job,
+        Transition::Held {
+            by: "alice".into(),
+            role: HoldRole::User,
+        },
+    )
+    .unwrap();
     let start = apply(&mut job, started(1)).unwrap_err();
     assert_eq!(start.why, "a held job does not start");
     apply(&mut job, Transition::Released).unwrap();
@@ -215,7 +222,14 @@ fn a_held_job_does_not_start_until_released() {
         "not held any more"
     );
     apply(&mut job, started(1)).unwrap();
-    let running = apply(&mut job, Transition::Held { by: "alice".into() }).unwrap_err();
+    let running = apply(
+        &mut job,
+        Transition::Held {
+            by: "alice".into(),
+            role: HoldRole::User,
+        },
+    )
+    .unwrap_err();
     assert_eq!(running.why, "only a pending job is held or updated");
 }
 
@@ -266,7 +280,10 @@ fn any_transition() -> impl Strategy<Value = Transition> {
             reason: reason("cancelled"),
             at_ms: 50,
         }),
-        Just(Transition::Held { by: "alice".into() }),
+        Just(Transition::Held {
+            by: "alice".into(),
+            role: HoldRole::User,
+        }),
         Just(Transition::Released),
     ]
 }
