@@ -6,16 +6,78 @@
 //! Oversized bodies go over a raw TCP socket: the body comes from a generator (one 64 KiB
 //! block written again and again, with a declared `Content-Length` or chunked), written by
 //! a second thread while the test reads the answer, since the daemon answers 413 before
-//! the client has finished sending.
+//! the client has finished sending. That the body was refused before it was read is shown
+//! by the writer: after the answer the test leaves it to finish on its own (bounded), and
+//! it must have failed (the daemon closed the connection) having sent only part of the body,
+//! no more than the cap plus what the sockets' buffers hold.
 
 use gantry_e2e::{Daemon, tasks};
 use serde_json::{Value, json};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// A 4xx must come within this, whatever the body.
 const FAST: Duration = Duration::from_secs(10);
+
+/// How long the writer of a refused body is left to end by itself after the answer.
+const WRITER_BOUND: Duration = Duration::from_secs(30);
+
+/// More than the loopback sockets' buffers (both sides) can hold of a body nobody reads.
+const BUFFERED: u64 = 32 << 20;
+
+/// A socket that counts the bytes it accepted.
+struct Counting {
+    inner: TcpStream,
+    sent: Arc<AtomicU64>,
+}
+
+impl Write for Counting {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.sent.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// What came back for one request, and what became of its body.
+struct Exchange {
+    status: u16,
+    body: Value,
+    took: Duration,
+    /// Bytes of the body the socket accepted.
+    sent: u64,
+    /// The body's size.
+    total: u64,
+    /// Whether the writer sent the whole body without an error.
+    write_ok: bool,
+}
+
+impl Exchange {
+    /// Asserts the body was refused before it was read: the writer failed (the daemon
+    /// closed the connection) and sent no more than `read_at_most` plus what the sockets
+    /// buffer.
+    fn assert_cut_off(&self, read_at_most: u64) {
+        assert!(
+            !self.write_ok,
+            "the whole {} byte body was sent: the daemon read it all ({} {})",
+            self.total, self.status, self.body
+        );
+        assert!(
+            self.sent < self.total && self.sent <= read_at_most + BUFFERED,
+            "{} of {} bytes were sent before the daemon stopped reading (at most {} expected)",
+            self.sent,
+            self.total,
+            read_at_most + BUFFERED
+        );
+    }
+}
 
 /// A body: `prefix`, then `fill_len` copies of `fill`, then `suffix`.
 struct Payload {
@@ -26,9 +88,9 @@ struct Payload {
     chunked: bool,
 }
 
-fn write_body(w: &mut TcpStream, p: &Payload) -> io::Result<()> {
+fn write_body(w: &mut impl Write, p: &Payload) -> io::Result<()> {
     let block = vec![p.fill; 64 << 10];
-    let piece = |w: &mut TcpStream, bytes: &[u8]| -> io::Result<()> {
+    let piece = |w: &mut dyn Write, bytes: &[u8]| -> io::Result<()> {
         if bytes.is_empty() {
             return Ok(());
         }
@@ -89,9 +151,9 @@ fn read_response(r: &mut TcpStream) -> (u16, String) {
     (status, body)
 }
 
-/// Sends `p` with `method path` over a fresh connection; the status, the JSON answer and
-/// how long the answer took.
-fn send(d: &Daemon, method: &str, path: &str, p: Payload) -> (u16, Value, Duration) {
+/// Sends `p` with `method path` over a fresh connection; the status, the JSON answer, how
+/// long the answer took, and how much of the body was sent.
+fn send(d: &Daemon, method: &str, path: &str, p: Payload) -> Exchange {
     let addr = d.url().trim_start_matches("http://").to_string();
     let mut stream = TcpStream::connect(&addr).expect("cannot connect");
     stream
@@ -108,19 +170,36 @@ fn send(d: &Daemon, method: &str, path: &str, p: Payload) -> (u16, Value, Durati
     );
     let started = Instant::now();
     stream.write_all(head.as_bytes()).expect("writing the head");
-    let mut w = stream.try_clone().expect("clone the socket");
+    let sent = Arc::new(AtomicU64::new(0));
+    let mut w = Counting {
+        inner: stream.try_clone().expect("clone the socket"),
+        sent: sent.clone(),
+    };
     // The daemon may answer and close before the body is sent: write errors are expected.
     let writer = std::thread::spawn(move || write_body(&mut w, &p).is_ok());
     let (status, text) = read_response(&mut stream);
-    let elapsed = started.elapsed();
+    let took = started.elapsed();
+    // The writer ends by itself: done, or failed because the daemon closed. One still
+    // blocked after the bound (a daemon that neither reads nor closes) is cut off here.
+    let deadline = Instant::now() + WRITER_BOUND;
+    while !writer.is_finished() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let _ = stream.shutdown(Shutdown::Both);
-    let _ = writer.join();
+    let write_ok = writer.join().expect("the writer panicked");
     let body = serde_json::from_str(&text)
         .unwrap_or_else(|e| panic!("{method} {path} ({status}): not JSON ({e}): {text:?}"));
-    (status, body, elapsed)
+    Exchange {
+        status,
+        body,
+        took,
+        sent: sent.load(Ordering::Relaxed),
+        total,
+        write_ok,
+    }
 }
 
-fn bytes(method: &str, d: &Daemon, path: &str, body: &[u8]) -> (u16, Value, Duration) {
+fn bytes(method: &str, d: &Daemon, path: &str, body: &[u8]) -> Exchange {
     let p = Payload {
         prefix: body.to_vec(),
         fill: 0,
@@ -132,9 +211,14 @@ fn bytes(method: &str, d: &Daemon, path: &str, body: &[u8]) -> (u16, Value, Dura
 }
 
 /// Asserts a fast 4xx whose JSON error names `field`.
-fn refused(answer: (u16, Value, Duration), status: u16, field: &str) -> Value {
-    let (got, body, took) = answer;
-    assert_eq!(got, status, "{body}");
+fn refused(answer: &Exchange, status: u16, field: &str) -> Value {
+    let Exchange {
+        status: got,
+        body,
+        took,
+        ..
+    } = answer;
+    assert_eq!(*got, status, "{body}");
     assert_eq!(body["error"]["field"], field, "{body}");
     assert!(
         body["error"]["message"]
@@ -142,8 +226,8 @@ fn refused(answer: (u16, Value, Duration), status: u16, field: &str) -> Value {
             .is_some_and(|m| !m.is_empty()),
         "{body}"
     );
-    assert!(took < FAST, "a {status} took {took:?}");
-    body
+    assert!(*took < FAST, "a {status} took {took:?}");
+    body.clone()
 }
 
 /// Resident memory of `pid` in KiB.
@@ -169,13 +253,13 @@ fn malformed_and_out_of_range_fields_are_named() {
     let d = Daemon::start(2);
     let post = |body: &[u8]| bytes("POST", &d, "/v1/jobs", body);
     let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
-    refused(post(deep.as_bytes()), 400, "body");
+    refused(&post(deep.as_bytes()), 400, "body");
     let deep_config = format!(
         r#"{{"placement": {{"plugin": "first-fit", "config": {}}}}}"#,
         deep
     );
     refused(
-        bytes("PUT", &d, "/v1/policy", deep_config.as_bytes()),
+        &bytes("PUT", &d, "/v1/policy", deep_config.as_bytes()),
         400,
         "body",
     );
@@ -205,17 +289,17 @@ fn malformed_and_out_of_range_fields_are_named() {
         (json!({"name": "x".repeat(300_000)}), "name"),
         (json!({"workdir": ""}), "workdir"),
     ] {
-        refused(post(&job(extra)), 400, field);
+        refused(&post(&job(extra)), 400, field);
     }
     let long_key = json!({"env": {("K".repeat(1000)): "v"}});
     refused(
-        post(&job(long_key)),
+        &post(&job(long_key)),
         400,
         &format!("env.{}", "K".repeat(64)),
     );
-    refused(post(b"42"), 400, "body");
+    refused(&post(b"42"), 400, "body");
     refused(
-        post(b"{\"argv\": [\"x\"], \"name\": \"\xff\"}"),
+        &post(b"{\"argv\": [\"x\"], \"name\": \"\xff\"}"),
         400,
         "body",
     );
@@ -244,18 +328,23 @@ fn malformed_and_out_of_range_fields_are_named() {
 #[test]
 fn oversized_bodies_are_413_before_they_are_read_and_memory_stays_flat() {
     let d = Daemon::start(2);
-    let ten_mib_name = |chunked| Payload {
+    // Larger than the sockets can buffer, so a body read to its end shows.
+    let big_name = |chunked| Payload {
         prefix: br#"{"argv": ["true"], "name": ""#.to_vec(),
         fill: b'a',
-        fill_len: 10 << 20,
+        fill_len: 4 * BUFFERED,
         suffix: br#""}"#.to_vec(),
         chunked,
     };
     for chunked in [false, true] {
-        refused(
-            send(&d, "POST", "/v1/jobs", ten_mib_name(chunked)),
-            413,
-            "body",
+        let answer = send(&d, "POST", "/v1/jobs", big_name(chunked));
+        refused(&answer, 413, "body");
+        // JSON bodies are capped at 1 MiB.
+        answer.assert_cut_off(1 << 20);
+        eprintln!(
+            "{} MiB job (chunked: {chunked}): {} bytes sent before the daemon closed",
+            answer.total >> 20,
+            answer.sent
         );
     }
     let (_, plugins_before) = d.get("/v1/plugins");
@@ -269,12 +358,15 @@ fn oversized_bodies_are_413_before_they_are_read_and_memory_stays_flat() {
     };
     // Declared 1 GiB: refused from the header. Chunked: cut off at the 64 MiB limit.
     for chunked in [false, true] {
-        let body = refused(
-            send(&d, "POST", "/v1/plugins", one_gib(chunked)),
-            413,
-            "body",
-        );
+        let answer = send(&d, "POST", "/v1/plugins", one_gib(chunked));
+        let body = refused(&answer, 413, "body");
         assert_eq!(body["error"]["code"], "too-large", "{body}");
+        // Declared: nothing of the body need be read; chunked: 64 MiB at most.
+        answer.assert_cut_off(if chunked { 64 << 20 } else { 0 });
+        eprintln!(
+            "1 GiB upload (chunked: {chunked}): {} bytes sent before the daemon closed",
+            answer.sent
+        );
     }
     let after = rss_kib(d.pid());
     eprintln!("daemon RSS before the 1 GiB uploads: {before} KiB, after: {after} KiB");
