@@ -69,7 +69,8 @@ async fn run(s: Scheduler) {
             let mut reads = tokio::task::JoinSet::new();
             for (_, addr, _) in backends {
                 let (path, metric) = (spec.path.clone(), spec.metric.clone());
-                reads.spawn(async move { read_metric(addr, &path, &metric).await });
+                let id = service.id;
+                reads.spawn(async move { read_metric(id, addr, &path, &metric).await });
             }
             let mut total = 0.0;
             let mut ready = 0u32;
@@ -105,14 +106,19 @@ async fn run(s: Scheduler) {
     }
 }
 
-/// The sum of `metric` in the answer of `GET http://addr<path>`.
-async fn read_metric(addr: SocketAddr, path: &str, metric: &str) -> Result<f64, String> {
+/// The sum of `metric` in the answer of `GET http://addr<path>` (a replica of `service`).
+async fn read_metric(
+    service: u64,
+    addr: SocketAddr,
+    path: &str,
+    metric: &str,
+) -> Result<f64, String> {
     let request = hyper::Request::get(path)
         .header(hyper::header::HOST, addr.to_string())
         .body(Either::Right(Full::new(Bytes::new())))
         .map_err(|e| e.to_string())?;
     let text = tokio::time::timeout(READ_TIMEOUT, async {
-        let response = crate::service_endpoint::send(addr, request).await?;
+        let response = crate::service_endpoint::send(service, addr, request).await?;
         if !response.status().is_success() {
             return Err(format!("status {}", response.status()));
         }

@@ -73,7 +73,10 @@ impl Endpoint {
         connector.set_nodelay(true);
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(30))
-            .build(OwnerChecked(connector));
+            .build(OwnerChecked {
+                connector,
+                service: id,
+            });
         Arc::new(Self {
             client,
             scheduler: scheduler.clone(),
@@ -253,9 +256,10 @@ impl Endpoint {
     }
 }
 
-/// Sends `req` to the replica at `addr` on a new connection (checked as the endpoint's
-/// are: [`OwnerChecked`]); its answer's head.
+/// Sends `req` to the replica of `service` at `addr` on a new connection (checked as the
+/// endpoint's are: [`OwnerChecked`]); its answer's head.
 pub(crate) async fn send(
+    service: u64,
     addr: SocketAddr,
     req: Request<Body>,
 ) -> Result<Response<Incoming>, String> {
@@ -264,7 +268,7 @@ pub(crate) async fn send(
         .map_err(|_| "connect timed out".to_string())?
         .map_err(|e| format!("connect: {e}"))?;
     let client = stream.local_addr().map_err(|e| e.to_string())?;
-    verify_accepted(addr, client).await?;
+    verify_accepted(service, addr, client).await?;
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
         .map_err(|e| e.to_string())?;
@@ -278,7 +282,11 @@ pub(crate) async fn send(
 /// connection is the replica's user's (`port_guard::verify_accepted`); a connection that
 /// fails it is closed before a byte of the request is written.
 #[derive(Clone)]
-pub(crate) struct OwnerChecked(HttpConnector);
+pub(crate) struct OwnerChecked {
+    connector: HttpConnector,
+    /// The service whose replicas it connects to.
+    service: u64,
+}
 
 impl tower::Service<hyper::Uri> for OwnerChecked {
     type Response = TokioIo<tokio::net::TcpStream>;
@@ -291,16 +299,17 @@ impl tower::Service<hyper::Uri> for OwnerChecked {
         &mut self,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Result<(), Self::Error>> {
-        self.0.poll_ready(cx).map_err(Into::into)
+        self.connector.poll_ready(cx).map_err(Into::into)
     }
 
     fn call(&mut self, uri: hyper::Uri) -> Self::Future {
-        let connecting = self.0.call(uri);
+        let connecting = self.connector.call(uri);
+        let service = self.service;
         Box::pin(async move {
             let io = connecting.await?;
             let server = io.inner().peer_addr()?;
             let client = io.inner().local_addr()?;
-            verify_accepted(server, client).await?;
+            verify_accepted(service, server, client).await?;
             Ok(io)
         })
     }

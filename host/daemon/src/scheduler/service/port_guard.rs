@@ -27,9 +27,21 @@ use std::net::SocketAddr;
 use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
-/// The uid each local replica address was last verified for: what the endpoint's connector
-/// checks a new connection's accepting socket against.
-static EXPECTED: LazyLock<Mutex<HashMap<SocketAddr, u32>>> = LazyLock::new(Mutex::default);
+/// What each replica address of each service was last found to be: what the endpoint's
+/// connector checks a new connection against. Keyed by service too, so that a port one
+/// service's replica gave up and another's (another user's) took is never taken for the
+/// first's from a backend list a moment old.
+static EXPECTED: LazyLock<Mutex<HashMap<(u64, SocketAddr), Expect>>> =
+    LazyLock::new(Mutex::default);
+
+/// Who should accept a connection to a replica address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Expect {
+    /// A replica on this node, verified for this uid.
+    Local(u32),
+    /// A replica on an agent's node (its agent checks it).
+    Remote,
+}
 
 /// (replica job, port, holders) already reported as an event.
 static REPORTED: LazyLock<Mutex<HashSet<(u64, u16, Vec<u32>)>>> = LazyLock::new(Mutex::default);
@@ -105,26 +117,27 @@ impl Scheduler {
         service: u64,
         candidates: Vec<Candidate>,
     ) -> Vec<(u64, SocketAddr)> {
-        if candidates.iter().all(|c| !c.local) {
-            return candidates.into_iter().map(|c| (c.job, c.addr)).collect();
-        }
-        let sockets = port_owner::sockets();
+        let sockets = match candidates.iter().any(|c| c.local) {
+            true => port_owner::sockets(),
+            false => Vec::new(),
+        };
         let mut kept = Vec::new();
         for c in candidates {
             if !c.local {
+                lock(&EXPECTED).insert((service, c.addr), Expect::Remote);
                 kept.push((c.job, c.addr));
                 continue;
             }
             match holder(&sockets, c.addr, c.uid) {
                 PortHolder::Replica => {
                     if let Some(uid) = c.uid {
-                        lock(&EXPECTED).insert(c.addr, uid);
+                        lock(&EXPECTED).insert((service, c.addr), Expect::Local(uid));
                     }
                     kept.push((c.job, c.addr));
                 }
                 PortHolder::Nobody => {}
                 PortHolder::Others(holders) => {
-                    lock(&EXPECTED).remove(&c.addr);
+                    lock(&EXPECTED).remove(&(service, c.addr));
                     let key = (c.job, c.addr.port(), holders.clone());
                     if lock(&REPORTED).insert(key) {
                         let reason = squat_reason(c.addr.port(), &holders, c.uid);
@@ -179,23 +192,30 @@ impl Scheduler {
     }
 }
 
-/// Checks a new connection to a replica on this node (`server` from `client`): the socket
+/// Checks a new connection to a replica of `service` on this node (`server` from `client`): the socket
 /// that accepted it must be the uid the replica was verified for. Connections to other
-/// nodes pass (their agent checks them).
-pub(crate) async fn verify_accepted(server: SocketAddr, client: SocketAddr) -> Result<(), String> {
-    if !server.ip().is_loopback() {
-        return Ok(());
-    }
-    let expected = lock(&EXPECTED).get(&server).copied();
-    let Some(uid) = expected else {
-        return Err(format!("{server} is no verified replica's address"));
+/// nodes pass (their agent checks them); one to a loopback address not verified (or no
+/// longer) is refused.
+pub(crate) async fn verify_accepted(
+    service: u64,
+    server: SocketAddr,
+    client: SocketAddr,
+) -> Result<(), String> {
+    let expected = lock(&EXPECTED).get(&(service, server)).copied();
+    let uid = match expected {
+        Some(Expect::Local(uid)) => uid,
+        Some(Expect::Remote) => return Ok(()),
+        None if server.ip().is_loopback() => {
+            return Err(format!("{server} is no verified replica's address"));
+        }
+        None => return Ok(()),
     };
     for _ in 0..ACCEPT_LOOKUPS {
         let sockets = port_owner::sockets();
         match port_owner::accepted_by(&sockets, server, client) {
             Some(found) if found == uid => return Ok(()),
             Some(found) => {
-                lock(&EXPECTED).remove(&server);
+                lock(&EXPECTED).remove(&(service, server));
                 return Err(format!(
                     "port {} was answered by uid {found}, not the replica's user (uid {uid}): \
                      nothing sent",
@@ -251,8 +271,8 @@ mod tests {
     async fn a_connection_to_an_unverified_local_address_is_refused() {
         let server = SocketAddr::from(([127, 0, 0, 1], 1));
         let client = SocketAddr::from(([127, 0, 0, 1], 2));
-        assert!(verify_accepted(server, client).await.is_err());
+        assert!(verify_accepted(1, server, client).await.is_err());
         let remote = SocketAddr::from(([10, 1, 2, 3], 1));
-        assert!(verify_accepted(remote, client).await.is_ok());
+        assert!(verify_accepted(1, remote, client).await.is_ok());
     }
 }
