@@ -196,6 +196,24 @@ fn a_slow_pull_holds_no_other_registrys_launch_and_stops_at_its_deadline() {
         let message = job["reason"]["message"].as_str().unwrap_or("");
         (job["state"] == "running" && message.starts_with("pulling image")).then_some(())
     });
+    // The pull runs in the task's cgroups: what it uses is the job's.
+    let in_task_cgroup = d.wait_for(
+        "skopeo in the task's cgroup",
+        Duration::from_secs(30),
+        || {
+            let copying = std::fs::read_dir("/proc").ok()?.flatten().find(|p| {
+                std::fs::read(p.path().join("cmdline")).is_ok_and(|c| {
+                    let c = String::from_utf8_lossy(&c);
+                    c.contains("skopeo") && c.contains("copy") && c.contains(&slow.addr)
+                })
+            })?;
+            std::fs::read_to_string(copying.path().join("cgroup")).ok()
+        },
+    );
+    assert!(
+        in_task_cgroup.contains(&format!("job-{slow_id}-task-0")),
+        "the pull runs outside its task's cgroups: {in_task_cgroup}"
+    );
     // Another image from another 127.0.0.1 port launches meanwhile (its entry has its own
     // lock: the two names once shared `127.0.0.lock`).
     let fast_id = d.submit(&image_job(

@@ -9,6 +9,10 @@ use super::{Containers, find_tool};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+/// How long a question to a registry may take (skopeo's `--command-timeout`): a registry
+/// that never answers holds no thread of the daemon or the shim for good.
+const INSPECT_TIMEOUT: &str = "120s";
+
 /// skopeo's flags for a registry reached without TLS verification (`insecure`) or with
 /// the credentials in `auth` (`--src-...` for `copy`, no prefix for `inspect`).
 pub(crate) fn flags(cmd: &mut Command, prefix: &str, insecure: bool, auth: Option<&Path>) {
@@ -30,6 +34,7 @@ pub(crate) fn layers(
 ) -> Vec<Layer> {
     let inspect = |name: &str| -> Option<Vec<u8>> {
         let mut cmd = Command::new(skopeo);
+        cmd.args(["--command-timeout", INSPECT_TIMEOUT]);
         cmd.args(["inspect", "--raw", "--retry-times", "1"]);
         flags(&mut cmd, "", insecure, auth);
         let out = cmd
@@ -63,6 +68,7 @@ pub fn resolve_digest(containers: &Containers, reference: &str) -> Result<String
     }
     let skopeo = find_tool("skopeo").ok_or("skopeo is not installed")?;
     let mut cmd = Command::new(skopeo);
+    cmd.args(["--command-timeout", INSPECT_TIMEOUT]);
     cmd.args(["inspect", "--retry-times", "1", "--format", "{{.Digest}}"]);
     flags(
         &mut cmd,
