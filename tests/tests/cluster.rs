@@ -4,8 +4,9 @@
 //! SIGKILL of an agent marks its node down, stops the rest of the gang and requeues it onto
 //! the other agents, and the restarted agent's orphaned task is stopped; SIGKILL of the
 //! controller leaves tasks running and each end is recorded once; a wrong token is refused;
-//! a replayed launch starts nothing and an unwanted one is stopped; tasks do not see the
-//! cluster token.
+//! a replayed launch starts nothing and an unwanted one is stopped; a task (as its user, as
+//! on a real node) cannot reach the cluster token: not in its environment, nor in any
+//! process's, nor in the config files or data directories.
 //!
 //! Jobs here record their environment per run (`env-<job>-<rank>-<requeue count>`), append
 //! their shell's pid to `starts-<job>-<rank>` each time a task starts, and wait for
@@ -14,10 +15,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use gantry_e2e::agents::{Agent, RENDEZVOUS, Relay, node};
+use gantry_e2e::root::{open_dir, require_root};
 use gantry_e2e::{Daemon, WAIT, gpu_set, process_exists, tasks};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::fs;
+use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 
 /// The cluster token of these tests (at least 16 bytes).
@@ -580,21 +583,124 @@ fn a_replayed_launch_does_not_start_a_second_task() {
     assert_eq!(starts(&d, id, 0), 1, "the job's script ran once");
 }
 
+/// What a task running as nobody looks through for the cluster token: every process's
+/// environment and command line, the agent's and the controller's open files, the config
+/// files and whatever it can list under `$DIRS`. Each regular file it can read is copied into
+/// `$OUT/copies` (the test searches them); the paths it could not read go to `$OUT/denied`.
+const TOKEN_SCAN: &str = r#"set -u
+mkdir "$OUT/copies"
+id -u > "$OUT/uid"
+scan() {
+  # Pipes and sockets among the open files would block a read: only regular files.
+  if [ -e "$1" ] && [ ! -f "$1" ]; then echo "$1" >> "$OUT/special"; return; fi
+  name=$(printf %s "$1" | tr / %)
+  if cat "$1" > "$OUT/copies/$name" 2>/dev/null; then echo "$1" >> "$OUT/read"
+  else rm -f "$OUT/copies/$name"; echo "$1" >> "$OUT/denied"; fi
+}
+for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline /proc/$AGENT_PID/fd/* /proc/$CONTROLLER_PID/fd/* $FILES; do
+  scan "$f"
+done
+for d in $DIRS; do
+  for f in $(find "$d" -type f 2>/dev/null); do scan "$f"; done
+done
+echo done > "$OUT/finished""#;
+
 #[test]
-fn tasks_on_an_agent_do_not_see_the_cluster_token() {
+fn tasks_on_an_agent_cannot_reach_the_cluster_token() {
+    require_root("tasks run as their user (nobody) on the agent, as on a real node");
     let d = controller();
-    let _agents = agents(&d, d.url(), 1);
-    let id = d.submit(&run_job(&d, "curious", 1, 1, false));
-    let env = run_env(&d, id, 0, 0);
-    release_run(&d, id, 0);
-    d.wait_state(id, "succeeded");
-    let leaked: Vec<&String> = env
-        .iter()
-        .filter(|(_, v)| v.contains(TOKEN))
-        .map(|(k, _)| k)
-        .collect();
+    let agent = Agent::start_with(
+        &d,
+        d.url(),
+        "node-a",
+        4,
+        TOKEN,
+        "[execution]\nrun_as_user = true\n",
+    );
+    // The control: a file the task may read that holds the token; the scan must find it.
+    let canary = open_dir();
+    let canary_file = canary.path().join("canary");
+    fs::write(&canary_file, format!("token = {TOKEN:?}\n")).unwrap();
+    fs::set_permissions(&canary_file, fs::Permissions::from_mode(0o644)).unwrap();
+    let out = open_dir();
+    let controller_dir = d.out_dir().parent().unwrap().to_path_buf();
+    let agent_dir = agent.data_dir().parent().unwrap().to_path_buf();
+    let config = controller_dir.join("gantry.toml");
+    let agent_config = agent_dir.join("agent.toml");
     assert!(
-        leaked.is_empty(),
-        "a task on an agent sees the cluster token in {leaked:?}"
+        fs::read_to_string(&config).unwrap().contains(TOKEN),
+        "the controller's config holds the token"
+    );
+    let dirs = [&controller_dir, &agent_dir, &canary.path().to_path_buf()]
+        .map(|p| p.display().to_string())
+        .join(" ");
+    let files = [&config, &agent_config]
+        .map(|p| p.display().to_string())
+        .join(" ");
+    let spec = json!({
+        "name": "curious",
+        "user": "nobody",
+        "argv": ["/bin/sh", "-c", TOKEN_SCAN],
+        "workdir": out.path(),
+        "env": {
+            "OUT": out.path(),
+            "DIRS": dirs,
+            "FILES": files,
+            "AGENT_PID": agent.pid().to_string(),
+            "CONTROLLER_PID": d.pid().to_string(),
+        },
+        "tasks": tasks(1, 1),
+    });
+    let id = d.submit(&spec);
+    let done = d.wait_state(id, "succeeded");
+    assert_eq!(task_nodes(&done), ["node-a"], "{done}");
+    let read = |name: &str| fs::read_to_string(out.path().join(name)).unwrap_or_default();
+    assert_eq!(read("finished"), "done\n", "the scan ran to its end");
+    assert_eq!(read("uid"), "65534\n", "the task runs as nobody");
+
+    let mut holding: Vec<String> = fs::read_dir(out.path().join("copies"))
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            fs::read(e.path())
+                .unwrap()
+                .windows(TOKEN.len())
+                .any(|w| w == TOKEN.as_bytes())
+        })
+        .map(|e| e.file_name().to_string_lossy().replace('%', "/"))
+        .collect();
+    holding.sort();
+    let canary_name = canary_file.display().to_string();
+    assert!(
+        holding.contains(&canary_name),
+        "the scan did not find the token in the control file {canary_name}: {holding:?}"
+    );
+    holding.retain(|p| *p != canary_name);
+    assert!(
+        holding.is_empty(),
+        "a task on an agent reads the cluster token in {holding:?}"
+    );
+    // It tried the places that hold the token, and was refused.
+    let denied = read("denied");
+    eprintln!(
+        "the task read {} files and was refused {}",
+        read("read").lines().count(),
+        denied.lines().count()
+    );
+    for place in [
+        format!("/proc/{}/environ", agent.pid()),
+        format!("/proc/{}/environ", d.pid()),
+        config.display().to_string(),
+        agent_config.display().to_string(),
+    ] {
+        assert!(
+            denied.lines().any(|l| l == place),
+            "the task was not refused {place}; refused: {denied}"
+        );
+    }
+    let own = read("read");
+    assert!(
+        own.lines().any(|l| l.ends_with("/environ")),
+        "the task read no environment at all (not even its own): {own}"
     );
 }
