@@ -23,7 +23,7 @@ use gantry_e2e::images::{build_image, publish, run};
 use gantry_e2e::root::{CgroupParent, open_dir, require_root};
 use serde_json::{Value, json};
 use std::fs;
-use std::os::unix::fs::{PermissionsExt, chown, symlink};
+use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
