@@ -84,7 +84,7 @@ fn hold(s: &Scheduler, id: u64, ip: IpAddr, port: u16, error: &std::io::Error) {
     runtime.spawn(async move {
         loop {
             tokio::time::sleep(REBIND_PERIOD).await;
-            if !scheduler.service(id).is_some_and(|svc| !svc.stopped) {
+            if scheduler.service(id).is_none_or(|svc| svc.stopped) {
                 scheduler.set_endpoint_problem(id, None);
                 return;
             }

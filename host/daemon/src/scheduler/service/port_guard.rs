@@ -43,8 +43,11 @@ enum Expect {
     Remote,
 }
 
-/// (replica job, port, holders) already reported as an event.
-static REPORTED: LazyLock<Mutex<HashSet<(u64, u16, Vec<u32>)>>> = LazyLock::new(Mutex::default);
+/// A squat reported once: (replica job, port, the uids holding it).
+type Squat = (u64, u16, Vec<u32>);
+
+/// The squats already reported as an event.
+static REPORTED: LazyLock<Mutex<HashSet<Squat>>> = LazyLock::new(Mutex::default);
 
 /// How often the accepting socket is looked for before a connection is refused.
 const ACCEPT_LOOKUPS: u32 = 50;
