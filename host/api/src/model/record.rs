@@ -196,7 +196,7 @@ pub struct JobRecord {
     /// released only by an operator or admin, never by the job's owner. A record written
     /// before holds carried it (or a job not held) has none; an old hold counts as its
     /// owner's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub held_role: Option<HoldRole>,
 }
 
