@@ -191,9 +191,11 @@ fn checked_unpack(
         total: req.cache_max_mib.saturating_mul(MIB),
         per_user: req.cache_max_mib_per_user.saturating_mul(MIB),
     };
-    let removed = make_room(
+    let hex = digest.trim_start_matches("sha256:");
+    let (removed, _reserved) = make_room(
         &req.cache_dir,
         Path::new(super::RUNTIME_STATE),
+        hex,
         need,
         req.uid,
         room,
