@@ -21,6 +21,7 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// The cluster token of these tests (at least 16 bytes).
@@ -584,9 +585,10 @@ fn a_replayed_launch_does_not_start_a_second_task() {
 }
 
 /// What a task running as nobody looks through for the cluster token: every process's
-/// environment and command line, the agent's and the controller's open files, the config
-/// files and whatever it can list under `$DIRS`. Each regular file it can read is copied into
-/// `$OUT/copies` (the test searches them); the paths it could not read go to `$OUT/denied`.
+/// environment and command line, the open files of the processes in `$PIDS`, the files in
+/// `$FILES` and whatever it can list under `$DIRS`. Each regular file it can read is copied
+/// into `$OUT/copies` (the test searches them); the paths it could not read go to
+/// `$OUT/denied`.
 const TOKEN_SCAN: &str = r#"set -u
 mkdir "$OUT/copies"
 id -u > "$OUT/uid"
@@ -597,46 +599,34 @@ scan() {
   if cat "$1" > "$OUT/copies/$name" 2>/dev/null; then echo "$1" >> "$OUT/read"
   else rm -f "$OUT/copies/$name"; echo "$1" >> "$OUT/denied"; fi
 }
-for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline /proc/$AGENT_PID/fd/* /proc/$CONTROLLER_PID/fd/* $FILES; do
-  scan "$f"
+for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline $FILES; do scan "$f"; done
+for p in $PIDS; do
+  for f in /proc/$p/fd/*; do scan "$f"; done
 done
 for d in $DIRS; do
   for f in $(find "$d" -type f 2>/dev/null); do scan "$f"; done
 done
 echo done > "$OUT/finished""#;
 
-#[test]
-fn tasks_on_an_agent_cannot_reach_the_cluster_token() {
-    require_root("tasks run as their user (nobody) on the agent, as on a real node");
-    let d = controller();
-    let agent = Agent::start_with(
-        &d,
-        d.url(),
-        "node-a",
-        4,
-        TOKEN,
-        "[execution]\nrun_as_user = true\n",
-    );
-    // The control: a file the task may read that holds the token; the scan must find it.
+/// The processes, files and directories that hold the cluster token.
+struct Holders {
+    pids: Vec<u32>,
+    files: Vec<PathBuf>,
+    dirs: Vec<PathBuf>,
+}
+
+/// Runs [`TOKEN_SCAN`] as nobody in a job of `d`'s (on node `node` when given) and asserts it
+/// finds the token in a control file it may read (the scan is live) and nowhere else, having
+/// tried, and been refused, each holder's environment and each holding file.
+fn assert_token_out_of_reach(d: &Daemon, node: Option<&str>, holders: &Holders) {
     let canary = open_dir();
     let canary_file = canary.path().join("canary");
     fs::write(&canary_file, format!("token = {TOKEN:?}\n")).unwrap();
     fs::set_permissions(&canary_file, fs::Permissions::from_mode(0o644)).unwrap();
     let out = open_dir();
-    let controller_dir = d.out_dir().parent().unwrap().to_path_buf();
-    let agent_dir = agent.data_dir().parent().unwrap().to_path_buf();
-    let config = controller_dir.join("gantry.toml");
-    let agent_config = agent_dir.join("agent.toml");
-    assert!(
-        fs::read_to_string(&config).unwrap().contains(TOKEN),
-        "the controller's config holds the token"
-    );
-    let dirs = [&controller_dir, &agent_dir, &canary.path().to_path_buf()]
-        .map(|p| p.display().to_string())
-        .join(" ");
-    let files = [&config, &agent_config]
-        .map(|p| p.display().to_string())
-        .join(" ");
+    let words = |paths: &mut dyn Iterator<Item = String>| paths.collect::<Vec<_>>().join(" ");
+    let mut dirs = holders.dirs.clone();
+    dirs.push(canary.path().to_path_buf());
     let spec = json!({
         "name": "curious",
         "user": "nobody",
@@ -644,16 +634,17 @@ fn tasks_on_an_agent_cannot_reach_the_cluster_token() {
         "workdir": out.path(),
         "env": {
             "OUT": out.path(),
-            "DIRS": dirs,
-            "FILES": files,
-            "AGENT_PID": agent.pid().to_string(),
-            "CONTROLLER_PID": d.pid().to_string(),
+            "DIRS": words(&mut dirs.iter().map(|p| p.display().to_string())),
+            "FILES": words(&mut holders.files.iter().map(|p| p.display().to_string())),
+            "PIDS": words(&mut holders.pids.iter().map(u32::to_string)),
         },
         "tasks": tasks(1, 1),
     });
     let id = d.submit(&spec);
     let done = d.wait_state(id, "succeeded");
-    assert_eq!(task_nodes(&done), ["node-a"], "{done}");
+    if let Some(node) = node {
+        assert_eq!(task_nodes(&done), [node], "{done}");
+    }
     let read = |name: &str| fs::read_to_string(out.path().join(name)).unwrap_or_default();
     assert_eq!(read("finished"), "done\n", "the scan ran to its end");
     assert_eq!(read("uid"), "65534\n", "the task runs as nobody");
@@ -678,7 +669,7 @@ fn tasks_on_an_agent_cannot_reach_the_cluster_token() {
     holding.retain(|p| *p != canary_name);
     assert!(
         holding.is_empty(),
-        "a task on an agent reads the cluster token in {holding:?}"
+        "a task reads the cluster token in {holding:?}"
     );
     // It tried the places that hold the token, and was refused.
     let denied = read("denied");
@@ -687,12 +678,9 @@ fn tasks_on_an_agent_cannot_reach_the_cluster_token() {
         read("read").lines().count(),
         denied.lines().count()
     );
-    for place in [
-        format!("/proc/{}/environ", agent.pid()),
-        format!("/proc/{}/environ", d.pid()),
-        config.display().to_string(),
-        agent_config.display().to_string(),
-    ] {
+    let environs = holders.pids.iter().map(|p| format!("/proc/{p}/environ"));
+    let files = holders.files.iter().map(|p| p.display().to_string());
+    for place in environs.chain(files) {
         assert!(
             denied.lines().any(|l| l == place),
             "the task was not refused {place}; refused: {denied}"
@@ -703,4 +691,53 @@ fn tasks_on_an_agent_cannot_reach_the_cluster_token() {
         own.lines().any(|l| l.ends_with("/environ")),
         "the task read no environment at all (not even its own): {own}"
     );
+}
+
+#[test]
+fn tasks_on_an_agent_cannot_reach_the_cluster_token() {
+    require_root("tasks run as their user (nobody) on the agent, as on a real node");
+    let d = controller();
+    let agent = Agent::start_with(
+        &d,
+        d.url(),
+        "node-a",
+        4,
+        TOKEN,
+        "[execution]\nrun_as_user = true\n",
+    );
+    let controller_dir = d.out_dir().parent().unwrap().to_path_buf();
+    let agent_dir = agent.data_dir().parent().unwrap().to_path_buf();
+    let config = controller_dir.join("gantry.toml");
+    assert!(
+        fs::read_to_string(&config).unwrap().contains(TOKEN),
+        "the controller's config holds the token"
+    );
+    let holders = Holders {
+        // The agent has the token in its environment, the controller in its config.
+        pids: vec![agent.pid(), d.pid()],
+        files: vec![config, agent_dir.join("agent.toml")],
+        dirs: vec![controller_dir, agent_dir],
+    };
+    assert_token_out_of_reach(&d, Some("node-a"), &holders);
+}
+
+#[test]
+fn tasks_on_the_controllers_own_node_cannot_reach_the_cluster_token() {
+    require_root("tasks run as their user (nobody), as on a real node");
+    let d = Daemon::start_with_config(
+        1,
+        &format!("[cluster]\ntoken = \"{TOKEN}\"\n\n[execution]\nrun_as_user = true\n"),
+    );
+    let dir = d.out_dir().parent().unwrap().to_path_buf();
+    let config = dir.join("gantry.toml");
+    assert!(
+        fs::read_to_string(&config).unwrap().contains(TOKEN),
+        "the daemon's config holds the token"
+    );
+    let holders = Holders {
+        pids: vec![d.pid()],
+        files: vec![config],
+        dirs: vec![dir],
+    };
+    assert_token_out_of_reach(&d, None, &holders);
 }
