@@ -305,6 +305,28 @@ mod tests {
     }
 
     #[test]
+    fn a_history_password_in_a_config_others_may_read_is_refused_naming_the_fix() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("gantry.toml");
+        let with = "[history]\nbackend = \"postgres\"\nurl = \"postgres://g:s3cret@db/h\"\n";
+        std::fs::write(&file, with).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let e = Config::load(Some(&file)).unwrap_err().to_string();
+        assert!(
+            e.contains("history.password_file") && e.contains("GANTRY_HISTORY_PASSWORD"),
+            "{e}"
+        );
+        assert!(!e.contains("s3cret"), "{e}");
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        Config::load(Some(&file)).unwrap();
+        // Without a password in it, the file may be read by anyone.
+        std::fs::write(&file, with.replace(":s3cret", "")).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        Config::load(Some(&file)).unwrap();
+    }
+
+    #[test]
     fn a_config_file_with_a_bad_tls_table_is_refused_at_load() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("gantry.toml");
