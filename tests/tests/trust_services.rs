@@ -7,6 +7,7 @@
 //!   sends the owner's clients (and their `Authorization` headers) nowhere near it, the
 //!   replica is shown not ready with a reason naming uid 65534, and once restarted it
 //!   listens on a new port and serves.
+//!   The same on an agent's node, where the agent reads its own sockets.
 //! - 9: `nobody` takes a service's endpoint port while the controller is down; the
 //!   restarted controller keeps the port (never moves it), says why, and takes it back once
 //!   it is free.
@@ -14,6 +15,7 @@
 //!   route stays its first owner's, and each user's own `/~USER/NAME/` path reaches theirs.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use gantry_e2e::agents::Agent;
 use gantry_e2e::as_user::{NOBODY, cli_as_nobody, nobodys_dir, nobodys_file};
 use gantry_e2e::root::{open_dir, require_root};
 use gantry_e2e::services::{fake_service, service_events, service_view};
@@ -162,24 +164,36 @@ fn a_port_another_user_took_before_the_replica_gets_none_of_its_clients_traffic(
     let d = Daemon::start_with_config(2, "[services]\nactivation_timeout_s = 2\n");
     let dir = open_dir();
     let go = dir.path().join("go");
-    // No health check: such a replica counts as ready as soon as it runs.
-    let spec = json!({"name": "web", "kind": "service", "argv": ["python3", "-c", REPLICA],
-        "env": {"GO": go.to_string_lossy()},
-        "tasks": [{"count": 1, "gpus": 1, "cpu_milli": 100, "memory_mib": 64}],
-        "service": {"replicas": 1}});
-    let (status, created) = d.post("/v1/services", &spec);
+    let (status, created) = d.post("/v1/services", &waiting_replica(&go));
     assert_eq!(status, 201, "{created}");
     let id = created["id"].as_u64().unwrap();
+    squat_the_replicas_port(&d, id, &go, dir.path());
+}
+
+/// The replica spec of the squat tests: [`REPLICA`] waiting for `go`, no health check
+/// (such a replica counts as ready as soon as it runs).
+fn waiting_replica(go: &Path) -> Value {
+    json!({"name": "web", "kind": "service", "argv": ["python3", "-c", REPLICA],
+        "env": {"GO": go.to_string_lossy()},
+        "tasks": [{"count": 1, "gpus": 1, "cpu_milli": 100, "memory_mib": 64}],
+        "service": {"replicas": 1}})
+}
+
+/// Plays finding 8 against service `id` of `d` (a [`waiting_replica`]): nobody binds the
+/// replica's port first; the endpoint never reaches nobody's listener, the replica shows
+/// a reason naming uid 65534 and the service an event; released, the replica fails on
+/// that port, restarts on another and serves through the endpoint.
+fn squat_the_replicas_port(d: &Daemon, id: u64, go: &Path, dir: &Path) {
     let endpoint = d.wait_for("the endpoint's port", WAIT, || {
-        service_view(&d, id)["endpoint_port"].as_u64()
+        service_view(d, id)["endpoint_port"].as_u64()
     }) as u16;
-    let replica = replica_when(&d, id, "a running replica with its port", |r| {
+    let replica = replica_when(d, id, "a running replica with its port", |r| {
         r["state"] == "running" && r["port"].is_u64()
     });
     let port = replica["port"].as_u64().unwrap() as u16;
 
     // nobody binds the published port before the replica does.
-    let squatter = Squatter::bind(port, dir.path());
+    let squatter = Squatter::bind(port, dir);
     let (status, body) = get_with_secret(endpoint, "/private");
     assert!(
         !body.contains("squatter"),
@@ -192,12 +206,12 @@ fn a_port_another_user_took_before_the_replica_gets_none_of_its_clients_traffic(
         "nobody's listener was connected to"
     );
     // The replica is shown not ready, naming who holds its port; the service says so.
-    let held = replica_when(&d, id, "the replica's reason naming the squatter", |r| {
+    let held = replica_when(d, id, "the replica's reason naming the squatter", |r| {
         r["reason"].as_str().is_some_and(|m| m.contains("65534"))
     });
     assert_eq!(held["port"].as_u64(), Some(u64::from(port)), "{held}");
     let events = d.wait_for("an event naming the squatter", WAIT, || {
-        let events = service_events(&d, id);
+        let events = service_events(d, id);
         events
             .iter()
             .any(|e| e.contains(&format!("port {port}")) && e.contains("65534"))
@@ -207,14 +221,14 @@ fn a_port_another_user_took_before_the_replica_gets_none_of_its_clients_traffic(
 
     // The replica now tries its port, fails (address in use) and is restarted: on a new
     // port, which it serves; the endpoint reaches it there, and still never the squatter.
-    std::fs::write(&go, "").unwrap();
+    std::fs::write(go, "").unwrap();
     let (moved, answer) = d.wait_for("the replica serving on a new port", WAIT * 2, || {
         let (status, body) = get_with_secret(endpoint, "/private");
         assert!(
             !body.contains("squatter"),
             "the endpoint sent the owner's request to nobody's listener: {status} {body}"
         );
-        let view = service_view(&d, id);
+        let view = service_view(d, id);
         let now = view["replica_jobs"][0]["port"].as_u64()?;
         (status == 200).then_some((now, body))
     });
@@ -225,6 +239,28 @@ fn a_port_another_user_took_before_the_replica_gets_none_of_its_clients_traffic(
         !received.contains("owners-secret-token") && received.is_empty(),
         "nobody's listener received: {received:?}"
     );
+}
+
+#[test]
+fn on_an_agents_node_a_port_another_user_took_gets_none_of_the_clients_traffic() {
+    require_root("the squatter runs as nobody");
+    const TOKEN: &str = "e2e-cluster-token-0123456789abcdef";
+    let d = Daemon::start_with_config(
+        0,
+        &format!(
+            "[cluster]\ntoken = \"{TOKEN}\"\nlocal_node = false\nheartbeat_interval_ms = 200\n\
+             [services]\nactivation_timeout_s = 2\n"
+        ),
+    );
+    let url = d.url().to_string();
+    let _agent = Agent::start(&d, &url, "node-a", 1, TOKEN);
+    let dir = open_dir();
+    let go = dir.path().join("go");
+    let (status, created) = d.post("/v1/services", &waiting_replica(&go));
+    assert_eq!(status, 201, "{created}");
+    let id = created["id"].as_u64().unwrap();
+    replica_when(&d, id, "the replica on node-a", |r| r["node"] == "node-a");
+    squat_the_replicas_port(&d, id, &go, dir.path());
 }
 
 #[test]

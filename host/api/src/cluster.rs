@@ -8,7 +8,8 @@
 //! * Controller → agent: `POST /agent/v1/launch` ([`LaunchRequest`] → [`LaunchReply`]),
 //!   `POST /agent/v1/signal` ([`SignalRequest`]), `GET /agent/v1/free-port`
 //!   ([`FreePort`]), `POST /agent/v1/check` ([`CheckRequest`] → [`CheckReply`]: a service's
-//!   health-check command, run on its node) and
+//!   health-check command, run on its node), `POST /agent/v1/port-owner`
+//!   ([`PortOwnerRequest`] → [`PortOwnerReply`]: who listens on a service's port) and
 //!   `GET /agent/v1/tasks/{job}/{task}/{run}/log?offset=N` (raw bytes).
 //!
 //! Idempotence: a task is named by its [`TaskKey`] (job, task index, run). A launch with a
@@ -40,6 +41,10 @@ pub const SIGNAL_PATH: &str = "/agent/v1/signal";
 pub const FREE_PORT_PATH: &str = "/agent/v1/free-port";
 /// Agent route that runs a service's health-check command on its node.
 pub const CHECK_PATH: &str = "/agent/v1/check";
+/// Agent route that says who listens on a service's port on its node, a
+/// [`PortOwnerRequest`] answered with [`PortOwnerReply`] (the controller's endpoint sends a
+/// replica traffic only while its user alone listens there).
+pub const PORT_OWNER_PATH: &str = "/agent/v1/port-owner";
 /// Controller → agent: input for an interactive task (`gantry run`), an [`InputRequest`];
 /// answered with [`InputReply`], or 409 when the task's input is not open.
 pub const INPUT_PATH: &str = "/agent/v1/tasks/{job}/{task}/{run}/input";
@@ -293,6 +298,30 @@ pub struct CheckReply {
     /// Why not.
     #[serde(default)]
     pub message: Option<String>,
+}
+
+/// Controller → agent: who listens on `port`, and is it the uid a task of `user` runs as
+/// on the agent's node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortOwnerRequest {
+    /// The replica's port.
+    pub port: u16,
+    /// The job's user.
+    pub user: String,
+    /// The job was submitted without an identity (it runs as the fallback user).
+    #[serde(default)]
+    pub anonymous: bool,
+}
+
+/// Agent → controller: the uids listening on the port, and the uid the job's tasks run as
+/// there (`None`: it may not run there).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortOwnerReply {
+    /// uids of the sockets listening on the port (any address), each once.
+    pub holders: Vec<u32>,
+    /// The uid the job's tasks run as on the node.
+    #[serde(default)]
+    pub uid: Option<u32>,
 }
 
 /// Agent → controller: a port free on the agent's node.

@@ -8,8 +8,9 @@
 use super::tasks::{TaskError, TaskTable};
 use crate::cluster::proto::{
     CHECK_PATH, CheckReply, CheckRequest, FREE_PORT_PATH, FreePort, IMAGES_PATH, INPUT_PATH,
-    InputReply, InputRequest, LAUNCH_PATH, LaunchRequest, PROTOCOL_VERSION, ProtoError,
-    SIGNAL_PATH, SignalRequest, TaskKey, token_matches,
+    InputReply, InputRequest, LAUNCH_PATH, LaunchRequest, PORT_OWNER_PATH, PROTOCOL_VERSION,
+    PortOwnerReply, PortOwnerRequest, ProtoError, SIGNAL_PATH, SignalRequest, TaskKey,
+    token_matches,
 };
 use crate::cluster::term::Highest;
 use crate::executor::{InputError, task_input};
@@ -43,6 +44,7 @@ pub(crate) fn router(table: Arc<TaskTable>, token: &str, terms: Arc<Highest>) ->
         .route(LOG_PATH, get(log))
         .route(INPUT_PATH, post(input))
         .route(CHECK_PATH, post(check))
+        .route(PORT_OWNER_PATH, post(port_owner))
         .fallback(|| async { refuse(StatusCode::NOT_FOUND, "no such route".into(), None) })
         .with_state(table)
         .layer(axum::middleware::from_fn_with_state(
@@ -276,6 +278,28 @@ async fn log(
 
 /// Longest health-check command accepted, ms.
 const MAX_CHECK_MS: u64 = 600_000;
+
+/// Who listens on a service's port on this node, and the uid the job's tasks run as here
+/// (the controller's endpoint sends a replica traffic only while that uid alone listens).
+async fn port_owner(State(table): State<Arc<TaskTable>>, body: Bytes) -> Response {
+    let request: PortOwnerRequest = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => {
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                format!("not a port query: {e}"),
+                None,
+            );
+        }
+    };
+    let uid = match table.executor.identity(&request.user, request.anonymous) {
+        Ok(Some(who)) => Some(who.uid),
+        Ok(None) => Some(gantry_node::sys::effective_uid()),
+        Err(_) => None,
+    };
+    let holders = gantry_node::port_owner::listeners(request.port);
+    Json(PortOwnerReply { holders, uid }).into_response()
+}
 
 /// Runs a service's check command in its rank-0 run's directory (`work/` when the task runs
 /// as another user), as the job's user in the task's cgroup, like the controller does for

@@ -7,8 +7,8 @@
 
 use super::proto::{
     CHECK_PATH, CheckReply, CheckRequest, FREE_PORT_PATH, FreePort, IMAGES_PATH, InputReply,
-    InputRequest, LAUNCH_PATH, LaunchReply, LaunchRequest, NodeImages, ProtoError, SIGNAL_PATH,
-    SignalRequest, TaskKey,
+    InputRequest, LAUNCH_PATH, LaunchReply, LaunchRequest, NodeImages, PORT_OWNER_PATH,
+    PortOwnerReply, PortOwnerRequest, ProtoError, SIGNAL_PATH, SignalRequest, TaskKey,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -110,6 +110,21 @@ impl AgentClient {
             .config()
             .timeout_global(Some(deadline))
             .build()
+            .header("Authorization", &format!("Bearer {}", self.token))
+            .header(
+                super::term::TERM_HEADER,
+                &super::term::current().to_string(),
+            )
+            .send_json(request)
+            .map_err(|e| self.unreachable(e))?;
+        self.answer(response)
+    }
+
+    /// Who listens on a service's port on the agent's node (issue 43, finding 8).
+    pub fn port_owner(&self, request: &PortOwnerRequest) -> Result<PortOwnerReply, AgentCallError> {
+        let response = self
+            .http
+            .post(format!("{}{PORT_OWNER_PATH}", self.url))
             .header("Authorization", &format!("Bearer {}", self.token))
             .header(
                 super::term::TERM_HEADER,

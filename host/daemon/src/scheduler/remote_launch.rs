@@ -41,15 +41,29 @@ impl Scheduler {
     }
 
     /// When rank 0 runs on an agent: asks that agent for ports free on its node, a gang's
-    /// `MASTER_PORT` and, at a service's first start, its `PORT` (a restart keeps its port).
+    /// `MASTER_PORT` and, at a service's first start, its `PORT` (a restart keeps its port
+    /// unless another process listens there).
     /// Blocking (short calls); on failure the controller's pick stays.
     pub(crate) fn ports_on_rank0_node(&self, job: &mut JobRecord) {
         let Some(agent) = job.tasks.first().and_then(|t| self.agent_of(&t.node)) else {
             return;
         };
-        let auto_service_port = job.spec.kind == gantry_contract::JobKind::Service
-            && job.spec.service.as_ref().is_none_or(|s| s.port == 0)
-            && job.restarts == 0;
+        let auto_port = job.spec.kind == gantry_contract::JobKind::Service
+            && job.spec.service.as_ref().is_none_or(|s| s.port == 0);
+        // A restart keeps its port unless someone listens there now (its own run is over):
+        // another account may have taken it (issue 43, finding 8).
+        let taken = |port: u16| {
+            let ask = crate::cluster::proto::PortOwnerRequest {
+                port,
+                user: job.spec.user.clone(),
+                anonymous: job.spec.anonymous,
+            };
+            agent
+                .port_owner(&ask)
+                .is_ok_and(|reply| !reply.holders.is_empty())
+        };
+        let auto_service_port =
+            auto_port && (job.restarts == 0 || job.service_port.is_some_and(taken));
         let wanted = [
             (job.tasks.len() >= 2, &mut job.rendezvous_port),
             (auto_service_port, &mut job.service_port),

@@ -22,6 +22,7 @@ mod checker;
 use gantry_node::port_owner;
 pub(crate) mod port_guard;
 pub(crate) mod probe;
+mod remote_port;
 
 use super::transition::{self, Transition};
 use super::{Scheduler, lock, now_ms};

@@ -381,14 +381,15 @@ impl Scheduler {
     pub fn service_backends(&self, id: u64) -> Vec<(u64, std::net::SocketAddr, Arc<AtomicUsize>)> {
         let jobs = self.live_replicas().remove(&id).unwrap_or_default();
         let draining = self.draining_jobs();
-        let ready: Vec<(u64, String, u16, Option<u32>)> = {
+        let ready: Vec<(u64, String, u16, Option<u32>, (String, bool))> = {
             let st = lock(&self.inner.state);
             jobs.iter()
                 .filter(|r| r.ready && !draining.contains(&r.job))
                 .filter_map(|r| st.jobs.get(r.job))
                 .filter_map(|j| {
                     let node = j.tasks.first()?.node.clone();
-                    Some((j.id, node, j.service_port?, self.task_uid(j)))
+                    let user = (j.spec.user.clone(), j.spec.anonymous);
+                    Some((j.id, node, j.service_port?, self.task_uid(j), user))
                 })
                 .collect()
         };
@@ -396,13 +397,25 @@ impl Scheduler {
             let members = lock(&self.inner.members);
             ready
                 .into_iter()
-                .filter_map(|(job, node, port, uid)| {
-                    let (ip, local) = match members.by_name(&node) {
-                        Some((_, m)) if m.agent().is_some() => (m.addr.parse().ok()?, false),
-                        _ => (std::net::IpAddr::from([127, 0, 0, 1]), true),
+                .filter_map(|(job, node, port, uid, (user, anonymous))| {
+                    let (ip, remote) = match members.by_name(&node) {
+                        Some((_, m)) if m.agent().is_some() => {
+                            let ask = crate::cluster::proto::PortOwnerRequest {
+                                port,
+                                user,
+                                anonymous,
+                            };
+                            (m.addr.parse().ok()?, m.agent().cloned().map(|a| (a, ask)))
+                        }
+                        _ => (std::net::IpAddr::from([127, 0, 0, 1]), None),
                     };
                     let addr = std::net::SocketAddr::new(ip, port);
-                    Some(super::service::port_guard::Candidate { job, addr, local, uid })
+                    Some(super::service::port_guard::Candidate {
+                        job,
+                        addr,
+                        uid,
+                        remote,
+                    })
                 })
                 .collect()
         };
@@ -474,9 +487,7 @@ impl Scheduler {
                 reason: match j.state {
                     JobState::Pending => j.reason.as_ref().map(|r| r.message.clone()),
                     // Someone else's listener on its port (issue 43, finding 8).
-                    JobState::Running if self.remote_task(j, 0).is_none() => {
-                        self.replica_port_problem(j, &sockets)
-                    }
+                    JobState::Running => self.replica_port_problem(j, &sockets),
                     _ => None,
                 },
                 revision: r.revision,

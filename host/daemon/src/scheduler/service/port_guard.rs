@@ -10,16 +10,17 @@
 //! event saying so. A replica restarted in place whose automatic port someone else now holds
 //! gets a new port (`fresh_port_if_taken`), so a squatter cannot keep it failing.
 //!
-//! On an agent's node the agent checks its own sockets: an HTTP health check there is sent
-//! only to a port the replica's user listens on (`probe::http_on_this_node`), so a replica
-//! there is ready only while that holds. A replica on an agent's node without an HTTP check
-//! is not checked by the controller (a known gap, `docs/security.md`).
+//! On an agent's node the agent reads its own sockets (`remote_port`: asked in the
+//! background, its answer reused for a second); a replica there is a backend only once its
+//! agent said that its user alone listens on its port.
 //!
 //! Owns: the ownership verdicts, the table of expected owners of local replica addresses,
 //! the squat reports. Does not own which replicas are ready by health (`service`), the
 //! balancing (`service_endpoint`), nor reading the kernel's tables (`gantry_node::port_owner`).
 
 use super::port_owner::{self, Socket};
+use crate::cluster::agent_client::AgentClient;
+use crate::cluster::proto::PortOwnerRequest;
 use crate::model::JobRecord;
 use crate::scheduler::{Scheduler, lock};
 use std::collections::{HashMap, HashSet};
@@ -71,10 +72,10 @@ pub(crate) struct Candidate {
     pub job: u64,
     /// Where the endpoint connects.
     pub addr: SocketAddr,
-    /// On this node (checked here), not an agent's.
-    pub local: bool,
-    /// The uid its tasks run as (`None`: cannot run here, so no socket is its).
+    /// The uid its tasks run as here (`None`: cannot run here, so no socket is its).
     pub uid: Option<u32>,
+    /// On an agent's node: that agent and what to ask it (`remote_port`).
+    pub remote: Option<(AgentClient, PortOwnerRequest)>,
 }
 
 /// Who holds `to` among `sockets`, for a replica running as `uid`.
@@ -120,50 +121,63 @@ impl Scheduler {
         service: u64,
         candidates: Vec<Candidate>,
     ) -> Vec<(u64, SocketAddr)> {
-        let sockets = match candidates.iter().any(|c| c.local) {
+        let sockets = match candidates.iter().any(|c| c.remote.is_none()) {
             true => port_owner::sockets(),
             false => Vec::new(),
         };
+        let jobs: Vec<u64> = candidates.iter().map(|c| c.job).collect();
         let mut kept = Vec::new();
         for c in candidates {
-            if !c.local {
-                lock(&EXPECTED).insert((service, c.addr), Expect::Remote);
-                kept.push((c.job, c.addr));
-                continue;
-            }
-            match holder(&sockets, c.addr, c.uid) {
-                PortHolder::Replica => {
-                    if let Some(uid) = c.uid {
-                        lock(&EXPECTED).insert((service, c.addr), Expect::Local(uid));
-                    }
+            let (verdict, uid, expect) = match c.remote {
+                None => (
+                    holder(&sockets, c.addr, c.uid),
+                    c.uid,
+                    c.uid.map(Expect::Local),
+                ),
+                // Known once its agent answered (asked again every `remote_port::TTL`).
+                Some((agent, ask)) => match self.remote_holder(service, c.job, agent, ask) {
+                    Some((verdict, uid)) => (verdict, uid, Some(Expect::Remote)),
+                    None => (PortHolder::Nobody, None, None),
+                },
+            };
+            match (verdict, expect) {
+                (PortHolder::Replica, Some(expect)) => {
+                    lock(&EXPECTED).insert((service, c.addr), expect);
                     kept.push((c.job, c.addr));
                 }
-                PortHolder::Nobody => {}
-                PortHolder::Others(holders) => {
+                (PortHolder::Others(holders), _) => {
                     lock(&EXPECTED).remove(&(service, c.addr));
                     let key = (c.job, c.addr.port(), holders.clone());
                     if lock(&REPORTED).insert(key) {
-                        let reason = squat_reason(c.addr.port(), &holders, c.uid);
+                        let reason = squat_reason(c.addr.port(), &holders, uid);
                         tracing::warn!(service, job = c.job, "{reason}");
                         self.event_service(service, format!("replica {}: {reason}", c.job));
                     }
                 }
+                _ => {}
             }
         }
+        super::remote_port::forget_others(service, &jobs);
         kept
     }
 
-    /// Why running replica `job` (on this node) gets no traffic because of who holds its
-    /// port, if that is so (for its view).
+    /// Why running replica `job` gets no traffic because of who holds its port, if that is
+    /// so (for its view): read here, or on an agent's node its agent's last answer.
     pub(crate) fn replica_port_problem(
         &self,
         job: &JobRecord,
         sockets: &[Socket],
     ) -> Option<String> {
         let port = job.service_port?;
-        let to = SocketAddr::from(([127, 0, 0, 1], port));
-        let uid = self.task_uid(job);
-        match holder(sockets, to, uid) {
+        let (found, uid) = match self.remote_task(job, 0) {
+            Some(_) => super::remote_port::last_verdict(job.id, port)?,
+            None => {
+                let uid = self.task_uid(job);
+                let to = SocketAddr::from(([127, 0, 0, 1], port));
+                (holder(sockets, to, uid), uid)
+            }
+        };
+        match found {
             PortHolder::Others(holders) => Some(squat_reason(port, &holders, uid)),
             PortHolder::Replica | PortHolder::Nobody => None,
         }
