@@ -82,10 +82,12 @@ pub(crate) fn open_as_user(req: &mut ContainerRequest) -> Result<(), MountError>
         gid: req.gid,
         groups: req.groups.clone(),
     };
+    // The job's directory is the daemon's (its links, if any, are the administrator's).
     let script = req
         .bundle_dir
         .parent()
         .map(|dir| dir.join("script"))
+        .map(|script| std::fs::canonicalize(&script).unwrap_or(script))
         .unwrap_or_default();
     let root = crate::private_files::daemon_uid() == 0;
     let binds = req.bundle_dir.with_extension("mounts");
