@@ -381,7 +381,7 @@ impl Scheduler {
     pub fn service_backends(&self, id: u64) -> Vec<(u64, std::net::SocketAddr, Arc<AtomicUsize>)> {
         let jobs = self.live_replicas().remove(&id).unwrap_or_default();
         let draining = self.draining_jobs();
-        let ready: Vec<(u64, String, u16, Option<u32>, (String, bool))> = {
+        let ready: Vec<_> = {
             let st = lock(&self.inner.state);
             jobs.iter()
                 .filter(|r| r.ready && !draining.contains(&r.job))
