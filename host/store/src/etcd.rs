@@ -86,14 +86,19 @@ pub fn accepts_anonymous(config: &EtcdConfig) -> Result<bool, StoreError> {
     let key = config.prefix.as_bytes();
     // No end above the prefix: every key from it (etcd's `\0`).
     let end = crate::state::prefix_end(key).unwrap_or_else(|| vec![0]);
-    match client.call_once(
-        "/v3/kv/range",
-        &json!({"key": b64(key), "range_end": b64(&end), "limit": "1", "keys_only": true}),
-        None,
-    ) {
+    let read = json!({"key": b64(key), "range_end": b64(&end), "limit": "1", "keys_only": true});
+    match client.call_once("/v3/kv/range", &read, None) {
         Ok(_) => Ok(true),
         Err(Failure::Refused(_) | Failure::Unauthenticated(_)) => Ok(false),
-        Err(Failure::Unreachable(message)) => Err(client.error(message)),
+        // Members that want a client certificate end the TLS handshake of a client without
+        // one, which looks like a member that is down: if the configured client gets an
+        // answer, the members are up and refused the anonymous one.
+        Err(Failure::Unreachable(message)) => {
+            match Etcd::new(config)?.call("/v3/kv/range", &read) {
+                Ok(_) => Ok(false),
+                Err(_) => Err(client.error(message)),
+            }
+        }
     }
 }
 
