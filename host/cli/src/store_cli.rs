@@ -182,4 +182,33 @@ mod tests {
         );
         assert!(parse_target("mysql:x").is_err());
     }
+
+    #[test]
+    fn a_password_comes_from_a_private_file_never_from_the_target() {
+        use std::os::unix::fs::PermissionsExt;
+        let none = Secrets::default();
+        let err = history_url("postgres://g:pw@db/h", &none)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--history-password-file"), "{err}");
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("pw");
+        std::fs::write(&file, "s3cret\n").unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let secrets = Secrets {
+            history_password_file: Some(file.clone()),
+            ..Secrets::default()
+        };
+        assert!(
+            std::env::var_os(HISTORY_PASSWORD_ENV).is_none(),
+            "unset {HISTORY_PASSWORD_ENV} to run this test"
+        );
+        let url = history_url("postgres://g@db/h", &secrets).unwrap();
+        assert_eq!(url, "postgres://g:s3cret@db/h");
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let err = history_url("postgres://g@db/h", &secrets)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("chmod 600"), "{err}");
+    }
 }
