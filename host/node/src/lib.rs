@@ -11,6 +11,7 @@
 //! - `process_hygiene`: a new session and no inherited descriptors for what Gantry starts;
 //! - `port_owner`: which users listen on a TCP port (for service health checks);
 //! - `trusted_dir`: whether a directory may hold what the daemon writes as root;
+//! - `user_open`: opening a path a user named with that user's rights, for root;
 //! - `sys`: safe wrappers of the few other system calls Gantry makes.
 //!
 //! This is the only daemon-side crate with `unsafe` code; each block says why it is sound.
@@ -27,3 +28,4 @@ pub mod process_hygiene;
 pub mod sys;
 pub mod terminal;
 pub mod trusted_dir;
+pub mod user_open;
