@@ -84,8 +84,11 @@ pub async fn serve(mut config: Config) -> anyhow::Result<()> {
             name,
             url,
             cluster_ca,
-            standby,
-            serve_options(),
+            crate::leadership::StandbyServer {
+                listener: standby,
+                options: serve_options(),
+                guard: crate::api::guard::guarded,
+            },
             unjudged,
         );
         match standing_by.await? {

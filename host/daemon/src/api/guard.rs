@@ -27,6 +27,11 @@ fn body_kind(path: &str) -> BodyKind {
     }
 }
 
+/// `router` behind [`guard`] (a standby controller's routes, `leadership::lead`).
+pub(crate) fn guarded(router: axum::Router) -> axum::Router {
+    router.layer(axum::middleware::from_fn(guard))
+}
+
 /// Refuses a request that fails the checks; passes the others on.
 pub(crate) async fn guard(req: Request, next: Next) -> Response {
     match check(&req, body_kind) {

@@ -157,7 +157,17 @@ pub fn election(config: &Config) -> anyhow::Result<Election> {
     ))
 }
 
-/// Stands by, serving the standby's routes on `listener`, until this controller leads
+/// Where and how a standby serves its routes while it waits.
+pub struct StandbyServer {
+    /// The API's TCP listener.
+    pub listener: tokio::net::TcpListener,
+    /// The API's connection limits and timeouts.
+    pub options: crate::http_server::ServeOptions,
+    /// The API's request checks (Host, Origin, Content-Type), put in front of every route.
+    pub guard: fn(axum::Router) -> axum::Router,
+}
+
+/// Stands by, serving the standby's routes on `server.listener`, until this controller leads
 /// (`Some`) or the daemon is told to stop (`None`). `unjudged` is the `[store]` whose etcd
 /// could not be reached to be judged at start (`etcd_trust`): it is judged before the
 /// leader key is first read, and an etcd anyone may use ends the daemon with the reason.
@@ -166,17 +176,22 @@ pub async fn lead(
     name: String,
     url: String,
     cluster_ca: Option<std::path::PathBuf>,
-    listener: tokio::net::TcpListener,
-    options: crate::http_server::ServeOptions,
+    server: StandbyServer,
     mut unjudged: Option<crate::config_store::StoreConfig>,
 ) -> anyhow::Result<Option<Leading>> {
+    let StandbyServer {
+        listener,
+        options,
+        guard,
+    } = server;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let app = axum::Router::new()
         .route("/v1/health", axum::routing::get(standby_health))
         .fallback(forward::to_leader)
-        .with_state(Forwarder::new(name.clone(), cluster_ca.clone()))
-        // The leader's Host, Origin and Content-Type checks, before anything is passed on.
-        .layer(axum::middleware::from_fn(crate::api::guard::guard));
+        .with_state(Forwarder::new(name.clone(), cluster_ca.clone()));
+    // The leader's Host, Origin and Content-Type checks (`guard`, the API's: the caller
+    // passes it, so this module does not depend on the API), before anything is passed on.
+    let app = guard(app);
     tokio::spawn(async move {
         let until = async {
             tokio::select! {

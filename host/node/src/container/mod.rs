@@ -18,14 +18,14 @@ pub mod cdi;
 mod defuse;
 pub mod image_ref;
 pub mod image_store;
-mod local_import;
-pub(crate) mod user_mounts;
 pub(crate) mod layout_verify;
+mod local_import;
 pub mod pull_progress;
 pub mod registry;
 mod registry_pull;
 mod tool_run;
 mod unpack_bounds;
+pub(crate) mod user_mounts;
 
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
