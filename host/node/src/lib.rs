@@ -12,12 +12,14 @@
 //! - `port_owner`: which users listen on a TCP port (for service health checks);
 //! - `trusted_dir`: whether a directory may hold what the daemon writes as root;
 //! - `user_open`: opening a path a user named with that user's rights, for root;
+//! - `cgroup_join`: joining a task's cgroup between fork and exec;
 //! - `sys`: safe wrappers of the few other system calls Gantry makes.
 //!
 //! This is the only daemon-side crate with `unsafe` code; each block says why it is sound.
 //! It knows nothing of jobs, the store, HTTP or the scheduler: the daemon (`gantry`) uses it,
 //! never the other way round. See `ARCHITECTURE.md`.
 
+pub mod cgroup_join;
 pub mod config_execution;
 pub mod container;
 pub mod executor;

@@ -122,17 +122,7 @@ impl AgentClient {
 
     /// Who listens on a service's port on the agent's node (issue 43, finding 8).
     pub fn port_owner(&self, request: &PortOwnerRequest) -> Result<PortOwnerReply, AgentCallError> {
-        let response = self
-            .http
-            .post(format!("{}{PORT_OWNER_PATH}", self.url))
-            .header("Authorization", &format!("Bearer {}", self.token))
-            .header(
-                super::term::TERM_HEADER,
-                &super::term::current().to_string(),
-            )
-            .send_json(request)
-            .map_err(|e| self.unreachable(e))?;
-        self.answer(response)
+        self.post(PORT_OWNER_PATH, request)
     }
 
     /// The agent's node's image cache.

@@ -29,20 +29,12 @@ pub(crate) fn in_cgroups(cmd: &mut Command, procs: &[PathBuf]) -> io::Result<()>
         return Ok(());
     }
     // SAFETY: the closure runs in the child between fork and exec and makes only
-    // async-signal-safe calls (open, write, close) on C strings prepared before the fork.
+    // async-signal-safe calls (`join_cgroup`: open, write, close) on C strings prepared
+    // before the fork.
     unsafe {
         cmd.pre_exec(move || {
             for path in &paths {
-                let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-                if fd < 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                let written = libc::write(fd, b"0".as_ptr().cast(), 1);
-                let err = io::Error::last_os_error();
-                libc::close(fd);
-                if written != 1 {
-                    return Err(err);
-                }
+                crate::cgroup_join::join_cgroup(path)?;
             }
             Ok(())
         });

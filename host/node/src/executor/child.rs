@@ -80,7 +80,7 @@ impl ChildSetup {
     /// Runs in the child after `fork`, before `exec`: only async-signal-safe calls.
     pub fn apply(&self) -> io::Result<()> {
         for path in &self.procs {
-            join(path)?;
+            crate::cgroup_join::join_cgroup(path)?;
         }
         if let Some((uid, gid, groups)) = &self.ids {
             // SAFETY: `groups` is a live array of `groups.len()` gids; the three calls only read
@@ -139,26 +139,6 @@ fn redirect(path: &CString, target: libc::c_int) -> io::Result<()> {
         let err = io::Error::last_os_error();
         libc::close(fd);
         if duped < 0 {
-            return Err(err);
-        }
-    }
-    Ok(())
-}
-
-/// Moves the calling process into the cgroup whose `cgroup.procs` is `path` ("0" means the
-/// writer itself, in v1 and v2 alike).
-fn join(path: &CString) -> io::Result<()> {
-    // SAFETY: `path` is NUL-terminated; open/write/close take plain values and a 1-byte buffer
-    // that lives for the call.
-    unsafe {
-        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let written = libc::write(fd, b"0".as_ptr().cast(), 1);
-        let err = io::Error::last_os_error();
-        libc::close(fd);
-        if written != 1 {
             return Err(err);
         }
     }
