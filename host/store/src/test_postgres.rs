@@ -7,6 +7,7 @@
 //!
 //! Owns: that server's life. Does not own what tests do with it.
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -167,6 +168,8 @@ impl TestPostgres {
                 self.dir.path().display()
             ))
             .args(["-c", "fsync=off", "-c", "max_connections=40"])
+            // A group of its own: `kill` ends the postmaster and every backend at once.
+            .process_group(0)
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -192,14 +195,28 @@ impl TestPostgres {
         std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
     }
 
-    /// Stops the server at once (SIGKILL of the postmaster: its backends end with it).
+    /// Stops the server at once: SIGKILL to the postmaster and every backend (its process
+    /// group), then waits until none is left. Backends only notice their postmaster's death
+    /// at their next check, so killing the postmaster alone let a busy one answer a query
+    /// after `kill` returned.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
+            let group = format!("-{}", child.id());
+            let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
             let _ = child.kill();
             let _ = child.wait();
-            // Backends notice their postmaster is gone within moments; the next start
-            // waits for its port and shared memory to be free.
             let started = Instant::now();
+            while Command::new("kill")
+                .args(["-0", "--", &group])
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+                && started.elapsed() < READY_WITHIN
+            {
+                let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            // The next start waits for the port and shared memory to be free.
             while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok()
                 && started.elapsed() < READY_WITHIN
             {
