@@ -187,11 +187,13 @@ pub fn collect(cache_dir: &Path, runtime_state: &Path, max_mib: u64) -> io::Resu
 pub(crate) use super::cache_room::{Room, make_room};
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
-    fn image(cache: &Path, hex: &str, mib: u64, age_s: u64) {
+    /// A finished unpacked image `hex` of `mib` MiB in `cache`, last used `age_s` ago, named
+    /// by `reg/<hex>:v1` (also for `cache_room`'s tests).
+    pub(crate) fn image(cache: &Path, hex: &str, mib: u64, age_s: u64) -> PathBuf {
         let dir = roots(cache).join(hex);
         fs::create_dir_all(dir.join("rootfs")).unwrap();
         fs::write(dir.join(".complete"), "").unwrap();
@@ -204,6 +206,7 @@ mod tests {
             .unwrap()
             .set_modified(when)
             .unwrap();
+        dir
     }
 
     #[test]

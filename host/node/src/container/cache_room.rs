@@ -194,23 +194,12 @@ pub(crate) fn make_room(
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use std::time::Duration;
 
     const MIB: u64 = 1 << 20;
 
     fn image(cache: &Path, hex: &str, mib: u64, age_s: u64, owner: u32) {
-        let dir = roots(cache).join(hex);
-        fs::create_dir_all(dir.join("rootfs")).unwrap();
-        fs::write(dir.join(".complete"), "").unwrap();
-        fs::write(dir.join(".size"), (mib * MIB).to_string()).unwrap();
+        let dir = super::super::cache::tests::image(cache, hex, mib, age_s);
         fs::write(dir.join(".owner"), owner.to_string()).unwrap();
-        let when = SystemTime::now() - Duration::from_secs(age_s);
-        fs::File::options()
-            .write(true)
-            .open(dir.join(".complete"))
-            .unwrap()
-            .set_modified(when)
-            .unwrap();
     }
 
     #[test]
