@@ -3,10 +3,10 @@
 //! events, decisions and log, as a dependency, after a restart); the collector deletes
 //! history older than `retention.*` with its logs and leaves the rest.
 
-use gantry::model::{JobRecord, JobSpec, JobState};
-use gantry::store::Store;
+use gantry_api::model::{JobRecord, JobSpec, JobState};
 use gantry_e2e::raw_http::{addr, get};
 use gantry_e2e::{Daemon, WAIT, gantry_bin, id_of};
+use gantry_store::Store;
 use serde_json::{Value, json};
 
 /// `gantry_jobs_in_memory` from `/metrics`.

@@ -20,8 +20,8 @@
 //!
 //! Owns: these types, the routes' paths and the version. Does not own either side's
 //! behaviour (the daemon's `scheduler::remote`, `api::cluster`, `agent`) or the token check
-//! (the daemon's `cluster::proto::token_matches`). The daemon re-exports this module as
-//! `gantry::cluster::proto`.
+//! (`cluster_token`), the controller's term (`cluster_term`) or the controller's client of
+//! an agent (`agent_client`, behind the `client` feature).
 
 use crate::node::NodeInfo;
 use crate::task::{TaskExit, TaskUsage};
@@ -184,7 +184,7 @@ pub struct HeartbeatReply {
     pub stop: Vec<TaskKey>,
     /// How often to send heartbeats, ms.
     pub heartbeat_interval_ms: u64,
-    /// The answering controller's term (`host/daemon/src/cluster/term.rs`; 0 alone on
+    /// The answering controller's term (`host/api/src/cluster_term.rs`; 0 alone on
     /// sled): an agent ignores a reply of a term below the highest it has seen.
     #[serde(default)]
     pub term: i64,

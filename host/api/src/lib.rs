@@ -23,8 +23,12 @@
 
 pub mod accounting;
 #[cfg(feature = "client")]
+pub mod agent_client;
+#[cfg(feature = "client")]
 pub mod client;
 pub mod cluster;
+pub mod cluster_term;
+pub mod cluster_token;
 pub mod error;
 pub mod model;
 pub mod node;

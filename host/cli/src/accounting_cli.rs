@@ -51,8 +51,8 @@ fn time_arg(text: &str, now_ms: u64) -> anyhow::Result<String> {
     Ok(t.to_string())
 }
 
-/// The request path of `a`.
-pub fn query_path(a: &AccountingArgs, now_ms: u64) -> anyhow::Result<String> {
+/// The query of `a` (what follows `/v1/accounting?`).
+pub fn query(a: &AccountingArgs, now_ms: u64) -> anyhow::Result<String> {
     let mut q = Vec::new();
     for (key, value) in [("user", &a.user), ("account", &a.account)] {
         if let Some(v) = value {
@@ -71,7 +71,7 @@ pub fn query_path(a: &AccountingArgs, now_ms: u64) -> anyhow::Result<String> {
     if let Some(l) = a.limit {
         q.push(format!("limit={l}"));
     }
-    Ok(format!("/v1/accounting?{}", q.join("&")))
+    Ok(q.join("&"))
 }
 
 /// Runs `gantry accounting`.
@@ -79,11 +79,11 @@ pub fn run(client: &Client, a: &AccountingArgs) -> anyhow::Result<()> {
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
-    let path = query_path(a, now_ms)?;
+    let query = query(a, now_ms)?;
     if a.json {
-        crate::cli::print_json(&client.get_json(&path)?);
+        crate::cli::print_json(&client.accounting_json(&query)?);
     } else {
-        print!("{}", render(&client.accounting(&path)?));
+        print!("{}", render(&client.accounting(&query)?));
     }
     Ok(())
 }
@@ -212,15 +212,15 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            query_path(&a, now).unwrap(),
-            "/v1/accounting?user=al%20ice&since=1699913600000&until=2023-11-14T22%3A13%3A20%2B01%3A00&job=7"
+            query(&a, now).unwrap(),
+            "user=al%20ice&since=1699913600000&until=2023-11-14T22%3A13%3A20%2B01%3A00&job=7"
         );
         let bad = AccountingArgs {
             since: Some("5w".into()),
             ..Default::default()
         };
         // Not a duration with a known unit: sent as is, for the daemon to refuse by name.
-        assert_eq!(query_path(&bad, now).unwrap(), "/v1/accounting?since=5w");
+        assert_eq!(query(&bad, now).unwrap(), "since=5w");
     }
 
     #[test]

@@ -4,11 +4,11 @@
 //! the `[[auth.tokens]]` entry holding its sha256.
 //!
 //! Owns: token sources and the create command. Does not own hashing, lookup or roles
-//! (`gantry::auth`) or HTTP (`crate::cli::Client`).
+//! (`gantry_config::auth`) or HTTP (`crate::cli::Client`).
 
 use anyhow::{Context, bail};
-use gantry::auth::{Role, TokenEntry, generate_token, snippet, token_sha256};
-use gantry::config::Config;
+use gantry_config::Config;
+use gantry_config::auth::{Role, TokenEntry, generate_token, snippet, token_sha256};
 use std::path::{Path, PathBuf};
 
 /// Environment variable holding the API token.

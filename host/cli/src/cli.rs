@@ -28,11 +28,11 @@ const DEFAULT_SOCKET: &str = "gantry-data/gantry.sock";
 pub fn default_server() -> String {
     use std::os::unix::fs::FileTypeExt;
     let is_socket = |p: &str| std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_socket());
-    [DEFAULT_SOCKET, gantry::config::SYSTEM_SOCKET]
+    [DEFAULT_SOCKET, gantry_config::SYSTEM_SOCKET]
         .into_iter()
         .find(|p| is_socket(p))
         .map_or_else(
-            || format!("http://{}", gantry::config::DEFAULT_LISTEN),
+            || format!("http://{}", gantry_config::DEFAULT_LISTEN),
             |p| format!("unix:{p}"),
         )
 }
@@ -46,7 +46,7 @@ pub fn warn_if_anonymous(client: &Client) {
     eprintln!(
         "gantry: note: no identity: {} without a token, so the job belongs to the user `anonymous` and runs as the daemon's fallback account. To be yourself, run where the daemon's socket is ({DEFAULT_SOCKET}, or {}), pass --server unix:PATH, or set GANTRY_TOKEN (see `gantry whoami`).",
         client.server(),
-        gantry::config::SYSTEM_SOCKET
+        gantry_config::SYSTEM_SOCKET
     );
 }
 
@@ -106,7 +106,7 @@ pub fn follow_log(client: &Client, id: u64, task: usize) -> anyhow::Result<()> {
 
 /// `gantry whoami`: who the daemon takes you for, over which way in.
 pub fn whoami(client: &Client) -> anyhow::Result<()> {
-    let who = client.get_json("/v1/whoami")?;
+    let who = client.whoami()?;
     let role = who["role"].as_str().unwrap_or("?");
     if who["authenticated"].as_bool() == Some(true) {
         let user = who["user"].as_str().unwrap_or("?");
@@ -131,10 +131,10 @@ pub use gantry_api::client::{Client, percent_encode};
 pub fn client_for(
     server: &str,
     ca_cert: Option<&std::path::Path>,
-) -> Result<Client, gantry::tls::TlsError> {
+) -> Result<Client, gantry_config::tls::TlsError> {
     Ok(Client::with_tls(
         server,
-        gantry::tls::ureq_tls("--ca-cert", ca_cert)?,
+        gantry_config::tls::ureq_tls("--ca-cert", ca_cert)?,
     ))
 }
 
@@ -275,7 +275,7 @@ pub fn read_file(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
     Ok(buf)
 }
 
-pub use gantry::pipeline_file::{parse_pipeline_text, read_pipeline};
+pub use gantry_config::pipeline_file::{parse_pipeline_text, read_pipeline};
 
 /// `service: <node>:<port> (healthy, 2 restarts)` for a service job, else `None`.
 pub fn service_line(job: &JobRecord) -> Option<String> {

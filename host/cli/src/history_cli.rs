@@ -177,7 +177,7 @@ pub fn gc(client: &Client) -> Result<()> {
 
 /// `gantry admin compact`: rewrites the store offline and says how much it shrank.
 pub fn compact(data_dir: &std::path::Path) -> Result<()> {
-    let r = gantry::store::compact(data_dir).map_err(|e| match e.to_string() {
+    let r = gantry_store::compact(data_dir).map_err(|e| match e.to_string() {
         m if m.contains("lock") => {
             anyhow::anyhow!(
                 "{m}: is the daemon running on {}? stop it first",

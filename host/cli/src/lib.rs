@@ -5,9 +5,10 @@
 //! shown on a terminal (`terminal_text`).
 //!
 //! Owns the command-line side of the API. Requests and answers go through the typed client
-//! and wire types of `gantry-api`; it still uses the daemon library (`gantry`) for the
-//! configuration and tokens (`gantry token create`), reading `--ca-cert` and pipeline files.
-//! The daemon does not know this crate. See `ARCHITECTURE.md`.
+//! and wire types of `gantry-api`; the configuration, the token file model (`gantry token
+//! create`), `--ca-cert` and pipeline files are `gantry-config`'s. It does not depend on the
+//! daemon library (`scripts/crate-rules` checks it), and the daemon does not know this
+//! crate. See `ARCHITECTURE.md`.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -32,3 +33,6 @@ pub mod squeue_view;
 pub mod store_cli;
 pub mod submit_cli;
 pub mod terminal_text;
+
+#[cfg(test)]
+mod api_paths_guard;

@@ -12,9 +12,9 @@
 //! Does not own the copy.
 
 use anyhow::{Context, Result, bail};
-use gantry::store::etcd::{EtcdConfig, Password};
-use gantry::store::secret_file::{from_env, read_private};
-use gantry::store::{HistoryBackend, StateBackend, Store};
+use gantry_store::etcd::{EtcdConfig, Password};
+use gantry_store::secret_file::{from_env, read_private};
+use gantry_store::{HistoryBackend, StateBackend, Store};
 use std::path::{Path, PathBuf};
 
 /// Where the target's passwords come from (never from the command line itself).
@@ -45,7 +45,7 @@ fn password(flag: &str, file: Option<&Path>, env: &str) -> Result<Option<String>
 /// The PostgreSQL URL of `--to` with its password put in from a file or the environment;
 /// a URL that carries one itself is refused.
 fn history_url(url: &str, secrets: &Secrets) -> Result<String> {
-    if gantry::store::postgres_secret::url_has_password(url) {
+    if gantry_store::postgres_secret::url_has_password(url) {
         bail!(
             "--to: the PostgreSQL URL carries a password, which every local account can read on the command line: take it out and give it in a file only you may read (--history-password-file FILE) or in {HISTORY_PASSWORD_ENV}"
         );
@@ -56,7 +56,7 @@ fn history_url(url: &str, secrets: &Secrets) -> Result<String> {
         HISTORY_PASSWORD_ENV,
     )?;
     match given {
-        Some(p) => Ok(gantry::store::postgres_secret::with_password(url, &p)?),
+        Some(p) => Ok(gantry_store::postgres_secret::with_password(url, &p)?),
         None => Ok(url.to_string()),
     }
 }

@@ -1,15 +1,14 @@
-//! Identity and roles: API tokens from the config (`[[auth.tokens]]`, stored as the
-//! sha256 of the token, never the token), the lookup of a presented bearer token in
-//! constant time, the role checks handlers ask for, and the start-up rule "no tokens
-//! only on loopback".
+//! Identity at request time: the lookup of a presented bearer token in constant time
+//! against the configured tokens, the role checks handlers ask for, and the start-up rule
+//! "no tokens only on loopback".
 //!
-//! Owns: [`Role`], [`TokenEntry`], [`AuthConfig`], [`Tokens`], [`Caller`] and what a
-//! caller may do. Does not own HTTP (the `api::auth` middleware maps [`Denied`] to
-//! 401/403) or jobs: it only knows "whose job is this" as a user name given to it.
+//! Owns: [`Tokens`], [`Identity`], [`Caller`] and what a caller may do, [`Mode`]. Does not
+//! own the token file model (`gantry_config::auth`: roles, entries, their checks, new
+//! tokens), HTTP (the `api::auth` middleware maps [`Denied`] to 401/403) or jobs: it only
+//! knows "whose job is this" as a user name given to it.
 
-use serde::{Deserialize, Serialize};
+use gantry_config::auth::{AuthConfig, AuthError, Role};
 use sha2::{Digest, Sha256};
-use std::io::Read;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -17,93 +16,6 @@ use std::sync::Arc;
 /// fair-share, job lists), whatever name its request gives, unless `auth.anonymous_role`
 /// trusts such callers as admins.
 pub const ANONYMOUS_USER: &str = "anonymous";
-
-/// What a token may do; each role includes the ones before it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    /// Submit; see jobs, nodes and the queue; see logs of and cancel own jobs.
-    #[default]
-    User,
-    /// Also: cancel any job and see any job's logs, events and decisions.
-    Operator,
-    /// Also: upload plugins, change or roll back the pipeline, shadow, replay.
-    Admin,
-}
-
-impl Role {
-    /// The name used in config and messages.
-    pub fn name(self) -> &'static str {
-        match self {
-            Role::User => "user",
-            Role::Operator => "operator",
-            Role::Admin => "admin",
-        }
-    }
-
-    /// Parses `user`, `operator` or `admin`.
-    pub fn parse(text: &str) -> Option<Self> {
-        [Role::User, Role::Operator, Role::Admin]
-            .into_iter()
-            .find(|r| r.name() == text)
-    }
-}
-
-/// One `[[auth.tokens]]` entry.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TokenEntry {
-    /// A label for logs (unique).
-    pub name: String,
-    /// Hex sha256 of the token.
-    pub sha256: String,
-    /// The user the token acts as.
-    pub user: String,
-    /// Accounts it may charge; the first is the default.
-    pub accounts: Vec<String>,
-    /// Its role.
-    pub role: Role,
-}
-
-/// The `[auth]` table.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(deny_unknown_fields, default)]
-pub struct AuthConfig {
-    /// Serve without tokens on a non-loopback address (loudly warned; off by default).
-    pub allow_unauthenticated: bool,
-    /// The tokens; none means no authentication over TCP (loopback only, unless allowed
-    /// above), where a request then has no identity (its jobs run as the fallback user).
-    pub tokens: Vec<TokenEntry>,
-    /// Roles of local accounts calling over the Unix socket, by account name (e.g.
-    /// `{ alice = "operator" }`); root and the daemon's own account are admins, every other
-    /// account a user.
-    pub local_roles: std::collections::BTreeMap<String, Role>,
-    /// The role of a caller without identity (TCP without tokens; default `user`): as a
-    /// user it submits as the one user `anonymous` and sees only anonymous jobs whole.
-    /// `admin` trusts every local process as root on the socket (a single-user machine
-    /// only: it may drain nodes, change the policy and name any user), and is announced.
-    pub anonymous_role: Role,
-}
-
-/// Why a config's `[auth]` is unusable, or why the daemon refuses to start.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum AuthError {
-    /// A token entry is malformed.
-    #[error("auth.tokens[{index}] ({name}): {message}")]
-    Entry {
-        /// Position in the list.
-        index: usize,
-        /// Its name.
-        name: String,
-        /// What is wrong.
-        message: String,
-    },
-    /// No tokens and a non-loopback address.
-    #[error(
-        "refusing to listen on {0} without authentication: add [[auth.tokens]] (see `gantry token create`), listen on 127.0.0.1, or set auth.allow_unauthenticated = true"
-    )]
-    Unauthenticated(SocketAddr),
-}
 
 /// Who is calling, as far as the handlers need to know.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -248,45 +160,24 @@ pub struct Tokens {
     anonymous_role: Role,
 }
 
-/// The sha256 of a token, as it is written in the config (lowercase hex).
-pub fn token_sha256(token: &str) -> String {
-    hex::encode(Sha256::digest(token.as_bytes()))
-}
-
 impl Tokens {
     /// Checks and indexes the entries of `[auth]`.
     pub fn new(config: &AuthConfig) -> Result<Self, AuthError> {
-        let mut entries: Vec<([u8; 32], Identity)> = Vec::new();
-        for (index, e) in config.tokens.iter().enumerate() {
-            let bad = |message: &str| AuthError::Entry {
-                index,
-                name: e.name.clone(),
-                message: message.into(),
-            };
-            let mut hash = [0u8; 32];
-            hex::decode_to_slice(e.sha256.trim(), &mut hash)
-                .map_err(|_| bad("sha256 must be 64 hex digits (the token's sha256)"))?;
-            if e.name.is_empty() || e.user.is_empty() {
-                return Err(bad("name and user must not be empty"));
-            }
-            if e.accounts.is_empty() || e.accounts.iter().any(String::is_empty) {
-                return Err(bad("accounts must list at least one non-empty account"));
-            }
-            if entries
-                .iter()
-                .any(|(h, id)| *h == hash || id.name == e.name)
-            {
-                return Err(bad("another token has the same name or sha256"));
-            }
-            let identity = Identity {
-                name: e.name.clone(),
-                user: e.user.clone(),
-                accounts: e.accounts.clone(),
-                role: e.role,
-                local_uid: None,
-            };
-            entries.push((hash, identity));
-        }
+        let hashes = gantry_config::auth::check_tokens(config)?;
+        let entries: Vec<([u8; 32], Identity)> = hashes
+            .into_iter()
+            .zip(&config.tokens)
+            .map(|(hash, e)| {
+                let identity = Identity {
+                    name: e.name.clone(),
+                    user: e.user.clone(),
+                    accounts: e.accounts.clone(),
+                    role: e.role,
+                    local_uid: None,
+                };
+                (hash, identity)
+            })
+            .collect();
         Ok(Self {
             entries: Arc::new(entries),
             local_roles: Arc::new(config.local_roles.clone()),
@@ -303,8 +194,8 @@ impl Tokens {
     /// has no account name): root and the daemon's own account are admins, others have their
     /// `auth.local_roles` entry or are users; their one account is their name.
     pub fn local(&self, uid: u32) -> Option<Identity> {
-        let user = crate::local_socket::account_name(uid)?;
-        let role = if uid == 0 || uid == crate::local_socket::own_uid() {
+        let user = gantry_http::local_socket::account_name(uid)?;
+        let role = if uid == 0 || uid == gantry_http::local_socket::own_uid() {
             Role::Admin
         } else {
             self.local_roles.get(&user).copied().unwrap_or(Role::User)
@@ -374,28 +265,6 @@ pub fn startup_mode(
         (0, false) => Err(AuthError::Unauthenticated(addr)),
         (n, _) => Ok(Mode::Tokens(n)),
     }
-}
-
-/// A new random token: `gantry_` and 64 hex digits from the OS's random source.
-pub fn generate_token() -> std::io::Result<String> {
-    let mut bytes = [0u8; 32];
-    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
-    Ok(format!("gantry_{}", hex::encode(bytes)))
-}
-
-/// The `[[auth.tokens]]` TOML for an entry.
-pub fn snippet(entry: &TokenEntry) -> Result<String, toml::ser::Error> {
-    #[derive(Serialize)]
-    struct File<'a> {
-        auth: Section<'a>,
-    }
-    #[derive(Serialize)]
-    struct Section<'a> {
-        tokens: [&'a TokenEntry; 1],
-    }
-    toml::to_string(&File {
-        auth: Section { tokens: [entry] },
-    })
 }
 
 #[cfg(test)]

@@ -7,19 +7,12 @@
 //! so it is a user too (otherwise a user could raise its own priority by going around its
 //! token), unless `auth.anonymous_role` trusts it as an operator or admin. Any other kind of caller is a user unless it is added here (fail closed).
 //!
-//! Owns: [`Submitter`] and [`Caller::submitter`]. Does not own the limits
+//! Owns: [`Caller::submitter`] (the controller's `scheduler::submitter::Submitter`). Does not own the limits
 //! (`config_limits`) or enforcing them (`scheduler::submit_limits`).
 
-use crate::auth::{Caller, Role};
-
-/// How far a submitter is trusted with a job's priority.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Submitter {
-    /// Bound by its queue's `limits.max_user_tier`.
-    User,
-    /// An operator or admin: any tier.
-    Privileged,
-}
+use crate::auth::Caller;
+use crate::scheduler::submitter::Submitter;
+use gantry_config::auth::Role;
 
 impl Caller {
     /// How far this caller is trusted with the priority of the jobs it submits.
@@ -36,7 +29,8 @@ impl Caller {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::auth::{AuthConfig, Tokens, token_sha256};
+    use crate::auth::Tokens;
+    use gantry_config::auth::{AuthConfig, token_sha256};
 
     /// The caller presenting a token of `role` (built from TOML, as the daemon reads it).
     fn token(role: &str) -> Caller {

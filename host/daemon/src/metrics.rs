@@ -176,9 +176,9 @@ impl Default for Metrics {
     }
 }
 
-impl Metrics {
+impl gantry_policy::metrics::PluginMetrics for Metrics {
     /// Records a plugin call's wall time.
-    pub fn plugin_call(&self, plugin: &str, stage: &str, took: Duration) {
+    fn plugin_call(&self, plugin: &str, stage: &str, took: Duration) {
         let labels = PluginStage {
             plugin: plugin.to_string(),
             stage: stage.to_string(),
@@ -187,7 +187,9 @@ impl Metrics {
             .get_or_create(&labels)
             .observe(took.as_secs_f64());
     }
+}
 
+impl Metrics {
     /// Raises a counter kept elsewhere as a monotonic `total` to that total.
     pub fn catch_up(counter: &Counter, total: u64) {
         counter.inc_by(total.saturating_sub(counter.get()));
@@ -206,6 +208,7 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gantry_policy::metrics::PluginMetrics;
 
     #[test]
     fn renders_counters_histograms_and_gauges() {

@@ -5,18 +5,18 @@
 //! With `[tls]` it serves HTTPS only (see `tls`); without it, on a non-loopback address,
 //! it warns that requests and tokens travel in clear text. The same API is also served on a
 //! Unix socket (`socket`, default `<data_dir>/gantry.sock`), where the caller is the local
-//! account the kernel names (`local_socket`).
+//! account the kernel names (`gantry_http::local_socket`).
 
 use crate::auth::{Mode, Tokens, startup_mode};
-use crate::config::Config;
-use crate::http_server::shutdown;
-use crate::scheduler::Scheduler;
-use crate::tls::ServerTls;
+use crate::scheduler::{Controller, Scheduler};
 use anyhow::Context;
+use gantry_config::Config;
+use gantry_config::tls::ServerTls;
+use gantry_http::shutdown;
 
 /// Runs the daemon.
 pub async fn serve(mut config: Config) -> anyhow::Result<()> {
-    let shim = crate::executor::shim_executable(
+    let shim = gantry_node::executor::shim_executable(
         &std::env::current_exe()
             .context("cannot find the gantry executable (needed as the task shim)")?,
     );
@@ -34,7 +34,7 @@ pub async fn serve(mut config: Config) -> anyhow::Result<()> {
     let mode = startup_mode(&tokens, &config.auth, addr)?;
     let config_anonymous_role = config.auth.anonymous_role;
     let scheme = if tls.is_some() { "https" } else { "http" };
-    let serve_options = || crate::http_server::ServeOptions {
+    let serve_options = || gantry_http::ServeOptions {
         settings: http.clone(),
         extra_hosts: Vec::new(),
         tls: tls.as_ref().map(|t| t.config()),
@@ -94,7 +94,7 @@ pub async fn serve(mut config: Config) -> anyhow::Result<()> {
         match standing_by.await? {
             Some(leading) => {
                 leading.keep();
-                crate::cluster::term::set(leading.term());
+                gantry_api::cluster_term::set(leading.term());
                 println!("gantry leads (term {})", leading.term());
                 Some(leading)
             }
@@ -113,7 +113,8 @@ pub async fn serve(mut config: Config) -> anyhow::Result<()> {
     announce(mode, addr);
     announce_anonymous(mode, config_anonymous_role);
     announce_tls(tls.as_ref(), addr);
-    let app = crate::api::router(scheduler.clone(), tokens);
+    let controller = Controller::new(scheduler.clone());
+    let app = crate::api::router(controller.clone(), tokens);
     // The Unix socket is bound before the daemon says it listens: whoever waits for that
     // line may use either door at once.
     serve_local_socket(&socket, app.clone(), &http)?;
@@ -121,11 +122,11 @@ pub async fn serve(mut config: Config) -> anyhow::Result<()> {
     if leading.is_none() {
         println!("gantry listening on {scheme}://{addr}");
     }
-    crate::service_endpoint::open_all(&scheduler);
-    crate::service_autoscaler::start(&scheduler);
+    crate::service_endpoint::open_all(&controller.services());
+    crate::service_autoscaler::start(&controller.services());
     tokio::spawn(scheduler.run(events));
-    // Connection limits, header and idle timeouts, Host rules: `http_server`.
-    crate::http_server::serve(listener, app, serve_options(), shutdown()).await?;
+    // Connection limits, header and idle timeouts, Host rules: `gantry_http`.
+    gantry_http::serve(listener, app, serve_options(), shutdown()).await?;
     if let Some(leading) = &leading {
         leading.resign();
     }
@@ -136,10 +137,10 @@ pub async fn serve(mut config: Config) -> anyhow::Result<()> {
 }
 
 /// Makes the data directory and the socket's path absolute, and refuses to start on a
-/// directory that another account owns or others may write (`crate::trusted_dir`).
+/// directory that another account owns or others may write (`gantry_node::trusted_dir`).
 fn trust_state_paths(config: &mut Config) -> anyhow::Result<()> {
-    crate::private_files::restrict_umask();
-    config.data_dir = crate::trusted_dir::absolute_and_trusted(&config.data_dir)
+    gantry_node::private_files::restrict_umask();
+    config.data_dir = gantry_node::trusted_dir::absolute_and_trusted(&config.data_dir)
         .context("refusing the data directory (data_dir)")?;
     let socket = config.socket_path();
     let socket = std::path::absolute(&socket)
@@ -148,7 +149,7 @@ fn trust_state_paths(config: &mut Config) -> anyhow::Result<()> {
         && parent != config.data_dir
     {
         let made = !parent.exists();
-        let parent = crate::trusted_dir::absolute_and_trusted(parent)
+        let parent = gantry_node::trusted_dir::absolute_and_trusted(parent)
             .context("refusing the directory of the API socket (socket)")?;
         if made {
             // Every local account may reach the socket (it names each caller itself).
@@ -162,17 +163,17 @@ fn trust_state_paths(config: &mut Config) -> anyhow::Result<()> {
 }
 
 /// Serves `app` on the Unix socket too, where the kernel names each caller
-/// (`crate::local_socket`); runs until shutdown in the background.
+/// (`gantry_http::local_socket`); runs until shutdown in the background.
 /// Its connections are bounded like TCP's: `http.max_connections` in all,
 /// `http.max_connections_per_ip` per local account.
 fn serve_local_socket(
     path: &std::path::Path,
     app: axum::Router,
-    http: &crate::http_server::HttpSettings,
+    http: &gantry_config::http::HttpSettings,
 ) -> anyhow::Result<()> {
-    let listener = crate::local_socket::bind(path)
+    let listener = gantry_http::local_socket::bind(path)
         .with_context(|| format!("cannot listen on the Unix socket {}", path.display()))?;
-    let listener = crate::local_socket::LimitedUnixListener::new(
+    let listener = gantry_http::local_socket::LimitedUnixListener::new(
         listener,
         http.max_connections,
         http.max_connections_per_ip,
@@ -182,7 +183,7 @@ fn serve_local_socket(
         path.display()
     );
     tracing::info!(socket = %path.display(), "serving the API on the Unix socket");
-    let service = app.into_make_service_with_connect_info::<crate::local_socket::PeerCred>();
+    let service = app.into_make_service_with_connect_info::<gantry_http::local_socket::PeerCred>();
     tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, service)
             .with_graceful_shutdown(shutdown())
@@ -219,16 +220,16 @@ fn announce(mode: Mode, addr: std::net::SocketAddr) {
 }
 
 /// Says what a caller without identity may do, when there are such callers.
-fn announce_anonymous(mode: Mode, role: crate::auth::Role) {
+fn announce_anonymous(mode: Mode, role: gantry_config::auth::Role) {
     if matches!(mode, Mode::Tokens(_)) {
         return;
     }
-    if role >= crate::auth::Role::Operator {
+    if role >= gantry_config::auth::Role::Operator {
         let text = format!(
             "auth.anonymous_role = \"{}\": every local process that reaches the TCP port may act as {} (drain nodes{}, name any user); use this on a single-user machine only",
             role.name(),
             role.name(),
-            if role == crate::auth::Role::Admin {
+            if role == gantry_config::auth::Role::Admin {
                 ", change the policy"
             } else {
                 ""

@@ -20,7 +20,7 @@ mod gateway;
 pub(crate) use forward::{Endpoint, send};
 pub use gateway::open_gateway;
 
-use crate::scheduler::Scheduler;
+use crate::scheduler::Services;
 use gantry_node::port_owner;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use std::net::{IpAddr, SocketAddr};
@@ -28,8 +28,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Opens the endpoint of every service not stopped, and the gateway (at the daemon's start).
-pub fn open_all(s: &Scheduler) {
-    for service in s.services().into_iter().filter(|s| !s.stopped) {
+pub fn open_all(s: &Services) {
+    for service in s.list().into_iter().filter(|s| !s.stopped) {
         open(s, service.id);
     }
     open_gateway(s);
@@ -40,8 +40,8 @@ pub fn open_all(s: &Scheduler) {
 /// restarted while someone else bound it), the endpoint stays closed, the service's view
 /// says why (`endpoint_problem`) and one event names the holder; the port is tried again
 /// every [`REBIND_PERIOD`] until it is free or the service stops (issue 43, finding 9).
-pub fn open(s: &Scheduler, id: u64) {
-    let kept = s.service(id).and_then(|svc| svc.endpoint_port);
+pub fn open(s: &Services, id: u64) {
+    let kept = s.get(id).and_then(|svc| svc.endpoint_port);
     let ip = endpoint_ip(&s.config().listen);
     let bound = std::net::TcpListener::bind((ip, kept.unwrap_or(0)));
     match bound.and_then(|l| start(s, id, l)) {
@@ -68,7 +68,7 @@ fn endpoint_ip(listen: &str) -> IpAddr {
 
 /// Keeps service `id`'s endpoint on `port`, which cannot be bound now (`error`): says so on
 /// the service and in an event naming who listens there, then binds it once it is free.
-fn hold(s: &Scheduler, id: u64, ip: IpAddr, port: u16, error: &std::io::Error) {
+fn hold(s: &Services, id: u64, ip: IpAddr, port: u16, error: &std::io::Error) {
     let holders = port_owner::listeners(port);
     let problem = format!(
         "its port {port} cannot be bound ({error}); listening there: uid {holders:?}. \
@@ -76,26 +76,25 @@ fn hold(s: &Scheduler, id: u64, ip: IpAddr, port: u16, error: &std::io::Error) {
     );
     tracing::warn!(service = id, "endpoint: {problem}");
     s.set_endpoint_problem(id, Some(problem.clone()));
-    s.event_service(id, format!("endpoint closed: {problem}"));
+    s.event(id, format!("endpoint closed: {problem}"));
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
         return;
     };
-    let scheduler = s.clone();
+    let services = s.clone();
     runtime.spawn(async move {
         loop {
             tokio::time::sleep(REBIND_PERIOD).await;
-            if scheduler.service(id).is_none_or(|svc| svc.stopped) {
-                scheduler.set_endpoint_problem(id, None);
+            if services.get(id).is_none_or(|svc| svc.stopped) {
+                services.set_endpoint_problem(id, None);
                 return;
             }
             let Ok(listener) = std::net::TcpListener::bind((ip, port)) else {
                 continue;
             };
-            match start(&scheduler, id, listener) {
+            match start(&services, id, listener) {
                 Ok(_) => {
-                    scheduler.set_endpoint_problem(id, None);
-                    scheduler
-                        .event_service(id, format!("endpoint listening on its port {port} again"));
+                    services.set_endpoint_problem(id, None);
+                    services.event(id, format!("endpoint listening on its port {port} again"));
                 }
                 Err(e) => tracing::error!(service = id, "cannot serve the endpoint: {e}"),
             }
@@ -106,7 +105,7 @@ fn hold(s: &Scheduler, id: u64, ip: IpAddr, port: u16, error: &std::io::Error) {
 
 /// Serves the endpoint of service `id` on `listener` until the service is stopped; the
 /// port.
-fn start(s: &Scheduler, id: u64, listener: std::net::TcpListener) -> std::io::Result<u16> {
+fn start(s: &Services, id: u64, listener: std::net::TcpListener) -> std::io::Result<u16> {
     listener.set_nonblocking(true)?;
     let port = listener.local_addr()?.port();
     let endpoint = Endpoint::new(s, id);
@@ -114,14 +113,14 @@ fn start(s: &Scheduler, id: u64, listener: std::net::TcpListener) -> std::io::Re
         s.config().services.max_connections,
     ));
     let header_timeout = Duration::from_secs(s.config().http.header_read_timeout_s);
-    let scheduler = s.clone();
+    let services = s.clone();
     let runtime = tokio::runtime::Handle::try_current().map_err(std::io::Error::other)?;
     runtime.spawn(async move {
         let listener = match tokio::net::TcpListener::from_std(listener) {
             Ok(l) => l,
             Err(e) => return tracing::error!(service = id, "cannot serve the endpoint: {e}"),
         };
-        let open = move || scheduler.service(id).is_some_and(|s| !s.stopped);
+        let open = move || services.get(id).is_some_and(|s| !s.stopped);
         serve(listener, limit, header_timeout, open, move |req| {
             let endpoint = endpoint.clone();
             async move { endpoint.forward(req).await }

@@ -22,15 +22,15 @@
 //!    prints the time from spawn to the first answered `/v1/health`, and the RSS after.
 //! 5. With seeded history: restarts with `job_history_days = 150`, runs the collector
 //!    (`POST /v1/admin/gc`, about half the seeded jobs are older), prints what it deleted and
-//!    the files' size, compacts the stopped store (`gantry::store::compact`) and restarts.
+//!    the files' size, compacts the stopped store (`gantry_store::compact`) and restarts.
 //!
 //! Also prints the store's bytes per job. Nothing here asserts a time: it prints numbers.
 //! `GANTRY_BENCH_BIN` runs another `gantry` binary (e.g. an older build, to compare both in
 //! one session).
 
-use gantry::executor::TaskExit;
-use gantry::model::{GpuShareView, JobRecord, JobSpec, JobState, TaskRecord};
-use gantry::store::{AccountingRecord, Store, dir_bytes};
+use gantry_api::model::{GpuShareView, JobRecord, JobSpec, JobState, TaskRecord};
+use gantry_node::executor::TaskExit;
+use gantry_store::{AccountingRecord, Store, dir_bytes};
 use serde_json::{Value, json};
 use std::error::Error;
 use std::io::{BufRead, BufReader};
@@ -395,7 +395,7 @@ fn main() -> Result<()> {
         );
         terminate(daemon.0.id());
         drop(daemon);
-        let compacted = gantry::store::compact(&data)?;
+        let compacted = gantry_store::compact(&data)?;
         println!(
             "compaction (daemon stopped): {:.1} MiB -> {:.1} MiB in {:.1} s ({} keys)",
             compacted.bytes_before as f64 / (1 << 20) as f64,

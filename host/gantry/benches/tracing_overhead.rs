@@ -24,10 +24,12 @@
 //! thread share the cores with the cycle. The daemon has one local node, so the
 //! issue's "× 1,000 nodes" is not reproduced here.
 
-use gantry::config::{Config, NodeConfig, PluginLimits, TelemetryConfig};
-use gantry::model::{JobRecord, JobSpec};
 use gantry::scheduler::Scheduler;
-use gantry::store::Store;
+use gantry_api::model::{JobRecord, JobSpec};
+use gantry_config::telemetry::TelemetryConfig;
+use gantry_config::{Config, PluginLimits};
+use gantry_node::inventory::NodeConfig;
+use gantry_store::Store;
 use serde_json::json;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
@@ -220,6 +222,8 @@ fn main() {
         ("otlp-down", Some(endpoint(down))),
     ];
     let mut rows: Vec<Timing> = modes.iter().map(|_| Timing::default()).collect();
+    // The scheduler's job steps become spans under the exporting modes, as in the daemon.
+    gantry::job_trace_sink::install();
     // Rounds interleave the modes so that drift spreads over all of them; `off` comes
     // first, before any subscriber exists.
     for _ in 0..rounds {
@@ -229,15 +233,15 @@ fn main() {
                 continue;
             };
             let (e, d) = (
-                gantry::telemetry::exported_spans(),
-                gantry::telemetry::dropped_spans(),
+                gantry_telemetry::exported_spans(),
+                gantry_telemetry::dropped_spans(),
             );
-            let (dispatch, guard) = gantry::telemetry::subscriber(config).expect("subscriber");
+            let (dispatch, guard) = gantry_telemetry::subscriber(config).expect("subscriber");
             tracing::dispatcher::with_default(&dispatch, || run(&rt, pending, cycles, row));
             // Flushes (at most 3 s) so that the counts are complete.
             drop(guard);
-            row.exported += gantry::telemetry::exported_spans() - e;
-            row.dropped += gantry::telemetry::dropped_spans() - d;
+            row.exported += gantry_telemetry::exported_spans() - e;
+            row.dropped += gantry_telemetry::dropped_spans() - d;
         }
     }
     let base = median(&rows[0].steady);
@@ -269,6 +273,6 @@ fn main() {
     println!(
         "the live receiver got {} bytes of OTLP protobuf; {} export calls failed",
         received.load(Ordering::Relaxed),
-        gantry::telemetry::export_failures()
+        gantry_telemetry::export_failures()
     );
 }

@@ -4,11 +4,11 @@
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use gantry::config::Config;
 use gantry_cli::auth_cli::{self, TokenCreateArgs};
 use gantry_cli::cli::{self, Client};
 use gantry_cli::policy_view;
 use gantry_cli::submit_cli::{self, SubmitArgs};
+use gantry_config::Config;
 use serde_json::json;
 use std::path::PathBuf;
 
@@ -61,7 +61,7 @@ enum Command {
     },
     /// Run a node agent of multi-node mode: it joins the controller at --controller and
     /// runs the tasks the controller places on this node.
-    Agent(gantry::agent::AgentArgs),
+    Agent(gantry_agent::AgentArgs),
     /// Submit a job: gantry submit --gpus 2 --time 1h -- python train.py, or a batch
     /// script with #SBATCH directives: gantry submit job.sh
     Submit(Box<SubmitArgs>),
@@ -330,8 +330,8 @@ enum PolicyAction {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    if args.get(1).map(String::as_str) == Some(gantry::executor::SHIM_SUBCOMMAND) {
-        std::process::exit(gantry::executor::run_shim(&args[2..]));
+    if args.get(1).map(String::as_str) == Some(gantry_node::executor::SHIM_SUBCOMMAND) {
+        std::process::exit(gantry_node::executor::run_shim(&args[2..]));
     }
     if let Err(e) = run(Cli::parse()) {
         eprintln!("error: {e:#}");
@@ -412,7 +412,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             no_nvml,
         } => {
             let mut cfg = Config::load(config.as_deref())?;
-            let _telemetry = gantry::telemetry::init(&cfg.telemetry)?;
+            // The controller's job steps become spans when traces are exported.
+            gantry::job_trace_sink::install();
+            let _telemetry = gantry_telemetry::init(&cfg.telemetry)?;
             if let Some(l) = listen {
                 cfg.listen = l;
             }
@@ -427,7 +429,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             cfg.check()?;
             limit_malloc_arenas();
-            gantry::process_hygiene::mark_inherited_fds_cloexec()
+            gantry_node::process_hygiene::mark_inherited_fds_cloexec()
                 .context("cannot mark inherited file descriptors close-on-exec")?;
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
@@ -436,9 +438,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Agent(a) => {
             limit_malloc_arenas();
-            gantry::process_hygiene::mark_inherited_fds_cloexec()
+            gantry_node::process_hygiene::mark_inherited_fds_cloexec()
                 .context("cannot mark inherited file descriptors close-on-exec")?;
-            gantry::agent::main(a, cli.ca_cert)
+            gantry_agent::main(a, cli.ca_cert)
         }
         Command::Submit(a) => submit_cli::run(&client, &a),
         Command::Run(a) => {
@@ -518,7 +520,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             // With several controllers, which one leads (to stdout after the table; not with --json).
             if !json
-                && let Ok(health) = client.get_json("/v1/health")
+                && let Ok(health) = client.health()
                 && let Some(line) = gantry_cli::sinfo_view::leader_line(&health)
             {
                 println!("{line}");
@@ -615,11 +617,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             action: PluginAction::List,
             json,
         } => {
-            show(
-                json,
-                &client.get_json("/v1/plugins")?,
-                policy_view::render_plugins,
-            );
+            show(json, &client.plugins()?, policy_view::render_plugins);
             Ok(())
         }
         Command::Policy { action, json } => policy(&client, action, json),
@@ -633,11 +631,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 "pipeline": cli::read_pipeline(&pipeline)?,
                 "since_s": cli::parse_duration_s(&since)?,
             });
-            show(
-                json,
-                &client.post_json("/v1/replay", &body)?,
-                policy_view::render_replay,
-            );
+            show(json, &client.replay(&body)?, policy_view::render_replay);
             Ok(())
         }
         Command::Token {
@@ -654,7 +648,7 @@ fn plugin_test(
     deadline_ms: u64,
     memory_mib: u64,
 ) -> anyhow::Result<()> {
-    let opts = gantry::conformance::Options {
+    let opts = gantry_policy::conformance::Options {
         plugin: file.clone(),
         scenarios,
         config,
@@ -664,7 +658,7 @@ fn plugin_test(
         },
     };
     println!("gantry plugin test {}", file.display());
-    let report = gantry::conformance::run(&opts)?;
+    let report = gantry_policy::conformance::run(&opts)?;
     report.print();
     if report.failed() > 0 {
         std::process::exit(1);
@@ -685,39 +679,31 @@ fn show(json: bool, v: &serde_json::Value, render: fn(&serde_json::Value) -> Vec
 
 fn policy(client: &Client, action: PolicyAction, json: bool) -> anyhow::Result<()> {
     match action {
-        PolicyAction::Show => show(
-            json,
-            &client.get_json("/v1/policy")?,
-            policy_view::render_policy,
-        ),
+        PolicyAction::Show => show(json, &client.policy()?, policy_view::render_policy),
         PolicyAction::Set { file } => {
-            let v = client.put_json("/v1/policy", &cli::read_pipeline(&file)?)?;
+            let v = client.set_policy(&cli::read_pipeline(&file)?)?;
             show(json, &v, policy_view::render_policy);
         }
         PolicyAction::Shadow { clear: true, .. } => {
-            let v = client.delete_json("/v1/policy/shadow")?;
+            let v = client.clear_shadow()?;
             show(json, &v, |_| vec!["shadow pipeline stopped".into()]);
         }
         PolicyAction::Shadow {
             file: Some(file), ..
         } => {
-            let v = client.put_json("/v1/policy/shadow", &cli::read_pipeline(&file)?)?;
+            let v = client.set_shadow(&cli::read_pipeline(&file)?)?;
             show(json, &v, policy_view::render_shadow);
         }
         PolicyAction::Shadow { file: None, .. } => {
-            let v = client.get_json("/v1/policy/shadow/diff")?;
+            let v = client.shadow_diff()?;
             show(json, &v, policy_view::render_shadow);
         }
         PolicyAction::Rollback => {
-            let v = client.post_json("/v1/policy/rollback", &json!({}))?;
+            let v = client.rollback_policy()?;
             show(json, &v, policy_view::render_policy);
         }
         PolicyAction::History => {
-            show(
-                json,
-                &client.get_json("/v1/policy/history")?,
-                policy_view::render_history,
-            );
+            show(json, &client.policy_history()?, policy_view::render_history);
         }
     }
     Ok(())

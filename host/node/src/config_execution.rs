@@ -57,8 +57,8 @@ pub struct ExecutionConfig {
     /// unless it says otherwise (default 5).
     pub max_requeues: u32,
     /// Longest time limit of an interactive job, per queue (`"*"` for every other queue),
-    /// seconds; an interactive job asking for more or for none gets this (default
-    /// `{"*" = 14400}`, four hours).
+    /// seconds: an interactive job asking for none gets this, one asking for more is refused
+    /// (400 naming `time_limit_s`; default `{"*" = 14400}`, four hours).
     pub interactive_max_time_s: BTreeMap<String, u64>,
     /// Variables of the daemon's own environment passed on to tasks and check commands, on
     /// top of `PATH`, the locale and `TZ` (e.g. `["LD_LIBRARY_PATH"]` for a CUDA install);

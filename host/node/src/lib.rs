@@ -10,19 +10,22 @@
 //! - `private_files`: the umask and directory modes of what the daemon keeps on disk;
 //! - `process_hygiene`: a new session and no inherited descriptors for what Gantry starts;
 //! - `port_owner`: which users listen on a TCP port (for service health checks);
+//! - `health_probe`: one health check of a service on this node (a plain HTTP GET of its
+//!   port, or its check command run as its tasks run), for the controller and the agent;
 //! - `trusted_dir`: whether a directory may hold what the daemon writes as root;
 //! - `user_open`: opening a path a user named with that user's rights, for root;
 //! - `cgroup_join`: joining a task's cgroup between fork and exec;
 //! - `sys`: safe wrappers of the few other system calls Gantry makes.
 //!
 //! This is the only daemon-side crate with `unsafe` code; each block says why it is sound.
-//! It knows nothing of jobs, the store, HTTP or the scheduler: the daemon (`gantry`) uses it,
+//! It knows nothing of jobs, the store, HTTP serving or the scheduler: the daemon (`gantry`) uses it,
 //! never the other way round. See `ARCHITECTURE.md`.
 
 pub mod cgroup_join;
 pub mod config_execution;
 pub mod container;
 pub mod executor;
+pub mod health_probe;
 pub mod inventory;
 pub mod port_owner;
 pub mod private_files;

@@ -172,7 +172,7 @@ fn named_pipelines(common: &PipelineArgs) -> anyhow::Result<Vec<NamedPipeline>> 
     if common.pipelines.is_empty() {
         return Ok(vec![NamedPipeline {
             label: "default".into(),
-            spec: gantry::policy::default_spec(),
+            spec: gantry_policy::default_spec(),
         }]);
     }
     common
@@ -222,7 +222,7 @@ fn timeline(a: TimelineArgs) -> anyhow::Result<()> {
         let mut live = b
             .build(&named.spec)
             .with_context(|| format!("pipeline {}", named.label))?;
-        let mut fallback = b.build(&gantry::policy::default_spec())?;
+        let mut fallback = b.build(&gantry_policy::default_spec())?;
         let mut bar = Bar::new(&named.label, jobs.len() as u64, a.common.quiet);
         let started = Instant::now();
         let result = run_timeline(

@@ -7,11 +7,11 @@
 //! own the daemon's live pipeline (the scheduler) or the plugins.
 
 use anyhow::{Context, bail};
-use gantry::policy::{PipelineSpec, PluginRef, Registry};
 use gantry_engine::{
     AdmissionStage, Native, Pipeline, PlacementStage, PreemptionStage, PriorityStage, StageSlot,
 };
 use gantry_plugin_runtime::{Limits, Runtime, RuntimeOptions};
+use gantry_policy::{PipelineSpec, PluginRef, Registry};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -26,7 +26,7 @@ pub struct NamedPipeline {
 
 /// Reads a pipeline file (JSON or TOML, as for `gantry policy set`).
 pub fn read(path: &Path) -> anyhow::Result<NamedPipeline> {
-    let value = gantry::pipeline_file::read_pipeline(path)?;
+    let value = gantry_config::pipeline_file::read_pipeline(path)?;
     let spec: PipelineSpec = serde_json::from_value(value)
         .with_context(|| format!("{}: not a pipeline", path.display()))?;
     let label = path
@@ -73,9 +73,9 @@ impl Builder {
     /// A wasm builder with the built-in plugins and `extra` component files.
     pub fn wasm(extra: &[PathBuf]) -> anyhow::Result<Self> {
         let runtime = Runtime::new(RuntimeOptions {
-            cache_dir: gantry::conformance::cache_dir(),
+            cache_dir: gantry_policy::conformance::cache_dir(),
         })?;
-        let metrics = Arc::new(gantry::metrics::Metrics::default());
+        let metrics = Arc::new(gantry_policy::metrics::NoMetrics);
         let mut registry = Registry::new(runtime, sim_limits(), metrics);
         for (name, bytes) in gantry_components::BUILTIN {
             registry

@@ -16,7 +16,7 @@
 
 use super::csv::{CsvError, Table};
 use super::openb;
-use gantry::model::{JobSpec, TaskSpec};
+use gantry_api::model::{JobSpec, TaskSpec};
 use gantry_contract::JobKind;
 use gantry_engine::sim::{NodeEvent, SimJob, SimNode, SimTask};
 use serde::Deserialize;

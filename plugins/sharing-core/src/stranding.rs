@@ -191,34 +191,6 @@ mod tests {
     }
 
     #[test]
-    fn cpu_only_tasks_go_where_the_gpus_are_already_taken() {
-        use crate::node_view::tests::{ctx, node};
-        use crate::{Policy, SharingPlacer};
-        // Three nodes with plenty of CPU: all GPUs free, half free, none free. A CPU-only
-        // task ties on score everywhere and goes to the node without free GPU; with rank
-        // ties (FGD's rule) it goes by rank instead.
-        let nodes = [
-            node(0, 0, &[1000; 4], 64_000),
-            node(1, 0, &[1000, 1000, 0, 0], 64_000),
-            node(2, 0, &[0; 4], 64_000),
-        ];
-        let jobs = [job(1, 1, 0, 0, 1024)];
-        let mut p = SharingPlacer::new(Policy::Stranding);
-        p.configure(r#"{"seed": 1}"#).unwrap();
-        let plan = p.place(&ctx(), &jobs, &nodes, &[]).unwrap();
-        assert_eq!(plan.starts[0].tasks[0].node, 2);
-        let by_rank: Vec<u32> = (0..20)
-            .map(|seed| {
-                let mut p = SharingPlacer::new(Policy::Stranding);
-                p.configure(&format!(r#"{{"seed": {seed}, "cpu_only_ties": "rank"}}"#))
-                    .unwrap();
-                p.place(&ctx(), &jobs, &nodes, &[]).unwrap().starts[0].tasks[0].node
-            })
-            .collect();
-        assert!(by_rank.iter().any(|&n| n != 2), "{by_rank:?}");
-    }
-
-    #[test]
     fn shapes_weigh_by_gpu_demand_with_their_memory() {
         // 10 CPU-only tasks, 4 quarter-GPU tasks, one 8-GPU task: by demand the 8-GPU shape
         // leads (8000 against 4·250 = 1000), CPU-only shapes weigh nothing.

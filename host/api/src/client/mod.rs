@@ -14,6 +14,7 @@
 //! `ureq` TLS config) or how answers are printed (the CLI).
 
 mod error;
+mod policy_routes;
 mod routes;
 mod unix;
 

@@ -1,7 +1,7 @@
 //! The typed calls of [`Client`]: one method per route the CLI uses, each naming its path
 //! once and reading the answer into this crate's types (jobs, nodes, accounting, plugins).
-//! Routes whose answers are only shown as they are (policy, plugins list, replay) are
-//! called with `get_json`/`put_json`/... and need no method here.
+//! Routes whose answers are only shown as they are (policy, plugins list, replay) have their
+//! methods in `policy_routes.rs`.
 //!
 //! Owns the paths and answer types of those calls. Does not own the transport or errors
 //! (`client`).
@@ -199,8 +199,13 @@ impl Client {
         Self::decode(path, self.post_bytes_json(path, bytes)?)
     }
 
-    /// `GET {path}` of `/v1/accounting?...` (see the CLI's `accounting_cli::query_path`).
-    pub fn accounting(&self, path: &str) -> Result<AccountingReport> {
-        self.get(path)
+    /// `GET /v1/accounting?{query}` (the query as the CLI's `accounting_cli::query` builds it).
+    pub fn accounting(&self, query: &str) -> Result<AccountingReport> {
+        self.get(&format!("/v1/accounting?{query}"))
+    }
+
+    /// `GET /v1/accounting?{query}` as JSON, as the daemon wrote it (`--json`).
+    pub fn accounting_json(&self, query: &str) -> Result<serde_json::Value> {
+        self.get_json(&format!("/v1/accounting?{query}"))
     }
 }

@@ -8,6 +8,7 @@
 //! (the scheduler holds, signals and restarts) or `#SBATCH` scripts (`sbatch`).
 
 use crate::model::FieldError;
+use crate::model::service_rollout::MAX_REPLICAS;
 use serde::{Deserialize, Serialize};
 
 /// Most members of one array.
@@ -323,9 +324,6 @@ pub struct ServiceSpec {
 fn is_zero(n: &u32) -> bool {
     *n == 0
 }
-
-/// Most replicas of one service.
-pub const MAX_REPLICAS: u32 = 64;
 
 impl ServiceSpec {
     /// Longest back-off, with the default applied.

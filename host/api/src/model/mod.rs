@@ -1,6 +1,6 @@
 //! The job model: what a user submits ([`JobSpec`]), what the daemon keeps about each job
 //! ([`JobRecord`], also the API's view of a job), and the validation of a submission with
-//! errors that name the offending field. The daemon re-exports it as `gantry::model`.
+//! errors that name the offending field. The daemon, CLI and simulator use it as `gantry_api::model`.
 //!
 //! Owns: field limits and defaults. Does not own scheduling (the engine), storage or the
 //! daemon's `[execution]` settings.

@@ -8,10 +8,13 @@
 //! Owns: these types and their validation, with errors naming the field. Does not own
 //! acting on them (`host/daemon/src/scheduler/service_rollout.rs`, the daemon's autoscaler).
 
-use super::job_options::MAX_REPLICAS;
 use super::{FieldError, JobSpec};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+
+/// Most replicas of one service (also the bound of a rollout's surge and of the
+/// autoscaler's steps).
+pub const MAX_REPLICAS: u32 = 64;
 
 fn bad(field: impl Into<String>, message: impl Into<String>) -> FieldError {
     FieldError {

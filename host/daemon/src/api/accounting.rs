@@ -15,13 +15,14 @@
 
 use super::blocking;
 use super::error::ApiError;
-use crate::auth::{Caller, Denied, Role};
-use crate::scheduler::Scheduler;
-use crate::store::{AccountingFilter, AccountingRecord};
+use crate::auth::{Caller, Denied};
+use crate::scheduler::Admin;
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 pub use gantry_api::accounting::{AccountingReport, Totals};
+use gantry_config::auth::Role;
+use gantry_store::{AccountingFilter, AccountingRecord};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
@@ -156,7 +157,7 @@ fn filter(q: AccountingQuery, caller: &Caller) -> Result<AccountingFilter, ApiEr
 }
 
 pub(super) async fn list(
-    State(s): State<Scheduler>,
+    State(s): State<Admin>,
     caller: Caller,
     q: Result<Query<AccountingQuery>, QueryRejection>,
 ) -> Result<Json<AccountingReport>, ApiError> {

@@ -9,12 +9,13 @@
 use super::blocking;
 use super::error::ApiError;
 use super::jobs::query;
-use crate::auth::{Caller, Role};
-use crate::scheduler::Scheduler;
+use crate::auth::Caller;
+use crate::scheduler::Admin;
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::response::IntoResponse;
+use gantry_config::auth::Role;
 
 /// The query of `POST /v1/admin/gc`.
 #[derive(Debug, Default, serde::Deserialize)]
@@ -25,7 +26,7 @@ pub(super) struct GcQuery {
 }
 
 pub(super) async fn gc(
-    State(s): State<Scheduler>,
+    State(s): State<Admin>,
     caller: Caller,
     q: Result<Query<GcQuery>, QueryRejection>,
     // Read (and ignore) a body, so a client that sends one keeps a usable connection.

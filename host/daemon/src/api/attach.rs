@@ -16,9 +16,7 @@ use super::error::ApiError;
 use super::jobs::{JobId, owned_job, query};
 use super::streams::StreamGate;
 use crate::auth::Caller;
-use crate::job_options::WarnSignal;
-use crate::model::{JobRecord, JobState};
-use crate::scheduler::Scheduler;
+use crate::scheduler::Jobs;
 use crate::scheduler::signal_ops::SignalError;
 use axum::Json;
 use axum::body::{Body, Bytes};
@@ -26,6 +24,8 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
+use gantry_api::model::job_options::WarnSignal;
+use gantry_api::model::{JobRecord, JobState};
 use gantry_contract::JobKind;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -61,7 +61,7 @@ pub(super) struct SignalBody {
 }
 
 pub(super) async fn attach(
-    State(s): State<Scheduler>,
+    State(s): State<Jobs>,
     caller: Caller,
     JobId(id): JobId,
     q: Result<Query<AttachQuery>, QueryRejection>,
@@ -92,7 +92,7 @@ pub(super) async fn attach(
 }
 
 pub(super) async fn signal(
-    State(s): State<Scheduler>,
+    State(s): State<Jobs>,
     caller: Caller,
     JobId(id): JobId,
     JsonBody(body): JsonBody,
@@ -105,7 +105,7 @@ pub(super) async fn signal(
     }
     .number()
     .map_err(|m| ApiError::field("invalid-field", "signal", m))?;
-    let sent = blocking(move || s.signal_job(id, number))
+    let sent = blocking(move || s.signal(id, number))
         .await?
         .map_err(|e| match e {
             SignalError::NotFound(_) => ApiError::not_found(e.to_string()),
@@ -140,7 +140,7 @@ fn state_frame(job: &JobRecord) -> Value {
 
 /// Streams job `id` to `tx` until it ends or the client goes away (then cancels it if it is
 /// interactive).
-async fn follow(s: Scheduler, id: u64, task: usize, tx: mpsc::Sender<Bytes>) {
+async fn follow(s: Jobs, id: u64, task: usize, tx: mpsc::Sender<Bytes>) {
     let mut offset = 0u64;
     // The run whose agent-held log is followed (a requeued run starts a new log there).
     let mut remote_run = None;
@@ -148,7 +148,7 @@ async fn follow(s: Scheduler, id: u64, task: usize, tx: mpsc::Sender<Bytes>) {
     let mut last_state = Value::Null;
     let mut silent = Duration::ZERO;
     let gone = loop {
-        let Some(job) = s.job(id) else { break false };
+        let Some(job) = s.get(id) else { break false };
         let poll = if job.spec.task_input() == gantry_api::task::TaskInput::None {
             POLL
         } else {
@@ -201,7 +201,7 @@ async fn follow(s: Scheduler, id: u64, task: usize, tx: mpsc::Sender<Bytes>) {
         tokio::time::sleep(poll).await;
     };
     if gone
-        && s.job(id)
+        && s.get(id)
             .is_some_and(|j| j.spec.kind == JobKind::Interactive)
     {
         tracing::info!(
@@ -232,8 +232,8 @@ async fn read_from(path: &std::path::Path, offset: &mut u64) -> Vec<u8> {
 /// Reads what was appended to a task's log on its agent since `offset` (at most 1 MiB at a
 /// time); nothing when the agent cannot be reached now (the next poll tries again).
 async fn read_remote(
-    agent: crate::cluster::agent_client::AgentClient,
-    key: crate::cluster::proto::TaskKey,
+    agent: gantry_api::agent_client::AgentClient,
+    key: gantry_api::cluster::TaskKey,
     offset: &mut u64,
 ) -> Vec<u8> {
     let from = *offset;

@@ -1,6 +1,6 @@
 //! Authentication on the HTTP side: a middleware that turns the `Authorization:
 //! Bearer <token>` header, or the kernel's word on a Unix-socket connection
-//! (`crate::local_socket::PeerCred`), into a [`Caller`] (401 when tokens are configured and
+//! (`gantry_http::local_socket::PeerCred`), into a [`Caller`] (401 when tokens are configured and
 //! a TCP request has none or an unknown one), the extractor handlers take it with, and the
 //! 403 mapping of a [`Denied`].
 //!
@@ -14,12 +14,12 @@
 
 use super::error::ApiError;
 use crate::auth::{Caller, Denied, Tokens};
-use crate::local_socket::PeerCred;
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use gantry_http::local_socket::PeerCred;
 
 /// Paths anyone may call, token or not.
 pub const OPEN_PATHS: [&str; 2] = ["/v1/health", "/metrics"];

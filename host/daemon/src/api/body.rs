@@ -10,7 +10,7 @@
 //! levels; deeper is a 400 naming `body`).
 //!
 //! Owns: reading and parsing. Does not own field ranges (`JobSpec::validate`) or the
-//! pipeline's checks (`crate::policy`).
+//! pipeline's checks (`gantry_policy`).
 
 use super::error::ApiError;
 use axum::body::{Body, Bytes, HttpBody};
@@ -67,10 +67,10 @@ pub async fn read_limited(
 }
 
 /// The error for a body that could not be read: 408 when it stalled (no byte for the
-/// connection's idle timeout, `crate::http_server`), else 400; both name `body`.
+/// connection's idle timeout, `gantry_http`), else 400; both name `body`.
 fn unreadable(e: axum::Error) -> ApiError {
     let inner = e.into_inner();
-    if let Some(stalled) = inner.downcast_ref::<crate::http_server::BodyStalled>() {
+    if let Some(stalled) = inner.downcast_ref::<gantry_http::BodyStalled>() {
         return ApiError {
             status: StatusCode::REQUEST_TIMEOUT,
             code: "body-timeout",
@@ -134,4 +134,49 @@ pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
             msg,
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::parse_json;
+    use gantry_api::model::JobSpec;
+    use gantry_policy::PipelineSpec;
+
+    fn field_of<T: serde::de::DeserializeOwned + std::fmt::Debug>(body: &str) -> String {
+        parse_json::<T>(body.as_bytes())
+            .unwrap_err()
+            .field
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let job = |s: &str| field_of::<JobSpec>(s);
+        assert_eq!(job(r#"{"argv":["x"],"kind":"nightly"}"#), "kind");
+        assert_eq!(job(r#"{"argv":["x"],"tier":99999999999}"#), "tier");
+        assert_eq!(job(r#"{"argv":["x"],"time_limit_s":-1}"#), "time_limit_s");
+        assert_eq!(
+            job(r#"{"argv":["x"],"tasks":[{"count":1},{"gpus":-1}]}"#),
+            "tasks[1].gpus"
+        );
+        assert_eq!(
+            job(r#"{"argv":["x"],"tasks":[{"colour":1}]}"#),
+            "tasks[0].colour"
+        );
+        assert_eq!(job(r#"{"argv":[1]}"#), "argv[0]");
+        assert_eq!(job(r#"{"argv":["x"],"env":{"A":3}}"#), "env.A");
+        assert_eq!(job(r#"{"argv":["x"],"colour":"blue"}"#), "colour");
+        assert_eq!(job(r#"{"argv":["x"],"name":"#), "body");
+        assert_eq!(
+            job(&format!("{}{}", "[".repeat(10_000), "]".repeat(10_000))),
+            "body"
+        );
+        let pipe = |s: &str| field_of::<PipelineSpec>(s);
+        assert_eq!(pipe(r#"{"priority":[{"plugin":"fifo"}]}"#), "placement");
+        assert_eq!(
+            pipe(r#"{"priority":[{}],"placement":{"plugin":"x"}}"#),
+            "priority[0].plugin"
+        );
+    }
 }

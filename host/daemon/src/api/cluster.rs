@@ -8,25 +8,24 @@
 //! off there).
 //!
 //! Owns: the route's checks and status mapping. Does not own what a heartbeat does
-//! (`scheduler::remote`) or the wire types (`cluster::proto`).
+//! (`scheduler::remote`) or the wire types (`gantry_api::cluster`).
 
 use super::body::read_limited;
-use crate::cluster::proto::{
-    HEARTBEAT_PATH, Heartbeat, PROTOCOL_VERSION, ProtoError, token_matches,
-};
-use crate::scheduler::{HeartbeatError, Scheduler};
+use crate::scheduler::{Controller, HeartbeatError, Nodes};
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
+use gantry_api::cluster::{HEARTBEAT_PATH, Heartbeat, PROTOCOL_VERSION, ProtoError};
+use gantry_api::cluster_token::token_matches;
 
 /// Largest heartbeat body (an agent with many tasks and ends), bytes.
 const MAX_HEARTBEAT: usize = 8 << 20;
 
 /// The agents' routes.
-pub(super) fn routes() -> Router<Scheduler> {
+pub(super) fn routes() -> Router<Controller> {
     Router::new().route(HEARTBEAT_PATH, post(heartbeat))
 }
 
@@ -38,7 +37,7 @@ fn refuse(status: StatusCode, error: String, field: Option<&str>) -> Response {
     (status, Json(body)).into_response()
 }
 
-async fn heartbeat(State(s): State<Scheduler>, headers: HeaderMap, body: Body) -> Response {
+async fn heartbeat(State(s): State<Nodes>, headers: HeaderMap, body: Body) -> Response {
     let given = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());

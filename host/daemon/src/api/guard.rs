@@ -1,4 +1,4 @@
-//! The API's first layer: the checks of `http_server::checks` (Host against DNS
+//! The API's first layer: the checks of `gantry_http::checks` (Host against DNS
 //! rebinding, Origin against cross-site pages, Content-Type against cross-site forms), with
 //! refusals in the API's error shape (`{"error": {"code", "message", "field"}}`): 421
 //! naming `host`, 403 naming `origin`, 415 naming `content-type`.
@@ -10,13 +10,13 @@
 //! body is JSON.
 //!
 //! Owns: which paths take which body and the API-shaped refusal. Does not own the rules
-//! (`http_server::checks`, `http_server::host`).
+//! (`gantry_http::checks`, `gantry_http::host`).
 
 use super::error::ApiError;
-use crate::http_server::checks::{BodyKind, check};
 use axum::extract::Request;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use gantry_http::checks::{BodyKind, check};
 
 /// What a path's request body is.
 fn body_kind(path: &str) -> BodyKind {

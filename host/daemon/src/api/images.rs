@@ -7,12 +7,12 @@
 //! Owns: this route. Does not own the cache (`gantry_node::container::cache`).
 
 use super::error::ApiError;
-use crate::scheduler::Scheduler;
+use crate::scheduler::Nodes;
 use axum::Json;
 use axum::extract::State;
 use serde_json::{Value, json};
 
-pub(super) async fn list(State(s): State<Scheduler>) -> Result<Json<Value>, ApiError> {
+pub(super) async fn list(State(s): State<Nodes>) -> Result<Json<Value>, ApiError> {
     let (local, agents) = tokio::task::spawn_blocking(move || s.cached_images())
         .await
         .map_err(ApiError::internal)?;

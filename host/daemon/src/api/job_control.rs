@@ -10,14 +10,15 @@ use super::blocking;
 use super::body::{JsonBody, parse_json};
 use super::error::ApiError;
 use super::jobs::{JobId, owned_job};
-use crate::auth::{Caller, Role};
-use crate::job_options::Dependency;
-use crate::model::HoldRole;
-use crate::scheduler::{ControlError, JobUpdate, Scheduler};
+use crate::auth::Caller;
+use crate::scheduler::{ControlError, JobUpdate, Jobs};
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
+use gantry_api::model::HoldRole;
+use gantry_api::model::job_options::Dependency;
+use gantry_config::auth::Role;
 use serde::Deserialize;
 
 /// The body of `PATCH /v1/jobs/{id}`: what to change of a pending job; a field left out
@@ -68,7 +69,7 @@ fn hold_role(caller: &Caller) -> HoldRole {
 }
 
 pub(super) async fn hold(
-    State(s): State<Scheduler>,
+    State(s): State<Jobs>,
     caller: Caller,
     JobId(id): JobId,
     _body: axum::body::Bytes,
@@ -83,7 +84,7 @@ pub(super) async fn hold(
 }
 
 pub(super) async fn release(
-    State(s): State<Scheduler>,
+    State(s): State<Jobs>,
     caller: Caller,
     JobId(id): JobId,
     _body: axum::body::Bytes,
@@ -97,7 +98,7 @@ pub(super) async fn release(
 }
 
 pub(super) async fn update(
-    State(s): State<Scheduler>,
+    State(s): State<Jobs>,
     caller: Caller,
     JobId(id): JobId,
     JsonBody(body): JsonBody,

@@ -12,14 +12,14 @@ use super::body::{JsonBody, parse_json};
 use super::error::ApiError;
 use super::jobs::{JobId, owned_job};
 use crate::auth::Caller;
-use crate::model::TtySize;
-use crate::scheduler::Scheduler;
+use crate::scheduler::Jobs;
 use crate::scheduler::job_input::{InputRequest, InputSendError};
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use base64::Engine;
+use gantry_api::model::TtySize;
 use serde::Deserialize;
 use serde_json::json;
 
@@ -59,7 +59,7 @@ fn refused(e: InputSendError) -> ApiError {
 }
 
 pub(super) async fn input(
-    State(s): State<Scheduler>,
+    State(s): State<Jobs>,
     caller: Caller,
     JobId(id): JobId,
     JsonBody(body): JsonBody,

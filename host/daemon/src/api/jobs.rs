@@ -9,16 +9,16 @@ use super::blocking;
 use super::body::{JsonBody, parse_json};
 use super::error::ApiError;
 use crate::auth::Caller;
-use crate::model::{JobRecord, JobSpec};
 use crate::scheduler::jobs_api::{CancelError, SubmitError};
 use crate::scheduler::service_sets::SERVICE_LABEL;
-use crate::scheduler::{JobQuery, Scheduler};
+use crate::scheduler::{Admin, JobQuery, Jobs, Nodes};
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{FromRequestParts, Path, Query, State};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::response::IntoResponse;
+use gantry_api::model::{JobRecord, JobSpec};
 
 /// The `{id}` of a job route: a 400 naming `id` for anything but an integer (a path that
 /// is not UTF-8 included, which axum's `Path` would answer in plain text).
@@ -56,13 +56,13 @@ pub(super) async fn path_id<S: Send + Sync>(
 
 /// Job `id`, if `caller` may `what` it (its owner, an operator or an admin).
 pub(super) fn owned_job(
-    s: &Scheduler,
+    s: &Jobs,
     caller: &Caller,
     id: u64,
     what: &str,
 ) -> Result<JobRecord, ApiError> {
     let job = s
-        .job(id)
+        .get(id)
         .ok_or_else(|| ApiError::not_found(format!("job {id} does not exist")))?;
     caller.require_owner(&job.spec.user, what)?;
     Ok(job)
@@ -74,7 +74,7 @@ pub(super) fn query<T>(q: Result<Query<T>, QueryRejection>) -> Result<T, ApiErro
 }
 
 pub(super) async fn submit(
-    State(s): State<Scheduler>,
+    State(s): State<Jobs>,
     caller: Caller,
     JsonBody(body): JsonBody,
 ) -> Result<impl IntoResponse, ApiError> {
@@ -147,7 +147,7 @@ fn page_limit(asked: Option<usize>) -> usize {
 #[derive(Debug, Default, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct ListQuery {
-    state: Option<crate::model::JobState>,
+    state: Option<gantry_api::model::JobState>,
     user: Option<String>,
     account: Option<String>,
     queue: Option<String>,
@@ -185,12 +185,12 @@ impl ListQuery {
 /// A page of jobs, newest first, from memory and history. `X-Next-After`, when present, is
 /// the `after` that reads the next page.
 pub(super) async fn list(
-    State(s): State<Scheduler>,
+    State(s): State<Jobs>,
     caller: Caller,
     q: Result<Query<ListQuery>, QueryRejection>,
 ) -> Result<impl IntoResponse, ApiError> {
     let (q, limit) = query(q)?.filter()?;
-    let page = blocking(move || s.jobs(&q, limit))
+    let page = blocking(move || s.list(&q, limit))
         .await?
         .map_err(ApiError::internal)?;
     let mut jobs = page.jobs;
@@ -204,19 +204,19 @@ pub(super) async fn list(
 }
 
 pub(super) async fn get_one(
-    State(s): State<Scheduler>,
+    State(s): State<Jobs>,
     caller: Caller,
     JobId(id): JobId,
 ) -> Result<impl IntoResponse, ApiError> {
     let mut job = s
-        .job(id)
+        .get(id)
         .ok_or_else(|| ApiError::not_found(format!("job {id} does not exist")))?;
     super::redact::redact(&caller, &mut job);
     Ok(Json(job))
 }
 
 pub(super) async fn cancel(
-    State(s): State<Scheduler>,
+    State(s): State<Jobs>,
     caller: Caller,
     JobId(id): JobId,
     // Read (and ignore) a body, so a client that sends one keeps a usable connection.
@@ -233,7 +233,7 @@ pub(super) async fn cancel(
 }
 
 pub(super) async fn events(
-    State(s): State<Scheduler>,
+    State(s): State<Jobs>,
     caller: Caller,
     JobId(id): JobId,
 ) -> Result<impl IntoResponse, ApiError> {
@@ -244,12 +244,12 @@ pub(super) async fn events(
         .map_err(ApiError::internal)
 }
 
-pub(super) async fn nodes(State(s): State<Scheduler>) -> impl IntoResponse {
-    Json(s.nodes())
+pub(super) async fn nodes(State(s): State<Nodes>) -> impl IntoResponse {
+    Json(s.list())
 }
 
 pub(super) async fn decisions(
-    State(s): State<Scheduler>,
+    State(s): State<Jobs>,
     caller: Caller,
     JobId(id): JobId,
 ) -> Result<impl IntoResponse, ApiError> {
@@ -257,7 +257,7 @@ pub(super) async fn decisions(
     Ok(Json(s.decisions(id)))
 }
 
-pub(super) async fn metrics(State(s): State<Scheduler>) -> impl IntoResponse {
+pub(super) async fn metrics(State(s): State<Admin>) -> impl IntoResponse {
     (
         [(
             axum::http::header::CONTENT_TYPE,

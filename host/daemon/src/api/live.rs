@@ -21,7 +21,7 @@ use super::error::ApiError;
 use super::jobs::{JobId, owned_job};
 use super::streams::StreamGate;
 use crate::auth::Caller;
-use crate::scheduler::Scheduler;
+use crate::scheduler::{Admin, Controller, Jobs};
 use axum::Json;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
@@ -74,13 +74,13 @@ pub(super) async fn whoami(caller: Caller) -> impl IntoResponse {
 /// `trace_id` is null when no OTLP endpoint is configured or the job's trace began
 /// before this daemon process started.
 pub(super) async fn trace(
-    State(s): State<Scheduler>,
+    State(s): State<Jobs>,
     caller: Caller,
     JobId(id): JobId,
 ) -> Result<impl IntoResponse, ApiError> {
     owned_job(&s, &caller, id, "reading a job's trace id")?;
-    let trace_id = crate::telemetry::job_trace_id(id);
-    let exporting = crate::telemetry::job_traces_enabled();
+    let trace_id = gantry_telemetry::job_trace_id(id);
+    let exporting = gantry_telemetry::job_traces_enabled();
     Ok(Json(
         json!({"job": id, "trace_id": trace_id, "exporting": exporting}),
     ))
@@ -91,15 +91,15 @@ pub(super) async fn trace(
 /// half-life since they ended, plus running tasks in full; `share` of the total), most
 /// used first. A `user` token sees its own user and accounts only (as in accounting);
 /// the total is the cluster's either way.
-pub(super) async fn fairshare(State(s): State<Scheduler>, caller: Caller) -> impl IntoResponse {
+pub(super) async fn fairshare(State(s): State<Admin>, caller: Caller) -> impl IntoResponse {
     let now = crate::scheduler::now_ms();
     let (users, accounts) = s.usage_at(now);
     let total: f64 = users.values().sum();
     let sees = |name: &str, accounts_too: bool| match &caller {
-        Caller::Token(id) if id.role < crate::auth::Role::Operator => {
+        Caller::Token(id) if id.role < gantry_config::auth::Role::Operator => {
             id.user == name || (accounts_too && id.accounts.iter().any(|a| a == name))
         }
-        Caller::Open(role) if *role < crate::auth::Role::Operator => {
+        Caller::Open(role) if *role < gantry_config::auth::Role::Operator => {
             name == crate::auth::ANONYMOUS_USER
         }
         _ => true,
@@ -133,17 +133,18 @@ fn hash_of(value: impl Hash) -> u64 {
 }
 
 /// One fingerprint per entry of [`PARTS`].
-fn fingerprints(s: &Scheduler) -> [u64; 4] {
-    let changed = s.change_fingerprint();
+fn fingerprints(s: &Controller) -> [u64; 4] {
+    let changed = s.admin().change_fingerprint();
     let (jobs, faults) = (changed.jobs, changed.faults);
-    let nodes = hash_of(serde_json::to_vec(&s.nodes()).unwrap_or_default());
+    let nodes = hash_of(serde_json::to_vec(&s.nodes().list()).unwrap_or_default());
     let policy = {
-        let view = s.policy();
+        let policy = s.policy();
+        let view = policy.view();
         hash_of((
             view.active.version,
             view.quarantined,
-            s.policy_history().len(),
-            serde_json::to_vec(&s.shadow()).unwrap_or_default(),
+            policy.history().len(),
+            serde_json::to_vec(&policy.shadow()).unwrap_or_default(),
         ))
     };
     [jobs, nodes, policy, faults]
@@ -185,7 +186,7 @@ pub(super) fn event_schema() -> serde_json::Value {
 /// (naming every part), then one whenever a part changes; 429 when the caller has its
 /// limit of streams open (`streams.rs`).
 pub(super) async fn stream(
-    State(s): State<Scheduler>,
+    State(s): State<Controller>,
     gate: StreamGate,
 ) -> Result<impl IntoResponse, ApiError> {
     let slot = gate.open()?;
@@ -207,7 +208,7 @@ pub(super) async fn stream(
 }
 
 /// Sends an event whenever a fingerprint changes, until the client goes away.
-async fn watch(s: Scheduler, tx: mpsc::Sender<Bytes>) {
+async fn watch(s: Controller, tx: mpsc::Sender<Bytes>) {
     let mut last: Option<[u64; 4]> = None;
     let mut sent = 0u64;
     let mut silent = Duration::ZERO;
@@ -224,7 +225,7 @@ async fn watch(s: Scheduler, tx: mpsc::Sender<Bytes>) {
             .collect();
         let frame = if !changed.is_empty() {
             sent += 1;
-            let cycle = s.change_fingerprint().cycle;
+            let cycle = s.admin().change_fingerprint().cycle;
             Some(event(sent, cycle, &changed))
         } else if silent >= KEEP_ALIVE {
             Some(Bytes::from_static(b": keep-alive\n\n"))

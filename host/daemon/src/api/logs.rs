@@ -23,7 +23,7 @@ use super::blocking;
 use super::error::ApiError;
 use super::jobs::{JobId, owned_job, query};
 use crate::auth::Caller;
-use crate::scheduler::Scheduler;
+use crate::scheduler::Jobs;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::{HeaderName, HeaderValue, header};
@@ -96,8 +96,8 @@ fn read_local(path: &Path, offset: Option<u64>, limit: Option<u64>) -> std::io::
 /// Reads up to `limit` bytes from `offset` of a task's log on its agent, a few MiB at a
 /// time; the text of the failure when the agent cannot be reached.
 fn read_remote(
-    agent: &crate::cluster::agent_client::AgentClient,
-    key: crate::cluster::proto::TaskKey,
+    agent: &gantry_api::agent_client::AgentClient,
+    key: gantry_api::cluster::TaskKey,
     offset: u64,
     limit: u64,
 ) -> Result<Piece, String> {
@@ -138,7 +138,7 @@ fn answer(piece: Piece) -> Response {
 }
 
 pub(super) async fn logs(
-    State(s): State<Scheduler>,
+    State(s): State<Jobs>,
     caller: Caller,
     JobId(id): JobId,
     q: Result<Query<LogQuery>, QueryRejection>,

@@ -45,15 +45,19 @@ pub use body::{MAX_JSON_BODY, parse_json};
 pub use error::ApiError;
 
 use crate::auth::Tokens;
-use crate::scheduler::Scheduler;
+use crate::scheduler::Controller;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 
 /// All routes (`routes.rs`), behind the token check (`tokens` empty: no authentication),
 /// then the dashboard's files and the agents' heartbeats.
-pub fn router(scheduler: Scheduler, tokens: Tokens) -> Router {
-    let http = &scheduler.config().http;
-    let streams = streams::StreamSlots::new(http.max_streams_per_caller, http.caller_prefixes());
+pub fn router(controller: Controller, tokens: Tokens) -> Router {
+    let admin = controller.admin();
+    let http = &admin.config().http;
+    let streams = streams::StreamSlots::new(
+        http.max_streams_per_caller,
+        gantry_http::limits::CallerPrefixes::of(http),
+    );
     let mut api = Router::new();
     for route in routes::all() {
         // Methods of one path merge into one route.
@@ -74,7 +78,7 @@ pub fn router(scheduler: Scheduler, tokens: Tokens) -> Router {
     // Host, Origin and Content-Type checks before anything else (`guard.rs`).
     .layer(axum::middleware::from_fn(guard::guard))
     .layer(axum::Extension(streams))
-    .with_state(scheduler)
+    .with_state(controller)
 }
 
 /// Runs blocking scheduler work off the async threads.

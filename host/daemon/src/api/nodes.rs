@@ -10,14 +10,15 @@
 use super::blocking;
 use super::body::{JsonBody, parse_json};
 use super::error::ApiError;
-use crate::auth::{Caller, Role};
-use crate::scheduler::Scheduler;
+use crate::auth::Caller;
+use crate::scheduler::Nodes;
 use crate::scheduler::nodes::NodeOpError;
 use axum::Json;
 use axum::extract::{FromRequestParts, Path, State};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::response::IntoResponse;
+use gantry_config::auth::Role;
 use serde::Deserialize;
 
 /// The `{name}` of a node route (a 400 naming `name` when it cannot be read, instead
@@ -72,7 +73,7 @@ fn op_error(e: NodeOpError) -> ApiError {
 }
 
 pub(super) async fn drain(
-    State(s): State<Scheduler>,
+    State(s): State<Nodes>,
     caller: Caller,
     NodeName(name): NodeName,
     JsonBody(body): JsonBody,
@@ -88,21 +89,21 @@ pub(super) async fn drain(
 
 /// `DELETE /v1/nodes/{name}`: forgets a node that is down (operator).
 pub(super) async fn forget(
-    State(s): State<Scheduler>,
+    State(s): State<Nodes>,
     caller: Caller,
     NodeName(name): NodeName,
 ) -> Result<impl IntoResponse, ApiError> {
     caller.require(Role::Operator, "removing a node")?;
     let by = who(&caller);
     let asked = name.clone();
-    blocking(move || s.forget_node(&name, &by))
+    blocking(move || s.forget(&name, &by))
         .await?
         .map_err(op_error)?;
     Ok(Json(serde_json::json!({"removed": asked})))
 }
 
 pub(super) async fn resume(
-    State(s): State<Scheduler>,
+    State(s): State<Nodes>,
     caller: Caller,
     NodeName(name): NodeName,
 ) -> Result<impl IntoResponse, ApiError> {

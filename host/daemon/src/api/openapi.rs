@@ -244,7 +244,7 @@ fn request_body(input: In) -> Option<Value> {
 /// A body the daemon accepts, for the bodies whose schema cannot say everything the server
 /// checks: which plugins are registered (a pipeline) or which argv runs (a job).
 fn example(schema: &str) -> Option<Value> {
-    let pipeline = || serde_json::to_value(crate::policy::default_spec()).ok();
+    let pipeline = || serde_json::to_value(gantry_policy::default_spec()).ok();
     match schema {
         "JobSpec" => Some(json!({"name": "example", "argv": ["true"]})),
         "PipelineSpec" => pipeline(),

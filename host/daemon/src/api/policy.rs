@@ -8,15 +8,16 @@
 use super::blocking;
 use super::body::{JsonBody, parse_json, read_limited};
 use super::error::ApiError;
-use crate::auth::{Caller, Role};
-use crate::policy::PipelineSpec;
-use crate::scheduler::Scheduler;
-use crate::scheduler::policy_api::PolicyOpError;
+use crate::auth::Caller;
+use crate::scheduler::Policy;
+use crate::scheduler::policy_error::PolicyOpError;
 use axum::Json;
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
+use gantry_config::auth::Role;
+use gantry_policy::PipelineSpec;
 
 fn op_error(e: PolicyOpError) -> ApiError {
     match e {
@@ -35,7 +36,7 @@ fn op_error(e: PolicyOpError) -> ApiError {
 }
 
 pub(super) async fn upload(
-    State(s): State<Scheduler>,
+    State(s): State<Policy>,
     caller: Caller,
     headers: HeaderMap,
     body: Body,
@@ -57,55 +58,55 @@ pub(super) async fn upload(
 }
 
 /// `plugins.max_upload_mib` in bytes.
-pub(super) fn max_upload_bytes(s: &Scheduler) -> usize {
-    let mib = s.config().plugins.max_upload_mib;
+pub(super) fn max_upload_bytes(s: &Policy) -> usize {
+    let mib = s.max_upload_mib();
     usize::try_from(mib.saturating_mul(1 << 20)).unwrap_or(usize::MAX)
 }
 
-pub(super) async fn list_plugins(State(s): State<Scheduler>) -> impl IntoResponse {
+pub(super) async fn list_plugins(State(s): State<Policy>) -> impl IntoResponse {
     Json(s.plugins())
 }
 
-pub(super) async fn show(State(s): State<Scheduler>) -> impl IntoResponse {
-    Json(s.policy())
+pub(super) async fn show(State(s): State<Policy>) -> impl IntoResponse {
+    Json(s.view())
 }
 
 pub(super) async fn set(
-    State(s): State<Scheduler>,
+    State(s): State<Policy>,
     caller: Caller,
     JsonBody(body): JsonBody,
 ) -> Result<impl IntoResponse, ApiError> {
     caller.require(Role::Admin, "changing the pipeline")?;
     let spec: PipelineSpec = parse_json(&body)?;
     let by = super::live::caller_user(&caller);
-    blocking(move || s.set_policy(spec, &by))
+    blocking(move || s.set(spec, &by))
         .await?
         .map(Json)
         .map_err(op_error)
 }
 
 pub(super) async fn rollback(
-    State(s): State<Scheduler>,
+    State(s): State<Policy>,
     caller: Caller,
 ) -> Result<impl IntoResponse, ApiError> {
     caller.require(Role::Admin, "rolling back the pipeline")?;
     let by = super::live::caller_user(&caller);
-    blocking(move || s.rollback_policy(&by))
+    blocking(move || s.rollback(&by))
         .await?
         .map(Json)
         .map_err(op_error)
 }
 
-pub(super) async fn history(State(s): State<Scheduler>) -> impl IntoResponse {
-    Json(s.policy_history())
+pub(super) async fn history(State(s): State<Policy>) -> impl IntoResponse {
+    Json(s.history())
 }
 
-pub(super) async fn faults(State(s): State<Scheduler>) -> impl IntoResponse {
+pub(super) async fn faults(State(s): State<Policy>) -> impl IntoResponse {
     Json(s.faults())
 }
 
 pub(super) async fn set_shadow(
-    State(s): State<Scheduler>,
+    State(s): State<Policy>,
     caller: Caller,
     JsonBody(body): JsonBody,
 ) -> Result<impl IntoResponse, ApiError> {
@@ -117,14 +118,14 @@ pub(super) async fn set_shadow(
         .map_err(op_error)
 }
 
-pub(super) async fn shadow(State(s): State<Scheduler>) -> Result<impl IntoResponse, ApiError> {
+pub(super) async fn shadow(State(s): State<Policy>) -> Result<impl IntoResponse, ApiError> {
     s.shadow().map(Json).ok_or_else(|| {
         ApiError::not_found("no shadow pipeline is set; PUT /v1/policy/shadow to start one")
     })
 }
 
 pub(super) async fn clear_shadow(
-    State(s): State<Scheduler>,
+    State(s): State<Policy>,
     caller: Caller,
 ) -> Result<impl IntoResponse, ApiError> {
     caller.require(Role::Admin, "clearing the shadow pipeline")?;
@@ -149,7 +150,7 @@ fn default_since() -> u64 {
 }
 
 pub(super) async fn replay(
-    State(s): State<Scheduler>,
+    State(s): State<Policy>,
     caller: Caller,
     JsonBody(body): JsonBody,
 ) -> Result<impl IntoResponse, ApiError> {

@@ -11,8 +11,9 @@
 //!
 //! Owns: the redaction. Does not own who may act on a job (`crate::auth`).
 
-use crate::auth::{ANONYMOUS_USER, Caller, Role};
-use crate::model::{JobRecord, JobSpec, ServiceHealth, TaskRecord};
+use crate::auth::{ANONYMOUS_USER, Caller};
+use gantry_api::model::{JobRecord, JobSpec, ServiceHealth, TaskRecord};
+use gantry_config::auth::Role;
 
 /// What stands in for a hidden `argv` or `script`.
 const HIDDEN: &str = "(hidden: another user's job)";
@@ -32,7 +33,7 @@ pub(super) fn redact(caller: &Caller, job: &mut JobRecord) {
 
 /// Hides the private fields of a replicated service's template (its replicas' job spec)
 /// from `caller` as [`redact`] would those of one of its replicas.
-pub(super) fn redact_service(caller: &Caller, service: &mut crate::model::ServiceView) {
+pub(super) fn redact_service(caller: &Caller, service: &mut gantry_api::model::ServiceView) {
     let record = &mut service.service;
     let templates = std::iter::once(&mut record.template)
         .chain(record.history.iter_mut().map(|h| &mut h.template));

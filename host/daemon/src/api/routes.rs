@@ -10,7 +10,7 @@ use super::{
     accounting, admin, attach, images, job_control, job_input, jobs, live, logs, nodes, openapi,
     policy, services,
 };
-use crate::scheduler::Scheduler;
+use crate::scheduler::{Admin, Controller};
 use axum::Json;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::handler::Handler;
@@ -25,7 +25,7 @@ pub(super) struct Route {
     /// The path, with `{param}` segments.
     pub(super) path: &'static str,
     /// The handler.
-    pub(super) router: MethodRouter<Scheduler>,
+    pub(super) router: MethodRouter<Controller>,
 }
 
 impl Route {
@@ -40,7 +40,7 @@ impl Route {
 
 fn at<H, T>(method: &'static str, filter: MethodFilter, path: &'static str, h: H) -> Route
 where
-    H: Handler<T, Scheduler>,
+    H: Handler<T, Controller>,
     T: 'static,
 {
     Route {
@@ -50,28 +50,28 @@ where
     }
 }
 
-fn get<H: Handler<T, Scheduler>, T: 'static>(path: &'static str, h: H) -> Route {
+fn get<H: Handler<T, Controller>, T: 'static>(path: &'static str, h: H) -> Route {
     at("get", MethodFilter::GET, path, h)
 }
 
-fn post<H: Handler<T, Scheduler>, T: 'static>(path: &'static str, h: H) -> Route {
+fn post<H: Handler<T, Controller>, T: 'static>(path: &'static str, h: H) -> Route {
     at("post", MethodFilter::POST, path, h)
 }
 
-fn put<H: Handler<T, Scheduler>, T: 'static>(path: &'static str, h: H) -> Route {
+fn put<H: Handler<T, Controller>, T: 'static>(path: &'static str, h: H) -> Route {
     at("put", MethodFilter::PUT, path, h)
 }
 
-fn delete<H: Handler<T, Scheduler>, T: 'static>(path: &'static str, h: H) -> Route {
+fn delete<H: Handler<T, Controller>, T: 'static>(path: &'static str, h: H) -> Route {
     at("delete", MethodFilter::DELETE, path, h)
 }
 
-fn patch<H: Handler<T, Scheduler>, T: 'static>(path: &'static str, h: H) -> Route {
+fn patch<H: Handler<T, Controller>, T: 'static>(path: &'static str, h: H) -> Route {
     at("patch", MethodFilter::PATCH, path, h)
 }
 
 /// `GET /v1/health`: liveness, the node's isolation and where state and history live.
-async fn health(State(s): State<Scheduler>) -> Json<serde_json::Value> {
+async fn health(State(s): State<Admin>) -> Json<serde_json::Value> {
     Json(serde_json::json!({
         "status": "ok",
         "isolation": s.isolation(),

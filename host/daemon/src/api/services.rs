@@ -15,14 +15,14 @@ use super::error::ApiError;
 use super::jobs::submit_error;
 use super::redact::redact_service;
 use crate::auth::Caller;
-use crate::model::{JobSpec, RollbackRequest, ScaleRequest, ServiceRecord, UpdateRequest};
-use crate::scheduler::Scheduler;
+use crate::scheduler::Services;
 use crate::scheduler::service_sets::ServiceError;
 use axum::Json;
 use axum::extract::{FromRequestParts, State};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::response::IntoResponse;
+use gantry_api::model::{JobSpec, RollbackRequest, ScaleRequest, ServiceRecord, UpdateRequest};
 
 /// A service id from the path.
 pub(super) struct ServiceId(u64);
@@ -62,20 +62,20 @@ fn service_error(e: ServiceError) -> ApiError {
 
 /// Service `id`, if `caller` may `what` it.
 fn owned_service(
-    s: &Scheduler,
+    s: &Services,
     caller: &Caller,
     id: u64,
     what: &str,
 ) -> Result<ServiceRecord, ApiError> {
     let service = s
-        .service(id)
+        .get(id)
         .ok_or_else(|| ApiError::not_found(format!("service {id} does not exist")))?;
     caller.require_owner(&service.template.user, what)?;
     Ok(service)
 }
 
 pub(super) async fn create(
-    State(s): State<Scheduler>,
+    State(s): State<Services>,
     caller: Caller,
     JsonBody(body): JsonBody,
 ) -> Result<impl IntoResponse, ApiError> {
@@ -87,23 +87,23 @@ pub(super) async fn create(
         .remove(crate::scheduler::service_sets::SERVICE_LABEL);
     let submitter = caller.submitter();
     let me = s.clone();
-    let created = blocking(move || me.create_service(spec, submitter))
+    let created = blocking(move || me.create(spec, submitter))
         .await?
         .map_err(service_error)?;
     crate::service_endpoint::open(&s, created.id);
-    let created = s.service(created.id).unwrap_or(created);
-    let view = blocking(move || s.service_view(created)).await?;
+    let created = s.get(created.id).unwrap_or(created);
+    let view = blocking(move || s.view(created)).await?;
     Ok((StatusCode::CREATED, Json(view)))
 }
 
 pub(super) async fn list(
-    State(s): State<Scheduler>,
+    State(s): State<Services>,
     caller: Caller,
 ) -> Result<impl IntoResponse, ApiError> {
     let mut views = blocking(move || {
-        s.services()
+        s.list()
             .into_iter()
-            .map(|svc| s.service_view(svc))
+            .map(|svc| s.view(svc))
             .collect::<Vec<_>>()
     })
     .await?;
@@ -114,58 +114,58 @@ pub(super) async fn list(
 }
 
 pub(super) async fn get_one(
-    State(s): State<Scheduler>,
+    State(s): State<Services>,
     caller: Caller,
     ServiceId(id): ServiceId,
 ) -> Result<impl IntoResponse, ApiError> {
     let service = s
-        .service(id)
+        .get(id)
         .ok_or_else(|| ApiError::not_found(format!("service {id} does not exist")))?;
-    let mut view = blocking(move || s.service_view(service)).await?;
+    let mut view = blocking(move || s.view(service)).await?;
     redact_service(&caller, &mut view);
     Ok(Json(view))
 }
 
 pub(super) async fn scale(
-    State(s): State<Scheduler>,
+    State(s): State<Services>,
     caller: Caller,
     ServiceId(id): ServiceId,
     JsonBody(body): JsonBody,
 ) -> Result<impl IntoResponse, ApiError> {
     let request: ScaleRequest = parse_json(&body)?;
-    if request.replicas > crate::model::job_options::MAX_REPLICAS {
+    if request.replicas > gantry_api::model::service_rollout::MAX_REPLICAS {
         return Err(ApiError::field(
             "invalid-field",
             "replicas",
             format!(
                 "more than {} replicas",
-                crate::model::job_options::MAX_REPLICAS
+                gantry_api::model::service_rollout::MAX_REPLICAS
             ),
         ));
     }
     owned_service(&s, &caller, id, "scaling a service")?;
     let me = s.clone();
-    let scaled = blocking(move || me.scale_service(id, request.replicas))
+    let scaled = blocking(move || me.scale(id, request.replicas))
         .await?
         .map_err(service_error)?;
-    Ok(Json(blocking(move || s.service_view(scaled)).await?))
+    Ok(Json(blocking(move || s.view(scaled)).await?))
 }
 
 pub(super) async fn stop(
-    State(s): State<Scheduler>,
+    State(s): State<Services>,
     caller: Caller,
     ServiceId(id): ServiceId,
 ) -> Result<impl IntoResponse, ApiError> {
     owned_service(&s, &caller, id, "stopping a service")?;
     let me = s.clone();
-    let stopped = blocking(move || me.stop_service(id))
+    let stopped = blocking(move || me.stop(id))
         .await?
         .map_err(service_error)?;
-    Ok(Json(blocking(move || s.service_view(stopped)).await?))
+    Ok(Json(blocking(move || s.view(stopped)).await?))
 }
 
 pub(super) async fn update(
-    State(s): State<Scheduler>,
+    State(s): State<Services>,
     caller: Caller,
     ServiceId(id): ServiceId,
     JsonBody(body): JsonBody,
@@ -188,16 +188,16 @@ pub(super) async fn update(
     }
     owned_service(&s, &caller, id, "updating a service")?;
     let me = s.clone();
-    let updated = blocking(move || me.update_service(id, request))
+    let updated = blocking(move || me.update(id, request))
         .await?
         .map_err(service_error)?;
-    let mut view = blocking(move || s.service_view(updated)).await?;
+    let mut view = blocking(move || s.view(updated)).await?;
     redact_service(&caller, &mut view);
     Ok(Json(view))
 }
 
 pub(super) async fn rollback(
-    State(s): State<Scheduler>,
+    State(s): State<Services>,
     caller: Caller,
     ServiceId(id): ServiceId,
     JsonBody(body): JsonBody,
@@ -209,21 +209,21 @@ pub(super) async fn rollback(
     };
     owned_service(&s, &caller, id, "rolling back a service")?;
     let me = s.clone();
-    let back = blocking(move || me.rollback_service(id, request.revision))
+    let back = blocking(move || me.rollback(id, request.revision))
         .await?
         .map_err(service_error)?;
-    let mut view = blocking(move || s.service_view(back)).await?;
+    let mut view = blocking(move || s.view(back)).await?;
     redact_service(&caller, &mut view);
     Ok(Json(view))
 }
 
 pub(super) async fn events(
-    State(s): State<Scheduler>,
+    State(s): State<Services>,
     caller: Caller,
     ServiceId(id): ServiceId,
 ) -> Result<impl IntoResponse, ApiError> {
     owned_service(&s, &caller, id, "reading a service's events")?;
-    blocking(move || s.service_events(id))
+    blocking(move || s.events(id))
         .await?
         .map(Json)
         .map_err(ApiError::internal)

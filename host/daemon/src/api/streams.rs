@@ -12,11 +12,11 @@
 
 use super::error::ApiError;
 use crate::auth::Caller;
-use crate::http_server::ConnInfo;
-use crate::http_server::limits::{CallerPrefixes, caller_address};
 use axum::extract::FromRequestParts;
 use axum::http::StatusCode;
 use axum::http::request::Parts;
+use gantry_http::ConnInfo;
+use gantry_http::limits::{CallerPrefixes, caller_address};
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -133,7 +133,8 @@ impl<S: Send + Sync> FromRequestParts<S> for StreamGate {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::auth::{Identity, Role};
+    use crate::auth::Identity;
+    use gantry_config::auth::Role;
 
     #[test]
     fn each_caller_has_its_own_cap_and_slots_come_back() {

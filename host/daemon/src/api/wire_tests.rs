@@ -6,13 +6,13 @@
 
 #![allow(clippy::unwrap_used)]
 
-use crate::cluster::proto::NodeLoad;
-use crate::inventory::MigDevice;
-use crate::model::{JobRecord, JobSpec};
 use crate::scheduler::jobs::Submitted;
+use crate::scheduler::node_control::{DrainRecord, GpuFault};
 use crate::scheduler::node_view::{GpuView, NodeView};
-use crate::scheduler::nodes::{DrainRecord, GpuFault};
 use crate::scheduler::policy_ops::PluginInfo;
+use gantry_api::cluster::NodeLoad;
+use gantry_api::model::{JobRecord, JobSpec};
+use gantry_node::inventory::MigDevice;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 

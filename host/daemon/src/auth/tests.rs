@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use super::*;
+use gantry_config::auth::{TokenEntry, generate_token, snippet, token_sha256};
 
 pub(crate) fn entry(
     name: &str,
@@ -226,4 +227,19 @@ fn role_names_round_trip() {
         assert_eq!(Role::parse(r.name()), Some(r));
     }
     assert_eq!(Role::parse("root"), None);
+}
+
+#[test]
+fn generated_tokens_are_random_and_the_snippet_parses_back() {
+    let a = generate_token().unwrap();
+    let b = generate_token().unwrap();
+    assert_ne!(a, b);
+    assert_eq!(a.len(), "gantry_".len() + 64);
+    let e = entry("ci \"bot\"", &a, "ci", &["ml", "infra"], Role::Operator);
+    let text = snippet(&e).unwrap();
+    assert!(text.starts_with("[[auth.tokens]]"), "{text}");
+    let config: gantry_config::Config = toml::from_str(&text).unwrap();
+    assert_eq!(config.auth.tokens, vec![e]);
+    let t = Tokens::new(&config.auth).unwrap();
+    assert_eq!(t.lookup(&a).unwrap().role, Role::Operator);
 }

@@ -16,7 +16,7 @@
 //! Owns: these decisions and their messages. Does not own the client (`gantry-store`) or
 //! the settings (`config_store.rs`).
 
-use crate::config_store::StoreConfig;
+use gantry_config::store::StoreConfig;
 use gantry_store::etcd::{Etcd, LoginError, accepts_anonymous};
 
 /// What was found.

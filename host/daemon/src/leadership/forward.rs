@@ -18,7 +18,7 @@
 //! standby's address, so the leader's per-caller limits count them as the standby's.
 //!
 //! Owns: the forwarding. Does not own who leads (`super`) or the standby's server
-//! (`crate::http_server`).
+//! (`gantry_http`).
 
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -88,7 +88,8 @@ impl Forwarder {
     fn tls(&self) -> Result<Arc<rustls::ClientConfig>, String> {
         self.tls
             .get_or_init(|| {
-                crate::tls::client_config(self.ca_cert.as_deref()).map_err(|e| e.to_string())
+                gantry_config::tls::client_config(self.ca_cert.as_deref())
+                    .map_err(|e| e.to_string())
             })
             .clone()
     }

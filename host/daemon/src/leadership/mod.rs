@@ -3,11 +3,11 @@
 //! and passes the API's other requests to the leader (`forward.rs`); the agents' routes,
 //! and everything while nobody leads, get 503 `not-leader` naming the leader's URL or why
 //! nobody leads, so agents given every controller's address move on to the leader
-//! (`agent/heartbeat.rs`). It polls the leader key and campaigns when there is none
+//! (`host/agent/src/heartbeat.rs`). It polls the leader key and campaigns when there is none
 //! (`gantry_store::election`).
 //!
 //! The leader opens the scheduler on etcd, with every write fenced by its term
-//! (`gantry_store::Fence`) and every call to an agent carrying it (`cluster::term`). A
+//! (`gantry_store::Fence`) and every call to an agent carrying it (`gantry_api::cluster_term`). A
 //! thread renews its lease every third of `store.lease_s`; when the lease has ended (the
 //! process was paused or cut off from etcd for longer) the controller steps down at once:
 //! it replaces itself with a fresh `gantry serve` of the same arguments, which comes back
@@ -28,9 +28,9 @@ mod forward;
 
 pub use forward::{FORWARDED_BY, Forwarder, LEADER};
 
-use crate::config::Config;
 use axum::Json;
 use axum::response::{IntoResponse, Response};
+use gantry_config::Config;
 use gantry_store::election::{Election, LeaderInfo, Leadership};
 use gantry_store::etcd::Etcd;
 use http::StatusCode;
@@ -162,7 +162,7 @@ pub struct StandbyServer {
     /// The API's TCP listener.
     pub listener: tokio::net::TcpListener,
     /// The API's connection limits and timeouts.
-    pub options: crate::http_server::ServeOptions,
+    pub options: gantry_http::ServeOptions,
     /// The API's request checks (Host, Origin, Content-Type), put in front of every route.
     pub guard: fn(axum::Router) -> axum::Router,
 }
@@ -177,7 +177,7 @@ pub async fn lead(
     url: String,
     cluster_ca: Option<std::path::PathBuf>,
     server: StandbyServer,
-    mut unjudged: Option<crate::config_store::StoreConfig>,
+    mut unjudged: Option<gantry_config::store::StoreConfig>,
 ) -> anyhow::Result<Option<Leading>> {
     let StandbyServer {
         listener,
@@ -196,10 +196,10 @@ pub async fn lead(
         let until = async {
             tokio::select! {
                 _ = stopped => {}
-                () = crate::http_server::shutdown() => {}
+                () = gantry_http::shutdown() => {}
             }
         };
-        if let Err(e) = crate::http_server::serve(listener, app, options, until).await {
+        if let Err(e) = gantry_http::serve(listener, app, options, until).await {
             tracing::error!("the standby's server stopped: {e}");
         }
     });
@@ -218,7 +218,7 @@ pub async fn lead(
                     });
                     tokio::select! {
                         () = tokio::time::sleep(POLL) => continue,
-                        () = crate::http_server::shutdown() => return Ok(None),
+                        () = gantry_http::shutdown() => return Ok(None),
                     }
                 }
                 etcd_trust::Verdict::Trusted | etcd_trust::Verdict::Isolated => unjudged = None,
@@ -280,7 +280,7 @@ pub async fn lead(
         }
         tokio::select! {
             () = tokio::time::sleep(POLL) => {}
-            () = crate::http_server::shutdown() => return Ok(None),
+            () = gantry_http::shutdown() => return Ok(None),
         }
     }
 }

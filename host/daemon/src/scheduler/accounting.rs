@@ -21,9 +21,9 @@
 //! storage (`store::accounting`) or the HTTP view (`api::accounting`).
 
 use super::{Scheduler, lock, now_ms};
-use crate::executor::{TaskExit, TaskUsage};
-use crate::model::JobRecord;
-use crate::store::{AccountingFilter, AccountingRecord, Store, StoreError};
+use gantry_api::model::JobRecord;
+use gantry_node::executor::{TaskExit, TaskUsage};
+use gantry_store::{AccountingFilter, AccountingRecord, Store, StoreError};
 use std::collections::BTreeMap;
 use std::sync::MutexGuard;
 
@@ -355,7 +355,7 @@ impl Scheduler {
     }
 
     /// Accounting records that pass `filter`, oldest end first.
-    pub fn accounting(
+    pub(crate) fn accounting(
         &self,
         filter: &AccountingFilter,
     ) -> Result<Vec<AccountingRecord>, StoreError> {

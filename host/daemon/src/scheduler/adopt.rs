@@ -3,10 +3,10 @@
 //! Owns: the recovery rules for jobs that were running when the daemon stopped. Does not
 //! own the executor's adoption of a single shim.
 
-use super::apply::host_reason;
-use super::transition::{self, Transition};
+use super::transition::Transition;
+use super::transition::host_reason;
 use super::{Scheduler, lock};
-use crate::model::StopCause;
+use gantry_api::model::StopCause;
 use gantry_contract::ReasonCode;
 use std::time::Duration;
 
@@ -39,7 +39,7 @@ impl Scheduler {
             .filter(|id| {
                 st.jobs
                     .get(*id)
-                    .is_none_or(|j| j.state != crate::model::JobState::Running)
+                    .is_none_or(|j| j.state != gantry_api::model::JobState::Running)
             })
             .collect();
         drop(st);
@@ -61,8 +61,8 @@ impl Scheduler {
             .filter(|(_, m)| m.agent().is_some())
             .map(|(_, m)| m.info.name.clone())
             .collect();
-        let remote = |t: &crate::model::TaskRecord| agents.contains(&t.node);
-        for mut job in st.jobs.running_mut() {
+        let remote = |t: &gantry_api::model::TaskRecord| agents.contains(&t.node);
+        for mut job in st.jobs.edit_running() {
             let since = job.start_ms.unwrap_or(0);
             let mut unlaunched = Vec::new();
             let local_count = job.tasks.iter().filter(|t| !remote(t)).count();
@@ -79,7 +79,7 @@ impl Scheduler {
                         pid,
                         "found the shim of a task whose pid was not stored"
                     );
-                    transition::apply_or_log(&mut job, Transition::TaskLaunched { task, pid });
+                    job.apply_or_log(Transition::TaskLaunched { task, pid });
                 } else if let Some(exit) = self.inner.executor.exit_since(&exit_path, since) {
                     tracing::info!(
                         job = job.id,
@@ -93,7 +93,7 @@ impl Scheduler {
                         ended_ms: None,
                         usage: None,
                     };
-                    transition::apply_or_log(&mut job, ended);
+                    job.apply_or_log(ended);
                 } else {
                     unlaunched.push(task);
                 }
@@ -106,19 +106,16 @@ impl Scheduler {
                     ReasonCode::Other,
                     "not launched before a daemon restart; requeued".into(),
                 );
-                if transition::apply_or_log(&mut job, Transition::Unlaunched { reason }) {
+                if job.apply_or_log(Transition::Unlaunched { reason }) {
                     self.event(job.id, "requeued", "not launched before a restart".into());
-                    self.persist(&job);
+                    job.write_or_log();
                     changed = true;
                     continue;
                 }
             }
             for task in unlaunched {
-                transition::apply_or_log(&mut job, Transition::task_lost(task));
-                transition::apply_or_log(
-                    &mut job,
-                    Transition::StopRequested(StopCause::GangFailed),
-                );
+                job.apply_or_log(Transition::task_lost(task));
+                job.apply_or_log(Transition::StopRequested(StopCause::GangFailed));
             }
             self.account_ended_while_down(&job);
             for (i, t) in job.tasks.iter().enumerate() {
@@ -138,7 +135,7 @@ impl Scheduler {
             if job.tasks.iter().all(|t| t.exit.is_some()) && !self.service_resumes(&mut job) {
                 self.finish(&mut job);
             }
-            self.persist(&job);
+            job.write_or_log();
             changed = true;
             tracing::info!(job = job.id, "re-attached to running job after restart");
         }

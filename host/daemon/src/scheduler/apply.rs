@@ -6,12 +6,12 @@
 //! Does not own the decisions (the engine), the launch (`launch`) nor task ends
 //! (`lifecycle`).
 
+use super::job_edit::{Annotation, JobEdit};
 use super::start_commit::{self, Started};
 use super::task_env::gpu_list;
-use super::transition::{self, StartedRun, Transition};
+use super::transition::{StartedRun, Transition};
 use super::{Scheduler, lock, now_ms};
-use crate::model::{GpuShareView, JobRecord, JobState, ReasonView, StopCause, TaskRecord};
-use gantry_contract::ReasonCode;
+use gantry_api::model::{GpuShareView, JobRecord, JobState, ReasonView, StopCause, TaskRecord};
 use gantry_engine::{CycleOutcome, StartDecision};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -28,14 +28,6 @@ impl Scheduler {
 
     pub(crate) fn exit_path(&self, id: u64, task: usize) -> PathBuf {
         self.job_dir(id).join(format!("task-{task}.exit"))
-    }
-
-    /// Writes `job`'s record. Callers hold the job table's lock while they do, so records
-    /// reach the store in the order their changes were made: a snapshot written after the
-    /// lock was let go could land after a newer one and replace it (a controller that takes
-    /// over from the store, `crate::leadership`, would then see the older state).
-    pub(crate) fn persist(&self, job: &JobRecord) {
-        super::job_table::write_record(&self.inner.store, job);
     }
 
     /// Makes state changes durable before acting on more of them (a started job must
@@ -63,16 +55,18 @@ impl Scheduler {
         let mut started = Vec::new();
         let mut placed_by = BTreeMap::new();
         for start in &outcome.starts {
-            let Some(job) = st.jobs.get_mut(start.job) else {
+            let Some(mut job) = st.jobs.edit(start.job) else {
                 continue;
             };
             if job.state != JobState::Pending {
                 continue;
             }
-            let before = job.clone();
-            if !self.mark_started(job, start) {
+            let before = job.record().clone();
+            if !self.mark_started(&mut job, start) {
                 continue;
             }
+            // Written with the cycle's other starts, in one batch (`start_commit.rs`).
+            job.leave_unwritten();
             placed_by.insert(start.job, &start.placed_by);
             started.push(Started {
                 id: start.job,
@@ -83,12 +77,12 @@ impl Scheduler {
         for id in start_commit::commit(&self.inner.store, &mut st.jobs, started) {
             if let Some(job) = st.jobs.get(id) {
                 let by = placed_by.get(&id).map_or("", |p| p.as_str());
-                crate::telemetry::job_event(id, "started", outcome.cycle_id, &format!("by {by}"));
+                super::job_trace::job_event(id, "started", outcome.cycle_id, &format!("by {by}"));
                 to_launch.push(job.clone());
             }
         }
         for ev in &outcome.evictions {
-            let Some(job) = st.jobs.get_mut(ev.job) else {
+            let Some(mut job) = st.jobs.edit(ev.job) else {
                 continue;
             };
             if job.state != JobState::Running || job.stopping.is_some() {
@@ -97,8 +91,8 @@ impl Scheduler {
             let evicted = StopCause::Evicted {
                 for_job: ev.for_job,
             };
-            transition::apply_or_log(job, Transition::StopRequested(evicted));
-            crate::telemetry::job_event(job.id, "evicted", outcome.cycle_id, &ev.reason.message);
+            job.apply_or_log(Transition::StopRequested(evicted));
+            super::job_trace::job_event(job.id, "evicted", outcome.cycle_id, &ev.reason.message);
             // The job's own warning signal first (so it can checkpoint), SIGKILL after the grace.
             let first = job
                 .spec
@@ -106,9 +100,8 @@ impl Scheduler {
                 .as_ref()
                 .and_then(|w| w.number().ok())
                 .unwrap_or(libc::SIGTERM);
-            self.stop_tasks_with(job, first, Duration::from_secs(u64::from(ev.grace_s)));
-            let snapshot = job.clone();
-            self.persist(&snapshot);
+            self.stop_tasks_with(&job, first, Duration::from_secs(u64::from(ev.grace_s)));
+            drop(job);
             self.event(
                 ev.job,
                 "evicted",
@@ -123,17 +116,15 @@ impl Scheduler {
         }
         // Effective priority of every admitted job, for display (not persisted each cycle).
         for (id, (tier, score)) in outcome.order.iter().zip(&outcome.priorities) {
-            if let Some(job) = st
-                .jobs
-                .get_mut(*id)
-                .filter(|j| j.state == JobState::Pending)
-            {
-                job.tier = *tier;
-                job.score = *score;
+            if let Some(mut job) = st.jobs.edit(*id).filter(|j| j.state == JobState::Pending) {
+                job.annotate(Annotation::Priority {
+                    tier: *tier,
+                    score: *score,
+                });
             }
         }
         for (id, reason) in &outcome.pending {
-            let Some(job) = st.jobs.get_mut(*id) else {
+            let Some(mut job) = st.jobs.edit(*id) else {
                 continue;
             };
             if job.state != JobState::Pending {
@@ -141,14 +132,20 @@ impl Scheduler {
             }
             // Most reasons are the last cycle's again: only the cycle number changes then
             // (no allocation per pending job under the lock).
-            if let Some(same) = job.reason.as_mut().filter(|r| {
+            if job.reason.as_ref().is_some_and(|r| {
                 r.code == reason.code
                     && r.stage == reason.stage.as_str()
                     && r.message == reason.message
                     && r.plugin == reason.plugin
                     && r.priority_note == reason.priority_note
             }) {
-                same.cycle = outcome.cycle_id;
+                if job
+                    .reason
+                    .as_ref()
+                    .is_some_and(|r| r.cycle != outcome.cycle_id)
+                {
+                    job.annotate(Annotation::ReasonCycle(outcome.cycle_id));
+                }
                 continue;
             }
             let view = ReasonView {
@@ -162,7 +159,7 @@ impl Scheduler {
             // A pending job's reason is recomputed every cycle: kept in memory, written with
             // the record's next transition, never alone. Writing each new reason under the
             // lock made the first cycle over a burst of submits write the whole burst.
-            job.reason = Some(view);
+            job.annotate(Annotation::Reason(view));
         }
         drop(st);
         // The starts are durable (committed above): launch them off the lock.
@@ -176,7 +173,7 @@ impl Scheduler {
     }
 
     /// Applies a cycle's start to `job` (pending); false if the start was refused.
-    fn mark_started(&self, job: &mut JobRecord, start: &StartDecision) -> bool {
+    fn mark_started(&self, job: &mut JobEdit<'_>, start: &StartDecision) -> bool {
         let now = now_ms();
         let names: Vec<String> = {
             let members = lock(&self.inner.members);
@@ -231,7 +228,7 @@ impl Scheduler {
             rendezvous_port: super::task_env::free_port(),
             service_port,
         };
-        if !transition::apply_or_log(job, Transition::Started(Box::new(run))) {
+        if !job.apply_or_log(Transition::Started(Box::new(run))) {
             return false;
         }
         let placed: Vec<String> = job
@@ -259,16 +256,5 @@ impl Scheduler {
     /// Like [`Scheduler::stop_tasks`], with `first` instead of SIGTERM.
     pub(crate) fn stop_tasks_with(&self, job: &JobRecord, first: i32, grace: Duration) {
         self.signal_running_tasks(job, first, Some(grace));
-    }
-}
-
-pub(crate) fn host_reason(code: ReasonCode, message: String) -> ReasonView {
-    ReasonView {
-        stage: "host".into(),
-        code,
-        message,
-        plugin: "host".into(),
-        cycle: 0,
-        priority_note: None,
     }
 }

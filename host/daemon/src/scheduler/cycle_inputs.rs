@@ -11,10 +11,10 @@
 use super::accounting::Ledger;
 use super::job_numbers::JobNumbers;
 use super::{Scheduler, lock, snapshot};
-use crate::inventory::NodeInfo;
-use crate::model::JobRecord;
+use gantry_api::model::JobRecord;
 use gantry_contract::NodeId;
 use gantry_engine::Snapshot;
+use gantry_node::inventory::NodeInfo;
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 

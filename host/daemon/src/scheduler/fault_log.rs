@@ -6,8 +6,8 @@
 //! or what it costs the cycle (`gantry-engine`), or quarantine (`gantry_engine::pipeline`).
 
 use super::{FaultView, now_ms};
-use crate::store::Store;
 use gantry_engine::FaultRecord;
+use gantry_store::Store;
 use std::collections::{BTreeMap, VecDeque};
 
 /// Faults kept for the API.

@@ -8,12 +8,13 @@
 //!
 //! Owns: these rules. Does not own policy (plugins) or the job's other transitions.
 
-use super::apply::host_reason;
+use super::job_edit::Annotation;
 use super::job_table::JobTable;
-use super::transition::{self, Transition};
+use super::transition::Transition;
+use super::transition::host_reason;
 use super::{Scheduler, now_ms};
-use crate::job_options::{Dependency, DependencyKind};
-use crate::model::{JobRecord, JobState};
+use gantry_api::model::job_options::{Dependency, DependencyKind};
+use gantry_api::model::{JobRecord, JobState};
 use gantry_contract::ReasonCode;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -165,7 +166,7 @@ impl Scheduler {
     pub(crate) fn apply_holds(&self, jobs: &mut JobTable) -> BTreeSet<u64> {
         let mut held = BTreeSet::new();
         for (id, hold) in evaluate(jobs, now_ms()) {
-            let Some(job) = jobs.get_mut(id) else {
+            let Some(mut job) = jobs.edit(id) else {
                 continue;
             };
             match hold {
@@ -175,18 +176,19 @@ impl Scheduler {
                         reason: host_reason(ReasonCode::Other, message.clone()),
                         at_ms: now_ms(),
                     };
-                    if !transition::apply_or_log(job, cancelled) {
+                    if !job.apply_or_log(cancelled) {
                         continue;
                     }
+                    job.write_or_log();
                     self.event(id, "cancelled", message.clone());
-                    crate::telemetry::job_event(id, "finished", 0, &message);
-                    self.persist(job);
+                    super::job_trace::job_event(id, "finished", 0, &message);
                 }
                 Hold::Wait(message) => {
                     held.insert(id);
                     // In memory only, like every pending reason (`apply.rs`).
                     if job.reason.as_ref().is_none_or(|r| r.message != message) {
-                        job.reason = Some(host_reason(ReasonCode::HeldByPolicy, message));
+                        let reason = host_reason(ReasonCode::HeldByPolicy, message);
+                        job.annotate(Annotation::Reason(reason));
                     }
                 }
             }
@@ -199,7 +201,7 @@ impl Scheduler {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use crate::model::{ArrayMember, JobSpec};
+    use gantry_api::model::{ArrayMember, JobSpec};
 
     fn job(id: u64, state: JobState) -> JobRecord {
         let spec: JobSpec = serde_json::from_value(serde_json::json!({"argv": ["true"]})).unwrap();

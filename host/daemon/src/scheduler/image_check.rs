@@ -8,7 +8,7 @@
 
 use super::Scheduler;
 use super::jobs::{SubmitError, field_error};
-use crate::model::JobSpec;
+use gantry_api::model::JobSpec;
 
 impl Scheduler {
     /// Refuses, naming the field, an image job whose mounts are not under `[containers]

@@ -12,7 +12,7 @@
 //! (`gantry_node::container`).
 
 use super::{Scheduler, lock};
-use crate::model::JobRecord;
+use gantry_api::model::JobRecord;
 use gantry_node::container::{image_ref::Source, registry};
 
 impl Scheduler {

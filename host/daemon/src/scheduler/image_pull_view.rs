@@ -8,8 +8,8 @@
 //! agent's node (its log carries the same progress lines every few seconds).
 
 use super::Scheduler;
-use super::apply::host_reason;
-use crate::model::{JobRecord, JobState};
+use super::transition::host_reason;
+use gantry_api::model::{JobRecord, JobState};
 use gantry_contract::ReasonCode;
 use gantry_node::container::pull_progress;
 

@@ -13,12 +13,12 @@
 //! user's hold into the job's pending reason).
 
 use super::jobs::SubmitError;
-use super::transition::{self, Transition};
+use super::transition::Transition;
 use super::{Scheduler, lock};
-use crate::auth_submit::Submitter;
-use crate::job_options::Dependency;
-use crate::model::{FieldError, HoldRole, JobRecord, JobState};
-use crate::store::StoreError;
+use crate::scheduler::submitter::Submitter;
+use gantry_api::model::job_options::Dependency;
+use gantry_api::model::{FieldError, HoldRole, JobRecord, JobState};
+use gantry_store::StoreError;
 
 /// Why a hold, release or update was refused.
 #[derive(Debug, thiserror::Error)]
@@ -83,7 +83,12 @@ impl Scheduler {
     /// until released. Holding a held job again changes nothing, unless an operator or
     /// admin holds a job its owner held: the hold becomes theirs, so the owner cannot lift
     /// it.
-    pub fn hold(&self, id: u64, by: &str, role: HoldRole) -> Result<JobRecord, ControlError> {
+    pub(crate) fn hold(
+        &self,
+        id: u64,
+        by: &str,
+        role: HoldRole,
+    ) -> Result<JobRecord, ControlError> {
         self.control(id, "held", |job| {
             if job.held_by.is_some() && held_role(job) >= role {
                 return Ok(None);
@@ -97,7 +102,7 @@ impl Scheduler {
 
     /// Releases held pending job `id` for a caller of `role`: a hold an operator or admin
     /// set is released only by an operator or admin.
-    pub fn release(&self, id: u64, role: HoldRole) -> Result<JobRecord, ControlError> {
+    pub(crate) fn release(&self, id: u64, role: HoldRole) -> Result<JobRecord, ControlError> {
         self.control(id, "released", |job| {
             let Some(by) = &job.held_by else {
                 return Err(ControlError::NotHeld(job.id));
@@ -119,7 +124,7 @@ impl Scheduler {
     /// make two jobs wait for each other.
     /// Then the changed job goes through submit-time admission as a new one would
     /// (`submitter` is the caller's trust, as at submit): a refusal names the changed field.
-    pub fn update(
+    pub(crate) fn update(
         &self,
         id: u64,
         update: JobUpdate,
@@ -198,7 +203,7 @@ impl Scheduler {
         decide: impl FnOnce(&JobRecord) -> Result<Option<Transition>, ControlError>,
     ) -> Result<JobRecord, ControlError> {
         let mut st = lock(&self.inner.state);
-        let Some(job) = st.jobs.get_mut(id) else {
+        let Some(mut job) = st.jobs.edit(id) else {
             return Err(match st.jobs.find(id)? {
                 Some(j) => ControlError::NotPending {
                     id,
@@ -215,8 +220,8 @@ impl Scheduler {
                 what,
             });
         }
-        let Some(change) = decide(job)? else {
-            return Ok(job.clone());
+        let Some(change) = decide(&job)? else {
+            return Ok(job.record().clone());
         };
         let message = match &change {
             Transition::Held { by, role } => format!("held by {by} ({})", role.as_str()),
@@ -226,16 +231,16 @@ impl Scheduler {
             ),
             _ => String::new(),
         };
-        if !transition::apply_or_log(job, change) {
+        if !job.apply_or_log(change) {
             return Err(ControlError::NotPending {
                 id,
                 state: job.state.as_str(),
                 what,
             });
         }
-        let snapshot = job.clone();
+        let snapshot = job.record().clone();
+        job.write()?;
         drop(st);
-        self.inner.store.put_job(&snapshot)?;
         self.inner.store.flush()?;
         self.event(id, what, message);
         self.wake();

@@ -6,11 +6,11 @@
 //! or the relay (`gantry-node`'s executor).
 
 use super::Scheduler;
-use crate::cluster::agent_client::AgentCallError;
-use crate::cluster::proto;
-use crate::executor::{InputError, TaskInput, task_input};
-use crate::model::JobState;
 use base64::Engine;
+use gantry_api::agent_client::AgentCallError;
+use gantry_api::cluster;
+use gantry_api::model::JobState;
+use gantry_node::executor::{InputError, TaskInput, task_input};
 
 /// One piece of input: bytes for stdin, then a new terminal size and the end of input.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -46,7 +46,11 @@ pub enum InputSendError {
 impl Scheduler {
     /// Delivers `request` to the first task of job `id`; returns the data bytes taken (the
     /// rest is the client's to send again).
-    pub fn send_input(&self, id: u64, request: &InputRequest) -> Result<usize, InputSendError> {
+    pub(crate) fn send_input(
+        &self,
+        id: u64,
+        request: &InputRequest,
+    ) -> Result<usize, InputSendError> {
         let job = self.job(id).ok_or(InputSendError::NotFound(id))?;
         if job.state != JobState::Running {
             return Err(InputSendError::NotRunning(id, job.state.as_str()));
@@ -58,7 +62,7 @@ impl Scheduler {
             return Err(InputSendError::NotOpen(id));
         }
         if let Some((agent, key)) = self.remote_task(&job, 0) {
-            let wire = proto::InputRequest {
+            let wire = cluster::InputRequest {
                 data: base64::engine::general_purpose::STANDARD.encode(&request.data),
                 resize: request.resize,
                 eof: request.eof,

@@ -14,7 +14,7 @@
 //! Owns: that memory and the rule. Does not own the conversion (`snapshot.rs`), nor what
 //! a plugin's host does with the numbers.
 
-use crate::model::JobRecord;
+use gantry_api::model::JobRecord;
 use gantry_contract::{NodeId, next_revision};
 use gantry_engine::Snapshot;
 use std::collections::HashMap;

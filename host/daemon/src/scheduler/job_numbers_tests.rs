@@ -4,12 +4,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use super::*;
-use crate::inventory::{GpuInfo, NodeInfo};
-use crate::model::{GpuShareView, JobSpec, JobState, TaskRecord};
 use crate::scheduler::accounting::Ledger;
 use crate::scheduler::jobs_in_memory::JobsInMemory;
 use crate::scheduler::snapshot;
+use gantry_api::model::{GpuShareView, JobSpec, JobState, TaskRecord};
 use gantry_contract as c;
+use gantry_node::inventory::{GpuInfo, NodeInfo};
 
 fn node(name: &str, model: &str) -> NodeInfo {
     NodeInfo {
@@ -108,7 +108,7 @@ fn a_job_keeps_its_number_until_its_record_changes() {
         revisions(&first)
     );
 
-    jobs.get_mut(1).unwrap().tier = 5;
+    Arc::make_mut(jobs.slot_mut(1).unwrap()).tier = 5;
     let second = numbered(&jobs, &nodes, &mut numbers);
     assert_ne!(
         revision(&second, 1),
@@ -119,15 +119,15 @@ fn a_job_keeps_its_number_until_its_record_changes() {
     assert_eq!(revision(&second, 3), revision(&first, 3));
 
     // A walk over the running jobs that only reads changes nothing; one that writes does.
-    assert_eq!(jobs.running_mut().filter(|j| j.warned).count(), 0);
+    assert_eq!(jobs.running_slots_mut().filter(|j| j.warned).count(), 0);
     let third = numbered(&jobs, &nodes, &mut numbers);
     assert_eq!(
         revision(&third, 3),
         revision(&first, 3),
         "a read is not a change"
     );
-    for mut j in jobs.running_mut() {
-        j.warned = true;
+    for j in jobs.running_slots_mut() {
+        Arc::make_mut(j).warned = true;
     }
     let fourth = numbered(&jobs, &nodes, &mut numbers);
     assert_ne!(
@@ -219,13 +219,14 @@ fn a_number_seen_twice_always_shows_the_same_job() {
             }
             2 => {
                 let id = 1 + rng.below(next_id);
-                if let Some(j) = jobs.get_mut(id) {
-                    j.tier = rng.below(3) as i32;
+                if let Some(j) = jobs.slot_mut(id) {
+                    Arc::make_mut(j).tier = rng.below(3) as i32;
                 }
             }
             3 => {
                 let id = 1 + rng.below(next_id);
-                if let Some(j) = jobs.get_mut(id) {
+                if let Some(j) = jobs.slot_mut(id) {
+                    let j = Arc::make_mut(j);
                     j.state = JobState::Succeeded;
                     j.end_ms = Some(2);
                 }
@@ -233,9 +234,9 @@ fn a_number_seen_twice_always_shows_the_same_job() {
             }
             4 => {
                 let pick = rng.below(4);
-                for (k, mut j) in jobs.running_mut().enumerate() {
+                for (k, j) in jobs.running_slots_mut().enumerate() {
                     if k as u64 % 4 == pick {
-                        j.score += 1.0;
+                        Arc::make_mut(j).score += 1.0;
                     }
                 }
             }

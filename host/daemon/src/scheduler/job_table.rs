@@ -4,16 +4,17 @@
 //! the store's history when asked for. Every read and change of a job goes through these
 //! methods; the map is private.
 //!
-//! Owns: the map of jobs in memory, loading the active ones at start, evicting ended ones,
-//! writing a job's record, and the queries the scheduler and the API make over jobs
+//! Owns: the map of jobs in memory, loading the active ones at start, evicting ended ones
+//! (their archive write), opening a job to be changed (`job_edit.rs` writes it), and the queries the scheduler and the API make over jobs
 //! (running, unfinished, a user's pending, one job from memory or history, a page of a
 //! filtered list newest first). Does not own what a job's fields mean or when they change
 //! (the scheduler's lifecycle, apply, submit), the store's layout and indexes (`store`),
 //! or flushing (the caller decides when a batch of writes must be durable).
 
+use super::job_edit::JobEdit;
 use super::jobs_in_memory::JobsInMemory;
-use crate::model::{JobRecord, JobState};
-use crate::store::{JobIndex, Store, StoreError};
+use gantry_api::model::{JobRecord, JobState};
+use gantry_store::{JobIndex, Store, StoreError};
 use std::borrow::Cow;
 
 /// Most stored records one list request examines before it answers with what it found and
@@ -182,9 +183,13 @@ impl JobTable {
         self.jobs.get(id)
     }
 
-    /// Job `id` in memory, to change (the caller persists it with [`write_record`]).
-    pub(crate) fn get_mut(&mut self, id: u64) -> Option<&mut JobRecord> {
-        self.jobs.get_mut(id)
+    /// Job `id` in memory, opened to be changed by transitions and annotations; written when
+    /// the edit is dropped (`job_edit.rs`, the one writer).
+    pub(crate) fn edit(&mut self, id: u64) -> Option<JobEdit<'_>> {
+        let store = &self.store;
+        self.jobs
+            .slot_mut(id)
+            .map(|record| JobEdit::new(record, store))
     }
 
     /// Job `id` from memory, else from history.
@@ -259,11 +264,13 @@ impl JobTable {
         self.jobs.active().filter(|j| j.state == JobState::Running)
     }
 
-    /// The running jobs, to change (each copied on its first write only).
-    pub(crate) fn running_mut(
-        &mut self,
-    ) -> impl Iterator<Item = super::jobs_in_memory::RecordMut<'_>> {
-        self.jobs.running_mut()
+    /// The running jobs, each opened to be changed as [`JobTable::edit`] opens one (copied on
+    /// its first change only, written when its edit is dropped).
+    pub(crate) fn edit_running(&mut self) -> impl Iterator<Item = JobEdit<'_>> {
+        let store = &self.store;
+        self.jobs
+            .running_slots_mut()
+            .map(move |record| JobEdit::new(record, store))
     }
 
     /// The jobs not yet ended (pending, held or running).
@@ -333,16 +340,6 @@ impl JobTable {
             self.jobs.remove_ended(*id);
         }
         gone
-    }
-}
-
-/// Writes `job`'s record to `store` (durable at the next flush); a failure is logged and
-/// the job stays as it is in memory. Changes of a job in the table are written through
-/// here (`Scheduler::persist`), except where the write's failure must reach the caller:
-/// a submission and a cancel (`jobs.rs`) and a start (`start_commit.rs`).
-pub(crate) fn write_record(store: &Store, job: &JobRecord) {
-    if let Err(e) = store.put_job(job) {
-        tracing::error!(job = job.id, "cannot persist job: {e}");
     }
 }
 

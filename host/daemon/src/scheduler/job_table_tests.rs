@@ -1,6 +1,6 @@
 #![allow(clippy::unwrap_used)]
 use super::*;
-use crate::model::{ArrayMember, JobSpec};
+use gantry_api::model::{ArrayMember, JobSpec};
 
 fn job(id: u64, user: &str, state: JobState) -> JobRecord {
     let mut spec: JobSpec = serde_json::from_str(r#"{"argv": ["true"]}"#).unwrap();
@@ -153,9 +153,11 @@ fn a_persisted_job_is_read_back_by_the_next_load() {
     let j = job(7, "ann", JobState::Pending);
     store.put_job(&j).unwrap();
     t.insert_stored(std::slice::from_ref(&j));
-    t.get_mut(7).unwrap().state = JobState::Running;
-    write_record(&store, t.get(7).unwrap());
+    // A durable change through the one writer is written when its edit ends.
+    t.edit(7)
+        .unwrap()
+        .annotate(super::super::job_edit::Annotation::ServicePort(8080));
     store.flush().unwrap();
     let again = JobTable::load(&store, 0, 0).unwrap();
-    assert_eq!(again.get(7).unwrap().state, JobState::Running);
+    assert_eq!(again.get(7).unwrap().service_port, Some(8080));
 }

@@ -3,13 +3,14 @@
 //!
 //! Owns: the rules of these operations. Does not own HTTP status codes (`api`).
 
-use super::apply::host_reason;
+use super::job_edit;
 use super::job_table::{JobPage, JobQuery};
-use super::transition::{self, Transition};
+use super::transition::Transition;
+use super::transition::host_reason;
 use super::{Scheduler, lock, now_ms};
-use crate::model::{ArrayMember, FieldError, JobRecord, JobSpec, JobState, StopCause};
-use crate::store::StoreError;
+use gantry_api::model::{ArrayMember, FieldError, JobRecord, JobSpec, JobState, StopCause};
 use gantry_contract::ReasonCode;
+use gantry_store::StoreError;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -72,7 +73,7 @@ impl Scheduler {
             .identity(&spec.user, spec.anonymous)
             .map_err(|e| SubmitError::Field(field_error("user", e.to_string())))?;
         if let (Some(who), Some(dir)) = (&identity, &spec.workdir) {
-            crate::executor::task_files::check_enterable(std::path::Path::new(dir), who)
+            gantry_node::executor::task_files::check_enterable(std::path::Path::new(dir), who)
                 .map_err(|why| SubmitError::Field(field_error("workdir", why)))?;
         }
         Ok(())
@@ -116,10 +117,10 @@ impl Scheduler {
     /// Validates, checks and durably stores a new job (or every member of an array); returns
     /// it (the first member) once acknowledged, with the ids of all members of an array.
     /// `submitter` says whether the caller may set any tier (`submit_limits`).
-    pub fn submit(
+    pub(crate) fn submit(
         &self,
         mut spec: JobSpec,
-        submitter: crate::auth_submit::Submitter,
+        submitter: crate::scheduler::submitter::Submitter,
     ) -> Result<Submitted, SubmitError> {
         spec.validate().map_err(SubmitError::Field)?;
         if spec.service.as_ref().is_some_and(|s| s.replicas > 0) {
@@ -140,15 +141,17 @@ impl Scheduler {
         let mut records = self.new_records(spec)?;
         // A hold asked at submit is the submitter's: an operator's is lifted only by one.
         let role = match submitter {
-            crate::auth_submit::Submitter::Privileged => crate::model::HoldRole::Operator,
-            crate::auth_submit::Submitter::User => crate::model::HoldRole::User,
+            crate::scheduler::submitter::Submitter::Privileged => {
+                gantry_api::model::HoldRole::Operator
+            }
+            crate::scheduler::submitter::Submitter::User => gantry_api::model::HoldRole::User,
         };
         for record in records.iter_mut().filter(|r| r.spec.hold) {
             let by = record.spec.user.clone();
-            transition::apply_or_log(record, Transition::Held { by, role });
+            job_edit::apply_to_new(record, Transition::Held { by, role });
         }
         for record in &records {
-            self.inner.store.put_new_job(record)?;
+            job_edit::write_new(&self.inner.store, record)?;
             // The job is the acknowledgement; its event is history, which may be on a
             // server that is away (the record stands either way).
             if let Err(e) = self.inner.store.event(
@@ -167,7 +170,7 @@ impl Scheduler {
         for record in &records {
             self.inner.metrics.submits.inc();
             let by = format!("by {}", record.spec.user);
-            crate::telemetry::job_event(record.id, "submitted", 0, &by);
+            super::job_trace::job_event(record.id, "submitted", 0, &by);
         }
         self.wake();
         let array_job_ids = if records.len() > 1 || records.iter().any(|r| r.array.is_some()) {
@@ -257,7 +260,7 @@ impl Scheduler {
     /// Cancels a pending job at once, or stops a running one (SIGTERM, grace, SIGKILL).
     pub fn cancel(&self, id: u64) -> Result<JobRecord, CancelError> {
         let mut st = lock(&self.inner.state);
-        let Some(job) = st.jobs.get_mut(id) else {
+        let Some(mut job) = st.jobs.edit(id) else {
             // Only jobs that ended long enough ago are out of memory.
             return Err(match st.jobs.find(id) {
                 Ok(Some(j)) => CancelError::Ended(id, j.state.as_str()),
@@ -272,8 +275,8 @@ impl Scheduler {
                     reason: host_reason(ReasonCode::Other, "cancelled while pending".into()),
                     at_ms: now_ms(),
                 };
-                transition::apply_or_log(job, cancelled);
-                crate::telemetry::job_event(
+                job.apply_or_log(cancelled);
+                super::job_trace::job_event(
                     id,
                     "finished",
                     0,
@@ -281,19 +284,16 @@ impl Scheduler {
                 );
             }
             JobState::Running => {
-                transition::apply_or_log(job, Transition::StopRequested(StopCause::Cancel));
-                self.stop_tasks(job, Duration::from_secs(self.inner.config.kill_grace_s));
+                job.apply_or_log(Transition::StopRequested(StopCause::Cancel));
+                self.stop_tasks(&job, Duration::from_secs(self.inner.config.kill_grace_s));
             }
             s => return Err(CancelError::Ended(id, s.as_str())),
         }
-        let snapshot = job.clone();
+        let snapshot = job.record().clone();
+        // Written under the lock, as every change is (`job_edit.rs`); flushed after it.
+        let written = job.write();
         drop(st);
-        if let Err(e) = self
-            .inner
-            .store
-            .put_job(&snapshot)
-            .and_then(|()| self.inner.store.flush())
-        {
+        if let Err(e) = written.and_then(|()| self.inner.store.flush()) {
             tracing::error!(job = id, "cannot persist cancel: {e}");
         }
         let _ = self
@@ -306,7 +306,7 @@ impl Scheduler {
 
     /// One job, from memory or history (`None` also when history cannot be read, which
     /// is logged).
-    pub fn job(&self, id: u64) -> Option<JobRecord> {
+    pub(crate) fn job(&self, id: u64) -> Option<JobRecord> {
         let store = {
             let st = lock(&self.inner.state);
             if let Some(j) = st.jobs.get(id) {
@@ -324,7 +324,7 @@ impl Scheduler {
     }
 
     /// One page of at most `limit` jobs matching `q`, newest first, from memory and history.
-    pub fn jobs(&self, q: &JobQuery, limit: usize) -> Result<JobPage, StoreError> {
+    pub(crate) fn jobs(&self, q: &JobQuery, limit: usize) -> Result<JobPage, StoreError> {
         let snapshot = lock(&self.inner.state).jobs.list_snapshot(q, limit);
         snapshot.page(q, limit)
     }
@@ -332,13 +332,13 @@ impl Scheduler {
     /// Task `task` of `job` when it runs (or ran) on an agent's node: that agent and the run,
     /// to read its log or run its service's check there (`None`: on the controller's node,
     /// whose log is [`Scheduler::task_log_path`]).
-    pub fn remote_task(
+    pub(crate) fn remote_task(
         &self,
         job: &JobRecord,
         task: usize,
     ) -> Option<(
-        crate::cluster::agent_client::AgentClient,
-        crate::cluster::proto::TaskKey,
+        gantry_api::agent_client::AgentClient,
+        gantry_api::cluster::TaskKey,
     )> {
         let agent = self.agent_of(&job.tasks.get(task)?.node)?;
         Some((agent, Self::task_key(job, task)))
@@ -346,7 +346,7 @@ impl Scheduler {
 
     /// Recent decisions about a job, oldest first: from the log while the job is in
     /// memory, from the store once it has left.
-    pub fn decisions(&self, id: u64) -> serde_json::Value {
+    pub(crate) fn decisions(&self, id: u64) -> serde_json::Value {
         let logged = lock(&self.inner.decisions).of_job(id);
         if logged.is_empty()
             && let Ok(Some(kept)) = self.inner.store.job_decisions(id)
@@ -357,14 +357,14 @@ impl Scheduler {
     }
 
     /// `/metrics` in the OpenMetrics text format (`metrics::CONTENT_TYPE`).
-    pub fn metrics_text(&self) -> String {
+    pub(crate) fn metrics_text(&self) -> String {
         let st = lock(&self.inner.state);
         let mut jobs: BTreeMap<(JobState, String), i64> = BTreeMap::new();
         self.inner.metrics.jobs_in_memory.set(st.jobs.len() as i64);
         for j in st.jobs.unfinished() {
             *jobs.entry((j.state, j.spec.queue.clone())).or_default() += 1;
         }
-        let nodes: Vec<crate::inventory::NodeInfo> = lock(&self.inner.members)
+        let nodes: Vec<gantry_node::inventory::NodeInfo> = lock(&self.inner.members)
             .all()
             .map(|(_, m)| m.info.clone())
             .collect();
@@ -408,13 +408,13 @@ impl Scheduler {
         }
         crate::metrics::Metrics::catch_up(
             &m.telemetry_dropped_spans,
-            crate::telemetry::dropped_spans(),
+            super::job_trace::dropped_spans(),
         );
         m.render()
     }
 
     /// Recent events of a job.
-    pub fn events(&self, id: u64) -> Result<Vec<crate::store::Event>, StoreError> {
+    pub(crate) fn events(&self, id: u64) -> Result<Vec<gantry_store::Event>, StoreError> {
         self.inner.store.events(Some(id), 200)
     }
 }

@@ -3,27 +3,27 @@
 //! than `retention.min_job_age_s` ago, which only lookups and lists read. So an ended job
 //! kept for display costs nothing per cycle or per submit.
 //!
-//! A job is changed in place through [`JobsInMemory::get_mut`], so this map does not see the
+//! A job is changed in place through [`JobsInMemory::slot_mut`], so this map does not see the
 //! moment a job ends: [`JobsInMemory::settle`] (run before each eviction, once per cycle)
-//! moves the jobs that ended since to the ended map, and `get_mut` on an ended job brings it
+//! moves the jobs that ended since to the ended map, and `slot_mut` on an ended job brings it
 //! back to the active map first (whatever the caller changes, the next settle puts it where
 //! its state says).
 //!
 //! Each record is shared (`Arc`), copied on write: [`JobsInMemory::shared_active`] hands a
 //! cycle the active jobs as they are in time proportional to their number of pointers, so
 //! the cycle converts them after the job table's lock is let go; a job changed meanwhile is
-//! copied once by `get_mut` (`Arc::make_mut`), the cycle keeping the version it was given.
+//! copied once by its edit (`Arc::make_mut`), the cycle keeping the version it was given.
 //!
 //! A record's allocation therefore changes whenever the record does while anything else
 //! shares or watches it: the snapshot builder's numbering (`job_numbers.rs`) keeps a weak
 //! pointer to the version it converted and takes the same allocation as the same record.
-//! Every write goes through `Arc::make_mut` (by [`JobsInMemory::get_mut`] or a
-//! [`RecordMut`]); nothing here writes through `Arc::get_mut`.
+//! Every write goes through `Arc::make_mut` (by a `JobEdit`, `job_edit.rs`, the one writer);
+//! nothing writes through `Arc::get_mut`.
 //!
 //! Owns: the two maps and the order of the ended ones by end time. Does not own the store
 //! nor the queries over jobs (`job_table`).
 
-use crate::model::{JobRecord, JobState};
+use gantry_api::model::{JobRecord, JobState};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -59,12 +59,13 @@ impl JobsInMemory {
             .map(|j| &**j)
     }
 
-    /// Job `id` to change; an ended one moves back to the active map until the next settle.
-    pub(crate) fn get_mut(&mut self, id: u64) -> Option<&mut JobRecord> {
+    /// Job `id`'s shared record, to change (`job_edit.rs` copies it on its first write); an
+    /// ended one moves back to the active map until the next settle.
+    pub(crate) fn slot_mut(&mut self, id: u64) -> Option<&mut Arc<JobRecord>> {
         if let Some(job) = self.take_from_ended(id) {
             self.active.insert(id, job);
         }
-        self.active.get_mut(&id).map(Arc::make_mut)
+        self.active.get_mut(&id)
     }
 
     pub(crate) fn contains(&self, id: u64) -> bool {
@@ -86,13 +87,12 @@ impl JobsInMemory {
         self.active.values().cloned().collect()
     }
 
-    /// The running jobs, to change: each is copied on its first write only
-    /// ([`RecordMut`]), so a walk that only reads leaves every record as it was.
-    pub(crate) fn running_mut(&mut self) -> impl Iterator<Item = RecordMut<'_>> {
+    /// The running jobs' shared records, to change (each copied on its first write only,
+    /// by `job_edit.rs`), so a walk that only reads leaves every record as it was.
+    pub(crate) fn running_slots_mut(&mut self) -> impl Iterator<Item = &mut Arc<JobRecord>> {
         self.active
             .values_mut()
             .filter(|j| j.state == JobState::Running)
-            .map(|record| RecordMut { record })
     }
 
     /// Every job in memory: the active ones, then the ended ones, each by id.
@@ -163,30 +163,11 @@ impl JobsInMemory {
     }
 }
 
-/// One record of a walk that may change it: reads go to the shared record, the first write
-/// makes it this table's own (`Arc::make_mut`, a new allocation when shared or watched).
-pub(crate) struct RecordMut<'a> {
-    record: &'a mut Arc<JobRecord>,
-}
-
-impl std::ops::Deref for RecordMut<'_> {
-    type Target = JobRecord;
-    fn deref(&self) -> &JobRecord {
-        self.record
-    }
-}
-
-impl std::ops::DerefMut for RecordMut<'_> {
-    fn deref_mut(&mut self) -> &mut JobRecord {
-        Arc::make_mut(self.record)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::model::{JobSpec, JobState};
+    use gantry_api::model::{JobSpec, JobState};
 
     fn job(id: u64, state: JobState, end_ms: Option<u64>) -> JobRecord {
         let spec: JobSpec = serde_json::from_str(r#"{"argv": ["true"]}"#).unwrap();
@@ -203,15 +184,15 @@ mod tests {
         m.insert(job(2, JobState::Running, None));
         m.insert(job(3, JobState::Succeeded, Some(50)));
         assert_eq!(m.active().map(|j| j.id).collect::<Vec<_>>(), [1, 2]);
-        m.get_mut(2).unwrap().state = JobState::Failed;
-        m.get_mut(2).unwrap().end_ms = Some(40);
+        Arc::make_mut(m.slot_mut(2).unwrap()).state = JobState::Failed;
+        Arc::make_mut(m.slot_mut(2).unwrap()).end_ms = Some(40);
         assert_eq!(m.active().count(), 2, "not moved before a settle");
         m.settle();
         assert_eq!(m.active().map(|j| j.id).collect::<Vec<_>>(), [1]);
         assert_eq!(m.ended_by(45).iter().map(|j| j.id).collect::<Vec<_>>(), [2]);
         assert_eq!(m.ended_by(60).len(), 2);
         // A change to an ended job (a requeue) brings it back to the walk.
-        m.get_mut(3).unwrap().state = JobState::Pending;
+        Arc::make_mut(m.slot_mut(3).unwrap()).state = JobState::Pending;
         m.settle();
         assert_eq!(m.active().map(|j| j.id).collect::<Vec<_>>(), [1, 3]);
         assert_eq!(m.ended_by(u64::MAX).len(), 1);

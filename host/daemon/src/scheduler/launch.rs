@@ -17,15 +17,18 @@
 //!
 //! Tasks placed on an agent's node are handed to `remote_launch.rs`; the rest start here.
 //!
-//! Owns: building each [`TaskLaunch`] and recording local launches. Does not own the task's
+//! Owns: the order of each local task (`gantry_node::executor::task_order` turns it into a
+//! `TaskLaunch`, as the agent does) and recording local launches. Does not own the task's
 //! environment (`task_env`), processes (`executor`) or agents (`remote_launch`).
 
-use super::apply::host_reason;
-use super::transition::{self, Transition};
+use super::job_edit::{Annotation, JobEdit};
+use super::transition::Transition;
+use super::transition::host_reason;
 use super::{Scheduler, lock};
-use crate::executor::{TaskInput, TaskLaunch, task_files};
-use crate::model::{JobRecord, JobState, StopCause};
+use gantry_api::model::{JobRecord, JobState, StopCause};
 use gantry_contract::ReasonCode;
+use gantry_node::executor::TaskInput;
+use gantry_node::executor::task_order::TaskOrder;
 use std::time::Duration;
 
 /// What launching a job's local tasks did: the tasks started (index, pid), and why the
@@ -69,13 +72,14 @@ impl Scheduler {
     /// Records the ports rank 0's agent chose; whether the run is still current.
     fn record_ports(&self, copy: &JobRecord) -> bool {
         let mut st = lock(&self.inner.state);
-        let Some(job) = st.jobs.get_mut(copy.id).filter(|j| Self::same_run(j, copy)) else {
+        let Some(mut job) = st.jobs.edit(copy.id).filter(|j| Self::same_run(j, copy)) else {
             return false;
         };
-        job.rendezvous_port = copy.rendezvous_port;
-        job.service_port = copy.service_port;
-        let snapshot = job.clone();
-        self.persist(&snapshot);
+        job.annotate(Annotation::Ports {
+            rendezvous: copy.rendezvous_port,
+            service: copy.service_port,
+        });
+        drop(job);
         drop(st);
         true
     }
@@ -96,59 +100,44 @@ impl Scheduler {
             }
         };
         let dir = self.job_dir(job.id);
-        let argv = match task_files::command(
+        let files = match executor.prepare_files(
             &dir,
             &job.spec.argv,
             job.spec.script.as_deref(),
+            job.spec.workdir.as_deref(),
             identity.as_ref(),
         ) {
-            Ok(a) => a,
+            Ok(files) => files,
             Err(e) => {
-                done.failed = Some(format!("cannot write the job script: {e}"));
-                return done;
-            }
-        };
-        let workdir = match executor.workdir(job.spec.workdir.as_deref(), &dir, identity.as_ref()) {
-            Ok(dir) => dir,
-            Err(e) => {
-                done.failed = Some(format!("cannot prepare the job's working directory: {e}"));
+                done.failed = Some(e.to_string());
                 return done;
             }
         };
         for &i in indices {
             let task = &job.tasks[i];
-            let files = super::output_files::of_task(job, i);
-            let mut argv = argv.clone();
-            let mounts = match &job.spec.image {
-                Some(_) => gantry_node::container::task_mounts(&job.spec.mounts, &mut argv, &dir),
-                None => Vec::new(),
-            };
-            let launch = TaskLaunch {
+            let (stdout_file, stderr_file) = super::output_files::of_task(job, i);
+            let order = TaskOrder {
                 job_id: job.id,
                 task_index: i as u32,
-                argv,
+                workdir: job.spec.workdir.as_deref(),
                 env: self.task_env(job, i),
-                // In an image: the job's own directory inside it, else the image's.
-                workdir: match &job.spec.image {
-                    Some(_) => job.spec.workdir.as_ref().map(std::path::PathBuf::from),
-                    None => Some(workdir.clone()),
-                },
+                dir: &dir,
                 log_path: self.log_path(job.id, i),
                 exit_path: self.exit_path(job.id, i),
                 gpus: task.gpus.iter().map(|g| g.index).collect(),
                 cpu_milli: task.cpu_milli,
                 memory_mib: task.memory_mib,
-                identity: identity.clone(),
                 input: if i == 0 {
                     job.spec.task_input()
                 } else {
                     TaskInput::None
                 },
-                stdout_file: files.0.map(std::path::PathBuf::from),
-                stderr_file: files.1.map(std::path::PathBuf::from),
-                image: job.spec.image.clone(),
-                mounts,
+                stdout_file: stdout_file.as_deref(),
+                stderr_file: stderr_file.as_deref(),
+                image: job.spec.image.as_deref(),
+                mounts: &job.spec.mounts,
             };
+            let launch = order.launch(&files, identity.clone());
             match executor.launch(&launch) {
                 Ok(t) => done.started.push((i, t.pid)),
                 Err(e) => {
@@ -165,7 +154,7 @@ impl Scheduler {
     /// to stop meanwhile has them stopped; a failed launch takes the job down its path.
     fn local_launch_answered(&self, copy: &JobRecord, launched: LocalLaunch) -> bool {
         let mut st = lock(&self.inner.state);
-        let Some(job) = st.jobs.get_mut(copy.id).filter(|j| Self::same_run(j, copy)) else {
+        let Some(mut job) = st.jobs.edit(copy.id).filter(|j| Self::same_run(j, copy)) else {
             drop(st);
             for (i, pid) in launched.started {
                 tracing::info!(
@@ -179,31 +168,30 @@ impl Scheduler {
             return false;
         };
         for &(task, pid) in &launched.started {
-            transition::apply_or_log(job, Transition::TaskLaunched { task, pid });
+            job.apply_or_log(Transition::TaskLaunched { task, pid });
         }
         let go_on = match launched.failed {
             Some(message) => {
-                self.launch_failed(job, message);
+                self.launch_failed(&mut job, message);
                 false
             }
             None => {
                 if job.stopping.is_some() {
                     // A stop was asked while the launch was under way: send it now.
                     let grace = Duration::from_secs(self.inner.config.kill_grace_s);
-                    self.stop_tasks(job, grace);
+                    self.stop_tasks(&job, grace);
                 }
                 true
             }
         };
-        let snapshot = job.clone();
-        self.persist(&snapshot);
+        drop(job);
         drop(st);
         go_on
     }
 
-    pub(crate) fn launch_failed(&self, job: &mut JobRecord, message: String) {
+    pub(crate) fn launch_failed(&self, job: &mut JobEdit<'_>, message: String) {
         tracing::error!(job = job.id, "{message}");
-        transition::apply_or_log(job, Transition::StopRequested(StopCause::LaunchFailed));
+        job.apply_or_log(Transition::StopRequested(StopCause::LaunchFailed));
         let kill = Some(std::time::Duration::ZERO);
         for task in 0..job.tasks.len() {
             let key = Self::task_key(job, task);
@@ -216,11 +204,11 @@ impl Scheduler {
                     let _ = self.signal_task(&t.node, key, Some(pid), libc::SIGKILL, kill);
                 }
                 None => {
-                    transition::apply_or_log(job, Transition::task_lost(task));
+                    job.apply_or_log(Transition::task_lost(task));
                 }
             }
         }
-        job.reason = Some(host_reason(ReasonCode::Other, message));
+        job.annotate(Annotation::Reason(host_reason(ReasonCode::Other, message)));
         if job.tasks.iter().all(|t| t.exit.is_some()) {
             self.finish(job);
         }

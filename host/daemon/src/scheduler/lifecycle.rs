@@ -4,12 +4,13 @@
 //! Owns: deciding these transitions (`transition.rs` applies them). Does not own starting
 //! jobs (`apply`, `launch`).
 
-use super::apply::host_reason;
-use super::transition::{self, Transition};
+use super::job_edit::JobEdit;
+use super::transition::Transition;
+use super::transition::host_reason;
 use super::{Scheduler, lock, now_ms};
-use crate::executor::{IMAGE_FAILED_CODE, TaskEvent, TaskExit};
-use crate::model::{JobRecord, JobState, StopCause};
+use gantry_api::model::{JobRecord, JobState, StopCause};
 use gantry_contract::ReasonCode;
+use gantry_node::executor::{IMAGE_FAILED_CODE, TaskEvent, TaskExit};
 use std::time::Duration;
 
 impl Scheduler {
@@ -19,7 +20,7 @@ impl Scheduler {
     /// an agent's end is flushed before the heartbeat acknowledges it.
     pub(crate) fn task_ended(&self, ev: TaskEvent) {
         let mut st = lock(&self.inner.state);
-        let Some(job) = st.jobs.get_mut(ev.job_id) else {
+        let Some(mut job) = st.jobs.edit(ev.job_id) else {
             return;
         };
         if job.state != JobState::Running {
@@ -40,27 +41,25 @@ impl Scheduler {
             ended_ms: Some(self.process_end_ms(job.id, task, start)),
             usage: Some(ev.usage),
         };
-        if !transition::apply_or_log(job, ended) {
+        if !job.apply_or_log(ended) {
             return;
         }
-        self.account_task_end(job, ev.task_index as usize, ev.usage);
+        self.account_task_end(&job, ev.task_index as usize, ev.usage);
         // A service is restarted, not finished, unless the daemon stopped it (service.rs).
-        if self.service_task_ended(job, ev.task_index as usize) {
-            let snapshot = job.clone();
-            self.persist(&snapshot);
+        if self.service_task_ended(&mut job, ev.task_index as usize) {
+            drop(job);
             drop(st);
             return self.wake();
         }
         let failed = ev.exit != TaskExit::Exited(0);
         if failed && job.stopping.is_none() && job.tasks.iter().any(|t| t.exit.is_none()) {
-            transition::apply_or_log(job, Transition::StopRequested(StopCause::GangFailed));
-            self.stop_tasks(job, Duration::from_secs(self.inner.config.kill_grace_s));
+            job.apply_or_log(Transition::StopRequested(StopCause::GangFailed));
+            self.stop_tasks(&job, Duration::from_secs(self.inner.config.kill_grace_s));
         }
         if job.tasks.iter().all(|t| t.exit.is_some()) {
-            self.finish(job);
+            self.finish(&mut job);
         }
-        let snapshot = job.clone();
-        self.persist(&snapshot);
+        drop(job);
         drop(st);
         self.wake();
     }
@@ -75,7 +74,7 @@ impl Scheduler {
 
     /// All tasks have ended: decide the job's final state, or requeue it (after an eviction
     /// or a gang that could not start, while its requeue limit allows).
-    pub(crate) fn finish(&self, job: &mut JobRecord) {
+    pub(crate) fn finish(&self, job: &mut JobEdit<'_>) {
         self.release_scratch(job.id);
         let code = job.tasks.iter().find_map(|t| match t.exit {
             Some(TaskExit::Exited(0)) | None => None,
@@ -175,10 +174,10 @@ impl Scheduler {
             end_ms,
             reason: (!keep).then(|| host_reason(ReasonCode::Other, reason.clone())),
         };
-        if !transition::apply_or_log(job, finished) {
+        if !job.apply_or_log(finished) {
             return;
         }
-        crate::telemetry::job_event(
+        super::job_trace::job_event(
             job.id,
             "finished",
             0,
@@ -196,18 +195,18 @@ impl Scheduler {
 
     /// Puts an ended run of `job` back in the queue, unless it reached its requeue limit
     /// (then returns false and changes nothing).
-    fn requeue(&self, job: &mut JobRecord, code: ReasonCode, why: &str) -> bool {
+    fn requeue(&self, job: &mut JobEdit<'_>, code: ReasonCode, why: &str) -> bool {
         if job.requeues >= self.max_requeues(job) {
             return false;
         }
         let requeued = Transition::Requeued {
             reason: host_reason(code, format!("{why}; requeued")),
         };
-        if !transition::apply_or_log(job, requeued) {
+        if !job.apply_or_log(requeued) {
             return false;
         }
         self.event(job.id, "requeued", why.to_string());
-        crate::telemetry::job_event(job.id, "requeued", 0, why);
+        super::job_trace::job_event(job.id, "requeued", 0, why);
         true
     }
 
@@ -229,7 +228,7 @@ impl Scheduler {
         let now = now_ms();
         let mut st = lock(&self.inner.state);
         let grace = Duration::from_secs(self.inner.config.kill_grace_s);
-        for mut job in st.jobs.running_mut() {
+        for mut job in st.jobs.edit_running() {
             let over = job.state == JobState::Running
                 && job.stopping.is_none()
                 && job.spec.time_limit_s > 0
@@ -237,10 +236,9 @@ impl Scheduler {
                     .start_ms
                     .is_some_and(|s| now >= s + job.spec.time_limit_s * 1000);
             if let Some((pid_signal, before_ms)) = warn_due(&job, now) {
-                transition::apply_or_log(&mut job, Transition::Warned);
+                job.apply_or_log(Transition::Warned);
                 self.signal_running_tasks(&job, pid_signal, None);
-                let snapshot = job.clone();
-                self.persist(&snapshot);
+                job.write_or_log();
                 self.event(
                     job.id,
                     "signal",
@@ -251,10 +249,9 @@ impl Scheduler {
                 );
             }
             if over {
-                transition::apply_or_log(&mut job, Transition::StopRequested(StopCause::TimeLimit));
+                job.apply_or_log(Transition::StopRequested(StopCause::TimeLimit));
                 self.stop_tasks(&job, grace);
-                let snapshot = job.clone();
-                self.persist(&snapshot);
+                job.write_or_log();
                 self.event(
                     job.id,
                     "time-limit",
@@ -294,7 +291,7 @@ fn last_process_end(job: &JobRecord) -> Option<u64> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::last_process_end;
-    use crate::model::{JobRecord, JobSpec, TaskRecord};
+    use gantry_api::model::{JobRecord, JobSpec, TaskRecord};
 
     fn job_with_ends(ends: &[Option<u64>]) -> JobRecord {
         let spec: JobSpec = serde_json::from_str(r#"{"argv": ["true"]}"#).unwrap();

@@ -9,15 +9,15 @@
 //! the controller knows which nodes to wait for and where their jobs' tasks run.
 //!
 //! Owns: the table and its persistence. Does not own what heartbeats and silences mean for
-//! jobs (`remote.rs`, `reconcile.rs`, `node_down.rs`), drain and health rules (`nodes.rs`) or
+//! jobs (`remote.rs`, `reconcile.rs`, `node_down.rs`), drain and health (`nodes.rs`, `node_control.rs`) or
 //! the views (`node_view.rs`).
 
-use super::nodes::NodeControl;
-use crate::cluster::agent_client::AgentClient;
-use crate::cluster::proto::NodeLoad;
-use crate::inventory::NodeInfo;
-use crate::store::{Store, StoreError};
+use super::node_control::NodeControl;
+use gantry_api::agent_client::AgentClient;
+use gantry_api::cluster::NodeLoad;
 use gantry_contract::NodeId;
+use gantry_node::inventory::NodeInfo;
+use gantry_store::{Store, StoreError};
 use serde::{Deserialize, Serialize};
 
 /// Store meta key of the agents' records.

@@ -12,24 +12,29 @@ mod adopt;
 mod apply;
 mod cycle_inputs;
 pub mod decisions;
+pub mod facade;
 mod fault_log;
 mod holds;
 mod image_check;
 mod image_pin;
 mod image_pull_view;
 mod job_control;
+mod job_edit;
 pub mod job_input;
 mod job_numbers;
 mod job_table;
+pub mod job_trace;
 pub mod jobs;
 mod jobs_in_memory;
 mod launch;
 mod lifecycle;
 pub(crate) mod members;
+pub mod node_control;
 mod node_down;
 pub mod node_view;
 pub mod nodes;
 mod output_files;
+pub mod policy_error;
 mod policy_manager;
 pub mod policy_ops;
 mod reconcile;
@@ -43,24 +48,28 @@ pub mod service_sets;
 pub mod shadow;
 pub mod signal_ops;
 pub mod snapshot;
+#[cfg(test)]
+mod source_scan;
 mod start_commit;
 mod submit_admission;
 mod submit_limits;
+pub mod submitter;
 mod task_env;
 mod transition;
 pub mod views;
 
-use crate::config::Config;
-use crate::executor::{Executor, TaskEvent};
-use crate::inventory::NodeInfo;
-use crate::store::Store;
+use gantry_config::Config;
 use gantry_engine::FaultRecord;
+use gantry_node::executor::{Executor, TaskEvent};
+use gantry_node::inventory::NodeInfo;
+use gantry_store::Store;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::{Notify, mpsc};
 
+pub use facade::{Admin, Controller, Jobs, Nodes, Policy, Services};
 pub use job_control::{ControlError, JobUpdate};
 pub use job_table::{JobPage, JobQuery};
 pub use jobs as jobs_api;
@@ -167,10 +176,13 @@ impl Scheduler {
     pub fn open_fenced(
         config: Config,
         shim_exe: std::path::PathBuf,
-        fence: Option<crate::store::Fence>,
+        fence: Option<gantry_store::Fence>,
     ) -> anyhow::Result<(Self, mpsc::UnboundedReceiver<TaskEvent>)> {
-        crate::private_files::restrict_umask();
-        crate::private_files::dir_with_mode(&config.data_dir, crate::private_files::TRAVERSE_ONLY)?;
+        gantry_node::private_files::restrict_umask();
+        gantry_node::private_files::dir_with_mode(
+            &config.data_dir,
+            gantry_node::private_files::TRAVERSE_ONLY,
+        )?;
         let history = config.history.backend().map_err(anyhow::Error::msg)?;
         let store = Store::open_with(
             &config.data_dir,
@@ -179,11 +191,11 @@ impl Scheduler {
             &history,
         )?;
         store.set_fence(fence);
-        let node = crate::inventory::discover(&config.node);
+        let node = gantry_node::inventory::discover(&config.node);
         let cluster_token = config.cluster.effective_token();
         let local = match config.cluster.local_node {
             true => Some(members::Member {
-                control: nodes::NodeControl::load(&store, &node)?,
+                control: node_control::NodeControl::load(&store, &node)?,
                 info: node.clone(),
                 addr: config.cluster.advertise_addr.clone(),
                 link: members::Link::Local,
@@ -195,10 +207,10 @@ impl Scheduler {
             }),
             false => None,
         };
-        let agent_tls = crate::tls::ureq_tls("cluster.ca_cert", config.cluster.ca_cert.as_deref())?;
-        let client = |url: &str| {
-            crate::cluster::agent_client::AgentClient::new(url, &cluster_token, &agent_tls)
-        };
+        let agent_tls =
+            gantry_config::tls::ureq_tls("cluster.ca_cert", config.cluster.ca_cert.as_deref())?;
+        let client =
+            |url: &str| gantry_api::agent_client::AgentClient::new(url, &cluster_token, &agent_tls);
         let members = members::Members::load(&store, local, client, now_ms())?;
         tracing::info!(
             node = %node.name, gpus = node.gpus.len(), source = %node.gpu_source,
@@ -206,7 +218,7 @@ impl Scheduler {
         );
         let (tx, rx) = mpsc::unbounded_channel();
         let node_gpus = node.gpus.iter().map(|g| g.index).collect();
-        let isolation = crate::executor::Isolation::setup(&config.execution, node_gpus)?;
+        let isolation = gantry_node::executor::Isolation::setup(&config.execution, node_gpus)?;
         let executor = Executor::with_isolation(shim_exe, tx, isolation)
             .with_log_limit(config.limits.max_log_bytes())
             .with_scratch_limit(config.execution.work_dir_mib)
@@ -358,11 +370,11 @@ impl Scheduler {
         for (job, d, previous) in changed {
             match (d.decision, previous) {
                 ("hold", p) if p != Some("hold") => {
-                    crate::telemetry::job_event(job, "held", cycle, &d.message)
+                    job_trace::job_event(job, "held", cycle, &d.message)
                 }
                 ("pending", p) if p != Some("pending") => {
                     let detail = format!("admitted; waiting: {}", d.message);
-                    crate::telemetry::job_event(job, "admitted", cycle, &detail)
+                    job_trace::job_event(job, "admitted", cycle, &detail)
                 }
                 _ => {}
             }

@@ -11,10 +11,11 @@
 //! (`remote.rs` registers it, `reconcile.rs` stops what it should no longer run).
 
 use super::members::{Link, Liveness};
-use super::nodes::{NodeOpError, drain_key};
-use super::transition::{self, Transition};
+use super::node_control::{DrainRecord, drain_key};
+use super::nodes::NodeOpError;
+use super::transition::Transition;
 use super::{Scheduler, lock, now_ms};
-use crate::model::{JobState, StopCause};
+use gantry_api::model::{JobState, StopCause};
 use std::time::Duration;
 
 /// How often silent nodes are looked for.
@@ -74,21 +75,20 @@ impl Scheduler {
         let _ = self.inner.store.event(now_ms(), None, "node", message);
         let grace = Duration::from_secs(self.inner.config.kill_grace_s);
         let mut st = lock(&self.inner.state);
-        let mut touched = Vec::new();
-        for mut job in st.jobs.running_mut() {
+        for mut job in st.jobs.edit_running() {
             if !job.tasks.iter().any(|t| t.node == node && t.exit.is_none()) {
                 continue;
             }
             for task in 0..job.tasks.len() {
                 let t = &job.tasks[task];
                 if t.node == node && t.exit.is_none() {
-                    transition::apply_or_log(&mut job, Transition::task_lost(task));
+                    job.apply_or_log(Transition::task_lost(task));
                 }
             }
             let down = StopCause::NodeDown {
                 node: node.to_string(),
             };
-            transition::apply_or_log(&mut job, Transition::StopRequested(down));
+            job.apply_or_log(Transition::StopRequested(down));
             self.event(
                 job.id,
                 "node-down",
@@ -98,10 +98,7 @@ impl Scheduler {
             if job.tasks.iter().all(|t| t.exit.is_some()) {
                 self.finish(&mut job);
             }
-            touched.push(job.clone());
-        }
-        for job in &touched {
-            self.persist(job);
+            // Written as this edit ends, under the lock.
         }
         drop(st);
         self.flush();
@@ -110,7 +107,7 @@ impl Scheduler {
 
     /// Forgets node `name`: only an agent's node that is down or awaited, with no task of a
     /// running job still on it.
-    pub fn forget_node(&self, name: &str, by: &str) -> Result<(), NodeOpError> {
+    pub(crate) fn forget_node(&self, name: &str, by: &str) -> Result<(), NodeOpError> {
         let busy = lock(&self.inner.state).jobs.running().any(|j| {
             j.state == JobState::Running
                 && j.tasks.iter().any(|t| t.node == name && t.exit.is_none())
@@ -142,7 +139,7 @@ impl Scheduler {
         members.save(&self.inner.store)?;
         drop(members);
         let store = &self.inner.store;
-        store.set_meta(&drain_key(name), &None::<super::nodes::DrainRecord>)?;
+        store.set_meta(&drain_key(name), &None::<DrainRecord>)?;
         store.flush()?;
         let message = format!("node {name} removed by {by}");
         tracing::warn!("{message}");

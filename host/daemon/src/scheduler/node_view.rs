@@ -6,13 +6,13 @@
 //! and who holds it.
 //!
 //! Owns: the view types and their assembly. Does not own the state they show
-//! (`nodes.rs`, `inventory`, the job table).
+//! (`node_control.rs`, `members.rs`, `inventory`, the job table).
 
 use super::members::{Link, Liveness, Member};
-use super::nodes::{DrainRecord, GpuFault};
+use super::node_control::{DrainRecord, GpuFault};
 use super::{Scheduler, lock};
-use crate::cluster::proto::NodeLoad;
-use crate::inventory::{MigDevice, groups};
+use gantry_api::cluster::NodeLoad;
+use gantry_node::inventory::{MigDevice, groups};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -90,7 +90,7 @@ pub struct NodeView {
 
 impl Scheduler {
     /// Every node and who holds each GPU.
-    pub fn nodes(&self) -> Vec<NodeView> {
+    pub(crate) fn nodes(&self) -> Vec<NodeView> {
         let members: Vec<Member> = lock(&self.inner.members)
             .all()
             .map(|(_, m)| m.clone())

@@ -10,49 +10,20 @@
 //! the validator refuses. The drain outlives restarts (a store meta key per node);
 //! health is read again at every start (NVML or `[node] unhealthy_gpus`).
 //!
-//! Owns: the drain record, the GPU fault table, their application to snapshots and
-//! pending reasons. Does not own discovery (`inventory`), the health rules
+//! Owns: draining, resuming and recording GPU faults (the records themselves are
+//! `node_control.rs`'s), and the drain's note in pending reasons. Does not own discovery (`inventory`), the health rules
 //! (`inventory::health`) or HTTP (`api::nodes`).
 
 use super::members::Members;
+use super::node_control::{DrainRecord, GpuFault, NodeControl, drain_key};
 use super::node_view::NodeView;
 use super::{Scheduler, lock, now_ms};
-use crate::inventory::NodeInfo;
-use crate::store::{Store, StoreError};
-use gantry_contract::{self as c, Stage};
+use gantry_contract::Stage;
 use gantry_engine::{CycleOutcome, Snapshot};
-use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use gantry_store::StoreError;
 
 /// Longest drain reason, in bytes.
 pub const MAX_REASON: usize = 256;
-
-/// Why and by whom a node was drained.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DrainRecord {
-    /// The operator's reason.
-    pub reason: String,
-    /// Who drained it (the token's user; "unauthenticated" when auth is off).
-    pub by: String,
-    /// When, ms since the Unix epoch.
-    pub since_ms: u64,
-}
-
-/// Why a GPU takes no new tasks.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct GpuFault {
-    /// The reason (health rule or configuration).
-    pub reason: String,
-    /// Since when, ms since the Unix epoch (the daemon's start for faults found then).
-    pub since_ms: u64,
-}
-
-/// The node's drain and its unhealthy GPUs.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct NodeControl {
-    pub(crate) drain: Option<DrainRecord>,
-    pub(crate) gpu_faults: BTreeMap<u32, GpuFault>,
-}
 
 /// Why a drain or resume was refused.
 #[derive(Debug, thiserror::Error)]
@@ -76,10 +47,6 @@ pub enum NodeOpError {
     Store(#[from] StoreError),
 }
 
-pub(crate) fn drain_key(node: &str) -> String {
-    format!("node-drain/{node}")
-}
-
 /// The trimmed reason, or why it is refused.
 pub fn check_reason(reason: &str) -> Result<String, String> {
     let reason = reason.trim();
@@ -96,44 +63,6 @@ pub fn check_reason(reason: &str) -> Result<String, String> {
         return Err("control characters are not allowed".into());
     }
     Ok(reason.to_string())
-}
-
-impl NodeControl {
-    /// The drain stored for `node`, and the GPUs found unhealthy at discovery.
-    pub(crate) fn load(store: &Store, node: &NodeInfo) -> Result<Self, StoreError> {
-        let drain = store
-            .meta::<Option<DrainRecord>>(&drain_key(&node.name))?
-            .flatten();
-        if let Some(d) = &drain {
-            tracing::warn!(node = %node.name, by = %d.by, "node is drained: {}", d.reason);
-        }
-        let since_ms = now_ms();
-        let gpu_faults = node
-            .gpus
-            .iter()
-            .filter(|g| !g.healthy)
-            .map(|g| {
-                let reason = g
-                    .unhealthy_reason
-                    .clone()
-                    .unwrap_or_else(|| "unhealthy".into());
-                (g.index, GpuFault { reason, since_ms })
-            })
-            .collect();
-        Ok(Self { drain, gpu_faults })
-    }
-
-    /// Applies the drain and the GPU faults to the snapshot's view of the node.
-    pub(crate) fn apply_to(&self, node: &mut c::Node) {
-        if self.drain.is_some() {
-            node.state = c::NodeState::Draining;
-        }
-        for g in &mut node.gpus {
-            if self.gpu_faults.contains_key(&g.index) {
-                g.healthy = false;
-            }
-        }
-    }
 }
 
 /// The note put before pending reasons while `node` is drained.
@@ -168,7 +97,12 @@ impl Scheduler {
 
     /// Drains `name`: running jobs continue, nothing new starts there. Draining a
     /// drained node replaces its reason and keeps its start time.
-    pub fn drain(&self, name: &str, reason: &str, by: &str) -> Result<NodeView, NodeOpError> {
+    pub(crate) fn drain(
+        &self,
+        name: &str,
+        reason: &str,
+        by: &str,
+    ) -> Result<NodeView, NodeOpError> {
         self.check_node(name)?;
         let reason = check_reason(reason).map_err(NodeOpError::Reason)?;
         let since_ms = self
@@ -193,7 +127,7 @@ impl Scheduler {
 
     /// Resumes `name`: new jobs may start there again (a node that is not drained is
     /// left as it is).
-    pub fn resume(&self, name: &str, by: &str) -> Result<NodeView, NodeOpError> {
+    pub(crate) fn resume(&self, name: &str, by: &str) -> Result<NodeView, NodeOpError> {
         self.check_node(name)?;
         let was = self.with_control(name, |c| c.drain.clone()).flatten();
         if let Some(d) = was {
@@ -266,7 +200,7 @@ impl Scheduler {
     /// when the GPUs came from NVML and polling is on).
     pub(crate) fn start_gpu_health_watch(&self) {
         let me = self.clone();
-        crate::inventory::nvml::watch_node(
+        gantry_node::inventory::nvml::watch_node(
             &self.inner.node,
             self.inner.config.node.health_poll_s,
             move |index, reason| me.mark_gpu_unhealthy(index, reason),
@@ -293,9 +227,10 @@ pub(crate) fn apply_node_control(members: &Members, snap: &mut Snapshot) -> Opti
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use crate::inventory::GpuInfo;
     use crate::scheduler::snapshot::{self, LOCAL_NODE};
+    use gantry_contract as c;
     use gantry_engine::{Interner, PendingReason};
+    use gantry_node::inventory::{GpuInfo, NodeInfo};
 
     fn node() -> (c::Cycle, c::Node) {
         let info = NodeInfo {

@@ -6,7 +6,7 @@
 //!
 //! Owns: the expansion. Does not own opening the files.
 
-use crate::model::JobRecord;
+use gantry_api::model::JobRecord;
 
 /// `pattern` expanded for task `task` of `job`.
 pub(crate) fn expand(pattern: &str, job: &JobRecord, task: usize) -> String {
@@ -57,7 +57,7 @@ pub(crate) fn of_task(job: &JobRecord, task: usize) -> (Option<String>, Option<S
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::model::{ArrayMember, JobSpec};
+    use gantry_api::model::{ArrayMember, JobSpec};
 
     #[test]
     fn the_patterns_sbatch_scripts_use() {

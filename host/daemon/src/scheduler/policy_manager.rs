@@ -12,9 +12,9 @@
 use super::decisions::{self, Decision};
 use super::nodes;
 use super::shadow::{ShadowState, ShadowView};
-use crate::policy::{PipelineVersion, Registry};
 use gantry_contract::{Cycle, Job};
 use gantry_engine::{CycleOutcome, FaultRecord, Pipeline, Snapshot, SubmitDecision};
+use gantry_policy::{PipelineVersion, Registry};
 use std::collections::BTreeMap;
 
 /// The pipelines of the scheduler and their history.

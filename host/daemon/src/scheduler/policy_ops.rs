@@ -3,42 +3,22 @@
 //! the current snapshot, and swap it in atomically between cycles.
 //!
 //! Owns: pipeline history and the swap protocol. Does not own building instances
-//! (`policy::Registry`) or HTTP (`api`).
+//! (`policy::Registry`), the error type (`policy_error.rs`) or HTTP (`api`).
 
+use super::policy_error::PolicyOpError;
 use super::policy_manager::PolicyManager;
 use super::{FaultView, Scheduler, lock, now_ms};
-use crate::config::Config;
-use crate::policy::{PipelineSpec, PipelineVersion, PolicyError, Registry, default_spec};
-use crate::store::{Store, StoreError};
+use gantry_config::Config;
 use gantry_contract::Metadata;
-use gantry_engine::FaultRecord;
-use gantry_plugin_runtime::{Limits, LoadError, Runtime, RuntimeOptions};
+use gantry_plugin_runtime::{Limits, Runtime, RuntimeOptions};
+use gantry_policy::{PipelineSpec, PipelineVersion, Registry, default_spec};
+use gantry_store::Store;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
 const ACTIVE_KEY: &str = "active_pipeline";
 const NAMES_KEY: &str = "plugin_names";
-
-/// Why a policy operation failed.
-#[derive(Debug, thiserror::Error)]
-pub enum PolicyOpError {
-    /// The spec is invalid (names the field).
-    #[error("{0}")]
-    Invalid(#[from] PolicyError),
-    /// The new pipeline faulted on the current snapshot.
-    #[error("the new pipeline failed its dry run on the current snapshot: {}", .0.iter().map(|f| format!("{} at {}: {}", f.plugin.name, f.stage, f.fault)).collect::<Vec<_>>().join("; "))]
-    DryRun(Vec<FaultRecord>),
-    /// Nothing to roll back to.
-    #[error("there is no earlier pipeline version to roll back to")]
-    NoPrevious,
-    /// The plugin could not be loaded.
-    #[error("{0}")]
-    Load(#[from] LoadError),
-    /// Storage failed.
-    #[error("{0}")]
-    Store(#[from] StoreError),
-}
 
 /// Uploaded plugin summary.
 #[derive(Debug, Clone, Serialize)]
@@ -78,7 +58,10 @@ pub struct SwapResult {
 /// a later [`load_policy`] finds them there (a standby does this while it waits to lead:
 /// `crate::leadership`); returns how many.
 pub fn warm_compile_cache(config: &Config) -> anyhow::Result<usize> {
-    crate::private_files::dir_with_mode(&config.data_dir, crate::private_files::TRAVERSE_ONLY)?;
+    gantry_node::private_files::dir_with_mode(
+        &config.data_dir,
+        gantry_node::private_files::TRAVERSE_ONLY,
+    )?;
     let runtime = Runtime::new(RuntimeOptions {
         cache_dir: Some(config.data_dir.join("compiled")),
     })?;
@@ -174,7 +157,7 @@ pub(crate) fn load_policy(
 
 impl Scheduler {
     /// Loads, validates and stores an uploaded component.
-    pub fn upload_plugin(&self, bytes: &[u8]) -> Result<PluginInfo, PolicyOpError> {
+    pub(crate) fn upload_plugin(&self, bytes: &[u8]) -> Result<PluginInfo, PolicyOpError> {
         let mut registry = lock(&self.inner.policy).registry().clone();
         let p = registry.register(bytes)?;
         self.inner.store.put_plugin(p.sha256(), bytes)?;
@@ -193,7 +176,7 @@ impl Scheduler {
     }
 
     /// Every registered plugin.
-    pub fn plugins(&self) -> Vec<PluginInfo> {
+    pub(crate) fn plugins(&self) -> Vec<PluginInfo> {
         let pol = lock(&self.inner.policy);
         pol.registry()
             .plugins()
@@ -206,7 +189,7 @@ impl Scheduler {
     }
 
     /// The active pipeline.
-    pub fn policy(&self) -> PolicyView {
+    pub(crate) fn policy(&self) -> PolicyView {
         let pol = lock(&self.inner.policy);
         let quarantined = pol.quarantined();
         let active = pol.active().clone();
@@ -221,23 +204,27 @@ impl Scheduler {
     }
 
     /// Every activation, oldest first.
-    pub fn policy_history(&self) -> Vec<PipelineVersion> {
+    pub(crate) fn policy_history(&self) -> Vec<PipelineVersion> {
         lock(&self.inner.policy).history().to_vec()
     }
 
     /// Recent plugin faults, oldest first.
-    pub fn faults(&self) -> Vec<FaultView> {
+    pub(crate) fn faults(&self) -> Vec<FaultView> {
         lock(&self.inner.faults).recent()
     }
 
     /// Builds `spec`, dry-runs it on the current snapshot, and makes it live; `by` (who
     /// asked) goes into the history.
-    pub fn set_policy(&self, spec: PipelineSpec, by: &str) -> Result<SwapResult, PolicyOpError> {
+    pub(crate) fn set_policy(
+        &self,
+        spec: PipelineSpec,
+        by: &str,
+    ) -> Result<SwapResult, PolicyOpError> {
         self.swap(spec, "set", None, by)
     }
 
     /// Makes the pipeline active before the current one live again (`by`: who asked).
-    pub fn rollback_policy(&self, by: &str) -> Result<SwapResult, PolicyOpError> {
+    pub(crate) fn rollback_policy(&self, by: &str) -> Result<SwapResult, PolicyOpError> {
         let previous = {
             let pol = lock(&self.inner.policy);
             let history = pol.history();

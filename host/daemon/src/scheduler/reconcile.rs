@@ -9,10 +9,10 @@
 //! Owns: these rules. Does not own heartbeats themselves (`remote.rs`) or launching
 //! (`remote_launch.rs`).
 
-use super::transition::{self, Transition};
+use super::transition::Transition;
 use super::{Scheduler, lock};
-use crate::cluster::proto::{EndReport, Heartbeat, TaskKey};
-use crate::executor::TaskExit;
+use gantry_api::cluster::{EndReport, Heartbeat, TaskKey};
+use gantry_node::executor::TaskExit;
 use std::collections::{BTreeMap, BTreeSet};
 
 impl Scheduler {
@@ -27,8 +27,7 @@ impl Scheduler {
         let mut lost: Vec<TaskKey> = Vec::new();
         let mut st = lock(&self.inner.state);
         let mut wanted = BTreeSet::new();
-        let mut changed = Vec::new();
-        for mut job in st.jobs.running_mut() {
+        for mut job in st.jobs.edit_running() {
             for i in 0..job.tasks.len() {
                 if job.tasks[i].node != node || job.tasks[i].exit.is_some() {
                     continue;
@@ -38,8 +37,9 @@ impl Scheduler {
                 if let Some(pid) = reported.get(&key) {
                     lock(&self.inner.remote_runs).reported(&key);
                     let launched = Transition::TaskLaunched { task: i, pid: *pid };
-                    if job.tasks[i].pid.is_none() && transition::apply_or_log(&mut job, launched) {
-                        changed.push(job.id);
+                    // Written as this job's edit ends, under the lock.
+                    if job.tasks[i].pid.is_none() {
+                        job.apply_or_log(launched);
                     }
                 } else if ended.contains(&key) || launching.contains(&key) {
                 } else if job.tasks[i].pid.is_none() {
@@ -58,17 +58,10 @@ impl Scheduler {
             }
         }
         self.set_unwanted(node, stop.len());
-        let snapshots: Vec<_> = changed
-            .iter()
-            .filter_map(|id| st.jobs.get(*id).cloned())
-            .collect();
         let resend: Vec<_> = relaunch
             .iter()
             .filter_map(|(id, i)| st.jobs.get(*id).map(|j| (j.clone(), *i)))
             .collect();
-        for job in &snapshots {
-            self.persist(job);
-        }
         drop(st);
         for (job, i) in resend {
             tracing::info!(node, task = %Self::task_key(&job, i), "the agent does not know this task; sending its launch again");

@@ -6,14 +6,14 @@
 //!
 //! Owns: these reactions. Does not own the node table (`members.rs`), comparing what an
 //! agent runs with what is wanted (`reconcile.rs`), silent nodes (`node_down.rs`), the wire
-//! types (`cluster::proto`), HTTP (`api::cluster`) or launching (`remote_launch.rs`).
+//! types (`gantry_api::cluster`), HTTP (`api::cluster`) or launching (`remote_launch.rs`).
 
 use super::members::{Link, Liveness, Member};
 use super::{Scheduler, lock, now_ms};
-use crate::cluster::agent_client::AgentClient;
-use crate::cluster::proto::{EndReport, Heartbeat, HeartbeatReply, SignalRequest, TaskKey};
-use crate::executor::TaskEvent;
-use crate::model::JobState;
+use gantry_api::agent_client::AgentClient;
+use gantry_api::cluster::{EndReport, Heartbeat, HeartbeatReply, SignalRequest, TaskKey};
+use gantry_api::model::JobState;
+use gantry_node::executor::TaskEvent;
 use std::time::Duration;
 
 /// Why a heartbeat was refused.
@@ -41,7 +41,7 @@ pub enum HeartbeatError {
     BadName,
     /// The store failed.
     #[error("{0}")]
-    Store(#[from] crate::store::StoreError),
+    Store(#[from] gantry_store::StoreError),
 }
 
 impl Scheduler {
@@ -80,7 +80,7 @@ impl Scheduler {
     /// is not).
     pub(crate) fn signal_running_tasks(
         &self,
-        job: &crate::model::JobRecord,
+        job: &gantry_api::model::JobRecord,
         signal: i32,
         grace: Option<Duration>,
     ) -> usize {
@@ -154,7 +154,7 @@ impl Scheduler {
 
     /// A heartbeat from an agent: registers or refreshes its node, applies its ends, and
     /// answers with what was recorded and what to stop.
-    pub fn heartbeat(&self, hb: Heartbeat) -> Result<HeartbeatReply, HeartbeatError> {
+    pub(crate) fn heartbeat(&self, hb: Heartbeat) -> Result<HeartbeatReply, HeartbeatError> {
         let name = hb.node.name.clone();
         if name.is_empty()
             || name.len() > 64
@@ -177,7 +177,7 @@ impl Scheduler {
             acknowledged,
             stop,
             heartbeat_interval_ms: self.inner.config.cluster.heartbeat_interval_ms,
-            term: crate::cluster::term::current(),
+            term: gantry_api::cluster_term::current(),
         })
     }
 
@@ -219,7 +219,7 @@ impl Scheduler {
                 (changed, (back != Liveness::Up).then_some(back))
             }
             None => {
-                let control = super::nodes::NodeControl::load(&self.inner.store, &hb.node)?;
+                let control = super::node_control::NodeControl::load(&self.inner.store, &hb.node)?;
                 members.push(Member {
                     info: hb.node.clone(),
                     addr: hb.addr.clone(),
@@ -237,7 +237,7 @@ impl Scheduler {
                     hb.agent_url
                 );
                 tracing::info!("{message}");
-                crate::cluster::config::warn_plain_link("the agent of node", &hb.agent_url);
+                crate::cluster::warn_plain_link("the agent of node", &hb.agent_url);
                 let _ = self.inner.store.event(now, None, "node", message);
                 (true, None)
             }

@@ -11,11 +11,11 @@
 //! local executor path (`launch.rs`), the environment (`task_env.rs`) or what heartbeats
 //! report (`remote.rs`).
 
-use super::transition::{self, Transition};
+use super::transition::Transition;
 use super::{Scheduler, lock};
-use crate::cluster::agent_client::{AgentCallError, AgentClient};
-use crate::cluster::proto::{LaunchReply, LaunchRequest, PROTOCOL_VERSION, TaskKey};
-use crate::model::{JobRecord, JobState};
+use gantry_api::agent_client::{AgentCallError, AgentClient};
+use gantry_api::cluster::{LaunchReply, LaunchRequest, PROTOCOL_VERSION, TaskKey};
+use gantry_api::model::{JobRecord, JobState};
 use gantry_api::task::TaskInput;
 use std::time::{Duration, Instant};
 
@@ -53,7 +53,7 @@ impl Scheduler {
         // A restart keeps its port unless someone listens there now (its own run is over):
         // another account may have taken it (issue 43, finding 8).
         let taken = |port: u16| {
-            let ask = crate::cluster::proto::PortOwnerRequest {
+            let ask = gantry_api::cluster::PortOwnerRequest {
                 port,
                 user: job.spec.user.clone(),
                 anonymous: job.spec.anonymous,
@@ -127,17 +127,18 @@ impl Scheduler {
     /// Applies a launch answer: records the pid, or fails the gang's launch.
     fn launch_answered(&self, key: TaskKey, answer: Result<LaunchReply, AgentCallError>) {
         let mut st = lock(&self.inner.state);
-        let Some(job) = st.jobs.get_mut(key.job) else {
+        let Some(mut job) = st.jobs.edit(key.job) else {
             return;
         };
         let current = job.state == JobState::Running
-            && Self::task_key(job, key.task as usize) == key
+            && Self::task_key(&job, key.task as usize) == key
             && job.tasks[key.task as usize].exit.is_none();
         let node = job.tasks.get(key.task as usize).map(|t| t.node.clone());
         if !current {
             // Requeued, ended or stopped meanwhile: a task that did start is not wanted.
             if let (Ok(reply), Some(node)) = (&answer, node) {
                 tracing::info!(task = %key, pid = reply.pid, "launched after its run ended; stopping it");
+                drop(job);
                 drop(st);
                 self.signal_remote(&node, key, libc::SIGKILL, Some(Duration::ZERO));
             }
@@ -149,15 +150,15 @@ impl Scheduler {
                     task: key.task as usize,
                     pid: reply.pid,
                 };
-                transition::apply_or_log(job, launched);
+                job.apply_or_log(launched);
                 if reply.replayed {
                     tracing::info!(task = %key, pid = reply.pid, "the agent already had this launch");
                 }
                 let stopping = job.stopping.is_some();
-                let snapshot = job.clone();
-                // Written before the lock goes: no older snapshot of this job, written by
-                // another thread after it, can replace this one in the store.
-                self.persist(&snapshot);
+                let task_node = job.tasks[key.task as usize].node.clone();
+                // Written before the lock goes (the edit's drop): no older snapshot of this
+                // job, written by another thread after it, can replace this one in the store.
+                drop(job);
                 drop(st);
                 self.flush();
                 if stopping {
@@ -168,16 +169,15 @@ impl Scheduler {
                     }
                 }
                 if let Some(ended) = reply.ended {
-                    self.remote_task_ended(&snapshot.tasks[key.task as usize].node, ended);
+                    self.remote_task_ended(&task_node, ended);
                 }
             }
             Err(e) => {
                 let message = format!("task {} failed to launch: {e}", key.task);
-                self.launch_failed(job, message);
-                let snapshot = job.clone();
-                // Written before the lock goes: no older snapshot of this job, written by
-                // another thread after it, can replace this one in the store.
-                self.persist(&snapshot);
+                self.launch_failed(&mut job, message);
+                // Written before the lock goes (the edit's drop): no older snapshot of this
+                // job, written by another thread after it, can replace this one in the store.
+                drop(job);
                 drop(st);
                 self.flush();
                 self.wake();

@@ -7,7 +7,7 @@
 //! Does not own sending launches (`remote_launch.rs`), what a lost task means for its job
 //! (`reconcile.rs`, `lifecycle.rs`) or the nodes themselves (`members.rs`).
 
-use crate::cluster::proto::TaskKey;
+use gantry_api::cluster::TaskKey;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Heartbeats without a started task before it is declared lost.

@@ -11,7 +11,7 @@
 //! (`config_retention`).
 
 use super::{Scheduler, lock, now_ms};
-use crate::config_retention::DAY_MS;
+use gantry_config::retention::DAY_MS;
 use serde::Serialize;
 use std::time::{Duration, Instant};
 
@@ -46,7 +46,7 @@ pub struct GcReport {
 }
 
 /// What one batch did; `None` when it found nothing to delete.
-type Batch = Result<Option<u64>, crate::store::StoreError>;
+type Batch = Result<Option<u64>, gantry_store::StoreError>;
 
 impl Scheduler {
     /// Takes out of memory the jobs that ended at least `retention.min_job_age_s` ago,
@@ -73,7 +73,10 @@ impl Scheduler {
     }
 
     /// Deletes what retention no longer keeps, in at most `max_batches` batches.
-    pub fn collect_garbage(&self, max_batches: u64) -> Result<GcReport, crate::store::StoreError> {
+    pub(crate) fn collect_garbage(
+        &self,
+        max_batches: u64,
+    ) -> Result<GcReport, gantry_store::StoreError> {
         let started = Instant::now();
         let r = &self.inner.config.retention;
         let store = &self.inner.store;
@@ -197,7 +200,7 @@ impl Scheduler {
     }
 }
 
-fn nonzero(n: Result<usize, crate::store::StoreError>) -> Batch {
+fn nonzero(n: Result<usize, gantry_store::StoreError>) -> Batch {
     n.map(|n| (n > 0).then_some(n as u64))
 }
 
@@ -212,9 +215,9 @@ impl Budget {
     /// each batch; returns how many it deleted.
     fn run(
         &mut self,
-        store: &crate::store::Store,
+        store: &gantry_store::Store,
         mut step: impl FnMut() -> Batch,
-    ) -> Result<u64, crate::store::StoreError> {
+    ) -> Result<u64, gantry_store::StoreError> {
         let mut deleted = 0;
         while self.left > 0 {
             self.left -= 1;

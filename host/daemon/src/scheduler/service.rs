@@ -21,16 +21,18 @@
 mod checker;
 use gantry_node::port_owner;
 pub(crate) mod port_guard;
+mod port_holder;
 pub(crate) mod probe;
 mod remote_port;
 
-use super::transition::{self, Transition};
+use super::job_edit::JobEdit;
+use super::transition::Transition;
 use super::{Scheduler, lock, now_ms};
-use crate::executor::TaskExit;
-use crate::job_options::ServiceSpec;
-pub use crate::model::{HealthState, ServiceHealth};
-use crate::model::{JobRecord, JobState};
+use gantry_api::model::job_options::ServiceSpec;
+pub use gantry_api::model::{HealthState, ServiceHealth};
+use gantry_api::model::{JobRecord, JobState};
 use gantry_contract::JobKind;
+use gantry_node::executor::TaskExit;
 use std::time::Duration;
 
 /// A run that lasted at least this long resets the back-off to 1 s.
@@ -50,14 +52,14 @@ pub fn next_backoff_s(previous_s: u32, ran_ms: u64, max_s: u32) -> u32 {
 impl Scheduler {
     /// `task_ended` hook, after the task's exit and usage were recorded: true when the job is
     /// a service that the daemon did not ask to stop, which is then restarted, not finished.
-    pub(crate) fn service_task_ended(&self, job: &mut JobRecord, task: usize) -> bool {
+    pub(crate) fn service_task_ended(&self, job: &mut JobEdit<'_>, task: usize) -> bool {
         if job.spec.kind != JobKind::Service || job.stopping.is_some() {
             return false;
         }
         let ended = job.tasks.iter().filter(|t| t.exit.is_some()).count();
         if ended == 1 {
             let cause = end_cause(job, task);
-            health_mut(job).last_exit = Some(cause);
+            job.service_health_mut().last_exit = Some(cause);
             self.stop_tasks(job, Duration::from_secs(self.inner.config.kill_grace_s));
         }
         if ended == job.tasks.len() {
@@ -68,12 +70,13 @@ impl Scheduler {
 
     /// Adoption hook for a running job whose tasks all ended: true when it is a service that
     /// waits out (or now starts) its back-off rather than finishing.
-    pub(crate) fn service_resumes(&self, job: &mut JobRecord) -> bool {
+    pub(crate) fn service_resumes(&self, job: &mut JobEdit<'_>) -> bool {
         if job.spec.kind != JobKind::Service || job.stopping.is_some() {
             return false;
         }
         if job.restart_at_ms.is_none() {
-            health_mut(job).last_exit = Some("its tasks ended while the daemon was down".into());
+            job.service_health_mut().last_exit =
+                Some("its tasks ended while the daemon was down".into());
             self.schedule_restart(job);
         }
         true
@@ -87,7 +90,7 @@ impl Scheduler {
         let mut changed = false;
         let mut wanted = Vec::new();
         let mut to_launch = Vec::new();
-        for mut job in st.jobs.running_mut() {
+        for mut job in st.jobs.edit_running() {
             if job.state != JobState::Running || job.spec.kind != JobKind::Service {
                 continue;
             }
@@ -96,17 +99,17 @@ impl Scheduler {
             match restart_at {
                 Some(_) if all_ended && job.stopping.is_some() => {
                     self.finish(&mut job);
-                    self.persist(&job);
+                    job.write_or_log();
                     changed = true;
                 }
                 Some(at) if all_ended && now >= at && self.relaunch(&mut job, now) => {
-                    to_launch.push(job.clone());
+                    to_launch.push(job.record().clone());
                     changed = true;
                 }
                 _ => {}
             }
             if job.health.is_none() && job.state == JobState::Running {
-                health_mut(&mut job);
+                job.service_health_mut();
             }
             if let Some(run) = self.check_run(&job) {
                 wanted.push(run);
@@ -123,7 +126,7 @@ impl Scheduler {
     }
 
     /// Sets the back-off of a service whose tasks all ended.
-    fn schedule_restart(&self, job: &mut JobRecord) {
+    fn schedule_restart(&self, job: &mut JobEdit<'_>) {
         let now = now_ms();
         let run_start = job.tasks.iter().filter_map(|t| t.started_ms).min();
         let ran_ms = now.saturating_sub(run_start.unwrap_or(now));
@@ -133,12 +136,12 @@ impl Scheduler {
             .as_ref()
             .map_or(60, ServiceSpec::max_backoff_s);
         let restart = job.restarts + 1;
-        let health = health_mut(job);
+        let health = job.service_health_mut();
         let backoff_s = next_backoff_s(health.backoff_s, ran_ms, max_s);
         health.backoff_s = backoff_s;
         let cause = health.last_exit.clone().unwrap_or_default();
         let until_ms = now + u64::from(backoff_s) * 1000;
-        transition::apply_or_log(job, Transition::ServiceBackOff { until_ms });
+        job.apply_or_log(Transition::ServiceBackOff { until_ms });
         // Wake the run loop when the back-off is over rather than at its next tick.
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             let me = self.clone();
@@ -156,8 +159,8 @@ impl Scheduler {
 
     /// Makes every task of a service a new run on its allocation, durably; the caller
     /// launches it once the job table's lock is let go.
-    fn relaunch(&self, job: &mut JobRecord, now: u64) -> bool {
-        if !transition::apply_or_log(job, Transition::ServiceRelaunched { at_ms: now }) {
+    fn relaunch(&self, job: &mut JobEdit<'_>, now: u64) -> bool {
+        if !job.apply_or_log(Transition::ServiceRelaunched { at_ms: now }) {
             return false;
         }
         self.fresh_port_if_taken(job);
@@ -172,7 +175,7 @@ impl Scheduler {
             .as_ref()
             .is_some_and(|s| s.health.is_some());
         let restart = job.restarts;
-        let health = health_mut(job);
+        let health = job.service_health_mut();
         health.state = ServiceHealth::new(checked).state;
         health.failures = 0;
         let message = format!(
@@ -180,21 +183,10 @@ impl Scheduler {
             health.backoff_s,
             health.last_exit.as_deref().unwrap_or("ended")
         );
-        self.persist(job);
+        job.write_or_log();
         self.event(job.id, "restarted", message);
         true
     }
-}
-
-/// The service's health, created when missing.
-fn health_mut(job: &mut JobRecord) -> &mut ServiceHealth {
-    let checked = job
-        .spec
-        .service
-        .as_ref()
-        .is_some_and(|s| s.health.is_some());
-    job.health
-        .get_or_insert_with(|| ServiceHealth::new(checked))
 }
 
 /// Whether a running service's health lets it be sent requests: its last check passed, or

@@ -13,8 +13,8 @@
 
 use super::service_sets::{Replica, ServiceError};
 use super::{Scheduler, lock, now_ms};
-use crate::auth_submit::Submitter;
-use crate::model::{
+use crate::scheduler::submitter::Submitter;
+use gantry_api::model::{
     Revision, RolloutState, RolloutStatus, ScaleSample, ServiceRecord, UpdateRequest,
 };
 
@@ -214,7 +214,7 @@ impl Scheduler {
 
     /// Changes service `id` (`POST /v1/services/{id}/update`): a new image, command or
     /// environment makes a new revision, rolled out by the next reconciles.
-    pub fn update_service(
+    pub(crate) fn update_service(
         &self,
         id: u64,
         request: UpdateRequest,
@@ -267,7 +267,7 @@ impl Scheduler {
 
     /// Makes revision `to` (default: the one before the current one) current again
     /// (`POST /v1/services/{id}/rollback`), rolled out as an update is.
-    pub fn rollback_service(
+    pub(crate) fn rollback_service(
         &self,
         id: u64,
         to: Option<u32>,
@@ -320,7 +320,7 @@ impl Scheduler {
 
     /// The autoscaler's decision for service `id`: `replicas` wanted, for `why`; the
     /// reading is kept either way.
-    pub fn autoscale_service(&self, id: u64, replicas: u32, why: &str, sample: ScaleSample) {
+    pub(crate) fn autoscale_service(&self, id: u64, replicas: u32, why: &str, sample: ScaleSample) {
         self.record_scale_sample(id, sample);
         let changed = {
             let mut sets = lock(&self.inner.services);
@@ -344,7 +344,7 @@ impl Scheduler {
 
     /// A request reached service `id`'s endpoint while it had no replica: one is started
     /// when it is scaled to zero by its autoscaler. True when the service may get one.
-    pub fn activate_service(&self, id: u64) -> bool {
+    pub(crate) fn activate_service(&self, id: u64) -> bool {
         let woken = {
             let mut sets = lock(&self.inner.services);
             match sets.by_id.get_mut(&id) {
@@ -381,7 +381,7 @@ impl Scheduler {
 fn updated_template(
     service: &ServiceRecord,
     request: &UpdateRequest,
-) -> (crate::model::JobSpec, String) {
+) -> (gantry_api::model::JobSpec, String) {
     let mut t = service.template.clone();
     let mut change = Vec::new();
     if let Some(image) = &request.image {
@@ -419,7 +419,7 @@ fn updated_template(
 fn start_rollout(
     service: &mut ServiceRecord,
     revision: u32,
-    template: crate::model::JobSpec,
+    template: gantry_api::model::JobSpec,
     change: String,
 ) {
     service.rollout = Some(RolloutStatus {

@@ -2,7 +2,7 @@
 //! `max_surge`/`max_unavailable`, and which replica goes first.
 
 use super::*;
-use crate::model::{JobSpec, RolloutStrategy};
+use gantry_api::model::{JobSpec, RolloutStrategy};
 
 fn spec() -> JobSpec {
     serde_json::from_str(r#"{"argv": ["true"]}"#).unwrap()

@@ -25,8 +25,8 @@
 
 use super::jobs::SubmitError;
 use super::{Scheduler, lock, now_ms};
-use crate::auth_submit::Submitter;
-use crate::model::{
+use crate::scheduler::submitter::Submitter;
+use gantry_api::model::{
     JobSpec, JobState, ReplicaView, Revision, ScaleSample, ServiceRecord, ServiceView,
 };
 use gantry_contract::JobKind;
@@ -64,7 +64,7 @@ pub(crate) struct ServiceSets {
 
 impl ServiceSets {
     /// The services kept in `store` (a record from before revisions gets its first one).
-    pub(crate) fn load(store: &crate::store::Store) -> Result<Self, crate::store::StoreError> {
+    pub(crate) fn load(store: &gantry_store::Store) -> Result<Self, gantry_store::StoreError> {
         let mut by_id: BTreeMap<u64, ServiceRecord> =
             store.services()?.into_iter().map(|s| (s.id, s)).collect();
         for s in by_id.values_mut().filter(|s| s.history.is_empty()) {
@@ -119,13 +119,13 @@ pub enum ServiceError {
     NoRevision(String),
     /// The store could not write it.
     #[error(transparent)]
-    Store(#[from] crate::store::StoreError),
+    Store(#[from] gantry_store::StoreError),
 }
 
 impl Scheduler {
     /// Creates a service from `spec` (kind `service`, `service.replicas` wanted, 1 when 0)
     /// as `submitter`; its first replicas are submitted at once, each checked as any job.
-    pub fn create_service(
+    pub(crate) fn create_service(
         &self,
         mut spec: JobSpec,
         submitter: Submitter,
@@ -193,7 +193,11 @@ impl Scheduler {
     }
 
     /// Sets the number of replicas of service `id`.
-    pub fn scale_service(&self, id: u64, replicas: u32) -> Result<ServiceRecord, ServiceError> {
+    pub(crate) fn scale_service(
+        &self,
+        id: u64,
+        replicas: u32,
+    ) -> Result<ServiceRecord, ServiceError> {
         {
             let mut sets = lock(&self.inner.services);
             let service = sets.by_id.get_mut(&id).ok_or(ServiceError::NotFound(id))?;
@@ -212,7 +216,7 @@ impl Scheduler {
     }
 
     /// Stops service `id`: its replicas are cancelled and none is made again.
-    pub fn stop_service(&self, id: u64) -> Result<ServiceRecord, ServiceError> {
+    pub(crate) fn stop_service(&self, id: u64) -> Result<ServiceRecord, ServiceError> {
         {
             let mut sets = lock(&self.inner.services);
             let service = sets.by_id.get_mut(&id).ok_or(ServiceError::NotFound(id))?;
@@ -226,12 +230,12 @@ impl Scheduler {
     }
 
     /// Service `id` as kept.
-    pub fn service(&self, id: u64) -> Option<ServiceRecord> {
+    pub(crate) fn service(&self, id: u64) -> Option<ServiceRecord> {
         lock(&self.inner.services).by_id.get(&id).cloned()
     }
 
     /// Every service, by id.
-    pub fn services(&self) -> Vec<ServiceRecord> {
+    pub(crate) fn services(&self) -> Vec<ServiceRecord> {
         lock(&self.inner.services).by_id.values().cloned().collect()
     }
 
@@ -378,7 +382,10 @@ impl Scheduler {
     /// Where service `id`'s endpoint may send requests: each ready replica not being
     /// drained, at its node's address (127.0.0.1 on the controller's own node) and port,
     /// with its counter of requests in flight.
-    pub fn service_backends(&self, id: u64) -> Vec<(u64, std::net::SocketAddr, Arc<AtomicUsize>)> {
+    pub(crate) fn service_backends(
+        &self,
+        id: u64,
+    ) -> Vec<(u64, std::net::SocketAddr, Arc<AtomicUsize>)> {
         let jobs = self.live_replicas().remove(&id).unwrap_or_default();
         let draining = self.draining_jobs();
         let ready: Vec<_> = {
@@ -400,7 +407,7 @@ impl Scheduler {
                 .filter_map(|(job, node, port, uid, (user, anonymous))| {
                     let (ip, remote) = match members.by_name(&node) {
                         Some((_, m)) if m.agent().is_some() => {
-                            let ask = crate::cluster::proto::PortOwnerRequest {
+                            let ask = gantry_api::cluster::PortOwnerRequest {
                                 port,
                                 user,
                                 anonymous,
@@ -429,7 +436,7 @@ impl Scheduler {
     }
 
     /// The clock of service `id`'s last request through its endpoint (ms; 0: none yet).
-    pub fn service_activity(&self, id: u64) -> Arc<AtomicU64> {
+    pub(crate) fn service_activity(&self, id: u64) -> Arc<AtomicU64> {
         lock(&self.inner.services)
             .activity
             .entry(id)
@@ -438,7 +445,7 @@ impl Scheduler {
     }
 
     /// Records why service `id`'s endpoint does not listen on its port now (`None`: it does).
-    pub fn set_endpoint_problem(&self, id: u64, problem: Option<String>) {
+    pub(crate) fn set_endpoint_problem(&self, id: u64, problem: Option<String>) {
         let mut sets = lock(&self.inner.services);
         match problem {
             Some(p) => sets.endpoint_problems.insert(id, p),
@@ -447,7 +454,7 @@ impl Scheduler {
     }
 
     /// Records the port service `id`'s endpoint listens on.
-    pub fn set_endpoint_port(&self, id: u64, port: u16) {
+    pub(crate) fn set_endpoint_port(&self, id: u64, port: u16) {
         let mut sets = lock(&self.inner.services);
         if let Some(service) = sets.by_id.get_mut(&id)
             && service.endpoint_port != Some(port)
@@ -460,7 +467,7 @@ impl Scheduler {
     }
 
     /// `service` with the state of each live replica (`GET /v1/services/{id}`).
-    pub fn service_view(&self, service: ServiceRecord) -> ServiceView {
+    pub(crate) fn service_view(&self, service: ServiceRecord) -> ServiceView {
         let jobs = self.live_replicas().remove(&service.id).unwrap_or_default();
         let (draining, scale_samples, endpoint_problem) = {
             let sets = lock(&self.inner.services);
@@ -514,10 +521,10 @@ impl Scheduler {
 
     /// The last 200 events of service `id` (created, scaled, autoscaled with the values
     /// that caused it, updated, rolled out or back, stopped), oldest first.
-    pub fn service_events(
+    pub(crate) fn service_events(
         &self,
         id: u64,
-    ) -> Result<Vec<crate::store::Event>, crate::store::StoreError> {
+    ) -> Result<Vec<gantry_store::Event>, gantry_store::StoreError> {
         self.inner
             .store
             .kind_events("service", &format!("service {id}: "), 200)

@@ -6,10 +6,10 @@
 //! pipelines (`policy::Registry`) or running a cycle (`gantry-engine`).
 
 use super::decisions::{self, Decision, Difference};
-use super::policy_ops::PolicyOpError;
+use super::policy_error::PolicyOpError;
 use super::{Scheduler, lock, now_ms};
-use crate::policy::{PipelineSpec, ResolvedRef};
 use gantry_engine::{Pipeline, Snapshot};
+use gantry_policy::{PipelineSpec, ResolvedRef};
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -96,17 +96,32 @@ impl ShadowState {
     }
 }
 
-/// Recent cycle snapshots with the live pipeline's decisions, for replay.
+/// Job views (pending and running) a kept cycle may hold on average: the recorder keeps at
+/// most `record_snapshots` cycles and at most this many times as many views among them.
+const VIEWS_PER_CYCLE: usize = 200;
+
+/// Recent cycle snapshots with the live pipeline's decisions, for replay: the last `cap`
+/// cycles with pending jobs, the oldest let go first while they hold more than
+/// `cap * VIEWS_PER_CYCLE` job views in all (the newest is always kept). So what it holds
+/// is bounded by the setting, not by how long the queue grows: a recorded job that ended
+/// is forgotten with the cycles that saw it.
 #[derive(Default)]
 pub(crate) struct Recorder {
     cap: usize,
+    /// Pending and running job views in `cycles`.
+    views: usize,
     cycles: VecDeque<(Arc<Snapshot>, BTreeMap<u64, Decision>)>,
+}
+
+fn views(snap: &Snapshot) -> usize {
+    snap.pending.len() + snap.running.len()
 }
 
 impl Recorder {
     pub(crate) fn new(cap: usize) -> Self {
         Self {
             cap,
+            views: 0,
             cycles: VecDeque::new(),
         }
     }
@@ -115,10 +130,14 @@ impl Recorder {
         if self.cap == 0 || snap.pending.is_empty() {
             return;
         }
-        if self.cycles.len() >= self.cap {
-            self.cycles.pop_front();
-        }
+        self.views += views(&snap);
         self.cycles.push_back((snap, live));
+        let max_views = self.cap.saturating_mul(VIEWS_PER_CYCLE);
+        while self.cycles.len() > self.cap || (self.views > max_views && self.cycles.len() > 1) {
+            if let Some((old, _)) = self.cycles.pop_front() {
+                self.views -= views(&old);
+            }
+        }
     }
 }
 
@@ -139,7 +158,7 @@ pub struct ReplayReport {
 
 impl Scheduler {
     /// Runs `spec` as a shadow beside the live pipeline from the next cycle on.
-    pub fn set_shadow(&self, spec: PipelineSpec) -> Result<ShadowView, PolicyOpError> {
+    pub(crate) fn set_shadow(&self, spec: PipelineSpec) -> Result<ShadowView, PolicyOpError> {
         let registry = lock(&self.inner.policy).registry().clone();
         let (pipeline, resolved) = registry.build(&spec, Some(&self.inner.store))?;
         let shadow = ShadowState {
@@ -161,18 +180,22 @@ impl Scheduler {
     }
 
     /// Stops the shadow; returns its final comparison.
-    pub fn clear_shadow(&self) -> Option<ShadowView> {
+    pub(crate) fn clear_shadow(&self) -> Option<ShadowView> {
         lock(&self.inner.policy).take_shadow()
     }
 
     /// The shadow's comparison so far.
-    pub fn shadow(&self) -> Option<ShadowView> {
+    pub(crate) fn shadow(&self) -> Option<ShadowView> {
         lock(&self.inner.policy).shadow_view()
     }
 
     /// Replays `spec` over the recorded snapshots of the last `since_s` seconds and
     /// compares its decisions with what the live pipeline decided then.
-    pub fn replay(&self, spec: &PipelineSpec, since_s: u64) -> Result<ReplayReport, PolicyOpError> {
+    pub(crate) fn replay(
+        &self,
+        spec: &PipelineSpec,
+        since_s: u64,
+    ) -> Result<ReplayReport, PolicyOpError> {
         let registry = lock(&self.inner.policy).registry().clone();
         let (mut candidate, _) = registry.build(spec, Some(&self.inner.store))?;
         let from = now_ms().saturating_sub(since_s.saturating_mul(1000));
@@ -209,3 +232,7 @@ impl Scheduler {
         Ok(report)
     }
 }
+
+#[cfg(test)]
+#[path = "shadow_tests.rs"]
+mod tests;

@@ -4,7 +4,7 @@
 //! Owns: these operations. Does not own HTTP (`api::attach`) or processes (`executor`).
 
 use super::{Scheduler, lock};
-use crate::model::JobState;
+use gantry_api::model::JobState;
 use std::path::PathBuf;
 
 /// Why a signal was not sent.
@@ -21,7 +21,7 @@ pub enum SignalError {
 impl Scheduler {
     /// Sends `signal` to every running task of job `id` (their whole process groups);
     /// returns how many tasks were signalled.
-    pub fn signal_job(&self, id: u64, signal: i32) -> Result<usize, SignalError> {
+    pub(crate) fn signal_job(&self, id: u64, signal: i32) -> Result<usize, SignalError> {
         let st = lock(&self.inner.state);
         let job = st.jobs.get(id).ok_or(SignalError::NotFound(id))?;
         if job.state != JobState::Running {
@@ -38,7 +38,7 @@ impl Scheduler {
     }
 
     /// The log file of task `task` of job `id` (it may not exist yet).
-    pub fn task_log_path(&self, id: u64, task: usize) -> PathBuf {
+    pub(crate) fn task_log_path(&self, id: u64, task: usize) -> PathBuf {
         self.log_path(id, task)
     }
 }

@@ -8,10 +8,10 @@
 //! Owns: the daemon → contract mapping. Does not own scheduling decisions.
 
 use super::accounting::{Ledger, running_gpu_seconds};
-use crate::inventory::NodeInfo;
-use crate::model::{JobRecord, JobState, StopCause, TaskRecord};
+use gantry_api::model::{JobRecord, JobState, StopCause, TaskRecord};
 use gantry_contract as c;
 use gantry_engine::{EvictionInProgress, Interner, Snapshot};
+use gantry_node::inventory::NodeInfo;
 use std::collections::BTreeMap;
 
 /// The local node's number in snapshots (it is always the first node when it runs tasks).

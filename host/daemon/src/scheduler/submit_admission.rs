@@ -15,8 +15,8 @@
 
 use super::jobs::SubmitError;
 use super::{Scheduler, lock, now_ms, snapshot};
-use crate::auth_submit::Submitter;
-use crate::model::{JobRecord, JobSpec};
+use crate::scheduler::submitter::Submitter;
+use gantry_api::model::{JobRecord, JobSpec};
 use gantry_engine::{Interner, SubmitDecision, fits_empty_cluster};
 
 /// Applies an admission plugin's patch to `spec`.

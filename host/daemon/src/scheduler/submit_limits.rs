@@ -15,8 +15,8 @@
 
 use super::jobs::SubmitError;
 use super::{Scheduler, lock};
-use crate::auth_submit::Submitter;
-use crate::model::{FieldError, JobSpec};
+use crate::scheduler::submitter::Submitter;
+use gantry_api::model::{FieldError, JobSpec};
 
 fn field(field: &str, message: String) -> FieldError {
     FieldError {
@@ -176,7 +176,7 @@ impl Drop for PendingReservation<'_> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::job_options::ArraySpec;
+    use gantry_api::model::job_options::ArraySpec;
 
     #[test]
     fn an_array_counts_its_spec_once_per_member_and_its_index_list_once() {

@@ -5,7 +5,7 @@
 //! Owns: variable names and values. Does not own launching (`launch`).
 
 use super::{Scheduler, lock};
-use crate::model::{GpuShareView, JobRecord};
+use gantry_api::model::{GpuShareView, JobRecord};
 
 /// Base of the rendezvous port given to gangs (`MASTER_PORT`).
 const MASTER_PORT_BASE: u64 = 29_500;
@@ -168,7 +168,7 @@ pub(crate) fn free_port() -> Option<u16> {
 /// for visible device 0, `CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`). Whole GPUs get nothing.
 pub(crate) fn fraction_env(
     gpus: &[GpuShareView],
-    devices: &[crate::inventory::GpuInfo],
+    devices: &[gantry_node::inventory::GpuInfo],
 ) -> Vec<(String, String)> {
     let [share] = gpus else {
         return Vec::new();

@@ -9,13 +9,17 @@
 //! Owns: which transitions are legal from which state, and which fields of a `JobRecord`
 //! each one changes. Does not own deciding them (the cycle's `apply`, `lifecycle`, `adopt`,
 //! `node_down`, `launch`, `service`), their effects outside the record (signals, launches,
-//! scratch directories, events, accounting) nor persisting: the operation that applies
-//! transitions writes the record once, under the job table's lock, when it is done
-//! (`Scheduler::persist`). Display annotations a cycle refreshes (a pending job's reason,
-//! tier and score) and a service's health are not lifecycle and are set where computed.
+//! scratch directories, events, accounting) nor writing the record: transitions are applied
+//! through a `JobEdit` (`job_edit.rs`, the one writer), which writes the record once, under
+//! the job table's lock, when the operation's edit ends. Display annotations a cycle
+//! refreshes (a pending job's reason, tier and score), ports and a service's health are not
+//! lifecycle: they are `job_edit::Annotation`s.
 
-use crate::executor::{TaskExit, TaskUsage};
-use crate::model::{HoldRole, JobRecord, JobSpec, JobState, ReasonView, StopCause, TaskRecord};
+use gantry_api::model::{
+    HoldRole, JobRecord, JobSpec, JobState, ReasonView, StopCause, TaskRecord,
+};
+use gantry_contract::ReasonCode;
+use gantry_node::executor::{TaskExit, TaskUsage};
 
 /// A new run of a pending job, as the cycle's plan placed it.
 #[derive(Debug, Clone, PartialEq)]
@@ -368,3 +372,15 @@ fn check(job: &JobRecord, t: &Transition) -> Result<(), &'static str> {
 #[cfg(test)]
 #[path = "transition_tests.rs"]
 mod tests;
+
+/// A pending reason the host itself gives (not a plugin's): stage and plugin `host`.
+pub(crate) fn host_reason(code: ReasonCode, message: String) -> ReasonView {
+    ReasonView {
+        stage: "host".into(),
+        code,
+        message,
+        plugin: "host".into(),
+        cycle: 0,
+        priority_note: None,
+    }
+}

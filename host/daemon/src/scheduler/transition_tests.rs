@@ -1,11 +1,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use super::*;
-use crate::model::JobSpec;
+use gantry_api::model::JobSpec;
 use gantry_contract::ReasonCode;
 use proptest::prelude::*;
 
 fn reason(message: &str) -> ReasonView {
-    super::super::apply::host_reason(ReasonCode::Other, message.into())
+    super::super::transition::host_reason(ReasonCode::Other, message.into())
 }
 
 fn pending(id: u64) -> JobRecord {
@@ -354,29 +354,11 @@ fn no_code_outside_transition_rs_sets_a_jobs_lifecycle_fields() {
         ".end_reason = ",
         ".held_by = ",
     ];
-    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut stack = vec![src];
-    let mut found = Vec::new();
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-                continue;
-            }
-            let name = path.file_name().unwrap().to_string_lossy().into_owned();
-            if !name.ends_with(".rs") || name.ends_with("tests.rs") || name == "transition.rs" {
-                continue;
-            }
-            let text = std::fs::read_to_string(&path).unwrap();
-            let code = text.split("#[cfg(test)]").next().unwrap_or_default();
-            for (n, line) in code.lines().enumerate() {
-                if ASSIGNMENTS.iter().any(|a| line.contains(a)) {
-                    found.push(format!("{}:{}: {}", path.display(), n + 1, line.trim()));
-                }
-            }
-        }
-    }
+    let found: Vec<String> = super::super::source_scan::code_lines(&["transition.rs"])
+        .into_iter()
+        .filter(|(_, _, line)| ASSIGNMENTS.iter().any(|a| line.contains(a)))
+        .map(|(file, n, line)| format!("{file}:{n}: {}", line.trim()))
+        .collect();
     assert!(
         found.is_empty(),
         "lifecycle fields set outside transition.rs:\n{}",

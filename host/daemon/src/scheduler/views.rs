@@ -6,10 +6,10 @@
 //! Owns these read-only views. It changes nothing.
 
 use super::{Scheduler, lock};
-use crate::cluster::agent_client::AgentClient;
-use crate::cluster::proto::NodeImages;
-use crate::config::Config;
-use crate::executor::IsolationSummary;
+use gantry_api::agent_client::AgentClient;
+use gantry_api::cluster::NodeImages;
+use gantry_config::Config;
+use gantry_node::executor::IsolationSummary;
 use std::collections::BTreeMap;
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
@@ -33,33 +33,33 @@ pub struct ChangeFingerprint {
 
 impl Scheduler {
     /// The daemon's configuration.
-    pub fn config(&self) -> &Config {
+    pub(crate) fn config(&self) -> &Config {
         &self.inner.config
     }
 
     /// The token agents must present (empty: no agent may join).
-    pub fn cluster_token(&self) -> &str {
+    pub(crate) fn cluster_token(&self) -> &str {
         &self.inner.cluster_token
     }
 
     /// Which database holds the active state (`sled`, `etcd`).
-    pub fn state_backend(&self) -> &'static str {
+    pub(crate) fn state_backend(&self) -> &'static str {
         self.inner.store.state_backend()
     }
 
     /// Which database holds history (`sqlite`, `postgres`).
-    pub fn history_backend(&self) -> &'static str {
+    pub(crate) fn history_backend(&self) -> &'static str {
         self.inner.store.history_backend()
     }
 
     /// How this node isolates tasks.
-    pub fn isolation(&self) -> IsolationSummary {
+    pub(crate) fn isolation(&self) -> IsolationSummary {
         self.inner.executor.isolation()
     }
 
     /// The image cache of this node and of every agent's (`gantry images`); an agent that
     /// cannot be asked is listed with the reason.
-    pub fn cached_images(&self) -> (std::io::Result<NodeImages>, Vec<AgentImages>) {
+    pub(crate) fn cached_images(&self) -> (std::io::Result<NodeImages>, Vec<AgentImages>) {
         let local = gantry_node::container::cache::node_images(self.inner.executor.containers());
         let agents: Vec<(String, AgentClient)> = lock(&self.inner.members)
             .all()
@@ -77,7 +77,7 @@ impl Scheduler {
 
     /// Decayed GPU-seconds by user and by account at `now_ms`: closed task runs from the
     /// ledger plus running tasks in full.
-    pub fn usage_at(&self, now_ms: u64) -> (UsageByName, UsageByName) {
+    pub(crate) fn usage_at(&self, now_ms: u64) -> (UsageByName, UsageByName) {
         let (mut users, mut accounts) = self.ledger().closed(now_ms);
         let st = lock(&self.inner.state);
         for j in st.jobs.active() {
@@ -91,7 +91,7 @@ impl Scheduler {
     }
 
     /// What the live stream compares to tell that jobs or faults changed.
-    pub fn change_fingerprint(&self) -> ChangeFingerprint {
+    pub(crate) fn change_fingerprint(&self) -> ChangeFingerprint {
         let st = lock(&self.inner.state);
         let mut h = DefaultHasher::new();
         for j in st.jobs.iter() {

@@ -12,8 +12,8 @@
 mod metrics_text;
 mod recommend;
 
-use crate::model::ScaleSample;
-use crate::scheduler::{Scheduler, now_ms};
+use crate::scheduler::{Services, now_ms};
+use gantry_api::model::ScaleSample;
 use http_body_util::{BodyExt, Either, Full, Limited};
 use hyper::body::Bytes;
 use recommend::{Reading, Recommender};
@@ -35,18 +35,18 @@ struct Tracked {
 }
 
 /// Starts the autoscaler on the current runtime.
-pub fn start(s: &Scheduler) {
+pub fn start(s: &Services) {
     let s = s.clone();
     tokio::spawn(async move { run(s).await });
 }
 
-async fn run(s: Scheduler) {
+async fn run(s: Services) {
     let mut tracked: HashMap<u64, Tracked> = HashMap::new();
     let mut tick = tokio::time::interval(Duration::from_millis(250));
     loop {
         tick.tick().await;
         let services: Vec<_> = s
-            .services()
+            .list()
             .into_iter()
             .filter(|svc| !svc.stopped && svc.autoscale.is_some())
             .collect();
@@ -65,7 +65,7 @@ async fn run(s: Scheduler) {
                 continue;
             }
             t.last_read_ms = now;
-            let backends = s.service_backends(service.id);
+            let backends = s.backends(service.id);
             let mut reads = tokio::task::JoinSet::new();
             for (_, addr, _) in backends {
                 let (path, metric) = (spec.path.clone(), spec.metric.clone());
@@ -88,7 +88,7 @@ async fn run(s: Scheduler) {
                 // Nothing to read: replicas starting, or none (scaled to zero).
                 continue;
             }
-            let last_request = s.service_activity(service.id).load(Ordering::Relaxed);
+            let last_request = s.activity(service.id).load(Ordering::Relaxed);
             let reading = Reading {
                 total,
                 ready,
@@ -101,7 +101,7 @@ async fn run(s: Scheduler) {
                 ready,
                 replicas,
             };
-            s.autoscale_service(service.id, replicas, &why, sample);
+            s.autoscale(service.id, replicas, &why, sample);
         }
     }
 }

@@ -7,7 +7,7 @@
 //! Owns: that decision, pure (time is an argument). Does not own reading the metric or
 //! applying the decision (`mod.rs`).
 
-use crate::model::AutoscaleSpec;
+use gantry_api::model::AutoscaleSpec;
 use std::collections::VecDeque;
 
 /// Within this fraction of the target, nothing changes (the HPA's default).

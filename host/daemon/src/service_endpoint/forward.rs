@@ -16,7 +16,7 @@
 //! listeners (`service_endpoint.rs`, `gateway.rs`) nor which replicas are ready
 //! (`scheduler/service_sets.rs`).
 
-use crate::scheduler::Scheduler;
+use crate::scheduler::Services;
 use crate::scheduler::service::port_guard::verify_accepted;
 use http_body_util::{BodyExt, Either, Full, Limited};
 use hyper::body::{Bytes, Incoming};
@@ -54,7 +54,7 @@ impl Drop for InFlight {
 
 /// The balancer of one service.
 pub(crate) struct Endpoint {
-    scheduler: Scheduler,
+    services: Services,
     id: u64,
     backends: Mutex<Option<(Instant, Vec<Backend>)>>,
     turn: AtomicUsize,
@@ -65,9 +65,9 @@ pub(crate) struct Endpoint {
 }
 
 impl Endpoint {
-    pub(crate) fn new(scheduler: &Scheduler, id: u64) -> Arc<Self> {
+    pub(crate) fn new(services: &Services, id: u64) -> Arc<Self> {
         let activation_timeout =
-            Duration::from_secs(scheduler.config().services.activation_timeout_s);
+            Duration::from_secs(services.config().services.activation_timeout_s);
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
         connector.set_nodelay(true);
@@ -79,11 +79,11 @@ impl Endpoint {
             });
         Arc::new(Self {
             client,
-            scheduler: scheduler.clone(),
+            services: services.clone(),
             id,
             backends: Mutex::default(),
             turn: AtomicUsize::new(0),
-            activity: scheduler.service_activity(id),
+            activity: services.activity(id),
             activation_timeout,
         })
     }
@@ -97,7 +97,7 @@ impl Endpoint {
         match &*cached {
             Some((at, list)) if !fresh && at.elapsed() < BACKENDS_TTL => list.clone(),
             _ => {
-                let list = self.scheduler.service_backends(self.id);
+                let list = self.services.backends(self.id);
                 *cached = Some((Instant::now(), list.clone()));
                 list
             }
@@ -131,9 +131,9 @@ impl Endpoint {
         if let Some(c) = self.choose(None, false) {
             return Some(c);
         }
-        let s = self.scheduler.clone();
+        let s = self.services.clone();
         let id = self.id;
-        let may_come = tokio::task::spawn_blocking(move || s.activate_service(id))
+        let may_come = tokio::task::spawn_blocking(move || s.activate(id))
             .await
             .unwrap_or(false);
         if !may_come {

@@ -16,14 +16,14 @@
 //! balancing (`forward.rs`).
 
 use super::forward::{Body, Endpoint, plain};
-use crate::scheduler::Scheduler;
+use crate::scheduler::Services;
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 /// Opens the gateway when one is configured (logged when it cannot).
-pub fn open_gateway(s: &Scheduler) {
+pub fn open_gateway(s: &Services) {
     let Some(addr) = s.config().services.gateway.clone() else {
         return;
     };
@@ -38,7 +38,7 @@ pub fn open_gateway(s: &Scheduler) {
         return tracing::error!("the services gateway needs a runtime");
     };
     let gateway = Arc::new(Gateway {
-        scheduler: s.clone(),
+        services: s.clone(),
         endpoints: Mutex::default(),
     });
     let limit = Arc::new(tokio::sync::Semaphore::new(
@@ -65,7 +65,7 @@ pub fn open_gateway(s: &Scheduler) {
 }
 
 struct Gateway {
-    scheduler: Scheduler,
+    services: Services,
     /// One balancer per service, made at its first request.
     endpoints: Mutex<HashMap<u64, Arc<Endpoint>>>,
 }
@@ -81,8 +81,8 @@ impl Gateway {
             );
         };
         let live: Vec<(u64, String, String)> = self
-            .scheduler
-            .services()
+            .services
+            .list()
             .into_iter()
             .filter(|s| !s.stopped)
             .map(|s| (s.id, s.name, s.template.user))
@@ -116,10 +116,10 @@ impl Gateway {
         }
         let endpoint = {
             let mut endpoints = self.endpoints.lock().unwrap_or_else(|p| p.into_inner());
-            endpoints.retain(|_, e| self.scheduler.service(e.id()).is_some_and(|s| !s.stopped));
+            endpoints.retain(|_, e| self.services.get(e.id()).is_some_and(|s| !s.stopped));
             endpoints
                 .entry(id)
-                .or_insert_with(|| Endpoint::new(&self.scheduler, id))
+                .or_insert_with(|| Endpoint::new(&self.services, id))
                 .clone()
         };
         endpoint.forward(req).await

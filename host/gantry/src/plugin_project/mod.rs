@@ -12,7 +12,7 @@
 //! (it only loads the component it is given, in the sandbox).
 //!
 //! Owns: the manifest `gantry-plugin.toml`, writing a project, running the toolchains.
-//! Does not own the conformance checks (`gantry::conformance`) nor the texts
+//! Does not own the conformance checks (`gantry_policy::conformance`) nor the texts
 //! (`templates.rs`).
 
 mod templates;

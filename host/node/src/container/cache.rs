@@ -3,17 +3,18 @@
 //! last used it) listed for `gantry images`, and the least recently used ones removed while
 //! the cache is over `[containers] cache_max_mib`, never one a container runs from.
 //!
-//! Before an image is unpacked, [`make_room`] checks that its estimated size fits the
+//! Before an image is unpacked, `cache_room::make_room` checks that its estimated size fits the
 //! cache's bound (`cache_max_mib`) and the share of the user whose task brings it
 //! (`cache_max_mib_per_user`, charged through `.owner`), removing that user's, then anyone's,
 //! least recently used images not in use to make room, and refusing with the reason when
 //! that is not enough (`cache_room`).
 //!
 //! Owns: the files beside each unpacked image (`.references`, `.size`, `.owner`, the time of
-//! `.complete`) and the collection. Does not own pulling and unpacking (`image_store`).
+//! `.complete`), the cache's lock files ([`lock_file`]) and the collection. Does not own pulling and unpacking (`image_store`).
 
+use super::error::{ImageError, cache_err};
 use std::collections::BTreeSet;
-use std::fs;
+use std::fs::{self, File};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -184,7 +185,15 @@ pub fn collect(cache_dir: &Path, runtime_state: &Path, max_mib: u64) -> io::Resu
     Ok(removed)
 }
 
-pub(crate) use super::cache_room::{Room, make_room};
+/// Holds an exclusive lock on the file at `path` (made if missing) until dropped.
+pub(crate) fn lock_file(path: &Path) -> Result<File, ImageError> {
+    if let Some(parent) = path.parent() {
+        fs::create_dir_all(parent).map_err(cache_err(parent))?;
+    }
+    let file = File::create(path).map_err(cache_err(path))?;
+    file.lock().map_err(cache_err(path))?;
+    Ok(file)
+}
 
 #[cfg(test)]
 pub(super) mod tests {

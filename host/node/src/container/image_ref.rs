@@ -6,7 +6,7 @@
 //! Owns: parsing and naming. Does not own fetching (`image_store`) nor which local paths a
 //! job may name (`Containers::layout_allowed`, checked by the daemon at submit).
 
-use super::image_store::ImageError;
+use super::error::ImageError;
 use std::path::{Path, PathBuf};
 
 /// Where an image comes from.

@@ -27,8 +27,10 @@
 //! anything in it (the shim).
 
 use super::ContainerRequest;
-use super::cache::{Room, make_room};
+use super::cache::lock_file;
+use super::cache_room::{Room, make_room};
 pub use super::defuse::defuse;
+use super::error::{ImageError, cache_err};
 use super::image_ref::Source;
 use super::layout_verify::{manifest_blobs, verified_manifest_digest, verify_layout};
 use super::tool_run::run_tool;
@@ -49,28 +51,6 @@ pub struct PreparedImage {
     /// The image's environment (`KEY=VALUE`), its working directory.
     pub env: Vec<String>,
     pub cwd: String,
-}
-
-/// Why an image could not be made ready (the task ends with it in its log).
-#[derive(Debug, thiserror::Error)]
-pub enum ImageError {
-    #[error("pulling {image} failed: {message}")]
-    Pull { image: String, message: String },
-    #[error("unpacking {image} failed: {message}")]
-    Unpack { image: String, message: String },
-    #[error("the image cache at {path}: {source}")]
-    Cache { path: PathBuf, source: io::Error },
-    #[error("{0}")]
-    Reference(String),
-    #[error("{image} is refused on this node: {reason}")]
-    Refused { image: String, reason: String },
-}
-
-pub(crate) fn cache_err(path: &Path) -> impl FnOnce(io::Error) -> ImageError + '_ {
-    move |source| ImageError::Cache {
-        path: path.to_path_buf(),
-        source,
-    }
 }
 
 /// Makes `req.image` ready on this node (pull if needed, unpack once); `say` receives
@@ -136,16 +116,6 @@ pub fn prepare(
         env,
         cwd,
     })
-}
-
-/// Holds an exclusive lock on the file at `path` (made if missing) until dropped.
-pub(crate) fn lock_file(path: &Path) -> Result<File, ImageError> {
-    if let Some(parent) = path.parent() {
-        fs::create_dir_all(parent).map_err(cache_err(parent))?;
-    }
-    let file = File::create(path).map_err(cache_err(path))?;
-    file.lock().map_err(cache_err(path))?;
-    Ok(file)
 }
 
 /// Checks every blob of the layout against its digest, measures what its layers take

@@ -22,8 +22,8 @@
 //! nor which local paths a job may name (`Containers::layout_allowed`).
 
 use super::ContainerRequest;
+use super::error::ImageError;
 use super::image_ref::Source;
-use super::image_store::ImageError;
 use super::layout_verify::{blob_path, manifest_blobs, sha256_hex, verify_layout};
 use super::tool_run::{self, Watch};
 use crate::user_open::{Credentials, open_as};

@@ -16,6 +16,7 @@ pub mod cache;
 mod cache_room;
 pub mod cdi;
 mod defuse;
+pub mod error;
 pub mod image_ref;
 pub mod image_store;
 pub(crate) mod layout_verify;

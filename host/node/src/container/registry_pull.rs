@@ -7,7 +7,7 @@
 //! Owns: the copy and its bounds. Does not own the entry's name, lock or checks
 //! (`image_store`), nor the progress file's format (`pull_progress`).
 
-use super::image_store::{ImageError, cache_err};
+use super::error::{ImageError, cache_err};
 use super::tool_run::{Watch, watch};
 use super::{ContainerRequest, pull_progress, registry};
 use std::collections::BTreeSet;
@@ -120,7 +120,7 @@ pub(crate) fn registry_entry(
     let name = super::image_ref::entry_name(reference);
     let layouts = req.cache_dir.join("layouts");
     let layout = layouts.join(&name);
-    let lock = super::image_store::lock_file(&layouts.join(format!("{name}.lock")))?;
+    let lock = super::cache::lock_file(&layouts.join(format!("{name}.lock")))?;
     let pinned = super::image_ref::pinned_digest(reference);
     let have = pinned.is_some_and(|digest| {
         super::layout_verify::verified_manifest_digest(&layout, "image").is_ok_and(|d| d == digest)

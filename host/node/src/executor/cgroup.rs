@@ -21,6 +21,7 @@ use cgroups_rs::pid::PidController;
 use cgroups_rs::{Controller, Hierarchy, MaxValue};
 
 use super::devices::DeviceId;
+use super::naming::{CONTAINER_CHILD, task_key};
 use super::{TaskExit, TaskUsage, bpf, signals, usage};
 
 /// The v1 controllers a task cgroup uses.
@@ -77,16 +78,13 @@ pub(crate) fn cpu_quota_us(cpu_milli: u32) -> Option<i64> {
 }
 
 /// The name of task `task` of job `job` under `parent`.
-/// The child cgroup a task's OCI runtime puts its container in (`container_launch.rs`).
-pub(crate) const CONTAINER_CHILD: &str = "ctr";
-
 pub(crate) fn task_name(parent: &str, job: u64, task: u32) -> String {
     format!("{parent}/job-{job}-task-{task}")
 }
 
 /// Whether a directory name is a task cgroup's (`job-<id>-task-<i>`).
 pub(crate) fn is_task_name(name: &str) -> bool {
-    !name.contains('/') && super::ending::task_key(name).is_some()
+    !name.contains('/') && task_key(name).is_some()
 }
 
 fn hierarchy(version: CgroupVersion) -> Box<dyn Hierarchy> {

@@ -114,7 +114,7 @@ fn gpu_parts(cdi_dirs: &[PathBuf], gpus: &[u32], gpu_device: &dyn Fn(u32) -> Pat
 
 /// The container's cgroup below the task's (`cgroup_name`, e.g. `gantry/job-1-task-0`).
 pub(crate) fn container_cgroup(cgroup_name: &str) -> String {
-    format!("/{cgroup_name}/{}", super::cgroup::CONTAINER_CHILD)
+    format!("/{cgroup_name}/{}", super::naming::CONTAINER_CHILD)
 }
 
 /// Writes the request for task `l` beside its exit file; returns its path.

@@ -80,24 +80,9 @@ pub(crate) fn merge(shim: TaskUsage, cgroup: TaskUsage) -> TaskUsage {
     }
 }
 
-/// The (job id, task index) of a task cgroup's name (`.../job-<id>-task-<i>`).
-pub(crate) fn task_key(name: &str) -> Option<(u64, u32)> {
-    let last = name.rsplit('/').next()?;
-    let (job, task) = last.strip_prefix("job-")?.split_once("-task-")?;
-    Some((job.parse().ok()?, task.parse().ok()?))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn keys_of_names() {
-        assert_eq!(task_key("gantry/job-12-task-3"), Some((12, 3)));
-        assert_eq!(task_key("a/b/job-1-task-0"), Some((1, 0)));
-        assert_eq!(task_key("gantry/other"), None);
-        assert_eq!(task_key("gantry/job-1-task-x"), None);
-    }
 
     #[test]
     fn merge_takes_the_larger_and_any_oom() {

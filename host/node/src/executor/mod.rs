@@ -25,6 +25,7 @@ mod environment;
 mod identity;
 mod isolation;
 mod log_cap;
+mod naming;
 mod record;
 mod scratch;
 mod shim;
@@ -36,6 +37,7 @@ pub(crate) mod signals;
 mod spawn_shim;
 pub mod task_files;
 pub mod task_input;
+pub mod task_order;
 #[cfg(any(test, feature = "test-support"))]
 pub mod test_shim;
 #[cfg(test)]
@@ -59,7 +61,8 @@ pub use check::CheckError;
 pub use devices::DeviceId;
 pub use identity::{IdentityError, TaskIdentity};
 pub use isolation::{Isolation, IsolationError, IsolationSummary};
-pub use shim::{IMAGE_FAILED_CODE, SHIM_SUBCOMMAND, run_shim};
+pub use naming::SHIM_SUBCOMMAND;
+pub use shim::{IMAGE_FAILED_CODE, run_shim};
 pub use shim_exe::{SHIM_BINARY, shim_executable};
 pub use task_input::{InputError, InputFrame, TaskInput};
 pub use types::{ExecError, RunningTask, TaskEvent, TaskExit, TaskLaunch, TaskUsage};
@@ -198,7 +201,7 @@ impl Executor {
         };
         let watched = lock(&self.watched).clone();
         for name in cgroup::task_cgroups(version, self.isolation.parent()) {
-            let key = ending::task_key(&name);
+            let key = naming::task_key(&name);
             if key.is_some_and(|k| watched.contains(&k)) {
                 continue;
             }

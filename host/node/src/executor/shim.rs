@@ -24,13 +24,11 @@ use std::process::{Command, ExitStatus, Stdio};
 
 use super::child::{ChildSetup, Ids};
 use super::log_cap::{self, Copier, Piped};
+use super::naming::SHIM_SUBCOMMAND;
 use super::record::ExitRecord;
 use super::shim_args::{self, ShimArgs};
 use super::shim_input::Input;
-use super::{TaskExit, TaskUsage, record, shim_signals, signals};
-
-/// The hidden subcommand under which the daemon binary acts as the shim.
-pub const SHIM_SUBCOMMAND: &str = "task-shim";
+use super::{TaskExit, record, shim_signals, signals};
 
 /// Exit code of the shim, and recorded exit, when the command cannot be started.
 pub(crate) const SPAWN_FAILED_CODE: i32 = 127;
@@ -297,19 +295,6 @@ fn exit_code(exit: TaskExit) -> i32 {
         TaskExit::Signaled(sig) => 128 + sig,
         TaskExit::Lost => LOST_CODE,
         TaskExit::ImageFailed => IMAGE_FAILED_CODE,
-    }
-}
-
-/// Usage from a `wait4` rusage: user + system CPU time, and the peak resident set (`ru_maxrss`
-/// is in KiB on Linux), rounded up to whole MiB. The OOM killer is not visible here.
-pub(crate) fn usage_from_rusage(ru: &libc::rusage) -> TaskUsage {
-    let ms = |t: libc::timeval| {
-        u64::try_from(t.tv_sec).unwrap_or(0) * 1000 + u64::try_from(t.tv_usec).unwrap_or(0) / 1000
-    };
-    TaskUsage {
-        cpu_ms: ms(ru.ru_utime) + ms(ru.ru_stime),
-        memory_peak_mib: u64::try_from(ru.ru_maxrss).unwrap_or(0).div_ceil(1024),
-        oom_killed: false,
     }
 }
 

@@ -14,8 +14,8 @@
 
 use std::path::PathBuf;
 
-use super::SHIM_SUBCOMMAND;
 use super::child::Ids;
+use super::naming::SHIM_SUBCOMMAND;
 use super::task_input::TaskInput;
 
 /// The shim's parsed command line.

@@ -187,7 +187,7 @@ pub(crate) fn wait_with_usage(pid: u32) -> io::Result<(i32, super::TaskUsage)> {
         // SAFETY: both out-pointers are valid for writes for the duration of the call.
         let rc = unsafe { libc::wait4(raw, &mut status, 0, &mut usage) };
         if rc == raw {
-            return Ok((status, super::shim::usage_from_rusage(&usage)));
+            return Ok((status, super::usage::usage_from_rusage(&usage)));
         }
         let err = io::Error::last_os_error();
         if rc < 0 && err.raw_os_error() == Some(libc::EINTR) {

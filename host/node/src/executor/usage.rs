@@ -3,14 +3,30 @@
 //! `memory.max_usage_in_bytes`, `memory.oom_control`, `memory.failcnt`) or the v2 ones
 //! (`cpu.stat`, `memory.peak`, `memory.events`).
 //!
-//! Owns reading and parsing these files. It does not find the cgroup (`cgroup.rs`) nor measure
-//! tasks without one (the shim's `wait4`, `shim.rs`).
+//! Also the usage of a task without a cgroup, from the rusage of the shim's `wait4`
+//! ([`usage_from_rusage`], called by `signals.rs`).
+//!
+//! Owns reading and parsing these files and that conversion. It does not find the cgroup
+//! (`cgroup.rs`) nor wait for the task (`signals.rs`).
 
 use std::path::Path;
 
 use super::{TaskExit, TaskUsage};
 
 const MIB: u64 = 1 << 20;
+
+/// Usage from a `wait4` rusage: user + system CPU time, and the peak resident set (`ru_maxrss`
+/// is in KiB on Linux), rounded up to whole MiB. The OOM killer is not visible here.
+pub(crate) fn usage_from_rusage(ru: &libc::rusage) -> TaskUsage {
+    let ms = |t: libc::timeval| {
+        u64::try_from(t.tv_sec).unwrap_or(0) * 1000 + u64::try_from(t.tv_usec).unwrap_or(0) / 1000
+    };
+    TaskUsage {
+        cpu_ms: ms(ru.ru_utime) + ms(ru.ru_stime),
+        memory_peak_mib: u64::try_from(ru.ru_maxrss).unwrap_or(0).div_ceil(1024),
+        oom_killed: false,
+    }
+}
 
 fn read(dir: &Path, file: &str) -> Option<String> {
     std::fs::read_to_string(dir.join(file)).ok()

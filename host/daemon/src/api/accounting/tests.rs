@@ -3,8 +3,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use super::*;
 use crate::auth::Identity;
-use crate::executor::TaskExit;
-use crate::model::GpuShareView;
+use gantry_api::model::GpuShareView;
+use gantry_node::executor::TaskExit;
 
 fn rec(job_id: u64, user: &str, account: &str, milli_s: u64, cpu_s: f64) -> AccountingRecord {
     AccountingRecord {

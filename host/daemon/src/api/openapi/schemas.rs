@@ -18,7 +18,6 @@ use super::super::job_control::JobUpdateBody;
 use super::super::job_input::JobInputBody;
 use super::super::nodes::DrainRequest;
 use super::super::policy::ReplayRequest;
-use crate::policy::PipelineSpec;
 use gantry_api::accounting::AccountingReport;
 use gantry_api::error::ErrorBody;
 use gantry_api::model::{
@@ -26,6 +25,7 @@ use gantry_api::model::{
     UpdateRequest,
 };
 use gantry_api::views::{NodeView, Submitted};
+use gantry_policy::PipelineSpec;
 use serde_json::{Map, Value, json};
 use utoipa::ToSchema;
 use utoipa::openapi::RefOr;

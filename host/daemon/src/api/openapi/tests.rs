@@ -5,7 +5,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use super::{OPERATIONS, document};
-use crate::model::{
+use gantry_api::model::{
     JobRecord, JobSpec, MAX_ARG_LEN, MAX_ARGS, MAX_PATH, MAX_REQUEUES, MAX_SCRIPT, MAX_STRING,
     MAX_TASKS, MAX_TIME_LIMIT_S, TaskSpec,
 };
@@ -170,7 +170,7 @@ fn the_documented_limits_are_those_the_server_checks() {
     );
     let pipeline = &schemas["PipelineSpec"]["properties"];
     for chain in ["admission", "priority"] {
-        assert_eq!(pipeline[chain]["maxItems"], crate::policy::MAX_CHAIN);
+        assert_eq!(pipeline[chain]["maxItems"], gantry_policy::MAX_CHAIN);
     }
     assert_eq!(
         schemas["PluginRef"]["properties"]["config"]["type"],
@@ -251,8 +251,8 @@ fn the_request_examples_are_accepted() {
     ] {
         let body = example(path, method);
         let pipeline = body.get("pipeline").unwrap_or(&body).clone();
-        let spec: crate::policy::PipelineSpec = serde_json::from_value(pipeline).unwrap();
-        assert_eq!(spec, crate::policy::default_spec(), "{method} {path}");
+        let spec: gantry_policy::PipelineSpec = serde_json::from_value(pipeline).unwrap();
+        assert_eq!(spec, gantry_policy::default_spec(), "{method} {path}");
         for r in spec
             .admission
             .iter()

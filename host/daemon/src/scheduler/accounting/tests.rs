@@ -3,9 +3,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use super::*;
-use crate::inventory::NodeInfo;
-use crate::model::{GpuShareView, JobSpec, JobState, TaskRecord};
-use crate::store::Store;
+use gantry_api::model::{GpuShareView, JobSpec, JobState, TaskRecord};
+use gantry_node::inventory::NodeInfo;
+use gantry_store::Store;
 
 const HOUR_S: f64 = 3600.0;
 

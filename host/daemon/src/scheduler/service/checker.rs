@@ -6,12 +6,12 @@
 //! Owns: the registry of checkers, their loop and what a check's result does to the job's
 //! `ServiceHealth`. Does not own restarts (`service`) or the probes (`probe`).
 
+use super::HealthState;
 use super::probe::{self, ProbeTarget};
-use super::{HealthState, health_mut};
-use crate::job_options::HealthCheck;
-use crate::model::{JobRecord, JobState};
 use crate::scheduler::job_table::JobTable;
 use crate::scheduler::{Scheduler, lock, now_ms};
+use gantry_api::model::job_options::HealthCheck;
+use gantry_api::model::{JobRecord, JobState};
 use gantry_contract::JobKind;
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
@@ -113,8 +113,8 @@ impl Scheduler {
             if checkers.contains_key(&(owner, run.key.job)) {
                 continue;
             }
-            if let Some(job) = jobs.get_mut(run.key.job) {
-                let health = health_mut(job);
+            if let Some(mut job) = jobs.edit(run.key.job) {
+                let health = job.service_health_mut();
                 health.state = HealthState::Starting;
                 health.failures = 0;
             }
@@ -145,13 +145,13 @@ impl Scheduler {
     /// False when the checker should end.
     fn record_check(&self, run: &CheckRun, result: Result<(), String>) -> bool {
         let mut st = lock(&self.inner.state);
-        let Some(job) = st.jobs.get_mut(run.key.job) else {
+        let Some(mut job) = st.jobs.edit(run.key.job) else {
             return false;
         };
-        if current_run(job) != Some(run.key) {
+        if current_run(&job) != Some(run.key) {
             return false;
         }
-        let health = health_mut(job);
+        let health = job.service_health_mut();
         let before = health.clone();
         health.checked_ms = Some(now_ms());
         let stop = match result {
@@ -173,12 +173,11 @@ impl Scheduler {
         let persist = before.state != health.state || before.last_error != health.last_error;
         if let Some(message) = &stop {
             self.event(job.id, "health-check", format!("{message}; stopping"));
-            self.stop_tasks(job, Duration::from_secs(self.inner.config.kill_grace_s));
+            self.stop_tasks(&job, Duration::from_secs(self.inner.config.kill_grace_s));
         }
         if persist || stop.is_some() {
-            let snapshot = job.clone();
-            self.persist(&snapshot);
-            drop(st);
+            // Written as the edit ends, under the lock.
+            job.save();
         }
         stop.is_none()
     }

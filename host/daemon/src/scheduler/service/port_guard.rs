@@ -18,11 +18,13 @@
 //! the squat reports. Does not own which replicas are ready by health (`service`), the
 //! balancing (`service_endpoint`), nor reading the kernel's tables (`gantry_node::port_owner`).
 
+use super::port_holder::PortHolder;
 use super::port_owner::{self, Socket};
-use crate::cluster::agent_client::AgentClient;
-use crate::cluster::proto::PortOwnerRequest;
-use crate::model::JobRecord;
+use crate::scheduler::job_edit::{Annotation, JobEdit};
 use crate::scheduler::{Scheduler, lock};
+use gantry_api::agent_client::AgentClient;
+use gantry_api::cluster::PortOwnerRequest;
+use gantry_api::model::JobRecord;
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::{LazyLock, Mutex};
@@ -54,17 +56,6 @@ static REPORTED: LazyLock<Mutex<HashSet<Squat>>> = LazyLock::new(Mutex::default)
 const ACCEPT_LOOKUPS: u32 = 50;
 /// Between two of those looks.
 const ACCEPT_PAUSE: Duration = Duration::from_millis(2);
-
-/// Who listens where a replica's traffic would go.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum PortHolder {
-    /// Only the replica's user.
-    Replica,
-    /// Nobody yet (the replica has not bound it).
-    Nobody,
-    /// Someone else (with or without the replica's user): these uids.
-    Others(Vec<u32>),
-}
 
 /// A replica the endpoint might send traffic to.
 pub(crate) struct Candidate {
@@ -186,7 +177,7 @@ impl Scheduler {
     /// At a restart in place on this node: a service with an automatic port (`port: 0`)
     /// whose port someone now listens on (its own run is over, so not its tasks) gets a new
     /// one, said in an event of the job. A port the service asked for is kept.
-    pub(crate) fn fresh_port_if_taken(&self, job: &mut JobRecord) {
+    pub(crate) fn fresh_port_if_taken(&self, job: &mut JobEdit<'_>) {
         let automatic = job.spec.service.as_ref().is_none_or(|s| s.port == 0);
         let Some(port) = job.service_port else {
             return;
@@ -199,7 +190,7 @@ impl Scheduler {
             return;
         }
         if let Some(fresh) = crate::scheduler::task_env::free_port() {
-            job.service_port = Some(fresh);
+            job.annotate(Annotation::ServicePort(fresh));
             self.event(
                 job.id,
                 "port",

@@ -6,12 +6,12 @@
 //! know the route) leaves its replicas without traffic, said in the log.
 //!
 //! Owns: the cache of agents' answers. Does not own the verdicts' use (`port_guard`) nor the
-//! agent's route (`agent::server`).
+//! agent's route (`gantry_agent`'s `server`).
 
-use super::port_guard::PortHolder;
-use crate::cluster::agent_client::AgentClient;
-use crate::cluster::proto::{PortOwnerReply, PortOwnerRequest};
+use super::port_holder::PortHolder;
 use crate::scheduler::{Scheduler, lock};
+use gantry_api::agent_client::AgentClient;
+use gantry_api::cluster::{PortOwnerReply, PortOwnerRequest};
 use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex};
 use std::time::{Duration, Instant};

@@ -5,8 +5,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use super::*;
-use crate::inventory::GpuInfo;
-use crate::model::{GpuShareView, JobSpec, TaskRecord};
+use gantry_api::model::{GpuShareView, JobSpec, TaskRecord};
+use gantry_node::inventory::GpuInfo;
 
 fn node(name: &str, gpus: u32) -> NodeInfo {
     NodeInfo {
