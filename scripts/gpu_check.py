@@ -17,9 +17,9 @@ probe (runs in a job) -> the live run (daemon, API client, jobs) -> command line
 The parsers and comparisons are what `--self-test` exercises.
 
 JSON shapes relied on (read from the Rust sources, not from a spec):
-  GET /v1/nodes     -> [NodeView]    host/daemon/src/scheduler/node_view.rs (NodeView, GpuView)
-  GET /v1/jobs/{id} -> JobRecord     host/daemon/src/model/record.rs (state, tasks[].gpus[{index, milli}])
-  GET /v1/accounting-> AccountingReport host/daemon/src/api/accounting.rs + store/accounting.rs
+  GET /v1/nodes     -> [NodeView]    host/controller/src/node_view.rs (NodeView, GpuView)
+  GET /v1/jobs/{id} -> JobRecord     host/server/src/model/record.rs (state, tasks[].gpus[{index, milli}])
+  GET /v1/accounting-> AccountingReport host/server/src/api/accounting.rs + store/accounting.rs
   GET /v1/health    -> {"status", "isolation": {"cgroups", "run_as_user", ...}}  api/mod.rs
 """
 
@@ -810,7 +810,7 @@ def evaluate_fraction_cuda(
 
 def evaluate_accounting(reports: Dict[int, dict], expected: Dict[int, List[Tuple[int, int]]]) -> Check:
     """`accounting`: each job has one record with its GPU shares and
-    gpu_milli_seconds = Σmilli × (end_ms − start_ms) / 1000 rounded (scheduler/accounting.rs
+    gpu_milli_seconds = Σmilli × (end_ms − start_ms) / 1000 rounded (host/controller/src/accounting.rs
     `milli_seconds`), and the report's total says the same in GPU-seconds."""
     problems, parts = [], []
     for job_id in sorted(expected):
@@ -902,7 +902,7 @@ HEALTH_ERRORS = (
 def evaluate_health_log(log_text: str, gpus: int) -> Check:
     """`health-poller`: the daemon log says the NVML health watcher started for the GPUs
     (and whether Xid events are delivered) and has no health-poll error (the messages of
-    inventory/nvml.rs and scheduler/nodes.rs `record_gpu_fault`)."""
+    inventory/nvml.rs and host/controller/src/nodes.rs `record_gpu_fault`)."""
     lines = [strip_ansi(l) for l in log_text.splitlines()]
     started = [l for l in lines if "GPU health polling started" in l]
     problems = []

@@ -1,19 +1,19 @@
 //! Fuzz target `pipeline`: feeds arbitrary text to the pipeline-file parser,
-//! `gantry::pipeline_file::parse_pipeline_text` (the text half of `read_pipeline`, as TOML and as
+//! `gantry_config::pipeline_file::parse_pipeline_text` (the text half of `read_pipeline`, as TOML and as
 //! JSON), then the result to `PipelineSpec`, and the bytes to the API's
 //! `parse_json::<PipelineSpec>` (`PUT /v1/policy`). None may panic.
 #![no_main]
 
-use gantry::policy::PipelineSpec;
+use gantry_policy::PipelineSpec;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let _ = gantry::api::parse_json::<PipelineSpec>(data);
+    let _ = gantry_server::api::parse_json::<PipelineSpec>(data);
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
     for is_toml in [true, false] {
-        if let Ok(value) = gantry::pipeline_file::parse_pipeline_text(text, is_toml, "fuzz")
+        if let Ok(value) = gantry_config::pipeline_file::parse_pipeline_text(text, is_toml, "fuzz")
             && let Ok(spec) = serde_json::from_value::<PipelineSpec>(value)
         {
             // What `policy show` and the store do with an accepted spec.

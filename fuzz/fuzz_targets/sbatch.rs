@@ -6,7 +6,7 @@
 //! input.
 #![no_main]
 
-use gantry::model::JobSpec;
+use gantry_api::model::JobSpec;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -116,7 +116,7 @@ fn old_job(id: u64, days_ago: u64) -> JobRecord {
     let mut spec: JobSpec =
         serde_json::from_value(json!({"argv": ["true"], "user": "old"})).expect("spec");
     spec.validate().expect("valid");
-    let at = gantry::scheduler::now_ms() - days_ago * 24 * 3600 * 1000;
+    let at = gantry_controller::now_ms() - days_ago * 24 * 3600 * 1000;
     let mut j = JobRecord::new(id, spec, at);
     j.state = JobState::Succeeded;
     j.end_ms = Some(at + 1000);

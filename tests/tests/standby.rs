@@ -1,4 +1,4 @@
-//! A standby controller passes the API to the leader (`host/daemon/src/leadership/forward.rs`):
+//! A standby controller passes the API to the leader (`host/server/src/leadership/forward.rs`):
 //! a client given only the standby's address submits, reads, follows a job as it runs and
 //! gets the leader's own errors, each answer naming the leader in `X-Gantry-Leader`. The
 //! agents' route and `/metrics` are not passed on (503 `not-leader` with the leader's URL),

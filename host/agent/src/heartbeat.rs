@@ -67,7 +67,7 @@ impl Controller {
             if !(url.starts_with("http://") || url.starts_with("https://")) {
                 anyhow::bail!("--controller must be http:// or https:// URLs, not {url:?}");
             }
-            gantry_http::plain_link::warn_plain_link("the controller", url);
+            gantry_api::plain_link::warn_plain_link("the controller", url);
         }
         let tls = gantry_config::tls::ureq_tls("--ca-cert", ca_cert.as_deref())?;
         let config = ureq::Agent::config_builder()

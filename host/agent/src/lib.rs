@@ -12,7 +12,7 @@
 //! Dependency direction: this crate uses `gantry-node` (the executor, the inventory, health
 //! probes), `gantry-api` (the cluster protocol), `gantry-http` (the server it serves on),
 //! `gantry-config` and `gantry-telemetry`; it knows nothing of the controller (the daemon,
-//! `gantry-daemon`), which reaches it only over HTTP (`scripts/crate-rules`).
+//! `gantry-server`), which reaches it only over HTTP (`scripts/crate-rules`).
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 

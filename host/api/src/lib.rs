@@ -12,7 +12,7 @@
 //! - `client` (feature `client`): the typed HTTP client of the API, over TCP, TLS or the
 //!   daemon's Unix socket, used by the CLI;
 //! - feature `openapi`: `utoipa::ToSchema` on the types the API shows, from which the daemon
-//!   generates the schemas of its OpenAPI document (`host/daemon/src/api/openapi/schemas.rs`).
+//!   generates the schemas of its OpenAPI document (`host/server/src/api/openapi/schemas.rs`).
 //!
 //! The serde form of every type is the stored and wire form: records in the daemon's store
 //! and API answers depend on it, so a change must stay readable from old data (a serde
@@ -32,5 +32,6 @@ pub mod cluster_token;
 pub mod error;
 pub mod model;
 pub mod node;
+pub mod plain_link;
 pub mod task;
 pub mod views;

@@ -5,7 +5,7 @@
 //!
 //! Owns these data types as a client reads them (every field the daemon writes; new fields
 //! are ignored). Assembling them is the daemon's (`scheduler::node_view`,
-//! `scheduler::jobs`, `api::attach`); `host/daemon/src/api/wire_tests.rs` checks that what
+//! `scheduler::jobs`, `api::attach`); `host/server/src/api/wire_tests.rs` checks that what
 //! the daemon writes reads back into them unchanged.
 
 use crate::cluster::NodeLoad;

@@ -2,7 +2,7 @@
 //! hold/release/update` and `scancel --signal`.
 //!
 //! Owns: these commands' arguments and output. Does not own the rules (the daemon's
-//! `scheduler/job_control.rs`) nor the id list syntax (`cli::job_ids`).
+//! `gantry_controller`'s `job_control.rs`) nor the id list syntax (`cli::job_ids`).
 
 use crate::cli::job_ids;
 use crate::submit_cli::parse_time_flag;

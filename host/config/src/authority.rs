@@ -1,6 +1,6 @@
 //! The authorities (`host[:port]`) that `[http] allowed_hosts` names: their parsing, shared
 //! by the check of the setting here and by the daemon's `Host` and `Origin` rules
-//! (`http_server/host.rs` in `gantry-daemon`).
+//! (`http_server/host.rs` in `gantry-server`).
 //!
 //! Owns: parsing an authority. Does not own which hosts a request may name (the daemon).
 

@@ -5,7 +5,7 @@
 //!
 //! Owns: parsing, defaults and range checks of settings. Does not own discovering
 //! hardware (`gantry-node`'s `inventory`) or acting on the settings (the daemon,
-//! `gantry-daemon`, which depends on this crate; the CLI reads the same file).
+//! `gantry-server`, which depends on this crate; the CLI reads the same file).
 //!
 //! Dependency direction: this crate uses `gantry-node` (the `[node]`, `[execution]` and
 //! `[containers]` tables) and `gantry-store` (the `[store]` and `[history]` backends); it

@@ -1,6 +1,6 @@
 //! The `[telemetry]` section of the configuration: where traces are exported over OTLP.
 //!
-//! Owns these settings. Exporting is the daemon's (`telemetry/export.rs` in `gantry-daemon`).
+//! Owns these settings. Exporting is the daemon's (`telemetry/export.rs` in `gantry-server`).
 
 use serde::{Deserialize, Serialize};
 

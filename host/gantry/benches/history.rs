@@ -144,7 +144,7 @@ fn seed(data: &Path, n: usize) -> Result<()> {
     }))?;
     let t0 = Instant::now();
     let day_ms = 24 * 3600 * 1000;
-    let now = gantry::scheduler::now_ms();
+    let now = gantry_controller::now_ms();
     for i in 0..n {
         let id = store.next_id("job")?;
         // Spread over the last 300 days, oldest first.

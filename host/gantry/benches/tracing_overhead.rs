@@ -24,10 +24,10 @@
 //! thread share the cores with the cycle. The daemon has one local node, so the
 //! issue's "× 1,000 nodes" is not reproduced here.
 
-use gantry::scheduler::Scheduler;
 use gantry_api::model::{JobRecord, JobSpec};
 use gantry_config::telemetry::TelemetryConfig;
 use gantry_config::{Config, PluginLimits};
+use gantry_controller::Scheduler;
 use gantry_node::inventory::NodeConfig;
 use gantry_store::Store;
 use serde_json::json;
@@ -54,7 +54,7 @@ fn spec(v: serde_json::Value) -> JobSpec {
 /// A data dir holding the blocker (id 1, submitted first) and `pending` jobs.
 fn populate(dir: &Path, pending: usize) {
     let store = Store::open(dir).expect("store");
-    let now = gantry::scheduler::now_ms();
+    let now = gantry_controller::now_ms();
     let blocker = spec(json!({
         "name": "blocker", "argv": ["sleep", "60"],
         "tasks": [{"gpus": 4, "cpu_milli": 10, "memory_mib": 16}],
@@ -223,7 +223,7 @@ fn main() {
     ];
     let mut rows: Vec<Timing> = modes.iter().map(|_| Timing::default()).collect();
     // The scheduler's job steps become spans under the exporting modes, as in the daemon.
-    gantry::job_trace_sink::install();
+    gantry_server::job_trace_sink::install();
     // Rounds interleave the modes so that drift spreads over all of them; `off` comes
     // first, before any subscriber exists.
     for _ in 0..rounds {

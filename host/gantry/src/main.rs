@@ -413,7 +413,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         } => {
             let mut cfg = Config::load(config.as_deref())?;
             // The controller's job steps become spans when traces are exported.
-            gantry::job_trace_sink::install();
+            gantry_server::job_trace_sink::install();
             let _telemetry = gantry_telemetry::init(&cfg.telemetry)?;
             if let Some(l) = listen {
                 cfg.listen = l;
@@ -434,7 +434,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()?;
-            rt.block_on(gantry::serve::serve(cfg))
+            rt.block_on(gantry_server::serve::serve(cfg))
         }
         Command::Agent(a) => {
             limit_malloc_arenas();

@@ -17,8 +17,7 @@
 //! and waits for them at most [`DRAIN`].
 //!
 //! The daemon's local Unix socket ([`local_socket`]: bind, peer credentials, per-uid
-//! connection limits) and the warning about a plain `http://` link between controller and
-//! agent ([`plain_link`]) are transport too and live here.
+//! connection limits) is transport too and lives here.
 //!
 //! Owns: the accept loop, TLS handshakes of accepted connections (with `gantry_config::tls`'s
 //! rustls config), and per-connection limits and timeouts. Does not own the `[http]` settings
@@ -32,7 +31,6 @@ pub mod host;
 mod idle;
 pub mod limits;
 pub mod local_socket;
-pub mod plain_link;
 
 pub use idle::BodyStalled;
 

@@ -8,7 +8,7 @@
 //! ended.
 //!
 //! Owns: the leader key, leases, terms. Does not own what a leader does or how a standby
-//! waits (`host/daemon/src/leadership.rs`).
+//! waits (`host/server/src/leadership.rs`).
 
 use crate::StoreError;
 use crate::etcd::{self, Etcd};

@@ -4,7 +4,7 @@
 //! uniqueness), so keeping one twice keeps it once, and writing it later is at most once.
 //!
 //! Owns: that tree. Does not own when the queue is tried again
-//! (`host/daemon/src/scheduler/accounting.rs`).
+//! (`host/controller/src/accounting.rs`).
 
 use crate::state::{KvOp, Scan, Table};
 use crate::{AccountingRecord, Store, StoreError, decode, encode};

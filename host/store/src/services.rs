@@ -2,7 +2,7 @@
 //! (big-endian), written when the service changes and flushed with the next flush.
 //!
 //! Owns: that tree's layout. Does not own what a service is (`gantry_api::model::service_set`)
-//! nor its replicas (`host/daemon/src/scheduler/service_sets.rs`).
+//! nor its replicas (`host/controller/src/service_sets.rs`).
 
 use crate::state::{KvOp, Scan, Table};
 use crate::{Store, StoreError, decode, encode};

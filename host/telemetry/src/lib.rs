@@ -11,7 +11,7 @@
 //!   admit/hold/start/pending/evict/reject, `reason_code`, `reason_message`, `node`, `gpus`);
 //! * the controller's `job_event` at each lifecycle step of a job (target `gantry::job`,
 //!   `job_id`), which reaches [`record_job_step`] through the sink the daemon installs from
-//!   [`on_job_traces_enabled`]'s hook (`host/daemon/src/job_trace_sink.rs`).
+//!   [`on_job_traces_enabled`]'s hook (`host/server/src/job_trace_sink.rs`).
 //!
 //! Owns: subscriber setup, exporter, job traces. Does not own what is traced, and knows
 //! neither the daemon (its controller's trace points) nor the agent, which both call it.
@@ -215,7 +215,7 @@ fn announce(config: &TelemetryConfig, guard: &TelemetryGuard) {
 /// One step of job `job_id` (decided in `cycle`, 0 when not by a cycle), made a span when
 /// job traces are exported, else nothing; called on the thread that decided it (so the step
 /// links to the current span). The daemon's sink of the controller's job steps
-/// (`host/daemon/src/job_trace_sink.rs`) calls it; the step's log event is the controller's.
+/// (`host/server/src/job_trace_sink.rs`) calls it; the step's log event is the controller's.
 ///
 /// When exporting, the step is a short span named after it (attributes `job_id`, `step`,
 /// `cycle`, `detail`) in the job's own trace, under a root span `job {id}` opened at the

@@ -54,10 +54,10 @@ pub const RESERVED_LABEL_PREFIX: &str = "gantry.io/";
 pub const MAX_BEGIN_MS: u64 = 7_258_118_400_000;
 
 // The `#[schema(...)]` limits below (feature `openapi`) repeat these constants as literals,
-// which utoipa requires; `host/daemon/src/api/openapi/tests.rs` checks that they agree. The
+// which utoipa requires; `host/server/src/api/openapi/tests.rs` checks that they agree. The
 // pattern `^[^\x00-\x1f\x7f-\x9f]*$` is "no control characters" (`char::is_control`). What
 // an attribute cannot say (the items of a list, the values of a map, rules between fields)
-// is added to the schema by `host/daemon/src/api/openapi/schemas.rs: refinements`.
+// is added to the schema by `host/server/src/api/openapi/schemas.rs: refinements`.
 
 /// Per-task resources of one task group, as submitted.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -6,7 +6,7 @@
 //! requests that change them (`POST /v1/services/{id}/update`, `.../rollback`).
 //!
 //! Owns: these types and their validation, with errors naming the field. Does not own
-//! acting on them (`host/daemon/src/scheduler/service_rollout.rs`, the daemon's autoscaler).
+//! acting on them (`host/controller/src/service_rollout.rs`, the daemon's autoscaler).
 
 use super::{FieldError, JobSpec};
 use serde::{Deserialize, Serialize};

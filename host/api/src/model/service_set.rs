@@ -1,6 +1,6 @@
 //! A replicated service (`POST /v1/services`, `gantry service`): several copies of one
 //! service job, as a Kubernetes Deployment keeps a number of pods. The daemon's service
-//! owner (`host/daemon/src/scheduler/service_sets.rs`) turns the wanted number of replicas
+//! owner (`host/controller/src/service_sets.rs`) turns the wanted number of replicas
 //! into ordinary service jobs, each with its own allocation through the policy pipeline.
 //!
 //! Owns: the stored record and the views of it. Does not own the replicas' jobs (each a

@@ -3,7 +3,7 @@
 //! written to the run's directory as its user, and the working directory, its own or a scratch
 //! `work` owned by its user), then each task ([`TaskOrder::launch`]: in an image, the mounts
 //! that carry the job's and the script's files). Written once, used by both places that start
-//! tasks: the controller for its own node (`gantry-daemon`'s `scheduler/launch.rs`, one
+//! tasks: the controller for its own node (`gantry-controller`'s `launch.rs`, one
 //! directory for the job's local tasks) and the node agent (`agent/launch.rs`, one per run),
 //! so a task starts the same way wherever it runs.
 //!
