@@ -3,10 +3,10 @@
 //! uploaded plugin ([`PluginInfo`]) and the frames of `GET /v1/jobs/{id}/attach`
 //! ([`AttachFrame`]).
 //!
-//! Owns these data types as a client reads them (every field the daemon writes; new fields
-//! are ignored). Assembling them is the daemon's (`scheduler::node_view`,
-//! `scheduler::jobs`, `api::attach`); `host/server/src/api/wire_tests.rs` checks that what
-//! the daemon writes reads back into them unchanged.
+//! Owns these data types, defined once for both sides: the controller builds them and the
+//! server writes them (`gantry_controller`'s `node_view.rs`, `jobs.rs`, `policy_ops.rs`,
+//! `nodes.rs`, which also stores a node's drain as a [`DrainView`]; the server's
+//! `api/attach.rs`), and the client reads them. Assembling them is not theirs.
 
 use crate::cluster::NodeLoad;
 use crate::model::JobRecord;

@@ -12,24 +12,25 @@
 //! `service_sets.rs`, `views.rs`, ...).
 
 use super::job_input::{InputRequest, InputSendError};
-use super::jobs::{CancelError, SubmitError, Submitted};
+use super::jobs::{CancelError, SubmitError};
 use super::nodes::NodeOpError;
 use super::policy_error::PolicyOpError;
-use super::policy_ops::{PluginInfo, SwapResult};
+use super::policy_ops::SwapResult;
 use super::service_sets::ServiceError;
 use super::shadow::{ReplayReport, ShadowView};
 use super::signal_ops::SignalError;
 use super::submitter::Submitter;
 use super::views::{AgentImages, ChangeFingerprint, UsageByName};
 use super::{
-    ControlError, FaultView, GcReport, HeartbeatError, JobPage, JobQuery, JobUpdate, NodeView,
-    PolicyView, Scheduler,
+    ControlError, FaultView, GcReport, HeartbeatError, JobPage, JobQuery, JobUpdate, PolicyView,
+    Scheduler,
 };
 use gantry_api::agent_client::AgentClient;
 use gantry_api::cluster::{Heartbeat, HeartbeatReply, NodeImages, TaskKey};
 use gantry_api::model::{
     HoldRole, JobRecord, JobSpec, ScaleSample, ServiceRecord, ServiceView, UpdateRequest,
 };
+use gantry_api::views::{NodeView, PluginInfo, Submitted};
 use gantry_config::Config;
 use gantry_node::executor::IsolationSummary;
 use gantry_policy::{PipelineSpec, PipelineVersion};

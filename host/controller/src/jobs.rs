@@ -9,9 +9,9 @@ use super::transition::Transition;
 use super::transition::host_reason;
 use super::{Scheduler, lock, now_ms};
 use gantry_api::model::{ArrayMember, FieldError, JobRecord, JobSpec, JobState, StopCause};
+use gantry_api::views::Submitted;
 use gantry_contract::ReasonCode;
 use gantry_store::StoreError;
-use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -44,17 +44,6 @@ pub enum SubmitError {
     /// The store failed; the job was not accepted.
     #[error("{0}")]
     Store(#[from] StoreError),
-}
-
-/// An acknowledged submission.
-#[derive(Debug, Clone, Serialize)]
-pub struct Submitted {
-    /// The job (the first member of an array).
-    #[serde(flatten)]
-    pub job: JobRecord,
-    /// Every member's id, for an array.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub array_job_ids: Vec<u64>,
 }
 
 impl Scheduler {
@@ -110,8 +99,6 @@ pub enum CancelError {
     #[error(transparent)]
     Store(#[from] StoreError),
 }
-
-pub use super::node_view::{GpuView, NodeView};
 
 impl Scheduler {
     /// Validates, checks and durably stores a new job (or every member of an array); returns

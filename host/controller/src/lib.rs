@@ -60,6 +60,8 @@ pub mod snapshot;
 #[cfg(test)]
 mod source_scan;
 mod start_commit;
+#[cfg(test)]
+mod state_owner_tests;
 mod submit_admission;
 mod submit_limits;
 pub mod submitter;
@@ -82,7 +84,6 @@ pub use facade::{Admin, Controller, Jobs, Nodes, Policy, Services};
 pub use job_control::{ControlError, JobUpdate};
 pub use job_table::{JobPage, JobQuery};
 pub use jobs as jobs_api;
-pub use jobs::NodeView;
 pub use policy_ops as policy_api;
 pub use policy_ops::PolicyView;
 pub use remote::HeartbeatError;

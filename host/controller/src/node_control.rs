@@ -3,43 +3,24 @@
 //! node in a cycle's snapshot ([`NodeControl::apply_to`]). Each member of the node table
 //! (`members.rs`) holds one [`NodeControl`]; the views (`node_view.rs`) show its records.
 //!
-//! Owns: `DrainRecord`, `GpuFault`, `NodeControl` and the store key of a drain. Does not own
+//! Owns: `NodeControl` and the store key of a drain; the records are the wire types
+//! `gantry_api::views::{DrainView, GpuFaultView}`, stored as they are shown. Does not own
 //! draining, resuming or recording a fault (the `Scheduler` methods in `nodes.rs`), the
 //! node table (`members.rs`), the health rules (`gantry_node::inventory::health`) or HTTP
 //! (`api::nodes`).
 
 use super::now_ms;
+use gantry_api::views::{DrainView, GpuFaultView};
 use gantry_contract as c;
 use gantry_node::inventory::NodeInfo;
 use gantry_store::{Store, StoreError};
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-
-/// Why and by whom a node was drained.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DrainRecord {
-    /// The operator's reason.
-    pub reason: String,
-    /// Who drained it (the token's user; "unauthenticated" when auth is off).
-    pub by: String,
-    /// When, ms since the Unix epoch.
-    pub since_ms: u64,
-}
-
-/// Why a GPU takes no new tasks.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct GpuFault {
-    /// The reason (health rule or configuration).
-    pub reason: String,
-    /// Since when, ms since the Unix epoch (the daemon's start for faults found then).
-    pub since_ms: u64,
-}
 
 /// The node's drain and its unhealthy GPUs.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct NodeControl {
-    pub(crate) drain: Option<DrainRecord>,
-    pub(crate) gpu_faults: BTreeMap<u32, GpuFault>,
+    pub(crate) drain: Option<DrainView>,
+    pub(crate) gpu_faults: BTreeMap<u32, GpuFaultView>,
 }
 
 /// The store meta key of `node`'s drain record.
@@ -51,7 +32,7 @@ impl NodeControl {
     /// The drain stored for `node`, and the GPUs found unhealthy at discovery.
     pub(crate) fn load(store: &Store, node: &NodeInfo) -> Result<Self, StoreError> {
         let drain = store
-            .meta::<Option<DrainRecord>>(&drain_key(&node.name))?
+            .meta::<Option<DrainView>>(&drain_key(&node.name))?
             .flatten();
         if let Some(d) = &drain {
             tracing::warn!(node = %node.name, by = %d.by, "node is drained: {}", d.reason);
@@ -66,7 +47,7 @@ impl NodeControl {
                     .unhealthy_reason
                     .clone()
                     .unwrap_or_else(|| "unhealthy".into());
-                (g.index, GpuFault { reason, since_ms })
+                (g.index, GpuFaultView { reason, since_ms })
             })
             .collect();
         Ok(Self { drain, gpu_faults })

@@ -11,11 +11,12 @@
 //! (`remote.rs` registers it, `reconcile.rs` stops what it should no longer run).
 
 use super::members::{Link, Liveness};
-use super::node_control::{DrainRecord, drain_key};
+use super::node_control::drain_key;
 use super::nodes::NodeOpError;
 use super::transition::Transition;
 use super::{Scheduler, lock, now_ms};
 use gantry_api::model::{JobState, StopCause};
+use gantry_api::views::DrainView;
 use std::time::Duration;
 
 /// How often silent nodes are looked for.
@@ -139,7 +140,7 @@ impl Scheduler {
         members.save(&self.inner.store)?;
         drop(members);
         let store = &self.inner.store;
-        store.set_meta(&drain_key(name), &None::<DrainRecord>)?;
+        store.set_meta(&drain_key(name), &None::<DrainView>)?;
         store.flush()?;
         let message = format!("node {name} removed by {by}");
         tracing::warn!("{message}");

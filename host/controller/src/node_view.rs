@@ -5,88 +5,17 @@
 //! and load; per GPU its identity, topology, health with the reason and time, MIG devices,
 //! and who holds it.
 //!
-//! Owns: the view types and their assembly. Does not own the state they show
+//! Owns: their assembly; the types are the API's (`gantry_api::views`, one definition
+//! for the server and the client). Does not own the state they show
 //! (`node_control.rs`, `members.rs`, `inventory`, the job table).
 
 use super::members::{Link, Liveness, Member};
-use super::node_control::{DrainRecord, GpuFault};
 use super::{Scheduler, lock};
-use gantry_api::cluster::NodeLoad;
-use gantry_node::inventory::{MigDevice, groups};
-use serde::Serialize;
-use std::collections::BTreeMap;
+use gantry_api::views::{GpuView, NodeView};
+use gantry_node::inventory::groups;
 
 /// Said in the node view when a GPU has MIG devices.
 pub const MIG_NOTE: &str = "MIG devices are listed for information only: Gantry schedules whole GPUs and fractions of them, not MIG instances separately";
-
-/// One GPU in the node view.
-#[derive(Debug, Clone, Serialize)]
-pub struct GpuView {
-    /// Index.
-    pub index: u32,
-    /// Model.
-    pub model: String,
-    /// Memory in MiB.
-    pub memory_mib: u64,
-    /// Takes new tasks.
-    pub healthy: bool,
-    /// Why not, and since when (None when healthy).
-    pub health: Option<GpuFault>,
-    /// UUID when known.
-    pub uuid: Option<String>,
-    /// PCI bus id (NVML only).
-    pub pci_bus_id: Option<String>,
-    /// GPUs reached over NVLink, directly or through an NVSwitch.
-    pub nvlink_peers: Vec<u32>,
-    /// MIG mode is on.
-    pub mig_enabled: bool,
-    /// Its MIG devices (listed, not scheduled separately).
-    pub mig_devices: Vec<MigDevice>,
-    /// Allocated milli-GPU.
-    pub allocated_milli: u32,
-    /// (job id, milli) holding it.
-    pub jobs: Vec<(u64, u32)>,
-}
-
-/// A node with per-GPU allocation.
-#[derive(Debug, Clone, Serialize)]
-pub struct NodeView {
-    /// Name.
-    pub name: String,
-    /// "up", "down", "awaiting" (its agent, after a controller restart), "draining"
-    /// (drained, jobs still running) or "drained" (drained, empty).
-    pub state: String,
-    /// Why it is down (None unless down).
-    pub down_reason: Option<String>,
-    /// Since when it is down, ms since the Unix epoch.
-    pub down_since_ms: Option<u64>,
-    /// "local" (the controller's own executor) or the agent's URL.
-    pub agent: String,
-    /// Its address for other nodes' tasks.
-    pub addr: String,
-    /// Its agent's last heartbeat, ms since the Unix epoch (None: local, or none yet).
-    pub last_heartbeat_ms: Option<u64>,
-    /// Load at the last heartbeat (agents only).
-    pub load: Option<NodeLoad>,
-    /// The drain's reason, who and when (None when up).
-    pub drain: Option<DrainRecord>,
-    /// Where GPUs came from ("nvml" or "config").
-    pub gpu_source: String,
-    /// Labels (with `gantry.io/gpu-groups` from NVLink when found).
-    pub labels: BTreeMap<String, String>,
-    /// CPU in milli-cores.
-    pub cpu_milli: u32,
-    /// Allocated CPU.
-    pub cpu_milli_allocated: u32,
-    /// Memory in MiB.
-    pub memory_mib: u64,
-    /// Allocated memory.
-    pub memory_mib_allocated: u64,
-    /// GPUs.
-    pub gpus: Vec<GpuView>,
-    /// Remarks for operators (e.g. that MIG devices are not scheduled separately).
-    pub notes: Vec<String>,
-}
 
 impl Scheduler {
     /// Every node and who holds each GPU.

@@ -15,9 +15,10 @@
 //! (`inventory::health`) or HTTP (`api::nodes`).
 
 use super::members::Members;
-use super::node_control::{DrainRecord, GpuFault, NodeControl, drain_key};
-use super::node_view::NodeView;
+use super::node_control::{NodeControl, drain_key};
 use super::{Scheduler, lock, now_ms};
+use gantry_api::views::NodeView;
+use gantry_api::views::{DrainView, GpuFaultView};
 use gantry_contract::Stage;
 use gantry_engine::{CycleOutcome, Snapshot};
 use gantry_store::StoreError;
@@ -66,7 +67,7 @@ pub fn check_reason(reason: &str) -> Result<String, String> {
 }
 
 /// The note put before pending reasons while `node` is drained.
-fn drain_note(node: &str, d: &DrainRecord) -> String {
+fn drain_note(node: &str, d: &DrainView) -> String {
     format!(
         "node {node} is drained (by {}: {}); no new job starts there",
         d.by, d.reason
@@ -109,7 +110,7 @@ impl Scheduler {
             .with_control(name, |c| c.drain.as_ref().map(|d| d.since_ms))
             .flatten()
             .unwrap_or_else(now_ms);
-        let record = DrainRecord {
+        let record = DrainView {
             reason,
             by: by.to_string(),
             since_ms,
@@ -132,7 +133,7 @@ impl Scheduler {
         let was = self.with_control(name, |c| c.drain.clone()).flatten();
         if let Some(d) = was {
             let store = &self.inner.store;
-            store.set_meta(&drain_key(name), &None::<DrainRecord>)?;
+            store.set_meta(&drain_key(name), &None::<DrainView>)?;
             store.flush()?;
             let message = format!("node {name} resumed by {by} (was drained: {})", d.reason);
             tracing::warn!("{message}");
@@ -172,7 +173,7 @@ impl Scheduler {
 
     /// Records a GPU fault of node `node`; false when it was already known.
     pub(crate) fn record_gpu_fault(&self, node: &str, index: u32, reason: String) -> bool {
-        let fault = GpuFault {
+        let fault = GpuFaultView {
             reason,
             since_ms: now_ms(),
         };
@@ -266,7 +267,7 @@ mod tests {
         };
         assert!(fits(&n).is_some());
         let ctl = NodeControl {
-            drain: Some(DrainRecord {
+            drain: Some(DrainView {
                 reason: "fan".into(),
                 by: "olga".into(),
                 since_ms: 1,
@@ -284,7 +285,7 @@ mod tests {
         let mut ctl = NodeControl::default();
         ctl.gpu_faults.insert(
             0,
-            GpuFault {
+            GpuFaultView {
                 reason: "2 uncorrected volatile ECC error(s)".into(),
                 since_ms: 1,
             },
@@ -321,7 +322,7 @@ mod tests {
             ],
             ..Default::default()
         };
-        let d = DrainRecord {
+        let d = DrainView {
             reason: "fan".into(),
             by: "olga".into(),
             since_ms: 1,

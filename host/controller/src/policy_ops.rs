@@ -8,8 +8,8 @@
 use super::policy_error::PolicyOpError;
 use super::policy_manager::PolicyManager;
 use super::{FaultView, Scheduler, lock, now_ms};
+use gantry_api::views::PluginInfo;
 use gantry_config::Config;
-use gantry_contract::Metadata;
 use gantry_plugin_runtime::{Limits, Runtime, RuntimeOptions};
 use gantry_policy::{PipelineSpec, PipelineVersion, Registry, default_spec};
 use gantry_store::Store;
@@ -19,18 +19,6 @@ use std::time::Instant;
 
 const ACTIVE_KEY: &str = "active_pipeline";
 const NAMES_KEY: &str = "plugin_names";
-
-/// Uploaded plugin summary.
-#[derive(Debug, Clone, Serialize)]
-pub struct PluginInfo {
-    /// sha256.
-    pub sha256: String,
-    /// Metadata.
-    #[serde(flatten)]
-    pub metadata: Metadata,
-    /// Size in bytes.
-    pub size_bytes: usize,
-}
 
 /// The active pipeline and its health.
 #[derive(Debug, Clone, Serialize)]

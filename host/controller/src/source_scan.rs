@@ -1,5 +1,5 @@
-//! For the guard tests of "one owner" (`transition_tests.rs`, `job_edit_tests.rs`): every line
-//! of the daemon's non-test code, so a test can say which files may write what.
+//! For the guard tests of "one owner" (`transition_tests.rs`, `job_edit_tests.rs`,
+//! `state_owner_tests.rs`): every line of the controller's non-test code, so a test can say which files may write what.
 //!
 //! Owns this walk only (test builds).
 

@@ -12,7 +12,8 @@
 //! and per job, and whether the two are within 5 MiB (issue 44's bar).
 //!
 //! `GANTRY_BENCH_RECORD_SNAPSHOTS` sets `record_snapshots` (the what-if recorder; unset:
-//! its default), to compare with the recorder off. `GANTRY_BENCH_BIN` runs another
+//! its default), to compare with the recorder off; `GANTRY_BENCH_STORE_CACHE_MIB` sets
+//! `retention.store_cache_mib` (the page caches of sled and SQLite). `GANTRY_BENCH_BIN` runs another
 //! `gantry` binary (e.g. an older build). Nothing here asserts a time or a size: it prints.
 
 use serde_json::{Value, json};
@@ -55,11 +56,14 @@ fn start(dir: &std::path::Path) -> Result<(Daemon, String)> {
     let record = std::env::var("GANTRY_BENCH_RECORD_SNAPSHOTS")
         .map(|n| format!("record_snapshots = {n}\n"))
         .unwrap_or_default();
+    let cache = std::env::var("GANTRY_BENCH_STORE_CACHE_MIB")
+        .map(|n| format!("store_cache_mib = {n}\n"))
+        .unwrap_or_default();
     let cfg = dir.join("gantry.toml");
     std::fs::write(
         &cfg,
         format!(
-            "{record}[auth]\nanonymous_role = \"admin\"\n[execution]\ncgroups = \"off\"\n[retention]\nmin_job_age_s = 0\n"
+            "{record}[auth]\nanonymous_role = \"admin\"\n[execution]\ncgroups = \"off\"\n[retention]\nmin_job_age_s = 0\n{cache}"
         ),
     )?;
     let bin =

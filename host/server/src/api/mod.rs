@@ -34,13 +34,12 @@ mod nodes;
 mod openapi;
 mod policy;
 mod redact;
+mod route;
 mod routes;
 mod services;
 mod state;
 mod streams;
 mod ui;
-#[cfg(test)]
-mod wire_tests;
 
 pub use body::{MAX_JSON_BODY, parse_json};
 pub use error::ApiError;

@@ -1,127 +1,16 @@
 //! The OpenAPI 3.0 document, `GET /v1/openapi.json`: every route of `api/mod.rs` with its
 //! method, parameters, request body (with the limits enforced), response codes and the
-//! error body. The operations are a table written by hand ([`OPERATIONS`]); the schemas they
-//! refer to are generated from the Rust types (`openapi/schemas.rs`).
+//! error body. The operations are generated from the route list (`routes.rs`, each route
+//! with its [`Doc`](super::route::Doc)); the schemas they refer to from the Rust types
+//! (`openapi/schemas.rs`).
 //!
 //! Served behind the token check like every route but `/v1/health` and `/metrics` (any
-//! role may read it). A unit test reads `api/mod.rs` and checks that every route
-//! registered there is in [`OPERATIONS`], and the other way round.
+//! role may read it).
 
 use super::body::MAX_JSON_BODY;
-use axum::Json;
-use axum::response::IntoResponse;
+use super::route::{In, Out, Route};
 use schemas::{components, schema_ref};
 use serde_json::{Map, Value, json};
-
-/// What an operation takes.
-#[derive(Debug, Clone, Copy)]
-enum In {
-    /// No body, no parameters.
-    Nothing,
-    /// The `{id}` path parameter.
-    Id,
-    /// A JSON body of this schema.
-    Body(&'static str),
-    /// Component bytes.
-    Upload,
-    /// Query parameters of the job list.
-    JobQuery,
-    /// `{id}` and `?task=`.
-    Task,
-    /// `{id}`, `?task=`, `?offset=` and `?limit=` (a log's byte range).
-    LogRange,
-    /// Query parameters of `GET /v1/accounting`.
-    AccountingQuery,
-    /// `{id}` and a JSON body of this schema.
-    IdBody(&'static str),
-    /// `?max_batches=` of `POST /v1/admin/gc`.
-    GcQuery,
-    /// A node's `{name}`, with a JSON body of this schema when given.
-    Name(Option<&'static str>),
-}
-
-/// What a 2xx answer is.
-#[derive(Debug, Clone, Copy)]
-enum Out {
-    /// JSON of this schema.
-    Schema(&'static str),
-    /// A JSON array of this schema.
-    ListOf(&'static str),
-    /// Any JSON object.
-    Object,
-    /// Any JSON array.
-    Array,
-    /// Plain text.
-    Text,
-    /// A stream of JSON lines.
-    Ndjson,
-    /// A `text/event-stream`.
-    EventStream,
-}
-
-/// One route and method: (method, path, summary, input, success status, output, 4xx).
-type Operation = (
-    &'static str,
-    &'static str,
-    &'static str,
-    In,
-    u16,
-    Out,
-    &'static [u16],
-);
-
-/// Every operation of the API.
-#[rustfmt::skip]
-const OPERATIONS: &[Operation] = &[
-    ("get", "/v1/health", "Liveness (open without a token)", In::Nothing, 200, Out::Object, &[]),
-    ("get", "/metrics", "Prometheus metrics (open without a token)", In::Nothing, 200, Out::Text, &[]),
-    ("get", "/v1/openapi.json", "This document", In::Nothing, 200, Out::Object, &[401]),
-    ("post", "/v1/jobs", "Submit a job (user and account come from the token)", In::Body("JobSpec"), 201, Out::Schema("Submitted"), &[400, 401, 403, 413, 422, 429]),
-    ("get", "/v1/jobs", "List jobs, newest first, from memory and history (at most 10000; `X-Page-Limit` says the limit applied, `X-Next-After` the `after` of the next page)", In::JobQuery, 200, Out::ListOf("JobRecord"), &[400, 401]),
-    ("get", "/v1/jobs/{id}", "One job", In::Id, 200, Out::Schema("JobRecord"), &[400, 401, 404]),
-    ("delete", "/v1/jobs/{id}", "Cancel a job (owner or operator)", In::Id, 200, Out::Schema("JobRecord"), &[400, 401, 403, 404, 409]),
-    ("post", "/v1/jobs/{id}/cancel", "Cancel a job (owner or operator)", In::Id, 200, Out::Schema("JobRecord"), &[400, 401, 403, 404, 409]),
-    ("patch", "/v1/jobs/{id}", "Change a pending job's time limit or dependencies, checked as at submit, admission policy included (owner or operator; as scontrol update)", In::IdBody("JobUpdate"), 200, Out::Schema("JobRecord"), &[400, 401, 403, 404, 409, 413, 422]),
-    ("post", "/v1/jobs/{id}/hold", "Hold a pending job: it does not start until released (owner or operator; as scontrol hold)", In::Id, 200, Out::Schema("JobRecord"), &[400, 401, 403, 404, 409]),
-    ("post", "/v1/jobs/{id}/release", "Release a held job (owner or operator; a hold an operator or admin set: operator or admin only, 403 naming held_by; as scontrol release)", In::Id, 200, Out::Schema("JobRecord"), &[400, 401, 403, 404, 409]),
-    ("get", "/v1/jobs/{id}/logs", "A byte range of a task's log as text, at most 8 MiB: by default its last 8 MiB (a smaller log whole); `X-Log-Offset`, `X-Log-Next` and `X-Log-Size` say which bytes (owner or operator)", In::LogRange, 200, Out::Text, &[400, 401, 403, 404]),
-    ("get", "/v1/jobs/{id}/attach", "Follow a job live as JSON lines: state, output, heartbeats, exit (owner or operator); an interactive job is cancelled when its client goes away; at most `[http] max_streams_per_caller` streams per caller", In::Task, 200, Out::Ndjson, &[400, 401, 403, 404, 429]),
-    ("post", "/v1/jobs/{id}/signal", "Send a signal to a running job's tasks (owner or operator)", In::IdBody("SignalRequest"), 200, Out::Object, &[400, 401, 403, 404, 409, 413]),
-    ("post", "/v1/jobs/{id}/input", "Send input to a running interactive job's first task (`stdin` or `tty` jobs; owner or operator; as srun --pty): base64 bytes, a new terminal size, the end of input; `accepted` says how many bytes were taken, the rest is to be sent again; 409 while its input is not open", In::IdBody("JobInput"), 200, Out::Object, &[400, 401, 403, 404, 409, 413]),
-    ("get", "/v1/jobs/{id}/events", "A job's lifecycle events (owner or operator)", In::Id, 200, Out::Array, &[400, 401, 403, 404]),
-    ("get", "/v1/jobs/{id}/decisions", "Recent decisions about a job (owner or operator)", In::Id, 200, Out::Array, &[400, 401, 403, 404]),
-    ("get", "/v1/jobs/{id}/trace", "The job's OpenTelemetry trace id (owner or operator; null when not exporting)", In::Id, 200, Out::Object, &[400, 401, 403, 404]),
-    ("get", "/v1/images", "The container images in the cache of the controller's node and, under agents, of each agent's: digest, references, size, last use, in use (gantry images)", In::Nothing, 200, Out::Object, &[401]),
-    ("post", "/v1/services", "Create a replicated service (as a Kubernetes Deployment): a job spec of kind `service` whose `service.replicas` (default 1) copies each run as their own job through the policy pipeline; a replica that ends is replaced (gantry service create)", In::Body("JobSpec"), 201, Out::Schema("ServiceView"), &[400, 401, 403, 413, 422, 429]),
-    ("get", "/v1/services", "Replicated services with their live replicas: job, state, node, port, health, restarts (gantry service ls)", In::Nothing, 200, Out::ListOf("ServiceView"), &[401]),
-    ("get", "/v1/services/{id}", "One replicated service with its live replicas (gantry service ID)", In::Id, 200, Out::Schema("ServiceView"), &[400, 401, 404]),
-    ("post", "/v1/services/{id}/scale", "Set the number of replicas (owner or operator; gantry service scale): missing ones are submitted, extra ones cancelled, newest and pending first", In::IdBody("ScaleRequest"), 200, Out::Schema("ServiceView"), &[400, 401, 403, 404, 409, 413]),
-    ("get", "/v1/services/{id}/events", "A replicated service's events, oldest first (owner or operator; gantry service events): created, scaled, each autoscaling decision with the metric values that caused it, updates, rollouts completed or rolled back, stopped", In::Id, 200, Out::Array, &[400, 401, 403, 404]),
-    ("post", "/v1/services/{id}/update", "Change a replicated service (owner or operator; gantry service update): a new image, argv or env is a new revision, rolled out replica by replica within rollout.max_surge/max_unavailable, and rolled back by itself when not healthy within rollout.progress_deadline_s; rollout and autoscale settings take effect at once", In::IdBody("UpdateRequest"), 200, Out::Schema("ServiceView"), &[400, 401, 403, 404, 409, 413]),
-    ("post", "/v1/services/{id}/rollback", "Make an earlier revision current again (owner or operator; gantry service rollback): by default the one before the current one; rolled out as an update", In::IdBody("RollbackRequest"), 200, Out::Schema("ServiceView"), &[400, 401, 403, 404, 409, 413]),
-    ("delete", "/v1/services/{id}", "Stop a replicated service (owner or operator; gantry service stop): its replicas are cancelled and none is made again", In::Id, 200, Out::Schema("ServiceView"), &[400, 401, 403, 404]),
-    ("get", "/v1/fairshare", "Decayed GPU-seconds per user and account behind fair-share priority (a user sees their own)", In::Nothing, 200, Out::Object, &[401]),
-    ("get", "/v1/whoami", "The caller's user, token name, accounts and role (an open daemon: role admin, no user)", In::Nothing, 200, Out::Object, &[401]),
-    ("get", "/v1/stream", "Server-sent events: `changed` with the parts (jobs, nodes, policy, faults) that changed, at once and then on each change; at most `[http] max_streams_per_caller` streams per caller", In::Nothing, 200, Out::EventStream, &[401, 429]),
-    ("get", "/v1/nodes", "Nodes with per-GPU allocation", In::Nothing, 200, Out::ListOf("Node"), &[401]),
-    ("post", "/v1/nodes/{name}/drain", "Drain a node (operator): running jobs continue, nothing new starts there; kept across restarts", In::Name(Some("DrainRequest")), 200, Out::Schema("Node"), &[400, 401, 403, 404, 413]),
-    ("post", "/v1/nodes/{name}/resume", "Resume a drained node (operator)", In::Name(None), 200, Out::Schema("Node"), &[400, 401, 403, 404]),
-    ("delete", "/v1/nodes/{name}", "Remove a node that is down (operator): its agent's node, with no task of a running job left on it; an agent reporting again under the name joins anew", In::Name(None), 200, Out::Object, &[401, 403, 404, 409]),
-    ("get", "/v1/accounting", "Per-task usage records and GPU/CPU-hour totals per user and account (a user sees their own)", In::AccountingQuery, 200, Out::Schema("AccountingReport"), &[400, 401, 403]),
-    ("get", "/v1/faults", "Recent plugin faults", In::Nothing, 200, Out::Array, &[401]),
-    ("post", "/v1/plugins", "Upload a component (admin); validated before it is stored", In::Upload, 201, Out::Object, &[400, 401, 403, 413, 422]),
-    ("get", "/v1/plugins", "Registered plugins", In::Nothing, 200, Out::Array, &[401]),
-    ("get", "/v1/policy", "The active pipeline", In::Nothing, 200, Out::Object, &[401]),
-    ("put", "/v1/policy", "Hot-swap the pipeline after a dry run (admin)", In::Body("PipelineSpec"), 200, Out::Object, &[400, 401, 403, 413, 422]),
-    ("post", "/v1/policy/rollback", "Back to the previous pipeline (admin)", In::Nothing, 200, Out::Object, &[401, 403, 409, 422]),
-    ("get", "/v1/policy/history", "Pipeline versions", In::Nothing, 200, Out::Array, &[401]),
-    ("get", "/v1/policy/shadow", "The shadow pipeline and its differences", In::Nothing, 200, Out::Object, &[401, 404]),
-    ("put", "/v1/policy/shadow", "Set a shadow pipeline (admin)", In::Body("PipelineSpec"), 200, Out::Object, &[400, 401, 403, 413, 422]),
-    ("delete", "/v1/policy/shadow", "Clear the shadow pipeline (admin)", In::Nothing, 200, Out::Object, &[401, 403, 404]),
-    ("post", "/v1/admin/gc", "Delete what retention no longer keeps, now (admin); `done` says whether anything is left", In::GcQuery, 200, Out::Object, &[400, 401, 403]),
-    ("get", "/v1/policy/shadow/diff", "The shadow pipeline's differences", In::Nothing, 200, Out::Object, &[401, 404]),
-    ("post", "/v1/replay", "What-if replay over recorded cycles (admin)", In::Body("ReplayRequest"), 200, Out::Object, &[400, 401, 403, 413, 422]),
-];
 
 fn describe(code: u16) -> &'static str {
     match code {
@@ -270,8 +159,10 @@ fn success(out: Out) -> Value {
     json!({ media: { "schema": schema } })
 }
 
-fn operation(op: &Operation) -> Value {
-    let (method, path, summary, input, ok, out, errors) = *op;
+fn operation(route: &Route, routes: &[Route]) -> Value {
+    let (method, path) = (route.method, route.path);
+    let d = route.doc;
+    let (summary, input, ok, out, errors) = (d.summary, d.input, d.ok, d.out, d.errors);
     let mut responses = Map::new();
     responses.insert(
         ok.to_string(),
@@ -298,7 +189,7 @@ fn operation(op: &Operation) -> Value {
     if (method, path) == ("post", "/v1/jobs")
         && let Some(created) = responses.get_mut("201")
     {
-        created["links"] = job_links();
+        created["links"] = job_links(routes);
     }
     if let Some(headers) = response_headers(method, path)
         && let Some(answer) = responses.get_mut(&ok.to_string())
@@ -337,10 +228,10 @@ fn response_headers(method: &str, path: &str) -> Option<Value> {
 }
 
 /// Links from a submitted job to the operations on it (for stateful testers).
-fn job_links() -> Value {
+fn job_links(routes: &[Route]) -> Value {
     let mut links = Map::new();
-    for (method, path, ..) in OPERATIONS.iter().filter(|op| op.1.contains("{id}")) {
-        let target = operation_id(method, path);
+    for route in routes.iter().filter(|r| r.path.contains("{id}")) {
+        let target = operation_id(route.method, route.path);
         links.insert(
             target.clone(),
             json!({"operationId": target, "parameters": {"id": "$response.body#/id"}}),
@@ -357,14 +248,14 @@ fn operation_id(method: &str, path: &str) -> String {
         .join("_")
 }
 
-/// The whole document.
-pub fn document() -> Value {
+/// The whole document, of `routes` (`routes::all`).
+pub(super) fn document(routes: &[Route]) -> Value {
     let mut paths = Map::new();
-    for op in OPERATIONS {
+    for route in routes {
         let entry = paths
-            .entry(op.1.to_string())
+            .entry(route.path.to_string())
             .or_insert_with(|| Value::Object(Map::new()));
-        entry[op.0] = operation(op);
+        entry[route.method] = operation(route, routes);
     }
     json!({
         "openapi": "3.0.3",
@@ -377,11 +268,6 @@ pub fn document() -> Value {
         "paths": paths,
         "components": components(),
     })
-}
-
-/// `GET /v1/openapi.json`.
-pub(super) async fn serve() -> impl IntoResponse {
-    Json(document())
 }
 
 mod schemas;
