@@ -185,3 +185,31 @@ pub fn cluster(etcd_members: usize) -> Cluster {
         out,
     }
 }
+
+impl Cluster {
+    /// Every line of both controllers' and both agents' logs that names job `id` (its
+    /// runs' keys, `ID.TASK.RUN`, included): what a failed assertion about the job prints.
+    pub fn evidence(&self, id: u64) -> String {
+        let needles = [format!("job={id}"), format!("job {id}"), format!("={id}.")];
+        let mut text = String::new();
+        for (name, d) in [("ctl-a", &self.a), ("ctl-b", &self.b)] {
+            text.push_str(&format!("--- {name} ---\n"));
+            for needle in &needles {
+                for line in d.log_lines(needle) {
+                    text.push_str(&line);
+                    text.push('\n');
+                }
+            }
+        }
+        for agent in &self.agents {
+            text.push_str(&format!("--- agent {} ---\n", agent.name()));
+            for line in format!("{}{}", agent.stdout(), agent.stderr()).lines() {
+                if needles.iter().any(|n| line.contains(n.as_str())) {
+                    text.push_str(line);
+                    text.push('\n');
+                }
+            }
+        }
+        text
+    }
+}

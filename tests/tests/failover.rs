@@ -97,8 +97,9 @@ fn sigkill_of_the_leader_hands_over_to_the_standby_without_losing_or_repeating_a
         assert_eq!(
             starts(&out, id).len(),
             1,
-            "job {id} ran {:?}",
-            starts(&out, id)
+            "job {id} ran {:?}\n{}",
+            starts(&out, id),
+            c.evidence(id)
         );
     }
     // The long jobs kept running through the failover: adopted, not started again.
@@ -170,7 +171,13 @@ fn a_paused_leader_is_fenced_launches_nothing_and_steps_down() {
         c.a.log_tail()
     );
     // Nothing ran twice: not the job the old leader found startable, not the one running.
-    assert_eq!(starts(&out, later).len(), 1, "{:?}", starts(&out, later));
+    assert_eq!(
+        starts(&out, later).len(),
+        1,
+        "{:?}\n{}",
+        starts(&out, later),
+        c.evidence(later)
+    );
     std::fs::write(out.join(format!("release-{during}")), "").unwrap();
     wait_job(c.b.url(), during, "succeeded", |j| {
         j["state"] == json!("succeeded")

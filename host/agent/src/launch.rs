@@ -2,7 +2,7 @@
 //! checked (protocol, command, GPUs), then, under the table's lock, a known key answers with
 //! its pid or end (`replayed`), and a new one gets its directory, its script, its working
 //! directory and one executor launch, assembled by `gantry_node::executor::task_order` as the
-//! controller's `scheduler::launch` does for its own node's tasks.
+//! controller's local runner (`runner_local.rs`) does for its own node's tasks.
 //!
 //! A task that runs as the job's user (agent as root, `execution.run_as_user`) and has no
 //! `workdir` of its own works in `<run dir>/work`, owned by that user; the run directory
@@ -117,23 +117,12 @@ impl TaskTable {
                     source,
                 }
             })?;
-        let order = TaskOrder {
-            job_id: key.job,
-            task_index: key.task,
-            workdir: request.workdir.as_deref(),
-            env: request.env.clone(),
+        let order = TaskOrder::of_request(
+            request,
             dir,
-            log_path: TaskTable::log_path(dir),
-            exit_path: TaskTable::exit_path(dir),
-            gpus: request.gpus.clone(),
-            cpu_milli: request.cpu_milli,
-            memory_mib: request.memory_mib,
-            input: request.input,
-            stdout_file: request.stdout_file.as_deref(),
-            stderr_file: request.stderr_file.as_deref(),
-            image: request.image.as_deref(),
-            mounts: &request.mounts,
-        };
+            TaskTable::log_path(dir),
+            TaskTable::exit_path(dir),
+        );
         let launch = order.launch(&files, identity);
         self.executor
             .launch(&launch)

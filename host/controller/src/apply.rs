@@ -1,6 +1,6 @@
 //! Applying a cycle's outcome: committing its starts (then launching them off the lock),
 //! asking evicted jobs to stop, recording pending reasons, priorities and faults; and the
-//! job directory's paths, writing a record, events.
+//! job directory's paths (from `job_paths.rs`), writing a record, events.
 //!
 //! Owns: turning a cycle's decisions into transitions (`transition.rs` applies them).
 //! Does not own the decisions (the engine), the launch (`launch`) nor task ends
@@ -18,16 +18,17 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 impl Scheduler {
+    /// Job `id`'s directory on the controller's own node (`job_paths.rs`).
     pub(crate) fn job_dir(&self, id: u64) -> PathBuf {
-        self.inner.config.data_dir.join("jobs").join(id.to_string())
+        self.inner.paths.job_dir(id)
     }
 
     pub(crate) fn log_path(&self, id: u64, task: usize) -> PathBuf {
-        self.job_dir(id).join(format!("task-{task}.log"))
+        self.inner.paths.log_path(id, task)
     }
 
     pub(crate) fn exit_path(&self, id: u64, task: usize) -> PathBuf {
-        self.job_dir(id).join(format!("task-{task}.exit"))
+        self.inner.paths.exit_path(id, task)
     }
 
     /// Makes state changes durable before acting on more of them (a started job must
@@ -224,7 +225,7 @@ impl Scheduler {
             score: start.score,
             tasks,
             // The rendezvous port is free on this host; a gang whose rank 0 runs on an agent
-            // gets one free on that node before launch (`remote_launch.rs`).
+            // gets one free on that node before launch (`runner_agent.rs`).
             rendezvous_port: super::task_env::free_port(),
             service_port,
         };

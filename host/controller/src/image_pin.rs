@@ -38,19 +38,18 @@ impl Scheduler {
             self.launch(job);
             return;
         };
-        // Tasks on agents count as being launched meanwhile, so a heartbeat does not send
-        // them again unpinned.
-        let remote: Vec<_> = (0..job.tasks.len())
-            .filter(|i| self.agent_of(&job.tasks[*i].node).is_some())
+        // Its tasks count as being launched meanwhile, so a heartbeat from an agent does
+        // not send them again unpinned.
+        let keys: Vec<_> = (0..job.tasks.len())
             .map(|i| Self::task_key(&job, i))
             .collect();
-        for key in &remote {
+        for key in &keys {
             lock(&self.inner.remote_runs).launch_sent(*key);
         }
         let s = self.clone();
         let pin_then_launch = move || {
             let job = s.pin_image(job, &tag);
-            for key in &remote {
+            for key in &keys {
                 lock(&s.inner.remote_runs).launch_answered(key);
             }
             s.launch(job);

@@ -5,13 +5,12 @@
 //! pulls. Computed when a job is asked for, never stored.
 //!
 //! Owns: that reason. Does not own the pull (`gantry_node::container`) nor a task on an
-//! agent's node (its log carries the same progress lines every few seconds).
+//! agent's node (its runner answers none: its log carries the same progress lines every few seconds).
 
 use super::Scheduler;
 use super::transition::host_reason;
 use gantry_api::model::{JobRecord, JobState};
 use gantry_contract::ReasonCode;
-use gantry_node::container::pull_progress;
 
 impl Scheduler {
     /// `job` with the progress of its image's pull as its reason, when it runs, has an
@@ -20,10 +19,10 @@ impl Scheduler {
         if job.state != JobState::Running || job.spec.image.is_none() {
             return job;
         }
-        let dir = self.job_dir(job.id);
-        let pulling = (0..job.tasks.len())
-            .filter(|i| self.agent_of(&job.tasks[*i].node).is_none())
-            .find_map(|i| pull_progress::read(&dir.join(format!("task-{i}.pull"))));
+        let pulling = (0..job.tasks.len()).find_map(|i| {
+            self.runner_of(&job.tasks[i].node)?
+                .pull_progress(Self::task_key(&job, i))
+        });
         if let Some(progress) = pulling {
             let mut reason = host_reason(ReasonCode::Other, progress.message());
             reason.stage = "image".into();

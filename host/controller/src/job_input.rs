@@ -1,16 +1,14 @@
 //! Input for a running interactive job (`gantry run`, like `srun --pty`): what its client
-//! types reaches the job's first task, on the controller's node through the task's input FIFO
-//! (`executor::task_input`), on an agent through the agent's input route.
+//! types reaches the job's first task through its node's runner (`runner.rs`): the task's input
+//! FIFO on the controller's node, the agent's input route on an agent's.
 //!
 //! Owns: finding where the input goes and why it cannot. Does not own HTTP (`api::job_input`)
 //! or the relay (`gantry-node`'s executor).
 
 use super::Scheduler;
-use base64::Engine;
-use gantry_api::agent_client::AgentCallError;
-use gantry_api::cluster;
+use super::runner::InputRefused;
 use gantry_api::model::JobState;
-use gantry_node::executor::{InputError, TaskInput, task_input};
+use gantry_node::executor::TaskInput;
 
 /// One piece of input: bytes for stdin, then a new terminal size and the end of input.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -61,23 +59,15 @@ impl Scheduler {
         if job.tasks.first().is_none_or(|t| t.exit.is_some()) {
             return Err(InputSendError::NotOpen(id));
         }
-        if let Some((agent, key)) = self.remote_task(&job, 0) {
-            let wire = cluster::InputRequest {
-                data: base64::engine::general_purpose::STANDARD.encode(&request.data),
-                resize: request.resize,
-                eof: request.eof,
-            };
-            return agent.input(key, &wire).map_err(|e| match e {
-                AgentCallError::Refused { status: 409, .. } => InputSendError::NotOpen(id),
-                e => InputSendError::Failed(id, e.to_string()),
-            });
-        }
-        let fifo = task_input::fifo_path(&self.exit_path(id, 0));
-        task_input::deliver(&fifo, &request.data, request.resize, request.eof).map_err(
-            |e| match e {
-                InputError::NotOpen => InputSendError::NotOpen(id),
-                e => InputSendError::Failed(id, e.to_string()),
-            },
-        )
+        let runner = (job.tasks.first())
+            .and_then(|t| self.runner_of(&t.node))
+            .ok_or_else(|| InputSendError::Failed(id, "its node is gone".into()))?;
+        let key = Self::task_key(&job, 0);
+        runner
+            .input(key, &request.data, request.resize, request.eof)
+            .map_err(|e| match e {
+                InputRefused::NotOpen => InputSendError::NotOpen(id),
+                InputRefused::Failed(message) => InputSendError::Failed(id, message),
+            })
     }
 }

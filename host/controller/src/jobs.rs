@@ -325,7 +325,8 @@ impl Scheduler {
         gantry_api::agent_client::AgentClient,
         gantry_api::cluster::TaskKey,
     )> {
-        let agent = self.agent_of(&job.tasks.get(task)?.node)?;
+        let runner = self.runner_of(&job.tasks.get(task)?.node)?;
+        let agent = runner.agent()?.clone();
         Some((agent, Self::task_key(job, task)))
     }
 

@@ -30,6 +30,7 @@ mod job_control;
 mod job_edit;
 pub mod job_input;
 mod job_numbers;
+mod job_paths;
 mod job_table;
 pub mod job_trace;
 pub mod jobs;
@@ -48,9 +49,13 @@ mod policy_manager;
 pub mod policy_ops;
 mod reconcile;
 mod remote;
-mod remote_launch;
 mod remote_runs;
 mod retention;
+mod runner;
+mod runner_agent;
+mod runner_local;
+#[cfg(test)]
+mod runner_tests;
 pub mod service;
 mod service_rollout;
 pub mod service_sets;
@@ -138,6 +143,8 @@ pub(crate) struct Inner {
     pub(crate) remote_runs: Mutex<remote_runs::RemoteRuns>,
     pub(crate) store: Store,
     pub(crate) executor: Executor,
+    /// Where the local node keeps each job's files (`job_paths.rs`).
+    pub(crate) paths: job_paths::JobPaths,
     pub(crate) state: Mutex<State>,
     pub(crate) policy: Mutex<policy_manager::PolicyManager>,
     pub(crate) wake: Notify,
@@ -203,25 +210,6 @@ impl Scheduler {
         store.set_fence(fence);
         let node = gantry_node::inventory::discover(&config.node);
         let cluster_token = config.cluster.effective_token();
-        let local = match config.cluster.local_node {
-            true => Some(members::Member {
-                control: node_control::NodeControl::load(&store, &node)?,
-                info: node.clone(),
-                addr: config.cluster.advertise_addr.clone(),
-                link: members::Link::Local,
-                liveness: members::Liveness::Up,
-                last_heartbeat_ms: 0,
-                load: Default::default(),
-                unwanted: 0,
-                removed: false,
-            }),
-            false => None,
-        };
-        let agent_tls =
-            gantry_config::tls::ureq_tls("cluster.ca_cert", config.cluster.ca_cert.as_deref())?;
-        let client =
-            |url: &str| gantry_api::agent_client::AgentClient::new(url, &cluster_token, &agent_tls);
-        let members = members::Members::load(&store, local, client, now_ms())?;
         tracing::info!(
             node = %node.name, gpus = node.gpus.len(), source = %node.gpu_source,
             cpu_milli = node.cpu_milli, memory_mib = node.memory_mib, "local node"
@@ -236,6 +224,33 @@ impl Scheduler {
                 &config.containers,
                 &config.data_dir,
             ));
+        let paths = job_paths::JobPaths::under(&config.data_dir);
+        let local = match config.cluster.local_node {
+            true => Some(members::Member {
+                control: node_control::NodeControl::load(&store, &node)?,
+                info: node.clone(),
+                addr: config.cluster.advertise_addr.clone(),
+                runner: Arc::new(runner_local::LocalRunner::new(
+                    executor.clone(),
+                    paths.clone(),
+                )),
+                liveness: members::Liveness::Up,
+                last_heartbeat_ms: 0,
+                load: Default::default(),
+                unwanted: 0,
+                removed: false,
+            }),
+            false => None,
+        };
+        let agent_tls =
+            gantry_config::tls::ureq_tls("cluster.ca_cert", config.cluster.ca_cert.as_deref())?;
+        let launch_deadline = Duration::from_millis(config.cluster.node_down_after_ms);
+        let agent = |url: &str| -> Arc<dyn runner::Runner> {
+            let client =
+                gantry_api::agent_client::AgentClient::new(url, &cluster_token, &agent_tls);
+            Arc::new(runner_agent::AgentRunner::new(client, launch_deadline))
+        };
+        let members = members::Members::load(&store, local, agent, now_ms())?;
         let metrics = Arc::new(crate::metrics::Metrics::default());
         let policy = policy_ops::load_policy(&config, &store, metrics.clone())?;
         let recorder = shadow::Recorder::new(config.record_snapshots);
@@ -252,6 +267,7 @@ impl Scheduler {
             remote_runs: Mutex::default(),
             store,
             executor,
+            paths,
             state: Mutex::new(State {
                 jobs,
                 cycle: 0,

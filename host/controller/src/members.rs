@@ -13,24 +13,17 @@
 //! the views (`node_view.rs`).
 
 use super::node_control::NodeControl;
+use super::runner::Runner;
 use gantry_api::agent_client::AgentClient;
 use gantry_api::cluster::NodeLoad;
 use gantry_contract::NodeId;
 use gantry_node::inventory::NodeInfo;
 use gantry_store::{Store, StoreError};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// Store meta key of the agents' records.
 const AGENTS_KEY: &str = "cluster-agents";
-
-/// How the controller reaches a node's tasks.
-#[derive(Debug, Clone)]
-pub(crate) enum Link {
-    /// The controller's own executor.
-    Local,
-    /// An agent over HTTP.
-    Agent(AgentClient),
-}
 
 /// Whether a node is alive.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,7 +50,8 @@ pub(crate) struct Member {
     pub(crate) info: NodeInfo,
     /// Its address for other nodes' tasks (`MASTER_ADDR`).
     pub(crate) addr: String,
-    pub(crate) link: Link,
+    /// How its tasks are run: the local executor or its agent (`runner.rs`).
+    pub(crate) runner: Arc<dyn Runner>,
     pub(crate) liveness: Liveness,
     /// Last heartbeat, ms since the Unix epoch (0: none since the controller started).
     pub(crate) last_heartbeat_ms: u64,
@@ -78,11 +72,9 @@ impl Member {
         self.liveness == Liveness::Up && self.unwanted == 0
     }
 
+    /// Its agent (`None`: the controller's own node).
     pub(crate) fn agent(&self) -> Option<&AgentClient> {
-        match &self.link {
-            Link::Agent(client) => Some(client),
-            Link::Local => None,
-        }
+        self.runner.agent()
     }
 }
 
@@ -106,7 +98,7 @@ impl Members {
     pub(crate) fn load(
         store: &Store,
         local: Option<Member>,
-        client: impl Fn(&str) -> AgentClient,
+        agent: impl Fn(&str) -> Arc<dyn Runner>,
         now_ms: u64,
     ) -> Result<Self, StoreError> {
         let mut list: Vec<Member> = local.into_iter().collect();
@@ -121,7 +113,7 @@ impl Members {
             tracing::info!(node = %a.info.name, url = %a.agent_url, "waiting for the agent of a known node");
             list.push(Member {
                 addr: a.addr,
-                link: Link::Agent(client(&a.agent_url)),
+                runner: agent(&a.agent_url),
                 liveness: Liveness::Awaiting { since_ms: now_ms },
                 last_heartbeat_ms: 0,
                 load: NodeLoad::default(),

@@ -10,7 +10,7 @@
 //! Owns: the watch, the node-down transition and forgetting. Does not own a node coming back
 //! (`remote.rs` registers it, `reconcile.rs` stops what it should no longer run).
 
-use super::members::{Link, Liveness};
+use super::members::Liveness;
 use super::node_control::drain_key;
 use super::nodes::NodeOpError;
 use super::transition::Transition;
@@ -39,16 +39,14 @@ impl Scheduler {
         let limit = self.inner.config.cluster.node_down_after_ms;
         let mut down = Vec::new();
         for (_, m) in lock(&self.inner.members).all_mut() {
-            let reason = match (&m.link, &m.liveness) {
-                (Link::Agent(_), Liveness::Up)
-                    if now.saturating_sub(m.last_heartbeat_ms) > limit =>
-                {
+            let reason = match (m.agent(), &m.liveness) {
+                (Some(_), Liveness::Up) if now.saturating_sub(m.last_heartbeat_ms) > limit => {
                     format!(
                         "no heartbeat for {} ms (limit {limit} ms)",
                         now - m.last_heartbeat_ms
                     )
                 }
-                (Link::Agent(_), Liveness::Awaiting { since_ms })
+                (Some(_), Liveness::Awaiting { since_ms })
                     if now.saturating_sub(*since_ms) > limit =>
                 {
                     format!(
@@ -121,7 +119,7 @@ impl Scheduler {
                 known,
             });
         };
-        if matches!(m.link, Link::Local) {
+        if m.agent().is_none() {
             return Err(NodeOpError::Busy(format!(
                 "node {name} is the controller's own node; it cannot be removed (set cluster.local_node = false to run no tasks there)"
             )));

@@ -9,7 +9,7 @@
 //! for the server and the client). Does not own the state they show
 //! (`node_control.rs`, `members.rs`, `inventory`, the job table).
 
-use super::members::{Link, Liveness, Member};
+use super::members::{Liveness, Member};
 use super::{Scheduler, lock};
 use gantry_api::views::{GpuView, NodeView};
 use gantry_node::inventory::groups;
@@ -37,9 +37,9 @@ impl Scheduler {
 
     fn view_of(&self, m: &Member) -> NodeView {
         let n = &m.info;
-        let (agent, load) = match &m.link {
-            Link::Local => ("local".to_string(), None),
-            Link::Agent(client) => (client.url().to_string(), Some(m.load)),
+        let (agent, load) = match m.agent() {
+            None => ("local".to_string(), None),
+            Some(client) => (client.url().to_string(), Some(m.load)),
         };
         let mut view = NodeView {
             name: n.name.clone(),

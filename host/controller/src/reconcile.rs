@@ -7,7 +7,7 @@
 //! heartbeats without it.
 //!
 //! Owns: these rules. Does not own heartbeats themselves (`remote.rs`) or launching
-//! (`remote_launch.rs`).
+//! (`launch.rs`).
 
 use super::transition::Transition;
 use super::{Scheduler, lock};
@@ -65,7 +65,7 @@ impl Scheduler {
         drop(st);
         for (job, i) in resend {
             tracing::info!(node, task = %Self::task_key(&job, i), "the agent does not know this task; sending its launch again");
-            self.launch_remote(&job, &[i]);
+            self.launch_again(&job, i);
         }
         for key in lost {
             tracing::warn!(node, task = %key, "the agent no longer reports this task; it is lost");

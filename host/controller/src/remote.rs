@@ -6,14 +6,17 @@
 //!
 //! Owns: these reactions. Does not own the node table (`members.rs`), comparing what an
 //! agent runs with what is wanted (`reconcile.rs`), silent nodes (`node_down.rs`), the wire
-//! types (`gantry_api::cluster`), HTTP (`api::cluster`) or launching (`remote_launch.rs`).
+//! types (`gantry_api::cluster`), HTTP (`api::cluster`) or launching (`launch.rs`, `runner_agent.rs`).
 
-use super::members::{Link, Liveness, Member};
+use super::members::{Liveness, Member};
+use super::runner::Runner;
+use super::runner_agent::AgentRunner;
 use super::{Scheduler, lock, now_ms};
 use gantry_api::agent_client::AgentClient;
-use gantry_api::cluster::{EndReport, Heartbeat, HeartbeatReply, SignalRequest, TaskKey};
+use gantry_api::cluster::{EndReport, Heartbeat, HeartbeatReply, TaskKey};
 use gantry_api::model::JobState;
 use gantry_node::executor::TaskEvent;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Why a heartbeat was refused.
@@ -45,7 +48,7 @@ pub enum HeartbeatError {
 }
 
 impl Scheduler {
-    /// Sends `signal` to task `i` of a job on node `node` (local or agent); with `grace`,
+    /// Sends `signal` to the run `key` on node `node` (`pid`, when known); with `grace`,
     /// SIGKILL follows after it if the task is still alive.
     pub(crate) fn signal_task(
         &self,
@@ -55,24 +58,24 @@ impl Scheduler {
         signal: i32,
         grace: Option<Duration>,
     ) -> std::io::Result<()> {
-        if self.agent_of(node).is_some() {
-            self.signal_remote(node, key, signal, grace);
-            return Ok(());
-        }
-        let Some(pid) = pid else {
-            return Ok(());
+        self.signal_on_node(node, key, pid, signal, grace)
+            .map(|_| ())
+    }
+
+    /// As [`Scheduler::signal_task`]; whether there was something to signal.
+    fn signal_on_node(
+        &self,
+        node: &str,
+        key: TaskKey,
+        pid: Option<u32>,
+        signal: i32,
+        grace: Option<Duration>,
+    ) -> std::io::Result<bool> {
+        let Some(runner) = self.runner_of(node) else {
+            tracing::warn!(task = %key, node, signal, "no such node; the signal is not sent");
+            return Ok(false);
         };
-        match grace {
-            Some(grace) if signal == libc::SIGKILL && grace.is_zero() => {
-                self.inner.executor.kill_now(pid);
-                Ok(())
-            }
-            Some(grace) => {
-                self.inner.executor.terminate_with(pid, signal, grace);
-                Ok(())
-            }
-            None => self.inner.executor.signal(pid, signal),
-        }
+        runner.signal(key, pid, signal, grace)
     }
 
     /// Sends `signal` (with `grace`: a stop) to every task of `job` that has not ended, on
@@ -91,12 +94,10 @@ impl Scheduler {
             .enumerate()
             .filter(|(_, t)| t.exit.is_none())
         {
-            if t.pid.is_none() && self.agent_of(&t.node).is_none() {
-                continue;
-            }
             let key = Self::task_key(job, i);
-            match self.signal_task(&t.node, key, t.pid, signal, grace) {
-                Ok(()) => sent += 1,
+            match self.signal_on_node(&t.node, key, t.pid, signal, grace) {
+                Ok(true) => sent += 1,
+                Ok(false) => {}
                 Err(e) => {
                     tracing::debug!(job = job.id, task = i, signal, error = %e, "signal failed")
                 }
@@ -105,28 +106,11 @@ impl Scheduler {
         sent
     }
 
-    /// Sends a signal to a task on an agent in the background (three tries).
-    pub(crate) fn signal_remote(
-        &self,
-        node: &str,
-        key: TaskKey,
-        signal: i32,
-        grace: Option<Duration>,
-    ) {
-        let Some(agent) = self.agent_of(node) else {
-            return;
-        };
-        let request = SignalRequest {
-            key,
-            signal,
-            grace_ms: grace.map(|g| g.as_millis() as u64),
-        };
-        tokio::task::spawn_blocking(move || send_signal(&agent, &request));
-    }
-
-    /// A client for the agent at `url`, with the cluster token and `[cluster] ca_cert`.
-    pub(crate) fn agent_client(&self, url: &str) -> AgentClient {
-        AgentClient::new(url, &self.inner.cluster_token, &self.inner.agent_tls)
+    /// The runner of the agent at `url`, with the cluster token and `[cluster] ca_cert`.
+    pub(crate) fn agent_runner(&self, url: &str) -> Arc<dyn Runner> {
+        let client = AgentClient::new(url, &self.inner.cluster_token, &self.inner.agent_tls);
+        let deadline = Duration::from_millis(self.inner.config.cluster.node_down_after_ms);
+        Arc::new(AgentRunner::new(client, deadline))
     }
 
     /// An end reported by node `node`: applied when it is the current run of a running task.
@@ -187,7 +171,7 @@ impl Scheduler {
         let now = now_ms();
         let mut members = lock(&self.inner.members);
         let (changed, back) = match members.by_name_mut(name) {
-            Some(m) if matches!(m.link, Link::Local) => {
+            Some(m) if m.agent().is_none() => {
                 return Err(HeartbeatError::NameTaken(name.clone()));
             }
             Some(m) => {
@@ -204,7 +188,7 @@ impl Scheduler {
                 }
                 let changed = url_changed || m.info != hb.node || m.addr != hb.addr;
                 if url_changed {
-                    m.link = Link::Agent(self.agent_client(&hb.agent_url));
+                    m.runner = self.agent_runner(&hb.agent_url);
                 }
                 m.info = hb.node.clone();
                 m.addr = hb.addr.clone();
@@ -223,7 +207,7 @@ impl Scheduler {
                 members.push(Member {
                     info: hb.node.clone(),
                     addr: hb.addr.clone(),
-                    link: Link::Agent(self.agent_client(&hb.agent_url)),
+                    runner: self.agent_runner(&hb.agent_url),
                     liveness: Liveness::Up,
                     last_heartbeat_ms: now,
                     load: hb.load,
@@ -261,21 +245,5 @@ impl Scheduler {
             self.wake();
         }
         Ok(())
-    }
-}
-
-/// Sends one signal request, trying three times while the agent is unreachable.
-fn send_signal(agent: &AgentClient, request: &SignalRequest) {
-    for attempt in 0..3u32 {
-        match agent.signal(request) {
-            Ok(()) => return,
-            Err(e) if e.is_transient() && attempt < 2 => {
-                std::thread::sleep(Duration::from_millis(200 << attempt));
-            }
-            Err(e) => {
-                tracing::warn!(task = %request.key, signal = request.signal, "signal not delivered: {e}");
-                return;
-            }
-        }
     }
 }

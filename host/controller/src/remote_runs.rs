@@ -1,10 +1,10 @@
 //! Remote task runs in motion between the controller and its agents: launches whose
 //! request is in flight, and started tasks an agent has not reported, counted per
 //! heartbeat until they are declared lost. One mutex-guarded owner for both, used by
-//! `remote_launch.rs` and `reconcile.rs`.
+//! `launch.rs` and `reconcile.rs`.
 //!
 //! Owns: those two sets and the rule "missing from this many heartbeats in a row is lost".
-//! Does not own sending launches (`remote_launch.rs`), what a lost task means for its job
+//! Does not own sending launches (`launch.rs`, the runners), what a lost task means for its job
 //! (`reconcile.rs`, `lifecycle.rs`) or the nodes themselves (`members.rs`).
 
 use gantry_api::cluster::TaskKey;

@@ -8,6 +8,10 @@
 //! the test, with the file and line. `set_meta` is shared by several owners (each with its
 //! own keys: a node's drain, the node table, the active pipeline, the ledger's cursor,
 //! retention's marks), so it is allowed in those owners' files only.
+//!
+//! In memory the same holds for the node table (only `members.rs` and the node files may take
+//! a member mutably; every other file reads members through `&Member`), services and the runs
+//! in flight: a second test names the calls that change each and the files that may make them.
 
 #![allow(clippy::unwrap_used)]
 
@@ -88,6 +92,65 @@ fn each_kind_of_state_is_written_only_by_its_owner() {
     assert!(
         found.is_empty(),
         "state written outside its owner (ARCHITECTURE.md, \"Who may change what\"):\n{}",
+        found.join("\n")
+    );
+}
+
+/// (kind of in-memory state, the calls that change it, the files that own it).
+const MEMORY_OWNERS: &[(&str, &[&str], &[&str])] = &[
+    (
+        "the node table: membership, liveness, unwanted tasks, drains and GPU faults",
+        &["by_name_mut(", "all_mut(", ".push(Member"],
+        &[
+            "members.rs",
+            "remote.rs",
+            "node_down.rs",
+            "nodes.rs",
+            "reconcile.rs",
+        ],
+    ),
+    (
+        "services: records, revisions, rollouts, endpoints",
+        &["inner.services"],
+        &["service_sets.rs", "service_rollout.rs"],
+    ),
+    (
+        "runs in flight on agents",
+        &["inner.remote_runs"],
+        &["launch.rs", "image_pin.rs", "reconcile.rs"],
+    ),
+];
+
+#[test]
+fn each_kind_of_in_memory_state_is_changed_only_by_its_owner() {
+    let lines = super::source_scan::code_lines(&[]);
+    let mut found = Vec::new();
+    let mut seen = vec![false; MEMORY_OWNERS.len()];
+    for (file, n, line) in &lines {
+        let code = line.split("//").next().unwrap_or_default();
+        let name = std::path::Path::new(file)
+            .file_name()
+            .unwrap()
+            .to_string_lossy();
+        for (k, (kind, calls, owners)) in MEMORY_OWNERS.iter().enumerate() {
+            if calls.iter().any(|c| code.contains(c)) {
+                seen[k] = true;
+                if !owners.contains(&&*name) {
+                    found.push(format!("{file}:{n}: {kind}: {}", line.trim()));
+                }
+            }
+        }
+    }
+    // Each pattern still matches its owners' code: a renamed call fails here, not silently.
+    for (k, (kind, ..)) in MEMORY_OWNERS.iter().enumerate() {
+        assert!(
+            seen[k],
+            "no code changes {kind} any more: the guard's list is stale"
+        );
+    }
+    assert!(
+        found.is_empty(),
+        "in-memory state changed outside its owner (ARCHITECTURE.md, \"Who may change what\"):\n{}",
         found.join("\n")
     );
 }

@@ -1,10 +1,10 @@
-//! From what the controller decided about a job's tasks to the [`TaskLaunch`] the executor
-//! starts: the run's files once ([`Executor::prepare_files`]: the command, argv or its script
-//! written to the run's directory as its user, and the working directory, its own or a scratch
-//! `work` owned by its user), then each task ([`TaskOrder::launch`]: in an image, the mounts
+//! From what the controller decided about a job's tasks (a [`LaunchRequest`]) to the
+//! [`TaskLaunch`] the executor starts: the run's files once ([`Executor::prepare_files`]:
+//! the command, argv or its script written to the run's directory as its user, and the
+//! working directory, its own or a scratch `work` owned by its user), then each task ([`TaskOrder::launch`]: in an image, the mounts
 //! that carry the job's and the script's files). Written once, used by both places that start
-//! tasks: the controller for its own node (`gantry-controller`'s `launch.rs`, one
-//! directory for the job's local tasks) and the node agent (`agent/launch.rs`, one per run),
+//! tasks: the controller's runner for its own node (`gantry-controller`'s `runner_local.rs`,
+//! one directory for the job's local tasks) and the node agent (`agent/launch.rs`, one per run),
 //! so a task starts the same way wherever it runs.
 //!
 //! The files are made once per directory, not per task: a script rewritten for the second
@@ -20,6 +20,7 @@ use super::identity::TaskIdentity;
 use super::task_files;
 use super::task_input::TaskInput;
 use super::types::TaskLaunch;
+use gantry_api::cluster::LaunchRequest;
 use gantry_api::model::ContainerMount;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -98,7 +99,34 @@ impl Executor {
     }
 }
 
-impl TaskOrder<'_> {
+impl<'a> TaskOrder<'a> {
+    /// The order of `request` (what the controller sends an agent, and hands its own node's
+    /// runner), with the caller's directory, log and exit record.
+    pub fn of_request(
+        request: &'a LaunchRequest,
+        dir: &'a Path,
+        log_path: PathBuf,
+        exit_path: PathBuf,
+    ) -> Self {
+        Self {
+            job_id: request.key.job,
+            task_index: request.key.task,
+            workdir: request.workdir.as_deref(),
+            env: request.env.clone(),
+            dir,
+            log_path,
+            exit_path,
+            gpus: request.gpus.clone(),
+            cpu_milli: request.cpu_milli,
+            memory_mib: request.memory_mib,
+            input: request.input,
+            stdout_file: request.stdout_file.as_deref(),
+            stderr_file: request.stderr_file.as_deref(),
+            image: request.image.as_deref(),
+            mounts: &request.mounts,
+        }
+    }
+
     /// The launch of this task with `files` (its run's), run as `identity`. Nothing is
     /// written or started.
     pub fn launch(self, files: &TaskFiles, identity: Option<TaskIdentity>) -> TaskLaunch {

@@ -1,0 +1,134 @@
+//! The runner of the controller's own node: its tasks start through the local executor, by
+//! the very code the agent uses (`gantry_node::executor::task_order`: the run's files once,
+//! then one [`TaskOrder`] per request), in the job's directory (`job_paths.rs`). A launch
+//! runs on the caller's thread and answers each task at once; it stops at the first task
+//! that cannot start, or when the answer says the run is no longer wanted.
+//!
+//! Owns: that path and signals, input and pull progress of local tasks. Does not own what
+//! the answers mean (`launch.rs`) nor the processes (`gantry_node::executor`).
+
+use super::job_paths::JobPaths;
+use super::runner::{Answered, InputRefused, OnAnswer, Runner};
+use gantry_api::agent_client::AgentClient;
+use gantry_api::cluster::{LaunchReply, LaunchRequest, TaskKey};
+use gantry_node::container::pull_progress::{self, PullProgress};
+use gantry_node::executor::task_order::TaskOrder;
+use gantry_node::executor::{Executor, InputError, task_input};
+use std::time::Duration;
+
+/// The controller's own node.
+#[derive(Debug, Clone)]
+pub(crate) struct LocalRunner {
+    executor: Executor,
+    paths: JobPaths,
+}
+
+impl LocalRunner {
+    pub(crate) fn new(executor: Executor, paths: JobPaths) -> Self {
+        Self { executor, paths }
+    }
+
+    fn answer_error(answer: &OnAnswer, key: TaskKey, message: String) {
+        answer(Answered {
+            key,
+            result: Err(message),
+            durable_first: false,
+        });
+    }
+}
+
+impl Runner for LocalRunner {
+    fn launch(&self, requests: Vec<LaunchRequest>, answer: OnAnswer) {
+        let Some(first) = requests.first() else {
+            return;
+        };
+        let executor = &self.executor;
+        let identity = match executor.identity(&first.user, first.anonymous) {
+            Ok(identity) => identity,
+            Err(e) => return Self::answer_error(&answer, first.key, e.to_string()),
+        };
+        // One directory for the job's local tasks: their files are made once.
+        let dir = self.paths.job_dir(first.key.job);
+        let files = match executor.prepare_files(
+            &dir,
+            &first.argv,
+            first.script.as_deref(),
+            first.workdir.as_deref(),
+            identity.as_ref(),
+        ) {
+            Ok(files) => files,
+            Err(e) => return Self::answer_error(&answer, first.key, e.to_string()),
+        };
+        for request in &requests {
+            let (job, task) = (request.key.job, request.key.task as usize);
+            let order = TaskOrder::of_request(
+                request,
+                &dir,
+                self.paths.log_path(job, task),
+                self.paths.exit_path(job, task),
+            );
+            let launched = executor.launch(&order.launch(&files, identity.clone()));
+            let (result, go_on) = match launched {
+                Ok(t) => (
+                    Ok(LaunchReply {
+                        pid: t.pid,
+                        replayed: false,
+                        ended: None,
+                    }),
+                    true,
+                ),
+                Err(e) => (Err(format!("task {task} failed to launch: {e}")), false),
+            };
+            let wanted = answer(Answered {
+                key: request.key,
+                result,
+                durable_first: false,
+            });
+            if !(go_on && wanted) {
+                return;
+            }
+        }
+    }
+
+    fn signal(
+        &self,
+        _key: TaskKey,
+        pid: Option<u32>,
+        signal: i32,
+        grace: Option<Duration>,
+    ) -> std::io::Result<bool> {
+        let Some(pid) = pid else {
+            return Ok(false);
+        };
+        match grace {
+            Some(grace) if signal == libc::SIGKILL && grace.is_zero() => {
+                self.executor.kill_now(pid)
+            }
+            Some(grace) => self.executor.terminate_with(pid, signal, grace),
+            None => self.executor.signal(pid, signal)?,
+        }
+        Ok(true)
+    }
+
+    fn input(
+        &self,
+        key: TaskKey,
+        data: &[u8],
+        resize: Option<(u16, u16)>,
+        eof: bool,
+    ) -> Result<usize, InputRefused> {
+        let exit = self.paths.exit_path(key.job, key.task as usize);
+        task_input::deliver(&task_input::fifo_path(&exit), data, resize, eof).map_err(|e| match e {
+            InputError::NotOpen => InputRefused::NotOpen,
+            e => InputRefused::Failed(e.to_string()),
+        })
+    }
+
+    fn pull_progress(&self, key: TaskKey) -> Option<PullProgress> {
+        pull_progress::read(&self.paths.pull_path(key.job, key.task as usize))
+    }
+
+    fn agent(&self) -> Option<&AgentClient> {
+        None
+    }
+}
