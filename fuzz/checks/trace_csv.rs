@@ -17,6 +17,12 @@ fn scratch() -> &'static Path {
     })
 }
 
+/// The scratch files this process made (the suite's replay removes them at the end).
+#[allow(dead_code)]
+pub fn scratch_files() -> Vec<PathBuf> {
+    vec![scratch().to_path_buf()]
+}
+
 /// Runs the check on one input; panics on a defect.
 pub fn check(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {

@@ -24,8 +24,7 @@ fn scratch() -> &'static [PathBuf; 3] {
 fn cluster() -> &'static [SimNode] {
     static NODES: OnceLock<Vec<SimNode>> = OnceLock::new();
     NODES.get_or_init(|| {
-        let path =
-            std::env::temp_dir().join(format!("gantry-fuzz-cluster-{}.jsonl", std::process::id()));
+        let path = cluster_file();
         let lines = ["n1", "n2", "a100-1"]
             .map(|n| format!(r#"{{"name":"{n}","cpu_milli":1000,"memory_mib":1024,"gpus":1}}"#));
         std::fs::write(&path, lines.join("\n"))
@@ -33,6 +32,18 @@ fn cluster() -> &'static [SimNode] {
             .and_then(|()| read_cluster(&path, false).ok())
             .unwrap_or_default()
     })
+}
+
+fn cluster_file() -> PathBuf {
+    std::env::temp_dir().join(format!("gantry-fuzz-cluster-{}.jsonl", std::process::id()))
+}
+
+/// The scratch files this process made (the suite's replay removes them at the end).
+#[allow(dead_code)]
+pub fn scratch_files() -> Vec<PathBuf> {
+    let mut all = scratch().to_vec();
+    all.push(cluster_file());
+    all
 }
 
 /// Runs the check on one input; panics on a defect.

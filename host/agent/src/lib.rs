@@ -142,10 +142,10 @@ pub async fn run(options: AgentOptions) -> anyhow::Result<()> {
         &std::env::current_exe()
             .context("cannot find the gantry executable (needed as the task shim)")?,
     );
-    gantry_node::private_files::restrict_umask();
+    gantry_private_files::restrict_umask();
     let data_dir = gantry_node::trusted_dir::absolute_and_trusted(&config.data_dir)
         .context("refusing the data directory (data_dir)")?;
-    gantry_node::private_files::dir_with_mode(&data_dir, gantry_node::private_files::TRAVERSE_ONLY)
+    gantry_private_files::dir_with_mode(&data_dir, gantry_private_files::TRAVERSE_ONLY)
         .with_context(|| format!("data_dir {} is not usable", data_dir.display()))?;
     let node_config = config.node.clone();
     let node =

@@ -178,12 +178,11 @@ fn refuse_exposed_secret(path: &Path, config: &Config) -> Result<(), ConfigError
     if !token && !password {
         return Ok(());
     }
-    let exposed = gantry_node::private_files::readable_by_others(path).map_err(|source| {
-        ConfigError::Read {
+    let exposed =
+        gantry_private_files::readable_by_others(path).map_err(|source| ConfigError::Read {
             path: path.into(),
             source,
-        }
-    })?;
+        })?;
     let Some(mode) = exposed else {
         return Ok(());
     };

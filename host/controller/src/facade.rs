@@ -12,6 +12,7 @@
 //! `service_sets.rs`, `views.rs`, ...).
 
 use super::job_input::{InputRequest, InputSendError};
+use super::jobs::TaskLog;
 use super::jobs::{CancelError, SubmitError};
 use super::nodes::NodeOpError;
 use super::policy_error::PolicyOpError;
@@ -20,23 +21,20 @@ use super::service_sets::ServiceError;
 use super::shadow::{ReplayReport, ShadowView};
 use super::signal_ops::SignalError;
 use super::submitter::Submitter;
-use super::views::{AgentImages, ChangeFingerprint, UsageByName};
+use super::views::{About, AgentImages, ChangeFingerprint, UsageByName};
 use super::{
     ControlError, FaultView, GcReport, HeartbeatError, JobPage, JobQuery, JobUpdate, PolicyView,
     Scheduler,
 };
-use gantry_api::agent_client::AgentClient;
-use gantry_api::cluster::{Heartbeat, HeartbeatReply, NodeImages, TaskKey};
+use gantry_api::cluster::{Heartbeat, HeartbeatReply, NodeImages};
 use gantry_api::model::{
     HoldRole, JobRecord, JobSpec, ScaleSample, ServiceRecord, ServiceView, UpdateRequest,
 };
 use gantry_api::views::{NodeView, PluginInfo, Submitted};
 use gantry_config::Config;
-use gantry_node::executor::IsolationSummary;
 use gantry_policy::{PipelineSpec, PipelineVersion};
 use gantry_store::{AccountingFilter, AccountingRecord, Event, StoreError};
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize};
 
@@ -136,13 +134,9 @@ impl Jobs {
     pub fn decisions(&self, id: u64) -> serde_json::Value {
         self.0.decisions(id)
     }
-    /// Where a task on the controller's node writes its log (`signal_ops.rs`).
-    pub fn task_log_path(&self, id: u64, task: usize) -> PathBuf {
-        self.0.task_log_path(id, task)
-    }
-    /// The agent and run of a task on an agent's node (`None`: on the controller's).
-    pub fn remote_task(&self, job: &JobRecord, task: usize) -> Option<(AgentClient, TaskKey)> {
-        self.0.remote_task(job, task)
+    /// Where a task writes its log: a file here or its agent's run (`jobs.rs`).
+    pub fn task_log(&self, job: &JobRecord, task: usize) -> TaskLog {
+        self.0.task_log(job, task)
     }
 }
 
@@ -221,10 +215,6 @@ impl Policy {
     /// Replays recorded cycles under another pipeline.
     pub fn replay(&self, spec: &PipelineSpec, since_s: u64) -> Result<ReplayReport, PolicyOpError> {
         self.0.replay(spec, since_s)
-    }
-    /// The largest plugin upload taken, in MiB (`plugins.max_upload_mib`).
-    pub fn max_upload_mib(&self) -> u64 {
-        self.0.config().plugins.max_upload_mib
     }
 }
 
@@ -314,17 +304,9 @@ impl Admin {
     pub fn config(&self) -> &Config {
         self.0.config()
     }
-    /// The node's task isolation (`views.rs`).
-    pub fn isolation(&self) -> IsolationSummary {
-        self.0.isolation()
-    }
-    /// Where active state lives.
-    pub fn state_backend(&self) -> &'static str {
-        self.0.state_backend()
-    }
-    /// Where history lives.
-    pub fn history_backend(&self) -> &'static str {
-        self.0.history_backend()
+    /// The node's task isolation, and where state and history live (`views.rs`).
+    pub fn about(&self) -> About {
+        self.0.about()
     }
     /// Fingerprints of what the live stream watches.
     pub fn change_fingerprint(&self) -> ChangeFingerprint {

@@ -46,6 +46,18 @@ pub enum SubmitError {
     Store(#[from] StoreError),
 }
 
+/// Where a task's log is read from.
+#[derive(Debug, Clone)]
+pub enum TaskLog {
+    /// A file on the controller's node.
+    Here(std::path::PathBuf),
+    /// The run on an agent's node (read through `AgentClient::log`).
+    Agent(
+        gantry_api::agent_client::AgentClient,
+        gantry_api::cluster::TaskKey,
+    ),
+}
+
 impl Scheduler {
     /// Refuses, naming `user`, a job whose user cannot run here (root without
     /// `execution.allow_root`, no account and no `execution.user_map` entry), and, naming
@@ -328,6 +340,14 @@ impl Scheduler {
         let runner = self.runner_of(&job.tasks.get(task)?.node)?;
         let agent = runner.agent()?.clone();
         Some((agent, Self::task_key(job, task)))
+    }
+
+    /// Where task `task` of `job` writes (or wrote) its log: a file here, or its agent's run.
+    pub(crate) fn task_log(&self, job: &JobRecord, task: usize) -> TaskLog {
+        match self.remote_task(job, task) {
+            Some((agent, key)) => TaskLog::Agent(agent, key),
+            None => TaskLog::Here(self.task_log_path(job.id, task)),
+        }
     }
 
     /// Recent decisions about a job, oldest first: from the log while the job is in

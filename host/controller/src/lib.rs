@@ -195,11 +195,8 @@ impl Scheduler {
         shim_exe: std::path::PathBuf,
         fence: Option<gantry_store::Fence>,
     ) -> anyhow::Result<(Self, mpsc::UnboundedReceiver<TaskEvent>)> {
-        gantry_node::private_files::restrict_umask();
-        gantry_node::private_files::dir_with_mode(
-            &config.data_dir,
-            gantry_node::private_files::TRAVERSE_ONLY,
-        )?;
+        gantry_private_files::restrict_umask();
+        gantry_private_files::dir_with_mode(&config.data_dir, gantry_private_files::TRAVERSE_ONLY)?;
         let history = config.history.backend().map_err(anyhow::Error::msg)?;
         let store = Store::open_with(
             &config.data_dir,

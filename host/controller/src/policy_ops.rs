@@ -46,10 +46,7 @@ pub struct SwapResult {
 /// a later [`load_policy`] finds them there (a standby does this while it waits to lead:
 /// `crate::leadership`); returns how many.
 pub fn warm_compile_cache(config: &Config) -> anyhow::Result<usize> {
-    gantry_node::private_files::dir_with_mode(
-        &config.data_dir,
-        gantry_node::private_files::TRAVERSE_ONLY,
-    )?;
+    gantry_private_files::dir_with_mode(&config.data_dir, gantry_private_files::TRAVERSE_ONLY)?;
     let runtime = Runtime::new(RuntimeOptions {
         cache_dir: Some(config.data_dir.join("compiled")),
     })?;

@@ -14,6 +14,17 @@ use std::collections::BTreeMap;
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 
+/// What `GET /v1/health` says of this controller beside its liveness.
+#[derive(Debug, Clone)]
+pub struct About {
+    /// How this node isolates tasks.
+    pub isolation: IsolationSummary,
+    /// Which database holds the active state (`sled`, `etcd`).
+    pub state_backend: &'static str,
+    /// Which database holds history (`sqlite`, `postgres`).
+    pub history_backend: &'static str,
+}
+
 /// An agent's node and its image cache, or why it could not be asked.
 pub type AgentImages = (String, Result<NodeImages, String>);
 
@@ -42,19 +53,13 @@ impl Scheduler {
         &self.inner.cluster_token
     }
 
-    /// Which database holds the active state (`sled`, `etcd`).
-    pub(crate) fn state_backend(&self) -> &'static str {
-        self.inner.store.state_backend()
-    }
-
-    /// Which database holds history (`sqlite`, `postgres`).
-    pub(crate) fn history_backend(&self) -> &'static str {
-        self.inner.store.history_backend()
-    }
-
-    /// How this node isolates tasks.
-    pub(crate) fn isolation(&self) -> IsolationSummary {
-        self.inner.executor.isolation()
+    /// How this node isolates tasks and where state and history live (`GET /v1/health`).
+    pub(crate) fn about(&self) -> About {
+        About {
+            isolation: self.inner.executor.isolation(),
+            state_backend: self.inner.store.state_backend(),
+            history_backend: self.inner.store.history_backend(),
+        }
     }
 
     /// The image cache of this node and of every agent's (`gantry images`); an agent that

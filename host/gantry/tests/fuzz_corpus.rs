@@ -169,9 +169,15 @@ fn sbatch_corpus_and_mutations() {
 #[test]
 fn trace_csv_corpus_and_mutations() {
     replay("trace_csv", trace_csv::check);
+    for file in trace_csv::scratch_files() {
+        let _ = std::fs::remove_file(file);
+    }
 }
 
 #[test]
 fn workload_corpus_and_mutations() {
     replay("workload", workload::check);
+    for file in workload::scratch_files() {
+        let _ = std::fs::remove_file(file);
+    }
 }

@@ -7,7 +7,7 @@
 //!   GPU health;
 //! - `config_execution`: the `[execution]` settings the executor acts on;
 //! - `container`: jobs in OCI images (`[containers]`, the image cache, the runtime's bundle);
-//! - `private_files`: the umask and directory modes of what the daemon keeps on disk;
+//! - (the umask and directory modes of what the daemon keeps on disk: `gantry-private-files`);
 //! - `process_hygiene`: a new session and no inherited descriptors for what Gantry starts;
 //! - `port_owner`: which users listen on a TCP port (for service health checks);
 //! - `health_probe`: one health check of a service on this node (a plain HTTP GET of its
@@ -28,7 +28,6 @@ pub mod executor;
 pub mod health_probe;
 pub mod inventory;
 pub mod port_owner;
-pub mod private_files;
 pub mod process_hygiene;
 pub mod sys;
 pub mod terminal;

@@ -9,7 +9,7 @@
 //! and writable by it alone.
 //!
 //! Owns this rule and [`absolute_and_trusted`]. It does not create the directory's contents
-//! or set their modes (`private_files`).
+//! or set their modes (`gantry_private_files`).
 
 use std::io;
 use std::os::unix::fs::MetadataExt;
@@ -60,7 +60,7 @@ pub enum UntrustedDir {
 }
 
 /// Makes `dir` absolute (against the current directory), creates it when missing (mode
-/// 0700 from the daemon's umask; `private_files` sets the final mode) and checks it and every
+/// 0700 from the daemon's umask; `gantry_private_files` sets the final mode) and checks it and every
 /// directory above it by the rule of the module header. Returns the canonical path.
 pub fn absolute_and_trusted(dir: &Path) -> Result<PathBuf, UntrustedDir> {
     let io_err = |path: &Path| {
@@ -84,7 +84,7 @@ pub fn absolute_and_trusted(dir: &Path) -> Result<PathBuf, UntrustedDir> {
 /// Checks `canonical` and each directory above it; `last_is_own` demands that `canonical`
 /// itself be the daemon's and not writable by others, sticky or not.
 fn check_chain(canonical: &Path, last_is_own: bool) -> Result<(), UntrustedDir> {
-    let daemon = crate::private_files::daemon_uid();
+    let daemon = gantry_private_files::daemon_uid();
     let dirs: Vec<&Path> = canonical.ancestors().collect();
     for (i, path) in dirs.iter().rev().enumerate() {
         let is_last = i + 1 == dirs.len();

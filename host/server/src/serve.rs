@@ -139,7 +139,7 @@ pub async fn serve(mut config: Config) -> anyhow::Result<()> {
 /// Makes the data directory and the socket's path absolute, and refuses to start on a
 /// directory that another account owns or others may write (`gantry_node::trusted_dir`).
 fn trust_state_paths(config: &mut Config) -> anyhow::Result<()> {
-    gantry_node::private_files::restrict_umask();
+    gantry_private_files::restrict_umask();
     config.data_dir = gantry_node::trusted_dir::absolute_and_trusted(&config.data_dir)
         .context("refusing the data directory (data_dir)")?;
     let socket = config.socket_path();

@@ -78,7 +78,7 @@ pub fn compact(data_dir: &Path) -> Result<CompactReport, StoreError> {
     }
     let bytes_before = dir_bytes(&db_dir);
     let fresh_dir = data_dir.join(FRESH);
-    gantry_node::private_files::dir_with_mode(&fresh_dir, gantry_node::private_files::DAEMON_ONLY)?;
+    gantry_private_files::dir_with_mode(&fresh_dir, gantry_private_files::DAEMON_ONLY)?;
     let mut keys = 0u64;
     {
         let old = sled::Config::new().path(&db_dir).open()?;

@@ -97,7 +97,7 @@ pub(crate) struct HistoryDb {
 impl HistoryDb {
     /// Opens (or creates) the history database in `dir`, with a page cache of `cache_mib`.
     pub(crate) fn open(dir: &Path, cache_mib: u64) -> Result<Self, StoreError> {
-        gantry_node::private_files::dir_with_mode(dir, gantry_node::private_files::DAEMON_ONLY)?;
+        gantry_private_files::dir_with_mode(dir, gantry_private_files::DAEMON_ONLY)?;
         let path = dir.join("jobs.sqlite3");
         let conn = Connection::open(&path)?;
         Self::prepare(&conn, cache_mib)?;

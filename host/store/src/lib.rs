@@ -249,10 +249,7 @@ impl Store {
         }
         compact::recover_interrupted(dir)?;
         // The database holds every job's env and argv: the daemon's only.
-        gantry_node::private_files::dir_with_mode(
-            &dir.join("db"),
-            gantry_node::private_files::DAEMON_ONLY,
-        )?;
+        gantry_private_files::dir_with_mode(&dir.join("db"), gantry_private_files::DAEMON_ONLY)?;
         let db = open_sled_waiting_for_its_lock(&dir.join("db"), cache_mib)?;
         Self::over(db, history)
     }

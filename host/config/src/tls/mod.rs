@@ -215,7 +215,7 @@ fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
         e => bad_pem("tls.key", path, &e),
     })?;
     let exposed =
-        gantry_node::private_files::readable_by_others(path).map_err(|source| TlsError::Read {
+        gantry_private_files::readable_by_others(path).map_err(|source| TlsError::Read {
             setting: "tls.key",
             path: path.into(),
             source,

@@ -233,7 +233,7 @@ pub fn write(dir: &Path, spec: &Spec) -> Result<PathBuf, BundleError> {
         source,
     };
     std::fs::create_dir_all(dir).map_err(io)?;
-    crate::private_files::dir_with_mode(dir, 0o700).map_err(io)?;
+    gantry_private_files::dir_with_mode(dir, 0o700).map_err(io)?;
     let path = dir.join("config.json");
     spec.save(&path)?;
     Ok(path)

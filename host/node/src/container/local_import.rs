@@ -149,7 +149,7 @@ fn staging_dir(cache_dir: &Path) -> Result<PathBuf, ImageError> {
         .mode(0o700)
         .create(&root)
         .map_err(cache(&root))?;
-    crate::private_files::dir_with_mode(&root, 0o700).map_err(cache(&root))?;
+    gantry_private_files::dir_with_mode(&root, 0o700).map_err(cache(&root))?;
     let now = SystemTime::now();
     for entry in fs::read_dir(&root).into_iter().flatten().flatten() {
         let old = entry

@@ -42,8 +42,8 @@ fn layout_at(dir: &Path, layer: &[u8]) -> String {
 
 fn me() -> Credentials {
     Credentials {
-        uid: crate::private_files::daemon_uid(),
-        gid: crate::private_files::daemon_gid(),
+        uid: gantry_private_files::daemon_uid(),
+        gid: gantry_private_files::daemon_gid(),
         groups: Vec::new(),
     }
 }

@@ -89,7 +89,7 @@ pub(crate) fn open_as_user(req: &mut ContainerRequest) -> Result<(), MountError>
         .map(|dir| dir.join("script"))
         .map(|script| std::fs::canonicalize(&script).unwrap_or(script))
         .unwrap_or_default();
-    let root = crate::private_files::daemon_uid() == 0;
+    let root = gantry_private_files::daemon_uid() == 0;
     let binds = req.bundle_dir.with_extension("mounts");
     if root {
         private_namespace().map_err(MountError::Namespace)?;

@@ -130,8 +130,8 @@ pub(crate) fn write_request(
         Some(i) => (i.uid, i.gid, i.groups.clone()),
         // The daemon's own ids, as a host task run as the daemon's user has.
         None => (
-            crate::private_files::daemon_uid(),
-            crate::private_files::daemon_gid(),
+            gantry_private_files::daemon_uid(),
+            gantry_private_files::daemon_gid(),
             Vec::new(),
         ),
     };

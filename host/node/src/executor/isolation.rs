@@ -40,7 +40,7 @@ const PARENT_LOCK_DIR: &str = "/run/gantry";
 fn claim_parent(parent: &str) -> Result<Option<std::sync::Arc<std::fs::File>>, IsolationError> {
     use std::io::{Read, Seek, Write};
     use std::os::unix::fs::OpenOptionsExt;
-    if crate::private_files::daemon_uid() != 0 {
+    if gantry_private_files::daemon_uid() != 0 {
         return Ok(None);
     }
     let in_use = |holder: String| IsolationError::ParentInUse {

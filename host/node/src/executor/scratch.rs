@@ -34,7 +34,7 @@ pub fn bounded(dir: &Path, who: &TaskIdentity, limit_mib: u64) -> io::Result<Pat
             if is_mount_point(dir, &work)? {
                 return Ok(work);
             }
-            if meta.uid() != crate::private_files::daemon_uid() {
+            if meta.uid() != gantry_private_files::daemon_uid() {
                 return Err(io::Error::other(format!(
                     "{} is owned by uid {}, not the daemon's",
                     work.display(),

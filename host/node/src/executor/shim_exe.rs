@@ -46,7 +46,7 @@ pub fn shim_executable(daemon_exe: &Path) -> PathBuf {
 
 /// Why `shim` (and the directory it is in) may not be run as root, if it may not.
 fn untrusted_because(shim: &Path) -> Option<String> {
-    let own = crate::private_files::daemon_uid();
+    let own = gantry_private_files::daemon_uid();
     let owned_well =
         |m: &std::fs::Metadata| (m.uid() == 0 || m.uid() == own) && m.mode() & 0o022 == 0;
     let file = match std::fs::metadata(shim) {

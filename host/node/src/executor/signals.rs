@@ -148,7 +148,7 @@ pub(crate) fn find_shim(exit_path: &Path) -> Option<u32> {
 /// (`process_hygiene::new_session_for_child`) or, as shims started before sessions did, its
 /// own process group.
 fn started_by_the_daemon(pid: u32) -> bool {
-    let own = crate::private_files::daemon_uid();
+    let own = gantry_private_files::daemon_uid();
     let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
         return false;
     };

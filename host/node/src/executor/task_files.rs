@@ -26,9 +26,9 @@ pub fn command(
     use std::io::Write;
     use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     if let Some(parent) = dir.parent() {
-        crate::private_files::dir_with_mode(parent, crate::private_files::TRAVERSE_ONLY)?;
+        gantry_private_files::dir_with_mode(parent, gantry_private_files::TRAVERSE_ONLY)?;
     }
-    crate::private_files::dir_with_mode(dir, crate::private_files::TRAVERSE_ONLY)?;
+    gantry_private_files::dir_with_mode(dir, gantry_private_files::TRAVERSE_ONLY)?;
     let Some(script) = script else {
         return Ok(argv.to_vec());
     };

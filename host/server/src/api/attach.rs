@@ -26,6 +26,7 @@ use gantry_api::model::job_options::WarnSignal;
 use gantry_api::model::{JobRecord, JobState};
 use gantry_contract::JobKind;
 use gantry_controller::Jobs;
+use gantry_controller::jobs::TaskLog;
 use gantry_controller::signal_ops::SignalError;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -158,14 +159,14 @@ async fn follow(s: Jobs, id: u64, task: usize, tx: mpsc::Sender<Bytes>) {
         let mut frames = Vec::new();
         // Output first, so the last frame comes after everything the job wrote.
         if job.state != JobState::Pending {
-            let bytes = match s.remote_task(&job, task) {
-                Some((agent, key)) => {
+            let bytes = match s.task_log(&job, task) {
+                TaskLog::Agent(agent, key) => {
                     if remote_run.replace(key) != Some(key) {
                         offset = 0;
                     }
                     read_remote(agent, key, &mut offset).await
                 }
-                None => read_from(&s.task_log_path(id, task), &mut offset).await,
+                TaskLog::Here(path) => read_from(&path, &mut offset).await,
             };
             pending_utf8.extend(bytes);
             let text = take_valid_utf8(&mut pending_utf8, job.state.is_terminal());

@@ -28,6 +28,7 @@ use axum::extract::{Query, State};
 use axum::http::{HeaderName, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use gantry_controller::Jobs;
+use gantry_controller::jobs::TaskLog;
 use serde::Deserialize;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
@@ -145,19 +146,21 @@ pub(super) async fn logs(
 ) -> Result<Response, ApiError> {
     let job = owned_job(&s, &caller, id, "reading a job's logs")?;
     let q = query(q)?;
-    if let Some((agent, key)) = s.remote_task(&job, q.task) {
-        let (offset, limit) = (q.offset.unwrap_or(0), q.limit.unwrap_or(MAX_LOG_RESPONSE));
-        let read = blocking(move || read_remote(&agent, key, offset, limit)).await?;
-        return Ok(match read {
-            Ok(piece) => answer(piece),
-            Err(e) => (
-                [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-                format!("[gantry: cannot read this task's log from its node: {e}]\n"),
-            )
-                .into_response(),
-        });
-    }
-    let path = s.task_log_path(id, q.task);
+    let path = match s.task_log(&job, q.task) {
+        TaskLog::Here(path) => path,
+        TaskLog::Agent(agent, key) => {
+            let (offset, limit) = (q.offset.unwrap_or(0), q.limit.unwrap_or(MAX_LOG_RESPONSE));
+            let read = blocking(move || read_remote(&agent, key, offset, limit)).await?;
+            return Ok(match read {
+                Ok(piece) => answer(piece),
+                Err(e) => (
+                    [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+                    format!("[gantry: cannot read this task's log from its node: {e}]\n"),
+                )
+                    .into_response(),
+            });
+        }
+    };
     let piece = blocking(move || read_local(&path, q.offset, q.limit))
         .await?
         .map_err(|e| ApiError::internal(format!("cannot read the log of job {id}: {e}")))?;

@@ -15,8 +15,8 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use gantry_config::auth::Role;
-use gantry_controller::Policy;
 use gantry_controller::policy_error::PolicyOpError;
+use gantry_controller::{Admin, Policy};
 use gantry_policy::PipelineSpec;
 
 fn op_error(e: PolicyOpError) -> ApiError {
@@ -37,12 +37,13 @@ fn op_error(e: PolicyOpError) -> ApiError {
 
 pub(super) async fn upload(
     State(s): State<Policy>,
+    State(admin): State<Admin>,
     caller: Caller,
     headers: HeaderMap,
     body: Body,
 ) -> Result<impl IntoResponse, ApiError> {
     caller.require(Role::Admin, "uploading a plugin")?;
-    let limit = max_upload_bytes(&s);
+    let limit = max_upload_bytes(&admin);
     let bytes = read_limited(&headers, body, limit, "a plugin upload").await?;
     if bytes.is_empty() {
         return Err(ApiError::field(
@@ -58,8 +59,8 @@ pub(super) async fn upload(
 }
 
 /// `plugins.max_upload_mib` in bytes.
-pub(super) fn max_upload_bytes(s: &Policy) -> usize {
-    let mib = s.max_upload_mib();
+pub(super) fn max_upload_bytes(admin: &Admin) -> usize {
+    let mib = admin.config().plugins.max_upload_mib;
     usize::try_from(mib.saturating_mul(1 << 20)).unwrap_or(usize::MAX)
 }
 

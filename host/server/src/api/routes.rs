@@ -18,10 +18,11 @@ use gantry_controller::Admin;
 
 /// `GET /v1/health`: liveness, the node's isolation and where state and history live.
 async fn health(State(s): State<Admin>) -> Json<serde_json::Value> {
+    let about = s.about();
     Json(serde_json::json!({
         "status": "ok",
-        "isolation": s.isolation(),
-        "store": {"state": s.state_backend(), "history": s.history_backend()},
+        "isolation": about.isolation,
+        "store": {"state": about.state_backend, "history": about.history_backend},
         "leadership": crate::leadership::status(),
     }))
 }

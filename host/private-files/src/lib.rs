@@ -3,10 +3,14 @@
 //! (nobody else may list it; a job's user reaches the files of its own job by name), the
 //! database directory 0700, a job's (or agent run's) directory 0711 and owned by the daemon, so
 //! no task can plant a link in it. The files a job's user needs (its log, its script, `work/`)
-//! are handed to that user, mode 0600/0700, by the executor (`executor::task_files`, the shim);
+//! are handed to that user, mode 0600/0700, by the executor (`gantry-node`'s `executor::task_files`,
+//! the shim);
 //! exit records and env files stay the daemon's, 0600.
 //!
-//! Owns: the umask and these directory modes. Does not own the files tasks get (`executor`).
+//! A crate of its own, below `gantry-node` and `gantry-store`, so the store makes its private
+//! directories without linking the node's executor.
+//!
+//! Owns: the umask and these directory modes. Does not own the files tasks get (`gantry-node`).
 
 use std::io;
 use std::os::unix::fs::PermissionsExt;
@@ -18,8 +22,7 @@ pub const TRAVERSE_ONLY: u32 = 0o711;
 /// Mode of directories only the daemon may enter (the database).
 pub const DAEMON_ONLY: u32 = 0o700;
 
-/// The daemon's account: its effective uid (here rather than in `sys`, which uses the
-/// executor, so that the executor and `trusted_dir` can ask without a module cycle).
+/// The daemon's account: its effective uid.
 pub fn daemon_uid() -> u32 {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() }
