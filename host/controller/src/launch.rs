@@ -64,7 +64,7 @@ impl Scheduler {
                 let message = format!("task {} failed to launch: no node {node}", key.task);
                 self.launch_answered(Answered {
                     key,
-                    result: Err(message),
+                    result: Some(Err(message)),
                     durable_first: false,
                 });
                 return;
@@ -170,6 +170,9 @@ impl Scheduler {
             result,
             durable_first,
         } = answered;
+        let Some(result) = result else {
+            return false;
+        };
         let mut st = lock(&self.inner.state);
         let Some(mut job) = st.jobs.edit(key.job) else {
             return false;

@@ -24,15 +24,16 @@ pub(crate) struct Answered {
     /// The run that was asked for.
     pub(crate) key: TaskKey,
     /// Its pid (and, replayed by an agent, maybe its end), or the whole message of why it
-    /// did not start.
-    pub(crate) result: Result<LaunchReply, String>,
+    /// did not start; `None`: not tried (an earlier task of the batch failed, or the run is
+    /// no longer wanted).
+    pub(crate) result: Option<Result<LaunchReply, String>>,
     /// The answer came from a process that runs on its own (an agent): record it durably
     /// before acting on it.
     pub(crate) durable_first: bool,
 }
 
-/// What a runner calls once per launch request it was given, now or later, from any
-/// thread; `false`: the run is no longer wanted, start no more of this batch.
+/// What a runner calls once per launch request it was given, tried or not, now or later,
+/// from any thread; `false`: the run is no longer wanted, start no more of this batch.
 pub(crate) type OnAnswer = Arc<dyn Fn(Answered) -> bool + Send + Sync>;
 
 /// Why input was not delivered to a task.
@@ -54,7 +55,8 @@ pub(crate) trait Runner: Send + Sync + std::fmt::Debug {
     }
 
     /// Starts `requests`, tasks of one job on this node in rank order, and calls `answer`
-    /// once for each request it tried (a runner may stop at the first that fails).
+    /// once for each request (a runner may stop at the first that fails: the rest are
+    /// answered as not tried).
     fn launch(&self, requests: Vec<LaunchRequest>, answer: OnAnswer);
 
     /// Sends `signal` to the run `key` (`pid`, when known); with `grace`, SIGKILL follows if

@@ -83,7 +83,7 @@ impl Runner for AgentRunner {
                     .map_err(|e| format!("task {} failed to launch: {e}", request.key.task));
                 answer(Answered {
                     key: request.key,
-                    result,
+                    result: Some(result),
                     durable_first: true,
                 });
             });

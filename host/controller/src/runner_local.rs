@@ -28,12 +28,16 @@ impl LocalRunner {
         Self { executor, paths }
     }
 
-    fn answer_error(answer: &OnAnswer, key: TaskKey, message: String) {
-        answer(Answered {
-            key,
-            result: Err(message),
-            durable_first: false,
-        });
+    /// Answers `requests`: the first with `error` (if any), the rest as not tried.
+    fn answer_rest(answer: &OnAnswer, requests: &[LaunchRequest], error: Option<String>) {
+        let mut error = error;
+        for request in requests {
+            answer(Answered {
+                key: request.key,
+                result: error.take().map(Err),
+                durable_first: false,
+            });
+        }
     }
 }
 
@@ -45,7 +49,7 @@ impl Runner for LocalRunner {
         let executor = &self.executor;
         let identity = match executor.identity(&first.user, first.anonymous) {
             Ok(identity) => identity,
-            Err(e) => return Self::answer_error(&answer, first.key, e.to_string()),
+            Err(e) => return Self::answer_rest(&answer, &requests, Some(e.to_string())),
         };
         // One directory for the job's local tasks: their files are made once.
         let dir = self.paths.job_dir(first.key.job);
@@ -57,9 +61,9 @@ impl Runner for LocalRunner {
             identity.as_ref(),
         ) {
             Ok(files) => files,
-            Err(e) => return Self::answer_error(&answer, first.key, e.to_string()),
+            Err(e) => return Self::answer_rest(&answer, &requests, Some(e.to_string())),
         };
-        for request in &requests {
+        for (i, request) in requests.iter().enumerate() {
             let (job, task) = (request.key.job, request.key.task as usize);
             let order = TaskOrder::of_request(
                 request,
@@ -81,11 +85,11 @@ impl Runner for LocalRunner {
             };
             let wanted = answer(Answered {
                 key: request.key,
-                result,
+                result: Some(result),
                 durable_first: false,
             });
             if !(go_on && wanted) {
-                return;
+                return Self::answer_rest(&answer, &requests[i + 1..], None);
             }
         }
     }
