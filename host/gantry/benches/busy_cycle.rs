@@ -18,83 +18,38 @@
 //! Prints `RESULT {json}`; asserts nothing about speed. `GANTRY_BENCH_BIN` runs another
 //! `gantry` binary (an older build, to compare both in one session).
 
-use serde_json::{Value, json};
-use std::error::Error;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+mod common;
 
-type Result<T> = std::result::Result<T, Box<dyn Error + Send + Sync>>;
+use common::{Daemon, Result, Serve, env_usize, gantry_bin};
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
 
 const TOKEN: &str = "bench-busy-cycle-token-0123456789";
 const GPUS_PER_NODE: u32 = 8;
 const ARRAY_MAX: usize = 10_000;
 
-/// Kills the daemon however the benchmark ends.
-struct Daemon(Child);
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
+/// The benchmark's HTTP client.
 fn http() -> ureq::Agent {
-    ureq::Agent::new_with_config(
-        ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .proxy(None)
-            .timeout_global(Some(Duration::from_secs(120)))
-            .build(),
-    )
+    common::agent(120)
 }
 
 fn start(dir: &std::path::Path) -> Result<(Daemon, String)> {
-    let cfg = dir.join("gantry.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "[auth]\nanonymous_role = \"admin\"\n\
-             [execution]\ncgroups = \"off\"\nrun_as_user = false\n\
-             [limits]\nmax_pending_per_user = 1000000\n\
-             [cluster]\ntoken = \"{TOKEN}\"\nlocal_node = false\n\
-             heartbeat_interval_ms = 60000\nnode_down_after_ms = 3600000\n"
-        ),
-    )?;
-    // It holds the cluster token: the daemon refuses a configuration others may read.
-    std::fs::set_permissions(&cfg, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
-    let bin =
-        std::env::var_os("GANTRY_BENCH_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_gantry").into());
-    let mut child = Command::new(bin)
-        .args(["serve", "--listen", "127.0.0.1:0", "--no-nvml", "--config"])
-        .arg(&cfg)
-        .arg("--data-dir")
-        .arg(dir.join("data"))
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(dir.join("daemon.err"))?)
-        .spawn()?;
-    let stdout = child.stdout.take().ok_or("no stdout")?;
-    let mut lines = BufReader::new(stdout).lines();
-    let base = loop {
-        let Some(line) = lines.next() else {
-            let err = std::fs::read_to_string(dir.join("daemon.err")).unwrap_or_default();
-            return Err(format!("the daemon exited before listening: {err}").into());
-        };
-        let line = line?;
-        if let Some(i) = line.find("gantry listening on ") {
-            break line[i + "gantry listening on ".len()..].trim().to_string();
-        }
+    // It holds the cluster token: `Serve` writes it 0600 (the daemon refuses one others may read).
+    let config = format!(
+        "[auth]\nanonymous_role = \"admin\"\n\
+         [execution]\ncgroups = \"off\"\nrun_as_user = false\n\
+         [limits]\nmax_pending_per_user = 1000000\n\
+         [cluster]\ntoken = \"{TOKEN}\"\nlocal_node = false\n\
+         heartbeat_interval_ms = 60000\nnode_down_after_ms = 3600000\n"
+    );
+    let serve = Serve {
+        binary: &gantry_bin(),
+        listen: "127.0.0.1:0",
+        args: &["--no-nvml"],
+        config: &config,
+        keep_stderr: true,
     };
-    std::thread::spawn(move || for _ in lines.by_ref() {});
-    Ok((Daemon(child), base))
+    serve.start(dir)
 }
 
 /// One heartbeat per node registers it; every GPU is reported unhealthy so nothing starts.

@@ -28,39 +28,16 @@
 //! `GANTRY_BENCH_BIN` runs another `gantry` binary (e.g. an older build, to compare both in
 //! one session).
 
+mod common;
+
+use common::{Result, Serve, agent, env_usize, gantry_bin, rss_mib, wait_healthy};
 use gantry_api::model::{GpuShareView, JobRecord, JobSpec, JobState, TaskRecord};
 use gantry_node::executor::TaskExit;
 use gantry_store::{AccountingRecord, Store, dir_bytes};
 use serde_json::{Value, json};
-use std::error::Error;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
-
-type Result<T> = std::result::Result<T, Box<dyn Error + Send + Sync>>;
-
-/// Kills the daemon however the benchmark ends.
-struct Daemon(Child);
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// The `gantry` binary under test: `GANTRY_BENCH_BIN`, else this workspace's build.
-fn gantry_bin() -> std::ffi::OsString {
-    std::env::var_os("GANTRY_BENCH_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_gantry").into())
-}
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 /// The benchmark's config: cgroups off, ended jobs leave memory at once, history kept
 /// `history_days`.
@@ -70,69 +47,23 @@ fn config(history_days: u64) -> String {
     )
 }
 
-fn start(dir: &Path, history_days: u64) -> Result<(Daemon, String, Duration)> {
-    let cfg = dir.join("gantry.toml");
-    std::fs::write(&cfg, config(history_days))?;
+fn start(dir: &Path, history_days: u64) -> Result<(common::Daemon, String, Duration)> {
     let t0 = Instant::now();
-    let mut child = Command::new(gantry_bin())
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--gpus",
-            "4",
-            "--no-nvml",
-        ])
-        .arg("--config")
-        .arg(&cfg)
-        .arg("--data-dir")
-        .arg(dir.join("data"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()?;
-    let stdout = child.stdout.take().ok_or("no stdout")?;
-    let daemon = Daemon(child);
-    let mut lines = BufReader::new(stdout).lines();
-    let base = loop {
-        let line = lines.next().ok_or("the daemon exited before listening")??;
-        if let Some(addr) = line.strip_prefix("gantry listening on ") {
-            break addr.to_string();
-        }
+    let serve = Serve {
+        binary: &gantry_bin(),
+        listen: "127.0.0.1:0",
+        args: &["--gpus", "4", "--no-nvml"],
+        config: &config(history_days),
+        keep_stderr: false,
     };
-    std::thread::spawn(move || for _ in lines.by_ref() {});
-    let agent = agent();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while agent.get(format!("{base}/v1/health")).call().is_err() {
-        if Instant::now() > deadline {
-            return Err("no /v1/health answer in 120 s".into());
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let (daemon, base) = serve.start(dir)?;
+    wait_healthy(&base, Duration::from_secs(120))?;
     Ok((daemon, base, t0.elapsed()))
 }
 
 /// Bytes of the store's two databases under `data`: sled (`db`) and the history (`history`).
 fn store_bytes(data: &Path) -> u64 {
     dir_bytes(&data.join("db")) + dir_bytes(&data.join("history"))
-}
-
-fn agent() -> ureq::Agent {
-    ureq::Agent::new_with_config(
-        ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .proxy(None)
-            .timeout_global(Some(Duration::from_secs(60)))
-            .build(),
-    )
-}
-
-fn rss_mib(pid: u32) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map_or(f64::NAN, |kb| kb / 1024.0)
 }
 
 /// Writes `n` ended jobs (with their events and accounting) into the store under `data`.
@@ -227,7 +158,7 @@ fn submit_window(base: &str, clients: usize, n: usize, first: usize) -> Result<V
         .map(|c| {
             let url = url.clone();
             std::thread::spawn(move || -> Result<Vec<f64>> {
-                let a = agent();
+                let a = agent(60);
                 let mut out = Vec::with_capacity(per);
                 for k in 0..per {
                     let i = first + c * per + k;
@@ -258,7 +189,7 @@ fn submit_window(base: &str, clients: usize, n: usize, first: usize) -> Result<V
 
 /// Waits until no job is pending or running (at most 10 minutes).
 fn drain(base: &str) -> Result<()> {
-    let a = agent();
+    let a = agent(60);
     let deadline = Instant::now() + Duration::from_secs(600);
     loop {
         let mut busy = false;
@@ -302,7 +233,7 @@ fn main() -> Result<()> {
         seed(&data, seeded)?;
     }
     let (daemon, base, first_start) = start(dir.path(), 365)?;
-    let pid = daemon.0.id();
+    let pid = daemon.pid();
     println!(
         "history: {seeded} seeded ended jobs, first start {:.0} ms, RSS {:.1} MiB; submitting {jobs} /bin/true jobs from {clients} clients (min_job_age_s = 0)",
         first_start.as_secs_f64() * 1000.0,
@@ -325,7 +256,7 @@ fn main() -> Result<()> {
             store_bytes(&data) as f64 / (1 << 20) as f64
         );
     }
-    let a = agent();
+    let a = agent(60);
     let oldest = 1;
     let api = median_ms(21, || {
         a.get(format!("{base}/v1/jobs/{oldest}"))
@@ -367,11 +298,11 @@ fn main() -> Result<()> {
     println!(
         "restart with {total:.0} jobs in history: {:.0} ms to the first /v1/health answer; RSS {before:.1} MiB before, {:.1} MiB after",
         restart.as_secs_f64() * 1000.0,
-        rss_mib(daemon.0.id())
+        rss_mib(daemon.pid())
     );
     if seeded > 0 {
         // Keep 150 days: the collector deletes the half of the seeded jobs older than that.
-        terminate(daemon.0.id());
+        terminate(daemon.pid());
         drop(daemon);
         let (daemon, base, _) = start(dir.path(), 150)?;
         let t = Instant::now();
@@ -393,7 +324,7 @@ fn main() -> Result<()> {
             t.elapsed().as_secs_f64(),
             store_bytes(&data) as f64 / (1 << 20) as f64
         );
-        terminate(daemon.0.id());
+        terminate(daemon.pid());
         drop(daemon);
         let compacted = gantry_store::compact(&data)?;
         println!(
@@ -407,7 +338,7 @@ fn main() -> Result<()> {
         println!(
             "restart after gc and compaction: {:.0} ms; RSS {:.1} MiB",
             restart.as_secs_f64() * 1000.0,
-            rss_mib(daemon.0.id())
+            rss_mib(daemon.pid())
         );
     }
     Ok(())

@@ -16,101 +16,33 @@
 //! `retention.store_cache_mib` (the page caches of sled and SQLite). `GANTRY_BENCH_BIN` runs another
 //! `gantry` binary (e.g. an older build). Nothing here asserts a time or a size: it prints.
 
+mod common;
+
+use common::{Result, Serve, agent, env_usize, gantry_bin, rss_mib, wait_healthy};
 use serde_json::{Value, json};
-use std::error::Error;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-type Result<T> = std::result::Result<T, Box<dyn Error + Send + Sync>>;
-
-/// Kills the daemon however the benchmark ends.
-struct Daemon(Child);
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn agent() -> ureq::Agent {
-    ureq::Agent::new_with_config(
-        ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .proxy(None)
-            .timeout_global(Some(Duration::from_secs(120)))
-            .build(),
-    )
-}
-
 /// Starts the daemon in `dir`; its base URL.
-fn start(dir: &std::path::Path) -> Result<(Daemon, String)> {
+fn start(dir: &std::path::Path) -> Result<(common::Daemon, String)> {
     let record = std::env::var("GANTRY_BENCH_RECORD_SNAPSHOTS")
         .map(|n| format!("record_snapshots = {n}\n"))
         .unwrap_or_default();
     let cache = std::env::var("GANTRY_BENCH_STORE_CACHE_MIB")
         .map(|n| format!("store_cache_mib = {n}\n"))
         .unwrap_or_default();
-    let cfg = dir.join("gantry.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "{record}[auth]\nanonymous_role = \"admin\"\n[execution]\ncgroups = \"off\"\n[retention]\nmin_job_age_s = 0\n{cache}"
-        ),
-    )?;
-    let bin =
-        std::env::var_os("GANTRY_BENCH_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_gantry").into());
-    let mut child = Command::new(bin)
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--gpus",
-            "4",
-            "--no-nvml",
-        ])
-        .arg("--config")
-        .arg(&cfg)
-        .arg("--data-dir")
-        .arg(dir.join("data"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()?;
-    let stdout = child.stdout.take().ok_or("no stdout")?;
-    let daemon = Daemon(child);
-    let mut lines = BufReader::new(stdout).lines();
-    let base = loop {
-        let line = lines.next().ok_or("the daemon exited before listening")??;
-        if let Some(addr) = line.strip_prefix("gantry listening on ") {
-            break addr.to_string();
-        }
+    let config = format!(
+        "{record}[auth]\nanonymous_role = \"admin\"\n[execution]\ncgroups = \"off\"\n[retention]\nmin_job_age_s = 0\n{cache}"
+    );
+    let serve = Serve {
+        binary: &gantry_bin(),
+        listen: "127.0.0.1:0",
+        args: &["--gpus", "4", "--no-nvml"],
+        config: &config,
+        keep_stderr: false,
     };
-    std::thread::spawn(move || for _ in lines.by_ref() {});
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while agent().get(format!("{base}/v1/health")).call().is_err() {
-        if Instant::now() > deadline {
-            return Err("no /v1/health answer in 120 s".into());
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let (daemon, base) = serve.start(dir)?;
+    wait_healthy(&base, Duration::from_secs(120))?;
     Ok((daemon, base))
-}
-
-fn rss_mib(pid: u32) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map_or(f64::NAN, |kb| kb / 1024.0)
 }
 
 /// Submits jobs `first..first + n` from `clients` threads.
@@ -120,7 +52,7 @@ fn submit(base: &str, clients: usize, n: usize, first: usize) -> Result<()> {
         .map(|c| {
             let url = format!("{base}/v1/jobs");
             std::thread::spawn(move || -> Result<()> {
-                let a = agent();
+                let a = agent(120);
                 for k in 0..per {
                     let i = first + c * per + k;
                     let body = json!({
@@ -156,7 +88,7 @@ fn metric(text: &str, name: &str) -> f64 {
 
 /// Waits until no job is pending or running and none is in memory (at most 15 minutes).
 fn ended_and_evicted(base: &str) -> Result<()> {
-    let a = agent();
+    let a = agent(120);
     let deadline = Instant::now() + Duration::from_secs(900);
     loop {
         let mut busy = false;
@@ -191,7 +123,7 @@ fn main() -> Result<()> {
     let window = env_usize("GANTRY_BENCH_WINDOW", 10_000).max(clients);
     let dir = tempfile::tempdir()?;
     let (daemon, base) = start(dir.path())?;
-    let pid = daemon.0.id();
+    let pid = daemon.pid();
     println!(
         "retention_memory: 2 x {n} /bin/true jobs from {clients} clients in windows of {window} (min_job_age_s = 0); RSS at start {:.1} MiB",
         rss_mib(pid)

@@ -21,32 +21,13 @@
 //! before/after comparison); `GANTRY_BENCH_PARTS` (default `submits,failover,history`)
 //! picks the parts.
 
+mod common;
+
+use common::{Daemon, Result, Serve, agent, env_usize};
 use gantry_store::test_etcd::TestEtcd;
 use gantry_store::test_postgres::TestPostgres;
 use serde_json::{Value, json};
-use std::error::Error;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-type Result<T> = std::result::Result<T, Box<dyn Error + Send + Sync>>;
-
-/// Kills the daemon however the benchmark ends.
-struct Daemon(Child);
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 fn start(dir: &std::path::Path, listen: &str, config: &str) -> Result<(Daemon, String)> {
     start_binary(env!("CARGO_BIN_EXE_gantry").as_ref(), dir, listen, config)
@@ -58,54 +39,21 @@ fn start_binary(
     listen: &str,
     config: &str,
 ) -> Result<(Daemon, String)> {
-    let cfg = dir.join("gantry.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "{config}\n[execution]\nrun_as_user = false\ncgroups = \"off\"\n[auth]\nanonymous_role = \"admin\"\n"
-        ),
-    )?;
-    let mut child = Command::new(binary)
-        .args([
-            "serve",
-            "--listen",
-            listen,
-            "--gpus",
-            "4",
-            "--no-nvml",
-            "--config",
-        ])
-        .arg(&cfg)
-        .arg("--data-dir")
-        .arg(dir.join("data"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()?;
-    let stdout = child.stdout.take().ok_or("no stdout")?;
-    let daemon = Daemon(child);
-    let mut lines = BufReader::new(stdout).lines();
-    let base = loop {
-        let line = lines.next().ok_or("the daemon exited before listening")??;
-        if let Some(addr) = line.strip_prefix("gantry listening on ") {
-            break addr.to_string();
-        }
+    let config = format!(
+        "{config}\n[execution]\nrun_as_user = false\ncgroups = \"off\"\n[auth]\nanonymous_role = \"admin\"\n"
+    );
+    let serve = Serve {
+        binary,
+        listen,
+        args: &["--gpus", "4", "--no-nvml"],
+        config: &config,
+        keep_stderr: false,
     };
-    std::thread::spawn(move || for _ in lines.by_ref() {});
-    Ok((daemon, base))
-}
-
-fn agent() -> ureq::Agent {
-    ureq::Agent::new_with_config(
-        ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .proxy(None)
-            .timeout_global(Some(Duration::from_secs(60)))
-            .build(),
-    )
+    serve.start(dir)
 }
 
 fn get(url: &str) -> Option<Value> {
-    agent().get(url).call().ok()?.body_mut().read_json().ok()
+    agent(60).get(url).call().ok()?.body_mut().read_json().ok()
 }
 
 fn wait_until(what: &str, mut ok: impl FnMut() -> bool) -> Result<()> {
@@ -140,7 +88,7 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
 
 /// The cycle histogram's count, sum and largest bucket bound reached, from `/metrics`.
 fn cycles(base: &str) -> (f64, f64) {
-    let text = agent()
+    let text = agent(60)
         .get(format!("{base}/metrics"))
         .call()
         .ok()
@@ -168,7 +116,7 @@ fn submits_of(binary: &std::ffi::OsStr, label: &str, config: &str, jobs: usize) 
     wait_until("the controller to lead", || leads(&base))?;
     let url = format!("{base}/v1/jobs");
     for i in 0..20 {
-        agent().post(&url).send_json(job(i))?;
+        agent(60).post(&url).send_json(job(i))?;
     }
     let (count0, sum0) = cycles(&base);
     let clients = 8;
@@ -177,7 +125,7 @@ fn submits_of(binary: &std::ffi::OsStr, label: &str, config: &str, jobs: usize) 
         .map(|c| {
             let url = url.clone();
             std::thread::spawn(move || -> Result<Vec<Duration>> {
-                let a = agent();
+                let a = agent(60);
                 let mut lat = Vec::new();
                 for i in 0..jobs / clients {
                     let t = Instant::now();
@@ -235,7 +183,7 @@ fn failover(replicated: &str) -> Result<()> {
     a.0.wait()?;
     wait_until("b to lead", || leads(&b_url))?;
     let led = killed.elapsed();
-    let mut resp = agent().post(format!("{b_url}/v1/jobs")).send_json(job(0))?;
+    let mut resp = agent(60).post(format!("{b_url}/v1/jobs")).send_json(job(0))?;
     let id = resp.body_mut().read_json::<Value>()?["id"]
         .as_u64()
         .ok_or("no id")?;

@@ -17,23 +17,12 @@
 //! submit a quarter of that. `GANTRY_BENCH_BIN` runs another `gantry` binary (e.g. an older
 //! build, to compare both in one session).
 
+mod common;
+
+use common::{Daemon, Result, Serve, gantry_bin};
 use serde_json::{Value, json};
-use std::error::Error;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
-
-type Result<T> = std::result::Result<T, Box<dyn Error + Send + Sync>>;
-
-/// Kills the daemon however the benchmark ends.
-struct Daemon(Child);
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// Unmounts the scratch tmpfs (`host/node/src/executor/scratch.rs`) of the jobs a killed
 /// daemon left running under `dir` (as root, tasks run as `nobody` and get one each), so the
@@ -77,43 +66,17 @@ fn self_signed(dir: &std::path::Path) -> Result<(String, ureq::tls::Certificate<
 }
 
 fn start(dir: &std::path::Path, config: &str) -> Result<(Daemon, String)> {
-    let cfg = dir.join("gantry.toml");
     // A parent cgroup of its own: another daemon on this host may hold the default one.
     let parent = format!("gantry-bench-submit-{}", std::process::id());
-    std::fs::write(
-        &cfg,
-        format!("{config}\n[execution]\ncgroup_parent = \"{parent}\"\n"),
-    )?;
-    let bin =
-        std::env::var_os("GANTRY_BENCH_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_gantry").into());
-    let mut child = Command::new(bin)
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--gpus",
-            "4",
-            "--no-nvml",
-            "--config",
-        ])
-        .arg(&cfg)
-        .arg("--data-dir")
-        .arg(dir.join("data"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()?;
-    let stdout = child.stdout.take().ok_or("no stdout")?;
-    let daemon = Daemon(child);
-    let mut lines = BufReader::new(stdout).lines();
-    let base = loop {
-        let line = lines.next().ok_or("the daemon exited before listening")??;
-        if let Some(addr) = line.strip_prefix("gantry listening on ") {
-            break addr.to_string();
-        }
+    let config = format!("{config}\n[execution]\ncgroup_parent = \"{parent}\"\n");
+    let serve = Serve {
+        binary: &gantry_bin(),
+        listen: "127.0.0.1:0",
+        args: &["--gpus", "4", "--no-nvml"],
+        config: &config,
+        keep_stderr: false,
     };
-    // Keep draining stdout so the daemon never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines.by_ref() {});
-    Ok((daemon, base))
+    serve.start(dir)
 }
 
 /// An HTTP client; with `trusted`, HTTPS trusting only that certificate.
