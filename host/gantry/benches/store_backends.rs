@@ -183,7 +183,9 @@ fn failover(replicated: &str) -> Result<()> {
     a.0.wait()?;
     wait_until("b to lead", || leads(&b_url))?;
     let led = killed.elapsed();
-    let mut resp = agent(60).post(format!("{b_url}/v1/jobs")).send_json(job(0))?;
+    let mut resp = agent(60)
+        .post(format!("{b_url}/v1/jobs"))
+        .send_json(job(0))?;
     let id = resp.body_mut().read_json::<Value>()?["id"]
         .as_u64()
         .ok_or("no id")?;
