@@ -2,8 +2,8 @@
 //! handed out by the node table (`members.rs`). The controller's own node has the local
 //! runner (`runner_local.rs`: the executor, through the very code the agent uses), an
 //! agent's node the agent runner (`runner_agent.rs`: the agent's HTTP routes). Everything
-//! that acts on a task where it runs (launch, signal, input, its image pull's progress, the
-//! ports rank 0 listens on) goes through it, so no code of the controller asks whether a
+//! that acts on a task where it runs (launch, signal, input, finding it after a restart, its
+//! image pull's progress, the ports rank 0 listens on) goes through it, so no code of the controller asks whether a
 //! node is local.
 //!
 //! Owns: the trait, what a launch answer is, and which runner a node has. Does not own what
@@ -14,6 +14,7 @@ use super::{Scheduler, lock};
 use gantry_api::agent_client::AgentClient;
 use gantry_api::cluster::{LaunchReply, LaunchRequest, TaskKey};
 use gantry_api::model::JobRecord;
+use gantry_api::task::TaskExit;
 use gantry_node::container::pull_progress::PullProgress;
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,6 +36,21 @@ pub(crate) struct Answered {
 /// What a runner calls once per launch request it was given, tried or not, now or later,
 /// from any thread; `false`: the run is no longer wanted, start no more of this batch.
 pub(crate) type OnAnswer = Arc<dyn Fn(Answered) -> bool + Send + Sync>;
+
+/// What a node says of a run after the controller restarted.
+#[derive(Debug)]
+pub(crate) enum Recovered {
+    /// Running as this pid, and watched again.
+    Running(u32),
+    /// Ended while the controller was down.
+    Ended(TaskExit),
+    /// Never started: its launch was not durable before the restart.
+    NotLaunched,
+    /// Its agent's heartbeats will say.
+    Reported,
+    /// Its node is no longer in the table (not a runner's answer).
+    Gone,
+}
 
 /// Why input was not delivered to a task.
 #[derive(Debug)]
@@ -77,6 +93,10 @@ pub(crate) trait Runner: Send + Sync + std::fmt::Debug {
         resize: Option<(u16, u16)>,
         eof: bool,
     ) -> Result<usize, InputRefused>;
+
+    /// After a controller restart: finds the run `key` (`pid`, when it was stored; started
+    /// at `since_ms`) and watches it again if it runs.
+    fn recover(&self, key: TaskKey, pid: Option<u32>, since_ms: u64) -> Recovered;
 
     /// The progress of the run's image pull, when the controller can see it here.
     fn pull_progress(&self, key: TaskKey) -> Option<PullProgress>;

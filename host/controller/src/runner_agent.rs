@@ -7,7 +7,7 @@
 //! Owns: talking to one agent about its runs. Does not own what the answers mean
 //! (`launch.rs`), heartbeats (`remote.rs`) nor the wire types (`gantry_api::cluster`).
 
-use super::runner::{Answered, InputRefused, OnAnswer, Runner};
+use super::runner::{Answered, InputRefused, OnAnswer, Recovered, Runner};
 use base64::Engine;
 use gantry_api::agent_client::{AgentCallError, AgentClient};
 use gantry_api::cluster::{self, LaunchReply, LaunchRequest, SignalRequest, TaskKey};
@@ -123,6 +123,11 @@ impl Runner for AgentRunner {
             AgentCallError::Refused { status: 409, .. } => InputRefused::NotOpen,
             e => InputRefused::Failed(e.to_string()),
         })
+    }
+
+    /// The agent reports its runs in its heartbeats (`reconcile.rs`).
+    fn recover(&self, _key: TaskKey, _pid: Option<u32>, _since_ms: u64) -> Recovered {
+        Recovered::Reported
     }
 
     /// The agent's log carries the pull's progress lines instead.

@@ -4,11 +4,12 @@
 //! runs on the caller's thread and answers each task at once; it stops at the first task
 //! that cannot start, or when the answer says the run is no longer wanted.
 //!
-//! Owns: that path and signals, input and pull progress of local tasks. Does not own what
+//! Owns: that path and signals, input, recovery after a restart and pull progress of local
+//! tasks. Does not own what
 //! the answers mean (`launch.rs`) nor the processes (`gantry_node::executor`).
 
 use super::job_paths::JobPaths;
-use super::runner::{Answered, InputRefused, OnAnswer, Runner};
+use super::runner::{Answered, InputRefused, OnAnswer, Recovered, Runner};
 use gantry_api::agent_client::AgentClient;
 use gantry_api::cluster::{LaunchReply, LaunchRequest, TaskKey};
 use gantry_node::container::pull_progress::{self, PullProgress};
@@ -126,6 +127,26 @@ impl Runner for LocalRunner {
             InputError::NotOpen => InputRefused::NotOpen,
             e => InputRefused::Failed(e.to_string()),
         })
+    }
+
+    fn recover(&self, key: TaskKey, pid: Option<u32>, since_ms: u64) -> Recovered {
+        let exit_path = self.paths.exit_path(key.job, key.task as usize);
+        let pid = match pid {
+            Some(pid) => pid,
+            // Its pid was not durable: its shim, found by the exit file on its command line,
+            // or an exit record written since the run started.
+            None => match self.executor.find_running(&exit_path) {
+                Some(pid) => pid,
+                None => {
+                    return match self.executor.exit_since(&exit_path, since_ms) {
+                        Some(exit) => Recovered::Ended(exit),
+                        None => Recovered::NotLaunched,
+                    };
+                }
+            },
+        };
+        self.executor.adopt(key.job, key.task, pid, exit_path);
+        Recovered::Running(pid)
     }
 
     fn pull_progress(&self, key: TaskKey) -> Option<PullProgress> {

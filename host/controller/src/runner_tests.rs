@@ -3,10 +3,13 @@
 //! called only from the two runners (`runner_local.rs`, `runner_agent.rs`); the rest of the
 //! controller goes through `Runner` and never asks whether a node is local to do it. (A
 //! service's port guard asks an agent who listens on a port, `service/remote_port.rs`: a
-//! question about a machine, not an act on a task.) The check is textual, like `state_owner_tests.rs`: a call named outside the runners fails
-//! the test with its file and line.
+//! question about a machine, not an act on a task.) The check is textual, like
+//! `state_owner_tests.rs` (`source_scan::outside_owners`): a call named outside the runners
+//! fails the test with its file and line.
 
 #![allow(clippy::unwrap_used)]
+
+use super::source_scan::{OwnerRule, outside_owners};
 
 /// The calls that act on a task where it runs: the executor's and the agent client's.
 const RUN_CALLS: &[&str] = &[
@@ -27,45 +30,19 @@ const RUNNERS: &[&str] = &["runner_local.rs", "runner_agent.rs"];
 
 #[test]
 fn tasks_are_acted_on_only_through_a_runner() {
-    let lines = super::source_scan::code_lines(&[]);
+    // One rule per call, so each must still be made by a runner (else the list is stale).
+    let rules: Vec<OwnerRule> = RUN_CALLS
+        .iter()
+        .map(|call| (*call, std::slice::from_ref(call), RUNNERS))
+        .collect();
+    let (found, stale) = outside_owners(&rules);
     assert!(
-        lines.iter().any(|(f, _, _)| f.ends_with("runner_agent.rs")),
-        "the scan found no sources"
+        stale.is_empty(),
+        "no runner makes the calls {stale:?}: the guard's list is stale"
     );
-    let mut found = Vec::new();
-    for (file, n, line) in &lines {
-        let code = line.split("//").next().unwrap_or_default();
-        let name = std::path::Path::new(file)
-            .file_name()
-            .unwrap()
-            .to_string_lossy();
-        if RUNNERS.contains(&&*name) {
-            continue;
-        }
-        if let Some(call) = RUN_CALLS.iter().find(|c| code.contains(*c)) {
-            found.push(format!("{file}:{n}: {call} {}", line.trim()));
-        }
-    }
     assert!(
         found.is_empty(),
         "a task acted on outside its node's runner (runner.rs):\n{}",
         found.join("\n")
     );
-}
-
-#[test]
-fn the_guard_sees_a_call_outside_the_runners() {
-    // The scan covers the runners themselves (they are only skipped by name above): each
-    // call named in the list is found in them, so a pattern that no longer matches
-    // anything would show here instead of passing quietly.
-    let lines = super::source_scan::code_lines(&[]);
-    for call in RUN_CALLS {
-        assert!(
-            lines.iter().any(|(f, _, l)| {
-                RUNNERS.iter().any(|r| f.ends_with(r))
-                    && l.split("//").next().unwrap().contains(call)
-            }),
-            "no runner makes the call {call}: the guard's list is stale"
-        );
-    }
 }

@@ -15,48 +15,50 @@
 
 #![allow(clippy::unwrap_used)]
 
+use super::source_scan::{OwnerRule, outside_owners};
+
 /// (kind of state, the store's write methods for it, the files that own it).
-const OWNERS: &[(&str, &[&str], &[&str])] = &[
+const OWNERS: &[OwnerRule] = &[
     (
         "services and their revisions",
-        &["put_service("],
+        &[".put_service("],
         &["service_sets.rs", "service_rollout.rs"],
     ),
     (
         "plugins and pipelines",
-        &["put_plugin(", "put_pipeline("],
+        &[".put_plugin(", ".put_pipeline("],
         &["policy_ops.rs"],
     ),
     (
         "accounting records and the ledger",
         &[
-            "put_accounting_seq(",
-            "queue_accounting(",
-            "unqueue_accounting(",
+            ".put_accounting_seq(",
+            ".queue_accounting(",
+            ".unqueue_accounting(",
         ],
         &["accounting.rs"],
     ),
     (
         "forgetting what retention lets go",
         &[
-            "delete_job(",
-            "delete_job_history(",
-            "delete_accounting_before(",
-            "delete_events_before(",
-            "put_job_decisions(",
-            "release_free_space(",
+            ".delete_job(",
+            ".delete_job_history(",
+            ".delete_accounting_before(",
+            ".delete_events_before(",
+            ".put_job_decisions(",
+            ".release_free_space(",
         ],
         &["retention.rs"],
     ),
     (
         "ended jobs moved to history",
-        &["archive_jobs(", "archive_ended_before("],
+        &[".archive_jobs(", ".archive_ended_before("],
         &["job_table.rs"],
     ),
-    ("the leader's fence", &["set_fence("], &["lib.rs"]),
+    ("the leader's fence", &[".set_fence("], &["lib.rs"]),
     (
         "meta keys: drains, the node table, the pipeline, the ledger, retention",
-        &["set_meta("],
+        &[".set_meta("],
         &[
             "nodes.rs",
             "node_down.rs",
@@ -70,25 +72,11 @@ const OWNERS: &[(&str, &[&str], &[&str])] = &[
 
 #[test]
 fn each_kind_of_state_is_written_only_by_its_owner() {
-    let lines = super::source_scan::code_lines(&[]);
+    let (found, stale) = outside_owners(OWNERS);
     assert!(
-        lines.iter().any(|(f, _, _)| f.ends_with("service_sets.rs")),
-        "the scan found no sources"
+        stale.is_empty(),
+        "no code writes {stale:?} any more: the guard's list is stale"
     );
-    let mut found = Vec::new();
-    for (file, n, line) in &lines {
-        let code = line.split("//").next().unwrap_or_default();
-        let name = std::path::Path::new(file)
-            .file_name()
-            .unwrap()
-            .to_string_lossy();
-        for (kind, methods, owners) in OWNERS {
-            if methods.iter().any(|m| code.contains(&format!(".{m}"))) && !owners.contains(&&*name)
-            {
-                found.push(format!("{file}:{n}: {kind}: {}", line.trim()));
-            }
-        }
-    }
     assert!(
         found.is_empty(),
         "state written outside its owner (ARCHITECTURE.md, \"Who may change what\"):\n{}",
@@ -97,7 +85,7 @@ fn each_kind_of_state_is_written_only_by_its_owner() {
 }
 
 /// (kind of in-memory state, the calls that change it, the files that own it).
-const MEMORY_OWNERS: &[(&str, &[&str], &[&str])] = &[
+const MEMORY_OWNERS: &[OwnerRule] = &[
     (
         "the node table: membership, liveness, unwanted tasks, drains and GPU faults",
         &["by_name_mut(", "all_mut(", ".push(Member"],
@@ -123,31 +111,11 @@ const MEMORY_OWNERS: &[(&str, &[&str], &[&str])] = &[
 
 #[test]
 fn each_kind_of_in_memory_state_is_changed_only_by_its_owner() {
-    let lines = super::source_scan::code_lines(&[]);
-    let mut found = Vec::new();
-    let mut seen = vec![false; MEMORY_OWNERS.len()];
-    for (file, n, line) in &lines {
-        let code = line.split("//").next().unwrap_or_default();
-        let name = std::path::Path::new(file)
-            .file_name()
-            .unwrap()
-            .to_string_lossy();
-        for (k, (kind, calls, owners)) in MEMORY_OWNERS.iter().enumerate() {
-            if calls.iter().any(|c| code.contains(c)) {
-                seen[k] = true;
-                if !owners.contains(&&*name) {
-                    found.push(format!("{file}:{n}: {kind}: {}", line.trim()));
-                }
-            }
-        }
-    }
-    // Each pattern still matches its owners' code: a renamed call fails here, not silently.
-    for (k, (kind, ..)) in MEMORY_OWNERS.iter().enumerate() {
-        assert!(
-            seen[k],
-            "no code changes {kind} any more: the guard's list is stale"
-        );
-    }
+    let (found, stale) = outside_owners(MEMORY_OWNERS);
+    assert!(
+        stale.is_empty(),
+        "no code changes {stale:?} any more: the guard's list is stale"
+    );
     assert!(
         found.is_empty(),
         "in-memory state changed outside its owner (ARCHITECTURE.md, \"Who may change what\"):\n{}",
