@@ -1,7 +1,7 @@
 //! Guard of the one "run on a node" seam (issue 44, item 4): what acts on a task where it
-//! runs — starting it, signalling it, writing its input, asking an agent for a port — is
-//! called only from the two runners (`runner_local.rs`, `runner_agent.rs`); the rest of the
-//! controller goes through `Runner` and never asks whether a node is local to do it. (A
+//! runs — starting it, signalling it, writing its input, finding it after a restart, asking
+//! an agent for a port — is called only from the two runners (`runner_local.rs`,
+//! `runner_agent.rs`); the rest of the controller goes through `Runner` and never asks whether a node is local to do it. (A
 //! service's port guard asks an agent who listens on a port, `service/remote_port.rs`: a
 //! question about a machine, not an act on a task.) The check is textual, like
 //! `state_owner_tests.rs` (`source_scan::outside_owners`): a call named outside the runners
@@ -20,6 +20,9 @@ const RUN_CALLS: &[&str] = &[
     "executor.terminate_with(",
     "executor.signal(",
     "task_input::deliver(",
+    "executor.find_running(",
+    "executor.exit_since(",
+    "executor.adopt(",
     "agent.launch(",
     "agent.signal(",
     "agent.free_port(",

@@ -31,7 +31,9 @@ pub(crate) fn code_lines(allowed: &[&str]) -> Vec<(String, usize, String)> {
                 // `#[cfg(test)]` on an item with a body (`mod tests { .. }`) starts the test
                 // code; on a declaration (`mod runner_tests;`) it hides only that line.
                 if line.trim() == "#[cfg(test)]"
-                    && !all.get(n + 1).is_some_and(|next| next.trim_end().ends_with(';'))
+                    && !all
+                        .get(n + 1)
+                        .is_some_and(|next| next.trim_end().ends_with(';'))
                 {
                     break;
                 }
