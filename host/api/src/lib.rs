@@ -7,6 +7,7 @@
 //! - `task`: how a task ended and what it used (`TaskExit`, `TaskUsage`);
 //! - `node`: a node's inventory (`NodeInfo`, `GpuInfo`);
 //! - `cluster`: the controller–agent protocol (heartbeats, launches, signals, checks);
+//! - `hostlist`: SLURM's `node[01-04]` notation;
 //! - `views`, `accounting`, `error`: what the API answers besides jobs (the submit answer,
 //!   nodes, plugins, attach frames, accounting reports, the error body);
 //! - `client` (feature `client`): the typed HTTP client of the API, over TCP, TLS or the
@@ -30,6 +31,7 @@ pub mod cluster;
 pub mod cluster_term;
 pub mod cluster_token;
 pub mod error;
+pub mod hostlist;
 pub mod model;
 pub mod node;
 pub mod plain_link;

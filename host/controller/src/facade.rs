@@ -106,6 +106,10 @@ impl Jobs {
     pub fn release(&self, id: u64, role: HoldRole) -> Result<JobRecord, ControlError> {
         self.0.release(id, role)
     }
+    /// Stops a running job to run it again (`user_requeue.rs`).
+    pub fn requeue(&self, id: u64) -> Result<JobRecord, ControlError> {
+        self.0.requeue_running(id)
+    }
     /// Changes a pending job.
     pub fn update(&self, id: u64, u: JobUpdate, by: Submitter) -> Result<JobRecord, ControlError> {
         self.0.update(id, u, by)

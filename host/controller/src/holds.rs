@@ -317,6 +317,9 @@ mod tests {
                 array_id: 10,
                 index: i as u32,
                 max_running: Some(2),
+                count: 0,
+                min: 0,
+                max: 0,
             });
             list.push(j);
         }

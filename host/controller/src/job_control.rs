@@ -36,6 +36,14 @@ pub enum ControlError {
         /// What was asked (`held`, `released`, `updated`).
         what: &'static str,
     },
+    /// A requeue of a job that is not running.
+    #[error("job {id} is {state}: only a running job can be requeued")]
+    NotRunning {
+        /// The job.
+        id: u64,
+        /// Its state.
+        state: &'static str,
+    },
     /// A release of a job that is not held.
     #[error("job {0} is not held")]
     NotHeld(u64),

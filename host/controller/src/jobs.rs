@@ -199,6 +199,9 @@ impl Scheduler {
         // index (`record.array`), so an array costs about what as many single jobs cost.
         let mut member_spec = spec.clone();
         member_spec.array = None;
+        let count = u32::try_from(array.indices.len()).unwrap_or(u32::MAX);
+        let min = array.indices.iter().copied().min().unwrap_or(0);
+        let max = array.indices.iter().copied().max().unwrap_or(0);
         for index in array.indices {
             let id = self.inner.store.next_id("job")?;
             let first = array_id.is_none();
@@ -209,6 +212,9 @@ impl Scheduler {
                 array_id,
                 index,
                 max_running: array.max_running,
+                count,
+                min,
+                max,
             });
             records.push(record);
         }

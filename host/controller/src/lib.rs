@@ -72,6 +72,7 @@ mod submit_limits;
 pub mod submitter;
 mod task_env;
 mod transition;
+mod user_requeue;
 pub mod views;
 
 use gantry_config::Config;

@@ -108,6 +108,23 @@ impl Scheduler {
                     self.not_requeued(job, why),
                 )
             }
+            (Some(StopCause::Requeue), _) => {
+                // Asked for by its owner: whether the job asked for requeues on eviction
+                // does not matter, the requeue limit does.
+                let why = "requeued on request (scontrol requeue)";
+                if self.requeue(job, ReasonCode::Other, why) {
+                    return;
+                }
+                (
+                    JobState::Cancelled,
+                    "requeue-refused",
+                    format!(
+                        "stopped to be requeued, but it was requeued {} times (limit {})",
+                        job.requeues,
+                        self.max_requeues(job)
+                    ),
+                )
+            }
             (Some(StopCause::NodeDown { node }), _) => {
                 let why = format!("node {node} went down while the job ran");
                 if job.spec.requeue && self.requeue(job, ReasonCode::Other, &why) {
@@ -187,7 +204,7 @@ impl Scheduler {
     }
 
     /// The requeue limit of `job`.
-    fn max_requeues(&self, job: &JobRecord) -> u32 {
+    pub(crate) fn max_requeues(&self, job: &JobRecord) -> u32 {
         job.spec
             .max_requeues
             .unwrap_or(self.inner.config.execution.max_requeues)

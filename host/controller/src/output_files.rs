@@ -71,6 +71,9 @@ mod tests {
             array_id: 64,
             index: 2,
             max_running: None,
+            count: 0,
+            min: 0,
+            max: 0,
         });
         let (out, err) = of_task(&job, 0);
         assert_eq!(out.as_deref(), Some("out-64_2-66.0..ann.train.%.%q"));

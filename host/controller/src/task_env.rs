@@ -88,8 +88,9 @@ impl Scheduler {
     }
 }
 
-/// The variables existing SLURM batch scripts read, with Gantry's values (`SLURM_ARRAY_*` are
-/// set with the array's own).
+/// The variables existing SLURM batch scripts and launchers (submitit, dask-jobqueue) read,
+/// with Gantry's values in SLURM's formats (node lists as `node[01-04]`, tasks per node as
+/// `2(x3)`); `SLURM_ARRAY_*` are set with the array's own.
 fn slurm_env(
     job: &JobRecord,
     task: usize,
@@ -97,11 +98,24 @@ fn slurm_env(
     node_rank: usize,
     local_rank: usize,
 ) -> Vec<(String, String)> {
-    let cpus_per_task = job
+    let t = job.tasks.get(task);
+    let cpus_per_task = t.map_or(0, |t| t.cpu_milli.div_ceil(1000).max(1));
+    let node = t.map(|t| t.node.as_str()).unwrap_or_default();
+    // This node's GPUs held by the job's tasks, by index, each once.
+    let mut node_gpus: Vec<u32> = job
         .tasks
-        .get(task)
-        .map_or(0, |t| t.cpu_milli.div_ceil(1000).max(1));
-    vec![
+        .iter()
+        .filter(|o| o.node == node)
+        .flat_map(|o| o.gpus.iter().map(|g| g.index))
+        .collect();
+    node_gpus.sort_unstable();
+    node_gpus.dedup();
+    let per_node: Vec<usize> = nodelist
+        .iter()
+        .map(|n| job.tasks.iter().filter(|o| &o.node == n).count())
+        .collect();
+    let hostlist = gantry_api::hostlist::compress(nodelist);
+    let mut env = vec![
         ("SLURM_JOB_ID".into(), job.id.to_string()),
         ("SLURM_JOBID".into(), job.id.to_string()),
         ("SLURM_JOB_NAME".into(), job.spec.name.clone()),
@@ -111,12 +125,58 @@ fn slurm_env(
         ("SLURM_NTASKS".into(), job.tasks.len().to_string()),
         ("SLURM_NPROCS".into(), job.tasks.len().to_string()),
         ("SLURM_JOB_NUM_NODES".into(), nodelist.len().to_string()),
-        ("SLURM_JOB_NODELIST".into(), nodelist.join(",")),
+        ("SLURM_NNODES".into(), nodelist.len().to_string()),
+        ("SLURM_JOB_NODELIST".into(), hostlist.clone()),
+        ("SLURM_NODELIST".into(), hostlist),
+        ("SLURMD_NODENAME".into(), node.to_string()),
+        ("SLURM_TASKS_PER_NODE".into(), tasks_per_node(&per_node)),
+        (
+            "SLURM_NTASKS_PER_NODE".into(),
+            per_node.first().copied().unwrap_or(0).to_string(),
+        ),
         ("SLURM_CPUS_PER_TASK".into(), cpus_per_task.to_string()),
+        ("SLURM_GPUS_ON_NODE".into(), node_gpus.len().to_string()),
+        (
+            "SLURM_JOB_GPUS".into(),
+            node_gpus
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(","),
+        ),
         ("SLURM_JOB_PARTITION".into(), job.spec.queue.clone()),
         ("SLURM_JOB_ACCOUNT".into(), job.spec.account.clone()),
         ("SLURM_JOB_USER".into(), job.spec.user.clone()),
-    ]
+        ("SLURM_RESTART_COUNT".into(), job.requeues.to_string()),
+        ("SLURM_CLUSTER_NAME".into(), "gantry".into()),
+    ];
+    if let Some(a) = job.array.filter(|a| a.count > 0) {
+        env.extend([
+            ("SLURM_ARRAY_TASK_COUNT".into(), a.count.to_string()),
+            ("SLURM_ARRAY_TASK_MIN".into(), a.min.to_string()),
+            ("SLURM_ARRAY_TASK_MAX".into(), a.max.to_string()),
+        ]);
+    }
+    env
+}
+
+/// SLURM's tasks-per-node form: counts in node order, runs of one count as `N(xK)`:
+/// `[2, 2, 2, 1]` → `2(x3),1`.
+fn tasks_per_node(per_node: &[usize]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < per_node.len() {
+        let run = per_node[i..]
+            .iter()
+            .take_while(|n| **n == per_node[i])
+            .count();
+        out.push(match run {
+            1 => per_node[i].to_string(),
+            _ => format!("{}(x{run})", per_node[i]),
+        });
+        i += run;
+    }
+    out.join(",")
 }
 
 /// Where one task sits in its gang: nodes in order of first appearance among the tasks (rank
@@ -206,4 +266,14 @@ pub(crate) fn gpu_list(gpus: &[GpuShareView]) -> String {
         .map(|g| g.index.to_string())
         .collect::<Vec<_>>()
         .join(",")
+}
+
+#[cfg(test)]
+mod slurm_format_tests {
+    #[test]
+    fn tasks_per_node_folds_runs_as_slurm_does() {
+        assert_eq!(super::tasks_per_node(&[2, 2, 2, 1]), "2(x3),1");
+        assert_eq!(super::tasks_per_node(&[1]), "1");
+        assert_eq!(super::tasks_per_node(&[4, 1, 4]), "4,1,4");
+    }
 }

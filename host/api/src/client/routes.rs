@@ -61,6 +61,12 @@ impl Client {
         self.post(&format!("/v1/jobs/{id}/release"), &json!({}))
     }
 
+    /// `POST /v1/jobs/{id}/requeue`: the running job, stopping to run again (as `scontrol
+    /// requeue`).
+    pub fn requeue(&self, id: u64) -> Result<JobRecord> {
+        self.post(&format!("/v1/jobs/{id}/requeue"), &json!({}))
+    }
+
     /// `PATCH /v1/jobs/{id}`: a pending job's new time limit or dependencies (`update`: a
     /// JSON object with `time_limit_s` and/or `dependencies`).
     pub fn update(&self, id: u64, update: &serde_json::Value) -> Result<JobRecord> {

@@ -73,6 +73,9 @@ pub enum StopCause {
         /// The node.
         node: String,
     },
+    /// Its owner or an operator asked for it to run again from the start (`scontrol
+    /// requeue`): the tasks are stopped and the job goes back to the queue.
+    Requeue,
 }
 
 /// The current reason a job waits (or why it ended).
@@ -239,6 +242,16 @@ pub struct ArrayMember {
     pub index: u32,
     /// At most this many members run at once.
     pub max_running: Option<u32>,
+    /// How many members the array has (`SLURM_ARRAY_TASK_COUNT`; 0 in records made before
+    /// it was kept).
+    #[serde(default)]
+    pub count: u32,
+    /// The array's lowest index (`SLURM_ARRAY_TASK_MIN`).
+    #[serde(default)]
+    pub min: u32,
+    /// The array's highest index (`SLURM_ARRAY_TASK_MAX`).
+    #[serde(default)]
+    pub max: u32,
 }
 
 impl JobRecord {

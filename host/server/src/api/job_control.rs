@@ -1,5 +1,6 @@
 //! `POST /v1/jobs/{id}/hold`, `POST /v1/jobs/{id}/release` and `PATCH /v1/jobs/{id}`: what
-//! SLURM users do with `scontrol hold`, `release` and `update` on a pending job.
+//! SLURM users do with `scontrol hold`, `release` and `update` on a pending job; and
+//! `POST /v1/jobs/{id}/requeue` (`scontrol requeue`) on a running one.
 //!
 //! Authorization: the job's owner or an operator, as for cancel; a hold an operator or
 //! admin set is released only by an operator or admin (403 naming `held_by`). An update is
@@ -41,6 +42,9 @@ fn refused(e: ControlError) -> ApiError {
         ControlError::NotFound(_) => ApiError::not_found(e.to_string()),
         ControlError::NotPending { .. } => {
             ApiError::new(StatusCode::CONFLICT, "not-pending", e.to_string())
+        }
+        ControlError::NotRunning { .. } => {
+            ApiError::new(StatusCode::CONFLICT, "not-running", e.to_string())
         }
         ControlError::NotHeld(_) => ApiError::new(StatusCode::CONFLICT, "not-held", e.to_string()),
         ControlError::Field(f) => ApiError::field("invalid-field", f.field, f.message),
@@ -92,6 +96,19 @@ pub(super) async fn release(
     owned_job(&s, &caller, id, "releasing a job")?;
     let role = hold_role(&caller);
     blocking(move || s.release(id, role))
+        .await?
+        .map(Json)
+        .map_err(refused)
+}
+
+pub(super) async fn requeue(
+    State(s): State<Jobs>,
+    caller: Caller,
+    JobId(id): JobId,
+    _body: axum::body::Bytes,
+) -> Result<impl IntoResponse, ApiError> {
+    owned_job(&s, &caller, id, "requeueing a job")?;
+    blocking(move || s.requeue(id))
         .await?
         .map(Json)
         .map_err(refused)
