@@ -192,11 +192,12 @@ fn the_shapes_of_the_sbatch_documentation_run_as_sbatch_would_run_them() {
     );
     assert_eq!(b["spec"]["dependencies"][0]["job"], first);
 
-    // 8. A warning signal before the time limit (--signal=USR1@60 on a 65 s limit: at 5 s),
-    //    which the script catches to save its work and end cleanly.
+    // 8. A warning signal before the time limit (--signal=B:USR1@60 on a 65 s limit: at 5 s),
+    //    which the script's shell catches (B:, as in SLURM: without it the shell is not
+    //    signalled, only what it runs) to save its work and end cleanly.
     let (job, log) = s.run(
         "checkpoint.sh",
-        "#!/bin/bash\n#SBATCH --time=00:01:05\n#SBATCH --signal=USR1@60\n\
+        "#!/bin/bash\n#SBATCH --time=00:01:05\n#SBATCH --signal=B:USR1@60\n\
          trap 'echo saving; exit 0' USR1\necho started\nwhile :; do sleep 0.2; done\n",
         "succeeded",
     );

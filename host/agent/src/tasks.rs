@@ -301,7 +301,7 @@ impl TaskTable {
             }
             None => self
                 .executor
-                .signal(pid, request.signal)
+                .signal_scoped(pid, request.signal, request.scope)
                 .map_err(|source| TaskError::Signal { key, source }),
         }
     }

@@ -258,6 +258,9 @@ pub struct SignalRequest {
     /// With a value: a stop (SIGKILL after this many ms if still alive).
     #[serde(default)]
     pub grace_ms: Option<u64>,
+    /// Which of the task's processes it reaches (a stop: always all).
+    #[serde(default)]
+    pub scope: crate::model::job_options::SignalScope,
 }
 
 /// Controller → agent: run a health-check command of a service whose rank 0 is `key`, in

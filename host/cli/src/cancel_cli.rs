@@ -27,7 +27,7 @@ pub struct CancelArgs {
 const CANCELLABLE: [&str; 2] = ["pending", "running"];
 
 /// The members of the array whose id is `array` (ids from `array` on, while they are its).
-fn members(client: &Client, array: u64) -> Result<Vec<JobRecord>> {
+pub(crate) fn members(client: &Client, array: u64) -> Result<Vec<JobRecord>> {
     let mut out = Vec::new();
     let mut id = array;
     while let Ok(job) = client.job(id) {
@@ -41,7 +41,7 @@ fn members(client: &Client, array: u64) -> Result<Vec<JobRecord>> {
 }
 
 /// The ids one argument names.
-fn named(client: &Client, arg: &str) -> Result<Vec<u64>> {
+pub(crate) fn named(client: &Client, arg: &str) -> Result<Vec<u64>> {
     if let Some((array, index)) = arg.split_once('_') {
         let array: u64 = array
             .trim()

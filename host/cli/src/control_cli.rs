@@ -2,9 +2,8 @@
 //! hold/release/update` and `scancel --signal`.
 //!
 //! Owns: these commands' arguments and output. Does not own the rules (the daemon's
-//! `gantry_controller`'s `job_control.rs`) nor the id list syntax (`cli::job_ids`).
+//! `gantry_controller`'s `job_control.rs`) nor the id list syntax (`cancel_cli::named`).
 
-use crate::cli::job_ids;
 use crate::submit_cli::parse_time_flag;
 use anyhow::{Context, bail};
 use gantry_api::client::Client;
@@ -22,15 +21,28 @@ pub fn release_all(client: &Client, args: &[String]) -> anyhow::Result<()> {
     each_job(client, args, "released", |c, id| c.release(id))
 }
 
-/// Asks `request` for every job `args` name; goes on past a refusal and fails at the end
-/// if any was refused.
+/// `scontrol requeue IDS...`: stops each running job to run it again from the start.
+pub fn requeue_all(client: &Client, args: &[String]) -> anyhow::Result<()> {
+    each_job(client, args, "requeued", |c, id| c.requeue(id))
+}
+
+/// Asks `request` for every job `args` name (ids, ranges, an array's id for every member
+/// that has not ended, a member as `64_3`, as `cancel` reads them); goes on past a refusal
+/// and fails at the end if any was refused.
 fn each_job(
     client: &Client,
     args: &[String],
     what: &str,
     request: impl Fn(&Client, u64) -> gantry_api::client::Result<JobRecord>,
 ) -> anyhow::Result<()> {
-    let ids = job_ids(args)?;
+    let mut ids = Vec::new();
+    for arg in args
+        .iter()
+        .flat_map(|a| a.split(','))
+        .filter(|a| !a.is_empty())
+    {
+        ids.extend(crate::cancel_cli::named(client, arg)?);
+    }
     let mut failed = 0usize;
     for id in &ids {
         match request(client, *id) {

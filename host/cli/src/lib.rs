@@ -29,6 +29,7 @@ pub mod service_cli;
 pub mod service_print;
 pub mod show_job;
 pub mod sinfo_view;
+pub mod slurm;
 pub mod squeue_view;
 pub mod store_cli;
 pub mod submit_cli;

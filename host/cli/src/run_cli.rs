@@ -9,7 +9,7 @@
 //! Owns: the client side of `/v1/jobs/{id}/attach` and `/signal`. Does not own the stream's
 //! format (`api::attach`) nor the input (`run_input`).
 
-use crate::cli::{Client, parse_duration_s};
+use crate::cli::Client;
 use crate::run_input::{self, InputMode};
 use anyhow::{Context, bail};
 use gantry_api::views::AttachFrame;
@@ -37,8 +37,9 @@ pub struct RunArgs {
     /// Memory per task in MiB.
     #[arg(long, default_value_t = 1024)]
     pub mem_mib: u64,
-    /// Time limit (90s, 15m, 4h); the queue may cap interactive jobs.
-    #[arg(long)]
+    /// Time limit, as submit reads it: 90s, 15m, 4h, or SLURM's forms (a bare number is minutes,
+    /// 1:00:00, 1-12); the queue may cap interactive jobs.
+    #[arg(short = 't', long)]
     pub time: Option<String>,
     /// Queue.
     #[arg(long, default_value = "default")]
@@ -102,7 +103,7 @@ pub fn run_body(a: &RunArgs, with_token: bool) -> anyhow::Result<Value> {
         "workdir": workdir,
         "tasks": [{"count": a.tasks, "gpus": a.gpus, "gpu_milli": a.gpu_milli,
                    "cpu_milli": a.cpu_milli, "memory_mib": a.mem_mib}],
-        "time_limit_s": a.time.as_deref().map(parse_duration_s).transpose()?.unwrap_or(0),
+        "time_limit_s": a.time.as_deref().map(crate::submit_cli::parse_time_flag).transpose()?.unwrap_or(0),
         "user": user,
         "account": a.account,
         "queue": a.queue,

@@ -114,6 +114,16 @@ pub struct Options {
     pub preemptible: Option<bool>,
     /// batch, interactive or service (command line only).
     pub kind: Option<JobKind>,
+    /// `--export`: which of the submitting shell's variables the job gets (see `export`).
+    pub export: Option<String>,
+    /// `--wrap`: a command to run as the script (`sbatch` only).
+    pub wrap: Option<String>,
+    /// `--parsable`: print only the job id (`sbatch` only).
+    pub parsable: Option<bool>,
+    /// `--test-only`: check the request and submit nothing (`sbatch` only).
+    pub test_only: Option<bool>,
+    /// `--quiet`, `-Q`: print nothing but errors (`sbatch` only).
+    pub quiet: Option<bool>,
 }
 
 impl Options {
@@ -146,6 +156,11 @@ impl Options {
             tier: flags.tier.or(self.tier),
             preemptible: flags.preemptible.or(self.preemptible),
             kind: flags.kind.or(self.kind),
+            export: flags.export.or(self.export),
+            wrap: flags.wrap.or(self.wrap),
+            parsable: flags.parsable.or(self.parsable),
+            test_only: flags.test_only.or(self.test_only),
+            quiet: flags.quiet.or(self.quiet),
         }
     }
 }
@@ -252,6 +267,11 @@ const OPTIONS: &[(&str, Option<char>, Arity)] = &[
     ("time-min", None, Arity::Value),
     ("comment", None, Arity::Value),
     ("reservation", None, Arity::Value),
+    ("parsable", None, Arity::Flag),
+    ("wrap", None, Arity::Value),
+    ("test-only", None, Arity::Flag),
+    ("quiet", Some('Q'), Arity::Flag),
+    ("open-mode", None, Arity::Value),
 ];
 
 /// Reads the `#SBATCH` directives of a batch script.
@@ -309,26 +329,111 @@ fn lookup(name: &str, short: bool) -> Option<(&'static str, Arity)> {
     }
 }
 
-/// Why an option that [`lookup`] does not know is not applied.
-fn unknown_reason(name: &str, short: bool) -> String {
+/// Why an option that [`lookup`] does not know is not applied: a real sbatch option that
+/// Gantry does not serve is reported (`Ok`); an ambiguous prefix, a misspelling or a word
+/// that is no sbatch option at all is refused (`Err`), as sbatch refuses it, naming the
+/// nearest valid option.
+fn unknown_reason(name: &str, short: bool) -> Result<String, String> {
+    if short {
+        return match spelling::sbatch_only_short(name) {
+            Some(_) => Ok("not supported by Gantry".into()),
+            None => Err(format!("invalid option -{name}: sbatch has no such option")),
+        };
+    }
     let candidates: Vec<String> = OPTIONS
         .iter()
-        .filter(|(l, _, _)| !short && !name.is_empty() && l.starts_with(name))
+        .filter(|(l, _, _)| !name.is_empty() && l.starts_with(name))
         .map(|(l, _, _)| format!("--{l}"))
         .collect();
     if candidates.len() > 1 {
-        return format!("ambiguous: could be {}", candidates.join(", "));
+        return Err(format!(
+            "option --{name} is ambiguous: it could be {}",
+            candidates.join(", ")
+        ));
     }
-    "not supported by Gantry".into()
+    let names = || OPTIONS.iter().map(|(l, _, _)| *l);
+    if let Some(meant) = spelling::nearest(name, names()) {
+        return Err(format!("unknown option --{name}; did you mean --{meant}?"));
+    }
+    if spelling::sbatch_only(name).is_some() {
+        return Ok("not supported by Gantry".into());
+    }
+    Err(match spelling::closest(name, names()) {
+        Some(meant) => format!("unknown option --{name}; did you mean --{meant}?"),
+        None => format!("unknown option --{name}: sbatch has no such option"),
+    })
 }
 
 fn parse_line(parsed: &mut Parsed, line: usize, text: &str) -> Result<(), SbatchError> {
+    let words = values::split_words(text).map_err(|message| SbatchError {
+        line,
+        directive: text.trim().to_string(),
+        message,
+    })?;
+    parse_words(parsed, line, words)
+}
+
+/// Reads sbatch's command line: its options (the same table and forms as `#SBATCH` lines,
+/// reported as line 0), then the script and the script's arguments. With `--wrap` there is
+/// no script, and every word must be an option.
+pub fn parse_command_line(args: &[String]) -> Result<CommandLine, SbatchError> {
+    let mut words = args.iter().cloned().peekable();
+    let mut options = Vec::new();
+    while let Some(word) = words.next_if(|w| w.starts_with('-') && w.len() > 1) {
+        if word == "--" {
+            break;
+        }
+        let takes_value = match word.strip_prefix("--") {
+            Some(long) if !long.contains('=') => {
+                long_arity(long) == Some(Arity::Value)
+                    || spelling::sbatch_only(long).is_some_and(|(_, v)| v)
+            }
+            Some(_) => false,
+            None => {
+                let letter = &word[1..word.chars().nth(1).map_or(1, |c| 1 + c.len_utf8())];
+                let attached = word.len() > 1 + letter.len();
+                !attached
+                    && (lookup(letter, true).is_some_and(|(_, a)| a == Arity::Value)
+                        || spelling::sbatch_only_short(letter) == Some(true))
+            }
+        };
+        options.push(word);
+        if takes_value && let Some(v) = words.next() {
+            options.push(v);
+        }
+    }
+    let mut parsed = Parsed::default();
+    parse_words(&mut parsed, 0, options)?;
+    let script = words.next();
+    Ok(CommandLine {
+        parsed,
+        script,
+        script_args: words.collect(),
+    })
+}
+
+/// The arity of long option `name` (or a unique prefix of it) when Gantry lists it.
+fn long_arity(name: &str) -> Option<Arity> {
+    lookup(name, false).map(|(_, a)| a)
+}
+
+/// sbatch's command line, read.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CommandLine {
+    /// What its options ask for.
+    pub parsed: Parsed,
+    /// The batch script's path, when one is given.
+    pub script: Option<String>,
+    /// The words after the script: its arguments (`$1`...).
+    pub script_args: Vec<String>,
+}
+
+fn parse_words(parsed: &mut Parsed, line: usize, words: Vec<String>) -> Result<(), SbatchError> {
     let fail = |directive: &str, message: String| SbatchError {
         line,
         directive: directive.to_string(),
         message,
     };
-    let words = values::split_words(text).map_err(|m| fail(text.trim(), m))?;
     let mut words = words.into_iter().peekable();
     while let Some(word) = words.next() {
         let (name, inline, short) = if let Some(long) = word.strip_prefix("--") {
@@ -362,27 +467,27 @@ fn parse_line(parsed: &mut Parsed, line: usize, text: &str) -> Result<(), Sbatch
                 Some(v) => Some(v),
                 None => return Err(fail(&word, "needs a value".into())),
             },
-            // An unknown option: its value is the next word unless that is an option.
+            // An option Gantry does not list: a value only if sbatch's takes one.
             (None, Some(v)) => Some(v),
-            (None, None) => words.next_if(|w| !w.starts_with('-')),
+            (None, None) => {
+                let takes = if short {
+                    spelling::sbatch_only_short(&name) == Some(true)
+                } else {
+                    spelling::sbatch_only(&name).is_some_and(|(_, v)| v)
+                };
+                if takes { words.next() } else { None }
+            }
         };
         let shown = match &value {
             Some(v) if !has_inline => format!("{word} {v}"),
             _ => word.clone(),
         };
         let Some((long, _)) = known else {
-            if !short
-                && let Some(meant) = spelling::nearest(&name, OPTIONS.iter().map(|(l, _, _)| *l))
-            {
-                return Err(fail(
-                    &shown,
-                    format!("unknown option --{name}; did you mean --{meant}?"),
-                ));
-            }
+            let reason = unknown_reason(&name, short).map_err(|m| fail(&shown, m))?;
             parsed.ignored.push(Ignored {
                 line,
                 directive: shown,
-                reason: unknown_reason(&name, short),
+                reason,
             });
             continue;
         };

@@ -165,6 +165,9 @@ mod tests {
             array_id,
             index,
             max_running: None,
+            count: 0,
+            min: 0,
+            max: 0,
         });
         j
     }

@@ -129,8 +129,8 @@ pub struct SubmitArgs {
     /// Which of your shell's variables the job gets, as sbatch's `--export`: ALL (default),
     /// NONE, or a list such as `PATH,HOME,LR=0.1` (`ALL,LR=0.1` adds to everything). Your
     /// `GANTRY_*` settings (the token among them) are never sent.
-    #[arg(long, default_value = "ALL")]
-    pub export: String,
+    #[arg(long)]
+    pub export: Option<String>,
     /// Working directory of the job (sbatch's `-D`/`--chdir`; default: where you submit).
     #[arg(long, short = 'D')]
     pub chdir: Option<PathBuf>,
@@ -280,6 +280,11 @@ impl SubmitArgs {
             tier: self.tier,
             preemptible: self.preemptible.then_some(true),
             kind,
+            export: self.export.clone(),
+            wrap: None,
+            parsable: None,
+            test_only: None,
+            quiet: None,
             image: self.image.clone(),
             mounts: if self.mounts.is_empty() {
                 None
@@ -311,30 +316,57 @@ pub fn build(a: &SubmitArgs, script: Option<(&str, &str)>) -> anyhow::Result<Sub
         );
     }
     let parsed = match script {
-        Some((file, text)) => sbatch::parse(text).map_err(|e| anyhow::anyhow!(e.located(file)))?,
+        Some((file, text)) => read_script(file, text)?,
         None => sbatch::Parsed::default(),
     };
-    let options = parsed.options.overridden_by(a.options()?);
+    let options = parsed.options.clone().overridden_by(a.options()?);
+    build_with(options, parsed, script, &a.command, &a.env)
+}
+
+/// The directives of a batch script, refusing what sbatch refuses before reading them: DOS
+/// line ends (the interpreter would be looked for as `/bin/bash\r`, exit 127).
+pub fn read_script(file: &str, text: &str) -> anyhow::Result<sbatch::Parsed> {
+    if text.contains("\r\n") {
+        bail!(
+            "{file}: the script has DOS line breaks (\\r\\n), which would make its first line \
+             name an interpreter that does not exist; convert it with `dos2unix {file}` \
+             (or `sed -i 's/\\r$//' {file}`) and submit again"
+        );
+    }
+    sbatch::parse(text).map_err(|e| anyhow::anyhow!(e.located(file)))
+}
+
+/// Builds the submission from merged `options` (directives, then whatever overrides them),
+/// what the script's directives did not apply (`parsed`), the script or the command, and
+/// `--env K=V` pairs.
+pub fn build_with(
+    options: Options,
+    parsed: sbatch::Parsed,
+    script: Option<(&str, &str)>,
+    command: &[String],
+    extra_env: &[String],
+) -> anyhow::Result<Submission> {
     let shape = options.task_shape().map_err(anyhow::Error::msg)?;
     let mut notes = parsed.notes;
     notes.extend(options.notes(&shape));
     let mut body = serde_json::Map::new();
-    let mut env = crate::export::exported(&a.export, std::env::vars_os())?;
+    let export = options.export.as_deref().unwrap_or("ALL");
+    let mut env = crate::export::exported(export, std::env::vars_os())?;
     let cwd = std::env::current_dir().ok();
     if let Some(dir) = &cwd {
         let dir = Value::String(dir.to_string_lossy().into_owned());
         env.insert("SLURM_SUBMIT_DIR".into(), dir.clone());
         env.insert("GANTRY_SUBMIT_DIR".into(), dir);
     }
-    env.extend(crate::cli::env_vars(&a.env)?);
+    env.extend(crate::cli::env_vars(extra_env)?);
     let default_name = match script {
         Some((file, _)) => Path::new(file)
             .file_name()
             .map_or_else(|| "script".into(), |f| f.to_string_lossy().into_owned()),
-        None => a.command.first().cloned().unwrap_or_default(),
+        None => command.first().cloned().unwrap_or_default(),
     };
     body.insert("name".into(), Value::String(default_name));
-    body.insert("argv".into(), Value::from(a.command.clone()));
+    body.insert("argv".into(), Value::from(command.to_vec()));
     body.insert("script".into(), Value::from(script.map(|(_, t)| t)));
     body.insert("env".into(), Value::Object(env));
     // In an image the submit directory means nothing (the image's own, unless -D names

@@ -128,6 +128,9 @@ fn a_dependency_on_an_array_sees_every_member_in_memory_or_history() {
             array_id: 5,
             index: (id - 5) as u32,
             max_running: None,
+            count: 0,
+            min: 0,
+            max: 0,
         });
         j
     };

@@ -254,7 +254,13 @@ impl Scheduler {
                     .is_some_and(|s| now >= s + job.spec.time_limit_s * 1000);
             if let Some((pid_signal, before_ms)) = warn_due(&job, now) {
                 job.apply_or_log(Transition::Warned);
-                self.signal_running_tasks(&job, pid_signal, None);
+                let scope = job
+                    .spec
+                    .signal
+                    .as_ref()
+                    .map(|w| w.scope)
+                    .unwrap_or_default();
+                self.signal_running_tasks_in(&job, pid_signal, None, scope);
                 job.write_or_log();
                 self.event(
                     job.id,

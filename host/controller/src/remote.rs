@@ -15,6 +15,7 @@ use super::{Scheduler, lock, now_ms};
 use gantry_api::agent_client::AgentClient;
 use gantry_api::cluster::{EndReport, Heartbeat, HeartbeatReply, TaskKey};
 use gantry_api::model::JobState;
+use gantry_api::model::job_options::SignalScope;
 use gantry_node::executor::TaskEvent;
 use std::sync::Arc;
 use std::time::Duration;
@@ -58,7 +59,7 @@ impl Scheduler {
         signal: i32,
         grace: Option<Duration>,
     ) -> std::io::Result<()> {
-        self.signal_on_node(node, key, pid, signal, grace)
+        self.signal_on_node(node, key, pid, signal, grace, SignalScope::Group)
             .map(|_| ())
     }
 
@@ -70,12 +71,13 @@ impl Scheduler {
         pid: Option<u32>,
         signal: i32,
         grace: Option<Duration>,
+        scope: SignalScope,
     ) -> std::io::Result<bool> {
         let Some(runner) = self.runner_of(node) else {
             tracing::warn!(task = %key, node, signal, "no such node; the signal is not sent");
             return Ok(false);
         };
-        runner.signal(key, pid, signal, grace)
+        runner.signal(key, pid, signal, grace, scope)
     }
 
     /// Sends `signal` (with `grace`: a stop) to every task of `job` that has not ended, on
@@ -87,6 +89,23 @@ impl Scheduler {
         signal: i32,
         grace: Option<Duration>,
     ) -> usize {
+        self.signal_running_tasks_in(job, signal, grace, SignalScope::Group)
+    }
+
+    /// [`Self::signal_running_tasks`] reaching the processes `scope` names; a job given as
+    /// a command (no script, no shell of its own) is signalled whole whatever the scope.
+    pub(crate) fn signal_running_tasks_in(
+        &self,
+        job: &gantry_api::model::JobRecord,
+        signal: i32,
+        grace: Option<Duration>,
+        scope: SignalScope,
+    ) -> usize {
+        let scope = if job.spec.script.is_some() && job.spec.image.is_none() {
+            scope
+        } else {
+            SignalScope::Group
+        };
         let mut sent = 0;
         for (i, t) in job
             .tasks
@@ -95,7 +114,7 @@ impl Scheduler {
             .filter(|(_, t)| t.exit.is_none())
         {
             let key = Self::task_key(job, i);
-            match self.signal_on_node(&t.node, key, t.pid, signal, grace) {
+            match self.signal_on_node(&t.node, key, t.pid, signal, grace, scope) {
                 Ok(true) => sent += 1,
                 Ok(false) => {}
                 Err(e) => {

@@ -14,6 +14,7 @@ use super::{Scheduler, lock};
 use gantry_api::agent_client::AgentClient;
 use gantry_api::cluster::{LaunchReply, LaunchRequest, TaskKey};
 use gantry_api::model::JobRecord;
+use gantry_api::model::job_options::SignalScope;
 use gantry_api::task::TaskExit;
 use gantry_node::container::pull_progress::PullProgress;
 use std::sync::Arc;
@@ -83,6 +84,7 @@ pub(crate) trait Runner: Send + Sync + std::fmt::Debug {
         pid: Option<u32>,
         signal: i32,
         grace: Option<Duration>,
+        scope: SignalScope,
     ) -> std::io::Result<bool>;
 
     /// Delivers input (bytes, a terminal size, the end) to the run `key`; the bytes taken.

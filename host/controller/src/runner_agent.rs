@@ -12,6 +12,7 @@ use base64::Engine;
 use gantry_api::agent_client::{AgentCallError, AgentClient};
 use gantry_api::cluster::{self, LaunchReply, LaunchRequest, SignalRequest, TaskKey};
 use gantry_api::model::JobRecord;
+use gantry_api::model::job_options::SignalScope;
 use gantry_node::container::pull_progress::PullProgress;
 use std::time::{Duration, Instant};
 
@@ -96,11 +97,13 @@ impl Runner for AgentRunner {
         _pid: Option<u32>,
         signal: i32,
         grace: Option<Duration>,
+        scope: SignalScope,
     ) -> std::io::Result<bool> {
         let request = SignalRequest {
             key,
             signal,
             grace_ms: grace.map(|g| g.as_millis() as u64),
+            scope,
         };
         let agent = self.client.clone();
         tokio::task::spawn_blocking(move || send_signal(&agent, &request));

@@ -12,6 +12,7 @@ use super::job_paths::JobPaths;
 use super::runner::{Answered, InputRefused, OnAnswer, Recovered, Runner};
 use gantry_api::agent_client::AgentClient;
 use gantry_api::cluster::{LaunchReply, LaunchRequest, TaskKey};
+use gantry_api::model::job_options::SignalScope;
 use gantry_node::container::pull_progress::{self, PullProgress};
 use gantry_node::executor::task_order::TaskOrder;
 use gantry_node::executor::{Executor, InputError, task_input};
@@ -101,6 +102,7 @@ impl Runner for LocalRunner {
         pid: Option<u32>,
         signal: i32,
         grace: Option<Duration>,
+        scope: SignalScope,
     ) -> std::io::Result<bool> {
         let Some(pid) = pid else {
             return Ok(false);
@@ -110,7 +112,7 @@ impl Runner for LocalRunner {
                 self.executor.kill_now(pid)
             }
             Some(grace) => self.executor.terminate_with(pid, signal, grace),
-            None => self.executor.signal(pid, signal)?,
+            None => self.executor.signal_scoped(pid, signal, scope)?,
         }
         Ok(true)
     }

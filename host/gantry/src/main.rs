@@ -157,6 +157,13 @@ enum Command {
         /// Node name.
         node: String,
     },
+    /// Make links named sbatch, squeue, scancel, sacct, sinfo, srun, salloc and scontrol to
+    /// this binary in DIR, which then speaks those SLURM commands (nothing already in DIR
+    /// is replaced); put DIR first on PATH. See docs/user/slurm-clients.md.
+    SlurmLinks {
+        /// Where to make the links (e.g. /usr/local/bin, or ~/.local/gantry-slurm/bin).
+        dir: PathBuf,
+    },
     /// Remove a node that is down (operator), e.g. a machine taken out of the cluster.
     RemoveNode {
         /// Node name.
@@ -333,6 +340,14 @@ fn main() {
     if args.get(1).map(String::as_str) == Some(gantry_node::executor::SHIM_SUBCOMMAND) {
         std::process::exit(gantry_node::executor::run_shim(&args[2..]));
     }
+    // Started as `sbatch`, `squeue`, ... (the links of `gantry slurm-links`).
+    if let Some(cmd) = args
+        .first()
+        .and_then(|a0| gantry_cli::slurm::SlurmCommand::from_argv0(a0))
+    {
+        quiet_on_broken_pipe();
+        std::process::exit(gantry_cli::slurm::main(cmd, &args[1..]));
+    }
     if let Err(e) = run(Cli::parse()) {
         eprintln!("error: {e:#}");
         std::process::exit(1);
@@ -364,6 +379,7 @@ fn is_client(command: &Command) -> bool {
             | Command::Simulate { .. }
             | Command::Token { .. }
             | Command::TaskShim
+            | Command::SlurmLinks { .. }
             | Command::Store { .. }
             | Command::Admin {
                 action: AdminAction::Compact { .. }
@@ -543,6 +559,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             cli::print_nodes(&[client.drain(&node, &reason)?]);
             Ok(())
         }
+        Command::SlurmLinks { dir } => gantry_cli::slurm::links::run(&dir),
         Command::RemoveNode { node } => {
             client.remove_node(&node)?;
             println!("node {node} removed");

@@ -55,6 +55,32 @@ pub fn count_interrupts() {
     }
 }
 
+extern "C" fn ignore_signal(_: libc::c_int) {}
+
+/// From now on, the signals a job's process group is sent (TERM, INT, HUP, QUIT, USR1,
+/// USR2, ALRM) do nothing to this process: it outlasts them and waits for its children,
+/// which get them too (they are in the same group) and whose dispositions are their own (a
+/// handler, unlike an ignored signal, does not pass through `exec`). `srun` inside a job.
+pub fn outlast_group_signals() {
+    for sig in [
+        libc::SIGTERM,
+        libc::SIGINT,
+        libc::SIGHUP,
+        libc::SIGQUIT,
+        libc::SIGUSR1,
+        libc::SIGUSR2,
+        libc::SIGALRM,
+    ] {
+        // SAFETY: the handler does nothing, which is async-signal-safe.
+        unsafe {
+            libc::signal(
+                sig,
+                ignore_signal as extern "C" fn(libc::c_int) as libc::sighandler_t,
+            );
+        }
+    }
+}
+
 /// How many SIGINTs arrived since [`count_interrupts`].
 pub fn interrupts() -> u32 {
     INTERRUPTS.load(Ordering::SeqCst)

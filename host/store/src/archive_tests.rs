@@ -24,6 +24,9 @@ fn an_archived_job_leaves_sled_and_every_read_still_finds_it() {
         array_id: 1,
         index: 0,
         max_running: None,
+        count: 0,
+        min: 0,
+        max: 0,
     });
     store.put_job(&member).unwrap();
     store.put_job(&ended(2, "bob", 200)).unwrap();

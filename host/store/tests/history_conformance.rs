@@ -172,6 +172,9 @@ fn archived_jobs_are_found_by_every_read(s: &mut Subject) {
         array_id: 1,
         index: 0,
         max_running: None,
+        count: 0,
+        min: 0,
+        max: 0,
     });
     for j in [&member, &ended(2, "bob", 200), &ended(3, "ann", 300)] {
         st.put_job(j).unwrap();

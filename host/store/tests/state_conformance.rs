@@ -72,6 +72,9 @@ fn job_index_follows_each_write(st: &Store) {
         array_id: 4,
         index: 0,
         max_running: None,
+        count: 0,
+        min: 0,
+        max: 0,
     });
     st.put_job(&member).unwrap();
     assert_eq!(st.array_member_ids(4).unwrap(), [4]);

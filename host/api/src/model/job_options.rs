@@ -180,6 +180,23 @@ pub fn parse_dependencies(text: &str) -> Result<Vec<Dependency>, String> {
     Ok(out)
 }
 
+/// Which processes of a task a signal reaches.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum SignalScope {
+    /// Every process of the task (its process group): a command's, or a script's shell and
+    /// all it started. Records made before scopes existed, and jobs given as a command.
+    #[default]
+    Group,
+    /// As SLURM's `--signal=SIG`: every process of a script's task except the script's own
+    /// shell, so that `srun` steps (and the programs the script runs) get it and the shell
+    /// goes on.
+    Steps,
+    /// As SLURM's `--signal=B:SIG`: the script's shell only.
+    BatchShell,
+}
+
 /// A signal sent ahead of a time limit, and first on eviction, so a job can checkpoint.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -192,6 +209,11 @@ pub struct WarnSignal {
     #[serde(default = "default_before_s")]
     #[cfg_attr(feature = "openapi", schema(maximum = 86400))]
     pub before_s: u32,
+    /// Which of a script's processes get it: `steps` (SLURM's default: all but the script's
+    /// shell), `batch_shell` (`B:`) or `group` (all; the default of the API, and of a job
+    /// given as a command, whatever this says).
+    #[serde(default)]
+    pub scope: SignalScope,
 }
 
 fn default_before_s() -> u32 {
@@ -216,10 +238,10 @@ impl WarnSignal {
     /// Parses `sbatch --signal`'s form: `[B:]SIG[@SECONDS]`, e.g. `USR1@90`.
     pub fn parse(text: &str) -> Result<Self, String> {
         let text = text.trim();
-        let text = text
-            .strip_prefix("B:")
-            .or_else(|| text.strip_prefix("R:"))
-            .unwrap_or(text);
+        let (scope, text) = match text.strip_prefix("B:") {
+            Some(rest) => (SignalScope::BatchShell, rest),
+            None => (SignalScope::Steps, text.strip_prefix("R:").unwrap_or(text)),
+        };
         let (sig, before) = match text.split_once('@') {
             Some((s, t)) => (
                 s,
@@ -231,6 +253,7 @@ impl WarnSignal {
         let w = Self {
             signal: sig.to_string(),
             before_s: before,
+            scope,
         };
         w.number().map(|_| w)
     }

@@ -133,10 +133,19 @@ impl Directive<'_> {
             "mail-type" | "mail-user" => self.ignore("e-mail is not supported"),
             "constraint" | "nodelist" | "exclude" => self
                 .ignore("nodes are chosen by the placement policy (GPU models: --gres=gpu:TYPE:N)"),
-            "export" => self.ignore(
-                "the job's environment is Gantry's task environment plus gantry submit \
-                 --env K=V; the submitting shell's is not copied",
-            ),
+            "export" => o.export = Some(value.to_string()),
+            "wrap" => o.wrap = Some(value.to_string()),
+            "parsable" => o.parsable = Some(true),
+            "test-only" => o.test_only = Some(true),
+            "quiet" => o.quiet = Some(true),
+            "open-mode" => match value {
+                "append" | "a" => {}
+                "truncate" | "t" => self.ignore(
+                    "Gantry appends to a job's output files (a requeued run keeps the \
+                     first run's lines); truncate is not applied",
+                ),
+                _ => return Err("give append or truncate".into()),
+            },
             "hold" => o.hold = Some(true),
             "container-image" => o.image = Some(value.to_string()),
             "container-mounts" => {

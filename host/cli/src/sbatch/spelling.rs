@@ -15,8 +15,6 @@ const SBATCH_ONLY: &[&str] = &[
     "cluster-constraint",
     "clusters",
     "container",
-    "container-image",
-    "container-mounts",
     "contiguous",
     "core-spec",
     "cores-per-socket",
@@ -46,19 +44,15 @@ const SBATCH_ONLY: &[&str] = &[
     "ntasks-per-core",
     "ntasks-per-gpu",
     "ntasks-per-socket",
-    "open-mode",
     "overcommit",
-    "parsable",
     "power",
     "priority",
     "profile",
     "propagate",
-    "quiet",
     "reboot",
     "sockets-per-node",
     "spread-job",
     "switches",
-    "test-only",
     "thread-spec",
     "threads-per-core",
     "tmp",
@@ -70,9 +64,77 @@ const SBATCH_ONLY: &[&str] = &[
     "wait",
     "wait-all-nodes",
     "wckey",
-    "wrap",
     "x11",
 ];
+
+/// The sbatch options of [`SBATCH_ONLY`] that take no value (or an optional one, given only
+/// after `=`).
+const SBATCH_ONLY_FLAGS: &[&str] = &[
+    "contiguous",
+    "get-user-env",
+    "ignore-pbs",
+    "no-kill",
+    "overcommit",
+    "reboot",
+    "spread-job",
+    "usage",
+    "use-min-nodes",
+    "verbose",
+    "version",
+    "wait",
+    "x11",
+];
+
+/// sbatch's short options that Gantry does not list as its own: `-k` (no-kill), `-O`
+/// (overcommit), `-v`, `-V`, `-W` (wait) and those taking a value (`-B`, `-F`, `-m`, `-M`,
+/// `-S`).
+const SBATCH_ONLY_SHORT: &[(char, bool)] = &[
+    ('k', false),
+    ('O', false),
+    ('v', false),
+    ('V', false),
+    ('W', false),
+    ('B', true),
+    ('F', true),
+    ('m', true),
+    ('M', true),
+    ('S', true),
+];
+
+/// The sbatch option (SLURM 22.05) that Gantry does not apply which `name` names, exactly
+/// or as the unique prefix SLURM accepts, and whether it takes a value.
+pub(crate) fn sbatch_only(name: &str) -> Option<(&'static str, bool)> {
+    let takes_value = |n: &str| !SBATCH_ONLY_FLAGS.contains(&n);
+    if let Some(n) = SBATCH_ONLY.iter().find(|n| **n == name) {
+        return Some((n, takes_value(n)));
+    }
+    let mut prefixed = SBATCH_ONLY.iter().filter(|n| n.starts_with(name));
+    match (prefixed.next(), prefixed.next()) {
+        (Some(n), None) if !name.is_empty() => Some((n, takes_value(n))),
+        _ => None,
+    }
+}
+
+/// Whether short option `-letter` is an sbatch option Gantry does not apply, and whether
+/// it takes a value.
+pub(crate) fn sbatch_only_short(letter: &str) -> Option<bool> {
+    SBATCH_ONLY_SHORT
+        .iter()
+        .find(|(c, _)| letter.chars().eq(std::iter::once(*c)))
+        .map(|(_, v)| *v)
+}
+
+/// The sbatch option nearest to `name`, Gantry's or not, when it is close enough to be
+/// what was meant (within a third of its length, at least two edits).
+pub(crate) fn closest<'a>(name: &str, known: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+    let limit = (name.len() / 3).max(2);
+    known
+        .chain(SBATCH_ONLY.iter().copied())
+        .map(|k| (distance(name, k), k))
+        .filter(|(d, _)| *d <= limit)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, k)| k)
+}
 
 /// The known option `name` is most likely a misspelling of, if any: within two edits, of
 /// at least 4 letters, and not an sbatch option of its own.

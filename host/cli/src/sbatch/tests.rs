@@ -137,11 +137,9 @@ fn both_value_forms_short_forms_and_prefixes() {
         let o = options(script);
         assert_eq!((o.time_limit_s, o.ntasks), (Some(600), Some(3)), "{script}");
     }
-    // `--n` is ambiguous (nodes, ntasks, ...): not applied, but reported.
-    let p = parse("#SBATCH --n=3\n").unwrap();
-    assert_eq!(p.options, Options::default());
-    assert_eq!(p.ignored.len(), 1);
-    assert!(p.ignored[0].reason.contains("ambiguous"), "{:?}", p.ignored);
+    // `--n` is ambiguous (nodes, ntasks, ...): refused, as sbatch refuses it.
+    let e = parse("#SBATCH --n=3\n").unwrap_err();
+    assert!(e.message.contains("ambiguous"), "{}", e.message);
 }
 
 #[test]
@@ -179,7 +177,7 @@ fn unapplied_directives_are_listed_with_line_and_reason() {
 
 #SBATCH --mail-type=END --mail-user me@example.org
 #SBATCH --output=slurm-%j.out -e err-%A_%a.txt --exclusive
-#SBATCH --qos=high --gres=gpu:1,license:2 --frobnicate 3 --mem=0
+#SBATCH --qos=high --gres=gpu:1,license:2 --wckey=x --mem=0
   #SBATCH --time=5
 echo start
 #SBATCH --time=10
@@ -199,7 +197,7 @@ echo start
             (5, "--exclusive"),
             (6, "--qos=high"),
             (6, "--gres=license:2"),
-            (6, "--frobnicate 3"),
+            (6, "--wckey=x"),
             (6, "--mem=0"),
             (7, "--time=5"),
             (9, "--time=10"),
@@ -306,4 +304,43 @@ fn hold_submits_held_and_begin_sets_the_begin_time() {
     assert!(parsed.ignored.is_empty(), "{:?}", parsed.ignored);
     let wrong = parse("#!/bin/sh\n#SBATCH --begin=someday\ntrue\n").unwrap_err();
     assert!(wrong.to_string().contains("begin"), "{wrong}");
+}
+
+#[test]
+fn words_that_are_no_sbatch_option_are_refused_with_the_nearest() {
+    for (script, hint) in [
+        ("#SBATCH --tme=10\n", "--time"),
+        ("#SBATCH --frobnicate 3\n", "no such option"),
+        ("#SBATCH --partiton=gpu\n", "--partition"),
+        ("#SBATCH --mial-type=END\n", "--mail-type"),
+        ("#SBATCH -z\n", "no such option"),
+    ] {
+        let e = parse(script).unwrap_err();
+        assert!(e.message.contains(hint), "{script}: {}", e.message);
+    }
+    // Real sbatch options Gantry does not serve are accepted and reported.
+    let p = parse("#SBATCH --wckey=x --mail-type=END --contiguous -k\n").unwrap();
+    assert_eq!(p.ignored.len(), 4, "{:?}", p.ignored);
+}
+
+#[test]
+fn the_command_line_splits_options_script_and_its_arguments() {
+    let words = |s: &str| -> Vec<String> { s.split_whitespace().map(str::to_string).collect() };
+    let c = parse_command_line(&words(
+        "--parsable -p gpu -t 1:00:00 --contiguous job.sh a b",
+    ))
+    .unwrap();
+    assert_eq!(c.script.as_deref(), Some("job.sh"));
+    assert_eq!(c.script_args, ["a", "b"]);
+    assert_eq!(c.parsed.options.parsable, Some(true));
+    assert_eq!(c.parsed.options.queue.as_deref(), Some("gpu"));
+    assert_eq!(c.parsed.options.time_limit_s, Some(3600));
+    let c = parse_command_line(&words("--wrap=hostname --export=NONE -J x")).unwrap();
+    assert_eq!(c.script, None);
+    assert_eq!(c.parsed.options.wrap.as_deref(), Some("hostname"));
+    assert_eq!(c.parsed.options.export.as_deref(), Some("NONE"));
+    assert!(parse_command_line(&words("--tme=10 job.sh")).is_err());
+    assert!(parse_command_line(&words("-t soon job.sh")).is_err());
+    let e = parse_command_line(&words("--open-mode=sometimes job.sh")).unwrap_err();
+    assert!(e.message.contains("append"), "{}", e.message);
 }

@@ -451,6 +451,22 @@ impl Executor {
         signals::signal_group(pid, signal)
     }
 
+    /// Sends `signal` to the processes of task group `pid` that `scope` names: all of them,
+    /// all but the task's command (a script's shell), or that command alone.
+    pub fn signal_scoped(
+        &self,
+        pid: u32,
+        signal: i32,
+        scope: gantry_api::model::job_options::SignalScope,
+    ) -> io::Result<()> {
+        use gantry_api::model::job_options::SignalScope;
+        match scope {
+            SignalScope::Group => signals::signal_group(pid, signal),
+            SignalScope::Steps => signals::signal_part_of_group(pid, signal, false).map(|_| ()),
+            SignalScope::BatchShell => signals::signal_part_of_group(pid, signal, true).map(|_| ()),
+        }
+    }
+
     /// Like [`Executor::terminate`], with `first` instead of SIGTERM as the first signal.
     pub fn terminate_with(&self, pid: u32, first: i32, grace: Duration) {
         // Taken before the signal: the group's leader (the shim) as it is now, so that the

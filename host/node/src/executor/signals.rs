@@ -38,6 +38,66 @@ pub(crate) fn signal_group(pgid: u32, sig: libc::c_int) -> io::Result<()> {
     }
 }
 
+/// The processes of group `pgid` other than its leader, each with its parent: read from
+/// `/proc` (a process that ends meanwhile is simply not there).
+fn group_members(pgid: u32) -> Vec<(u32, u32)> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // After the command name in parentheses (which may hold anything): state, ppid, pgrp.
+        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let (Some(ppid), Some(pgrp)) = (
+            fields.get(1).and_then(|f| f.parse::<u32>().ok()),
+            fields.get(2).and_then(|f| f.parse::<u32>().ok()),
+        ) else {
+            continue;
+        };
+        if pgrp == pgid && pid != pgid {
+            out.push((pid, ppid));
+        }
+    }
+    out
+}
+
+/// Sends `sig` to part of the task group `pgid`, whose leader is the task's shim and whose
+/// leader's child is the task's command (a script's shell): `shell_only`, that child alone
+/// (SLURM's `--signal=B:`); else every process but that child (`--signal=`: the steps and
+/// whatever the script started). How many processes were signalled.
+pub(crate) fn signal_part_of_group(
+    pgid: u32,
+    sig: libc::c_int,
+    shell_only: bool,
+) -> io::Result<usize> {
+    raw_pid(pgid).ok_or_else(|| invalid_pid(pgid))?;
+    let mut sent = 0;
+    for (pid, ppid) in group_members(pgid) {
+        if (ppid == pgid) != shell_only {
+            continue;
+        }
+        let Some(raw) = raw_pid(pid) else { continue };
+        // SAFETY: kill(2) on one positive pid above 1 touches no memory of ours.
+        if unsafe { libc::kill(raw, sig) } == 0 {
+            sent += 1;
+        }
+    }
+    Ok(sent)
+}
+
 /// Sends SIGKILL to the single process `pid` (a leftover found in a task's cgroup). Pids 0
 /// and 1 and out-of-range pids are ignored.
 pub(crate) fn kill_process(pid: u64) {

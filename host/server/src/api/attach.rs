@@ -103,6 +103,7 @@ pub(super) async fn signal(
     let number = WarnSignal {
         signal: body.signal.clone(),
         before_s: 0,
+        scope: Default::default(),
     }
     .number()
     .map_err(|m| ApiError::field("invalid-field", "signal", m))?;

@@ -200,6 +200,7 @@ fn the_documented_limits_are_those_the_server_checks() {
         gantry_api::model::job_options::WarnSignal {
             signal: s.into(),
             before_s: 0,
+            scope: Default::default(),
         }
         .number()
     };
