@@ -21,8 +21,11 @@ impl Scheduler {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         let gpu_milli: u32 = t.gpus.iter().map(|g| g.milli).sum();
-        let (master_addr, devices) = {
+        let (master_addr, devices, local) = {
             let members = lock(&self.inner.members);
+            let local = members
+                .by_name(&t.node)
+                .is_some_and(|(_, m)| m.runner.agent().is_none());
             let addr_of = |node: &str| members.by_name(node).map(|(_, m)| m.addr.clone());
             let master_addr = job
                 .tasks
@@ -33,7 +36,7 @@ impl Scheduler {
                 .by_name(&t.node)
                 .map(|(_, m)| m.info.gpus.clone())
                 .unwrap_or_default();
-            (master_addr, devices)
+            (master_addr, devices, local)
         };
         let gang = Gang::of(job, task, master_addr);
         let master_port = job
@@ -84,6 +87,14 @@ impl Scheduler {
             ]);
         }
         env.extend(fraction_env(&t.gpus, &devices));
+        if local && job.spec.image.is_none() {
+            // The daemon's socket, so that `scontrol requeue`, `sbatch` or `gantry` inside the
+            // job reach it as the job's user (the kernel names the caller).
+            env.push((
+                "GANTRY_SERVER".into(),
+                format!("unix:{}", self.inner.config.socket_path().display()),
+            ));
+        }
         env
     }
 }

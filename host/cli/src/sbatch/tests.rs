@@ -51,7 +51,9 @@ fn memory_sizes_and_gpu_forms() {
     assert_eq!(parse_mem_mib("16G"), Ok(16 * 1024));
     assert_eq!(parse_mem_mib("1t"), Ok(1024 * 1024));
     assert_eq!(parse_mem_mib("1500K"), Ok(2));
-    assert!(parse_mem_mib("16GB").is_err());
+    assert_eq!(parse_mem_mib("16GB"), Ok(16 * 1024));
+    assert_eq!(parse_mem_mib("512MB"), Ok(512));
+    assert!(parse_mem_mib("16GiB").is_err());
     assert!(parse_mem_mib("lots").is_err());
     assert!(parse_mem_mib("99999999999999999T").is_err());
     assert_eq!(parse_gpu_count("4"), Ok((4, None)));

@@ -100,11 +100,12 @@ pub fn parse_mem_mib(text: &str) -> Result<u64, String> {
     let n = number(num, "MiB").map_err(|_| {
         format!("`{text}` is not a size like 4096, 500M, 16G or 1T (no unit means MiB)")
     })?;
+    // SLURM also takes the unit with a B (`16GB`, as submitit writes it).
     let mib = match unit.to_ascii_uppercase().as_str() {
-        "K" => Some(n.div_ceil(1024)),
-        "" | "M" => Some(n),
-        "G" => n.checked_mul(1024),
-        "T" => n.checked_mul(1024 * 1024),
+        "K" | "KB" => Some(n.div_ceil(1024)),
+        "" | "M" | "MB" => Some(n),
+        "G" | "GB" => n.checked_mul(1024),
+        "T" | "TB" => n.checked_mul(1024 * 1024),
         _ => {
             return Err(format!(
                 "`{text}`: unknown unit `{unit}` (use K, M, G or T)"
