@@ -2,8 +2,9 @@
 //! `gantry` binary with its SLURM links (`gantry slurm-links`) in a directory every account
 //! may read, and commands run as `nobody` from nobody's own directory with those links first
 //! on `PATH`, over the daemon's socket. For the Python clients (submitit, dask-jobqueue) a
-//! venv made as nobody, installed from the wheels `scripts/slurm-client-wheels` downloaded
-//! from PyPI (run here when they are missing; the test fails if it cannot).
+//! venv made as nobody, installed from the wheels `scripts/slurm-clients` downloaded
+//! from PyPI, and JupyterHub's proxy from npm (run here when they are missing; the test
+//! fails if it cannot).
 //!
 //! Needs root (it switches users); callers say so through [`SlurmSession::start`].
 
@@ -136,9 +137,31 @@ impl SlurmSession {
         venv.join("bin/python")
     }
 
-    /// The wheels of `scripts/slurm-client-wheels`, copied where nobody may read them.
+    /// JupyterHub's proxy from npm (`scripts/slurm-clients`), copied where nobody may run it;
+    /// the path of its command.
+    pub fn proxy(&self) -> PathBuf {
+        let source = clients_dir().join("chp");
+        let copy = self.bin.path().join("chp");
+        let status = Command::new("cp")
+            .arg("-r")
+            .arg(&source)
+            .arg(&copy)
+            .status()
+            .expect("cp");
+        assert!(status.success(), "cannot copy {}", source.display());
+        let status = Command::new("chmod")
+            .arg("-R")
+            .arg("a+rX")
+            .arg(&copy)
+            .status()
+            .expect("chmod");
+        assert!(status.success());
+        copy.join("node_modules/.bin/configurable-http-proxy")
+    }
+
+    /// The wheels of `scripts/slurm-clients`, copied where nobody may read them.
     fn readable_wheels(&self) -> PathBuf {
-        let source = wheels_dir();
+        let source = clients_dir().join("wheels");
         let copy = self.bin.path().join("wheels");
         std::fs::create_dir_all(&copy).expect("mkdir");
         for entry in std::fs::read_dir(&source).expect("the wheel directory") {
@@ -154,17 +177,18 @@ impl SlurmSession {
     }
 }
 
-/// `target/slurm-clients/wheels`, downloaded by `scripts/slurm-client-wheels` if missing.
-fn wheels_dir() -> PathBuf {
-    let dir = crate::workspace().join("target/slurm-clients/wheels");
+/// `target/slurm-clients` (wheels, the proxy), downloaded by `scripts/slurm-clients` if
+/// missing.
+fn clients_dir() -> PathBuf {
+    let dir = crate::workspace().join("target/slurm-clients");
     if !dir.join("COMPLETE").exists() {
-        let script = crate::workspace().join("scripts/slurm-client-wheels");
+        let script = crate::workspace().join("scripts/slurm-clients");
         let status = Command::new(&script)
             .status()
-            .expect("scripts/slurm-client-wheels");
+            .expect("scripts/slurm-clients");
         assert!(
             status.success(),
-            "scripts/slurm-client-wheels could not download the SLURM clients from PyPI"
+            "scripts/slurm-clients could not download the SLURM clients from PyPI"
         );
     }
     dir

@@ -1,14 +1,17 @@
 //! Issue 45: tools written for SLURM drive Gantry unchanged. Each runs from PyPI (the wheels
-//! of `scripts/slurm-client-wheels`) in a venv made as a plain user (`nobody`), with the
+//! of `scripts/slurm-clients`) in a venv made as a plain user (`nobody`), with the
 //! links of `gantry slurm-links` first on `PATH`, against a daemon started as root:
 //!
 //! - submitit: an `AutoExecutor` job and a 4-member `map_array` return their results; a
 //!   job is cancelled; a `Checkpointable` job gets its USR2 before the time limit, calls
 //!   `scontrol requeue` from inside the job, and its second run returns;
 //! - dask-jobqueue: a `SLURMCluster` scaled to 2 workers computes, then scales to 0 and its
-//!   jobs end.
+//!   jobs end;
+//! - batchspawner: a JupyterHub (its proxy from npm) with `SlurmSpawner` starts a user's
+//!   single-user server as a job, the Hub reaches it through its proxy, and stopping it
+//!   cancels the job.
 //!
-//! batchspawner and Snakemake are not covered yet (docs/user/slurm-clients.md says so).
+//! Snakemake is not covered yet (docs/user/slurm-clients.md says so).
 //! Needs root (it runs the clients as another account); CI runs it as root.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -151,4 +154,131 @@ fn dask_jobqueue_scales_a_slurm_cluster_up_computes_and_scales_down() {
             .all(|l| l.ends_with("|CANCELLED") || l.ends_with("|COMPLETED")),
         "{ended}"
     );
+}
+
+/// Drives a JupyterHub with batchspawner's `SlurmSpawner`: its batch script is batchspawner's
+/// own with the user's directory in place of the passwd entry's (`nobody`'s is
+/// `/nonexistent`); the Hub keeps `PATH` and `GANTRY_SERVER` for the spawner (JupyterHub 6
+/// keeps no variable by default, and this daemon's socket is not at the system path).
+const HUB: &str = r##"
+import json, os, socket, subprocess, sys, time, urllib.request, urllib.error
+
+home = os.getcwd()
+proxy = sys.argv[1]
+# As a user who activated the venv: the job finds batchspawner-singleuser on PATH.
+os.environ["PATH"] = os.path.dirname(sys.executable) + ":" + os.environ["PATH"]
+def free_port():
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close(); return p
+public, hub, api = free_port(), free_port(), free_port()
+token = "gantry-test-token-0123456789abcdef"
+script = """#!/bin/bash
+#SBATCH --output={home}/jupyterhub_slurmspawner_%j.log
+#SBATCH --job-name=spawner-jupyterhub
+#SBATCH --chdir={home}
+#SBATCH --export={{{{keepvars}}}}
+#SBATCH --get-user-env=L
+{{% if runtime %}}#SBATCH --time={{{{runtime}}}}
+{{% endif %}}
+set -euo pipefail
+
+trap 'echo SIGTERM received' TERM
+{{{{prologue}}}}
+{{% if srun %}}{{{{srun}}}} {{% endif %}}{{{{cmd}}}}
+echo "jupyterhub-singleuser ended gracefully"
+{{{{epilogue}}}}
+""".format(home=home)
+jupyter = {"JUPYTER_RUNTIME_DIR": home + "/.jupyter/runtime", "JUPYTER_DATA_DIR": home + "/.jupyter/data",
+           "JUPYTER_CONFIG_DIR": home + "/.jupyter", "IPYTHONDIR": home + "/.ipython"}
+with open("jupyterhub_config.py", "w") as f:
+    f.write(f"""
+c.JupyterHub.ip = "127.0.0.1"
+c.JupyterHub.port = {public}
+c.JupyterHub.hub_ip = "127.0.0.1"
+c.JupyterHub.hub_port = {hub}
+c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{api}"
+c.ConfigurableHTTPProxy.command = [{proxy!r}]
+c.JupyterHub.authenticator_class = "dummy"
+c.Authenticator.allowed_users = {{"nobody"}}
+c.JupyterHub.spawner_class = "batchspawner.SlurmSpawner"
+c.SlurmSpawner.exec_prefix = ""
+c.SlurmSpawner.req_runtime = "00:30:00"
+c.SlurmSpawner.batch_script = {script!r}
+c.Spawner.env_keep = ["PATH", "LANG", "VIRTUAL_ENV", "GANTRY_SERVER"]
+c.Spawner.environment = {jupyter!r}
+c.Spawner.start_timeout = 120
+c.Spawner.http_timeout = 90
+c.JupyterHub.services = [{{"name": "gantry-test", "api_token": {token!r}}}]
+c.JupyterHub.load_roles = [{{"name": "gantry-test", "scopes": ["admin:users", "admin:servers", "access:servers"], "services": ["gantry-test"]}}]
+c.JupyterHub.db_url = "sqlite:///{home}/jupyterhub.sqlite"
+c.JupyterHub.cookie_secret_file = "{home}/jupyterhub_cookie_secret"
+""")
+log = open("hub.log", "w")
+hub_process = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "jupyterhub"), "-f", "jupyterhub_config.py"],
+                               stdout=log, stderr=subprocess.STDOUT)
+base = f"http://127.0.0.1:{public}"
+def call(method, path):
+    req = urllib.request.Request(base + path, method=method, headers={"Authorization": f"token {token}"})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            body = r.read()
+            return r.status, (json.loads(body) if body else None)
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+    except (urllib.error.URLError, ConnectionError, OSError) as e:
+        return None, str(e)
+def server():
+    return ((call("GET", "/hub/api/users/nobody")[1] or {}).get("servers") or {}).get("")
+def until(what, probe, seconds):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        v = probe()
+        if v:
+            return v
+        time.sleep(0.3)
+    sys.exit(f"timed out: {what}\n" + open("hub.log").read()[-6000:])
+try:
+    until("the hub", lambda: call("GET", "/hub/api/")[0] == 200, 90)
+    code, body = call("POST", "/hub/api/users/nobody/server")
+    print("spawn", code, flush=True)
+    until("the server", lambda: (server() or {}).get("ready"), 150)
+    print("job", (server() or {}).get("state", {}).get("job_id"), flush=True)
+    print("through the proxy", call("GET", "/user/nobody/api/status")[0], flush=True)
+    print("stop", call("DELETE", "/hub/api/users/nobody/server")[0], flush=True)
+    until("the server to stop", lambda: server() is None, 90)
+    print("stopped", flush=True)
+finally:
+    hub_process.terminate()
+    hub_process.wait(timeout=30)
+"##;
+
+#[test]
+fn batchspawner_starts_a_single_user_server_as_a_job_and_stopping_it_cancels_the_job() {
+    let s = SlurmSession::start(2);
+    let venv = s.venv(&["jupyterhub", "batchspawner", "jupyter_server"]);
+    let proxy = s.proxy();
+    s.file("hub.py", HUB);
+    let out = s.run(
+        &venv.display().to_string(),
+        &["hub.py", &proxy.display().to_string()],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        s.d.log_tail()
+    );
+    let got = lines(&stdout);
+    assert!(got[0] == "spawn 201" || got[0] == "spawn 202", "{stdout}");
+    // The Hub's admin view does not show the spawner's state to a service: the job is
+    // found by its name instead.
+    assert_eq!(got[2], "through the proxy 200", "{stdout}");
+    assert_eq!(got[3], "stop 204");
+    assert_eq!(got[4], "stopped");
+    let jobs = s.ok("sacct", &["-n", "-P", "-o", "JobName,State"]);
+    let spawned: Vec<&str> = lines(&jobs)
+        .into_iter()
+        .filter(|l| l.starts_with("spawner-jupyterhub|"))
+        .collect();
+    assert_eq!(spawned, ["spawner-jupyterhub|CANCELLED"], "{jobs}");
 }

@@ -1,7 +1,7 @@
 //! Which of the submitting shell's variables a job gets, as sbatch's `--export`: `ALL` (the
 //! default), `NONE`, or a comma-separated list of names and `NAME=value` pairs, optionally
 //! with `ALL` in it. The CLI's own settings (`GANTRY_*`: the server, the token, the CA) are
-//! never sent, nor are names the API would refuse or the shell's bookkeeping (`_`, `PWD`,
+//! never sent, even when listed, nor are names the API would refuse or the shell's bookkeeping (`_`, `PWD`,
 //! `OLDPWD`, `SHLVL`). At most [`MAX_EXPORTED`] variables (the API's bound), by name order.
 //!
 //! Owns the rule. It does not send anything (`submit_cli`).
@@ -53,6 +53,15 @@ pub fn exported(
         }
     }
     for item in items.iter().filter(|i| !i.eq_ignore_ascii_case("ALL")) {
+        // Named or not, the CLI's own settings stay here (a tool such as batchspawner lists
+        // every variable it has); the job gets its own `GANTRY_*` from the daemon.
+        if item
+            .split('=')
+            .next()
+            .is_some_and(|k| k.starts_with("GANTRY_"))
+        {
+            continue;
+        }
         match item.split_once('=') {
             Some((k, v)) if exportable(k) => {
                 out.insert(k.to_owned(), Value::String(v.to_owned()));
@@ -95,7 +104,9 @@ mod tests {
         assert_eq!(some["LR"], "0.1");
         let more = exported("ALL,LR=0.1", vars()).unwrap();
         assert_eq!(more.len(), 3);
-        assert!(exported("GANTRY_TOKEN", vars()).is_err());
+        let named = exported("GANTRY_TOKEN,PATH,GANTRY_SERVER=x", vars()).unwrap();
+        assert_eq!(named.keys().collect::<Vec<_>>(), ["PATH"]);
+        assert!(exported("A-B", vars()).is_err());
         assert!(exported("", vars()).is_err());
     }
 }
