@@ -9,9 +9,9 @@
 //!   jobs end;
 //! - batchspawner: a JupyterHub (its proxy from npm) with `SlurmSpawner` starts a user's
 //!   single-user server as a job, the Hub reaches it through its proxy, and stopping it
-//!   cancels the job.
-//!
-//! Snakemake is not covered yet (docs/user/slurm-clients.md says so).
+//!   cancels the job;
+//! - Snakemake with `snakemake-executor-plugin-slurm`: a three-rule workflow runs each rule
+//!   as a job, in order.
 //! Needs root (it runs the clients as another account); CI runs it as root.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -281,4 +281,76 @@ fn batchspawner_starts_a_single_user_server_as_a_job_and_stopping_it_cancels_the
         .filter(|l| l.starts_with("spawner-jupyterhub|"))
         .collect();
     assert_eq!(spawned, ["spawner-jupyterhub|CANCELLED"], "{jobs}");
+}
+
+const SNAKEFILE: &str = r#"
+localrules: all
+
+rule all:
+    input: "c.txt"
+
+rule a:
+    output: "a.txt"
+    shell: "echo a $SLURM_JOB_ID > {output}"
+
+rule b:
+    input: "a.txt"
+    output: "b.txt"
+    shell: "cat {input} > {output}; echo b $SLURM_JOB_ID >> {output}"
+
+rule c:
+    input: "b.txt"
+    output: "c.txt"
+    shell: "cat {input} > {output}; echo c $SLURM_JOB_ID >> {output}"
+"#;
+
+#[test]
+fn snakemake_runs_each_rule_of_a_workflow_as_a_job() {
+    let s = SlurmSession::start(2);
+    let python = s.venv(&["snakemake", "snakemake-executor-plugin-slurm"]);
+    s.file("Snakefile", SNAKEFILE);
+    let snakemake = python.with_file_name("snakemake").display().to_string();
+    // Snakemake's own process runs inside each job (about 1 GB), so each job asks for 2 GB.
+    let out = s.run(
+        &snakemake,
+        &[
+            "--executor",
+            "slurm",
+            "--jobs",
+            "3",
+            "--latency-wait",
+            "5",
+            "--slurm-init-seconds-before-status-checks",
+            "1",
+            "--seconds-between-status-checks",
+            "1",
+            "--default-resources",
+            "slurm_partition=default",
+            "runtime=5",
+            "mem_mb=2000",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        s.d.log_tail()
+    );
+    // Each rule ran in a job of its own, in order.
+    let result = std::fs::read_to_string(s.home.path().join("c.txt")).unwrap();
+    let ids: Vec<u64> = result
+        .lines()
+        .map(|l| l.split_once(' ').unwrap().1.parse().unwrap())
+        .collect();
+    assert_eq!(
+        result.lines().map(|l| &l[..1]).collect::<String>(),
+        "abc",
+        "{result}"
+    );
+    assert!(ids[0] < ids[1] && ids[1] < ids[2], "{result}");
+    let jobs = s.ok("sacct", &["-n", "-P", "-o", "JobID,State"]);
+    for id in ids {
+        assert!(jobs.contains(&format!("{id}|COMPLETED")), "{jobs}");
+    }
 }
