@@ -102,6 +102,27 @@ fn a_batch_script_runs_with_slurm_variables_and_srun_steps() {
         s.ok("sinfo", &["-N", "-h", "-o", "%N %G"]).trim(),
         format!("{node} gpu:4")
     );
+
+    // Nothing exported: the system's default PATH, never the root daemon's.
+    let out = format!("{home}/path-%j.txt");
+    let id = s.ok(
+        "sbatch",
+        &[
+            "--parsable",
+            "--export=NONE",
+            "-o",
+            &out,
+            "--wrap",
+            "echo $PATH",
+        ],
+    );
+    let id = id.trim();
+    wait_sacct(&s, id, "COMPLETED");
+    let path = std::fs::read_to_string(s.home.path().join(format!("path-{id}.txt"))).unwrap();
+    assert_eq!(
+        path,
+        "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n"
+    );
 }
 
 #[test]

@@ -15,13 +15,17 @@ use gantry_api::model::JobRecord;
 /// The flags of `gantry jobs`.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct JobsArgs {
-    /// Only these states, comma-separated (pending, running, succeeded, failed, cancelled,
-    /// timed_out, preempted). Default: pending and running, and what ended in the last 5 min.
+    /// Only these states, comma-separated: Gantry's (pending, running, succeeded, failed,
+    /// cancelled, timed_out, preempted) or SLURM's (PD, R, CD, F, CA, TO, all). Default:
+    /// pending and running, and what ended in the last 5 min.
     #[arg(long, short = 't')]
     pub state: Option<String>,
-    /// Only this user.
-    #[arg(long)]
+    /// Only this user (as squeue -u).
+    #[arg(long, short = 'u')]
     pub user: Option<String>,
+    /// Only your own jobs (as squeue --me).
+    #[arg(long, conflicts_with = "user")]
+    pub me: bool,
     /// Only this account.
     #[arg(long)]
     pub account: Option<String>,
@@ -98,11 +102,26 @@ pub(crate) fn fetch(
 /// Prints the jobs `args` select (see [`JobsArgs`]), newest first.
 pub fn jobs(client: &Client, args: &JobsArgs) -> Result<()> {
     let now = now_ms();
+    let mine;
+    let args = if args.me {
+        mine = JobsArgs {
+            user: Some(crate::slurm::current_user()),
+            ..args.clone()
+        };
+        &mine
+    } else {
+        args
+    };
     let mut jobs = Vec::new();
     if args.all {
         jobs = fetch(client, &args.query(None, now), true)?.0;
     } else if let Some(states) = &args.state {
-        for state in states.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let mut wanted: Vec<&str> = Vec::new();
+        for name in states.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            wanted.extend(crate::slurm::job_fields::gantry_states(name)?);
+        }
+        wanted.dedup();
+        for state in wanted {
             jobs.extend(fetch(client, &args.query(Some(state), now), true)?.0);
         }
     } else {

@@ -24,6 +24,7 @@ pub mod images_view;
 pub mod policy_view;
 pub mod run_cli;
 pub mod run_input;
+pub mod run_spec;
 pub mod sbatch;
 pub mod service_cli;
 pub mod service_print;

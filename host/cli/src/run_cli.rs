@@ -13,43 +13,58 @@ use crate::cli::Client;
 use crate::run_input::{self, InputMode};
 use anyhow::{Context, bail};
 use gantry_api::views::AttachFrame;
-use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-/// Options of `gantry run`.
-#[derive(Debug, Clone, clap::Args)]
+/// Options of `gantry run`: the resource flags of `gantry submit` (and srun's spellings).
+#[derive(Debug, Clone, Default, clap::Args)]
 pub struct RunArgs {
     /// Whole GPUs per task.
-    #[arg(long, default_value_t = 0)]
-    pub gpus: u32,
+    #[arg(long, visible_alias = "gpus-per-task", conflicts_with_all = ["gpu_milli", "gres"])]
+    pub gpus: Option<u32>,
     /// A fraction of one GPU per task, in milli-GPU (e.g. 500).
-    #[arg(long, default_value_t = 0)]
-    pub gpu_milli: u32,
-    /// Tasks (ranks) of the job.
-    #[arg(long, default_value_t = 1)]
-    pub tasks: u32,
-    /// CPU per task in milli-cores.
-    #[arg(long, default_value_t = 1000)]
-    pub cpu_milli: u32,
-    /// Memory per task in MiB.
-    #[arg(long, default_value_t = 1024)]
-    pub mem_mib: u64,
+    #[arg(long, conflicts_with = "gres")]
+    pub gpu_milli: Option<u32>,
+    /// GPUs per node, as srun --gres=gpu[:TYPE]:N (divided over a node's tasks).
+    #[arg(long)]
+    pub gres: Option<String>,
+    /// Tasks (ranks) of the job (default 1).
+    #[arg(short = 'n', long, visible_alias = "ntasks")]
+    pub tasks: Option<u32>,
+    /// CPU per task in milli-cores (default 1000).
+    #[arg(long, conflicts_with = "cpus_per_task")]
+    pub cpu_milli: Option<u32>,
+    /// Whole cores per task.
+    #[arg(short = 'c', long)]
+    pub cpus_per_task: Option<u32>,
+    /// Memory per task in MiB (default 1024).
+    #[arg(long, conflicts_with = "mem")]
+    pub mem_mib: Option<u64>,
+    /// Memory per node, SLURM style (4096, 500M, 16G), divided over the node's tasks.
+    #[arg(long)]
+    pub mem: Option<String>,
     /// Time limit, as submit reads it: 90s, 15m, 4h, or SLURM's forms (a bare number is minutes,
     /// 1:00:00, 1-12); the queue may cap interactive jobs.
     #[arg(short = 't', long)]
     pub time: Option<String>,
-    /// Queue.
-    #[arg(long, default_value = "default")]
-    pub queue: String,
+    /// Queue (default: `default`).
+    #[arg(short = 'p', long, visible_alias = "partition")]
+    pub queue: Option<String>,
     /// Account.
-    #[arg(long, default_value = "")]
-    pub account: String,
+    #[arg(short = 'A', long)]
+    pub account: Option<String>,
     /// Job name (default: the command).
-    #[arg(long, default_value = "")]
-    pub name: String,
+    #[arg(short = 'J', long, visible_alias = "job-name")]
+    pub name: Option<String>,
+    /// Working directory of the job (default: here).
+    #[arg(short = 'D', long)]
+    pub chdir: Option<std::path::PathBuf>,
+    /// Which of your shell's variables the job gets, as submit's --export (ALL, NONE, or a
+    /// list); default: none of them.
+    #[arg(long)]
+    pub export: Option<String>,
     /// Environment variable K=V (repeatable).
     #[arg(long = "env")]
     pub env: Vec<String>,
@@ -71,44 +86,7 @@ pub struct RunArgs {
     pub command: Vec<String>,
 }
 
-/// The job spec of `gantry run`.
-pub fn run_body(a: &RunArgs, with_token: bool) -> anyhow::Result<Value> {
-    let env = crate::cli::env_vars(&a.env)?;
-    let user = if with_token {
-        String::new()
-    } else {
-        std::env::var("USER").unwrap_or_default()
-    };
-    let mut mounts = Vec::new();
-    for m in &a.mounts {
-        mounts.extend(
-            gantry_api::model::ContainerMount::parse_list(m)
-                .map_err(|e| anyhow::anyhow!("--mount: {e}"))?,
-        );
-    }
-    // In an image the host's directory means nothing: the image's working directory.
-    let workdir = match &a.image {
-        Some(_) => None,
-        None => std::env::current_dir()
-            .ok()
-            .map(|d| d.to_string_lossy().into_owned()),
-    };
-    Ok(json!({
-        "image": a.image,
-        "mounts": mounts,
-        "name": if a.name.is_empty() { a.command.first().cloned().unwrap_or_default() } else { a.name.clone() },
-        "kind": "interactive",
-        "argv": a.command,
-        "env": env,
-        "workdir": workdir,
-        "tasks": [{"count": a.tasks, "gpus": a.gpus, "gpu_milli": a.gpu_milli,
-                   "cpu_milli": a.cpu_milli, "memory_mib": a.mem_mib}],
-        "time_limit_s": a.time.as_deref().map(crate::submit_cli::parse_time_flag).transpose()?.unwrap_or(0),
-        "user": user,
-        "account": a.account,
-        "queue": a.queue,
-    }))
-}
+pub use crate::run_spec::run_body;
 
 /// Runs `gantry run`; returns the process exit code.
 pub fn run(client: Arc<Client>, a: &RunArgs) -> anyhow::Result<i32> {

@@ -43,17 +43,17 @@ pub(super) fn state_short(job: &JobRecord) -> &'static str {
     }
 }
 
-/// The Gantry states a SLURM state name or code selects (`-t PD,R`, `--state=completed`);
-/// `all` selects every state.
-pub(super) fn gantry_states(slurm: &str) -> anyhow::Result<Vec<&'static str>> {
-    let s = slurm.trim().to_ascii_uppercase();
+/// The Gantry states a state name selects: SLURM's codes and names (`PD`, `R`, `CD`,
+/// `completed`, `all`) or Gantry's own (`pending`, `timed_out`), without case.
+pub(crate) fn gantry_states(name: &str) -> anyhow::Result<Vec<&'static str>> {
+    let s = name.trim().to_ascii_uppercase();
     Ok(match s.as_str() {
         "PD" | "PENDING" => vec!["pending"],
         "R" | "RUNNING" | "CG" | "COMPLETING" => vec!["running"],
-        "CD" | "COMPLETED" => vec!["succeeded"],
+        "CD" | "COMPLETED" | "SUCCEEDED" => vec!["succeeded"],
         "F" | "FAILED" | "OOM" | "OUT_OF_MEMORY" | "NF" | "NODE_FAIL" => vec!["failed"],
         "CA" | "CANCELLED" => vec!["cancelled"],
-        "TO" | "TIMEOUT" => vec!["timed_out"],
+        "TO" | "TIMEOUT" | "TIMED_OUT" => vec!["timed_out"],
         "PR" | "PREEMPTED" => vec!["preempted"],
         "ALL" => vec![
             "pending",
@@ -65,7 +65,8 @@ pub(super) fn gantry_states(slurm: &str) -> anyhow::Result<Vec<&'static str>> {
             "preempted",
         ],
         _ => anyhow::bail!(
-            "invalid job state specified: {slurm} (PD, R, CD, F, CA, TO, PR, OOM, NF or all)"
+            "invalid job state specified: {name} (PD, R, CD, F, CA, TO, PR, OOM, NF or all; \
+             or pending, running, succeeded, failed, cancelled, timed_out, preempted)"
         ),
     })
 }

@@ -11,7 +11,7 @@
 //! (`gantry-api`) or Gantry's own subcommands.
 
 mod args;
-mod job_fields;
+pub(crate) mod job_fields;
 pub mod links;
 mod sacct_cmd;
 mod sbatch_cmd;
@@ -117,7 +117,7 @@ fn client() -> anyhow::Result<Client> {
 }
 
 /// The name of the account this process runs as (for `--me`, and `sacct`'s default).
-fn current_user() -> String {
+pub(crate) fn current_user() -> String {
     use std::os::unix::fs::MetadataExt;
     std::fs::metadata("/proc/self")
         .ok()

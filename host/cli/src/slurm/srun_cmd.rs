@@ -7,8 +7,10 @@
 //! buffered here). It outlasts the signals the job's process group gets, which reach the
 //! step's processes directly, and exits with the highest exit code of its processes.
 //!
-//! Outside a job, `srun CMD` is `gantry run` (an interactive job with the resources asked,
-//! read as sbatch reads them) and `salloc [CMD]` runs `CMD`, or the user's shell, likewise.
+//! Outside a job, `srun CMD` is `gantry run` (an interactive job with the resources asked:
+//! `-n`, `--gres`, `-G`, `--gpus-per-task`, `-c`, `--mem`, `-t`, `-p`, `-A`, `-J`, `-D`,
+//! `--export`, `--container-image`) and `salloc [CMD]` runs `CMD`, or the user's shell,
+//! likewise.
 //!
 //! Owns: srun's and salloc's options and the step's processes. Does not own the
 //! interactive job (`run_cli`) or the task arithmetic (`sbatch`).
@@ -16,7 +18,6 @@
 use super::SlurmCommand;
 use super::args::{self, Opt, Takes};
 use crate::cli::Client;
-use crate::sbatch;
 use anyhow::{Context, Result, bail};
 use std::fs::{File, OpenOptions};
 use std::process::{Command, Stdio};
@@ -61,26 +62,6 @@ const OPTIONS: &[Opt] = &[
     ("open-mode", None, Takes::Value),
     ("pty", None, Takes::Nothing),
     ("jobid", None, Takes::Value),
-];
-
-/// Options whose values go to the sbatch option reader for the interactive job's shape.
-const RESOURCE_OPTIONS: &[&str] = &[
-    "ntasks",
-    "nodes",
-    "ntasks-per-node",
-    "cpus-per-task",
-    "gres",
-    "gpus",
-    "gpus-per-task",
-    "gpus-per-node",
-    "mem",
-    "mem-per-cpu",
-    "mem-per-gpu",
-    "time",
-    "partition",
-    "account",
-    "job-name",
-    "container-image",
 ];
 
 /// Whether this process runs inside a Gantry job.
@@ -288,41 +269,45 @@ pub(super) fn interactive(client: Client, cmd: SlurmCommand, args: &[String]) ->
         }
         command.push(std::env::var("SHELL").unwrap_or_else(|_| "/bin/sh".into()));
     }
-    let mut words = Vec::new();
-    for (name, value) in &line.opts {
-        if RESOURCE_OPTIONS.contains(name) {
-            words.push(format!("--{name}={}", value.as_deref().unwrap_or_default()));
+    for unserved in [
+        "nodes",
+        "ntasks-per-node",
+        "gpus-per-node",
+        "mem-per-cpu",
+        "mem-per-gpu",
+    ] {
+        if line.has(unserved) {
+            bail!(
+                "--{unserved} is not served by srun outside a job: submit a batch job \
+                 (sbatch) for that shape"
+            );
         }
     }
-    let parsed = sbatch::parse_command_line(&words)
-        .map_err(|e| anyhow::anyhow!("{}: {}", e.directive, e.message))?;
-    let o = parsed.parsed.options;
-    let shape = o.task_shape().map_err(anyhow::Error::msg)?;
-    if let Some(dir) = line.value("chdir") {
-        std::env::set_current_dir(dir).with_context(|| format!("--chdir {dir}"))?;
-    }
-    let mut env = Vec::new();
-    if let Some(spec) = line.value("export") {
-        for (k, v) in crate::export::exported(spec, std::env::vars_os())? {
-            env.push(format!("{k}={}", v.as_str().unwrap_or_default()));
-        }
-    }
+    let value = |k: &str| line.value(k).map(str::to_string);
+    let number = |k: &str| -> Result<Option<u32>> {
+        line.value(k)
+            .map(|v| {
+                v.parse::<u32>()
+                    .with_context(|| format!("--{k} {v}: not a number"))
+            })
+            .transpose()
+    };
     let run = crate::run_cli::RunArgs {
-        gpus: shape.gpus,
-        gpu_milli: shape.gpu_milli,
-        tasks: shape.count,
-        cpu_milli: shape.cpu_milli,
-        mem_mib: shape.memory_mib,
-        time: o.time_limit_s.map(|s| format!("{s}s")),
-        queue: o.queue.unwrap_or_else(|| "default".into()),
-        account: o.account.unwrap_or_default(),
-        name: o.name.unwrap_or_default(),
-        env,
-        no_stdin: false,
+        gpus: number("gpus-per-task")?,
+        gres: value("gres").or_else(|| line.value("gpus").map(|g| format!("gpu:{g}"))),
+        tasks: number("ntasks")?,
+        cpus_per_task: number("cpus-per-task")?,
+        mem: value("mem"),
+        time: value("time"),
+        queue: value("partition"),
+        account: value("account"),
+        name: value("job-name"),
+        chdir: value("chdir").map(std::path::PathBuf::from),
+        export: value("export"),
         no_pty: !line.has("pty") && cmd == SlurmCommand::Srun,
-        image: o.image,
-        mounts: Vec::new(),
+        image: value("container-image"),
         command,
+        ..Default::default()
     };
     crate::run_cli::run(Arc::new(client), &run)
 }

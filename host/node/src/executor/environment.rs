@@ -1,6 +1,7 @@
 //! The environment of a task's command, chosen by the daemon: a small base taken from the
-//! daemon's own (`PATH`, locale and time zone, plus `execution.env_passthrough`), the account's
-//! `HOME`, `USER` and `LOGNAME`, then the scheduler's variables and the job's `env`. Nothing
+//! daemon's own (locale and time zone, plus `execution.env_passthrough`; `PATH` only for a
+//! task that keeps the daemon's account, another account's starts from [`DEFAULT_PATH`]),
+//! the account's `HOME`, `USER` and `LOGNAME`, then the scheduler's variables and the job's `env`. Nothing
 //! else of the daemon's environment (its tokens, its `LD_*` variables, whatever the operator's
 //! shell had) reaches a task or a check command.
 //!
@@ -54,11 +55,16 @@ pub(crate) fn task_env(
         .copied()
         .chain(passthrough.iter().map(String::as_str));
     for name in names {
+        // A task run as another account never gets the daemon's (root's) PATH: its own,
+        // when its job sends one (`--export`), else the system's default.
+        if name == "PATH" && identity.is_some() {
+            continue;
+        }
         if let Ok(value) = std::env::var(name) {
             set(name, value);
         }
     }
-    if std::env::var_os("PATH").is_none() {
+    if identity.is_some() || std::env::var_os("PATH").is_none() {
         set("PATH", DEFAULT_PATH.to_owned());
     }
     match identity {
@@ -170,7 +176,14 @@ mod tests {
         ];
         let env = task_env(Some(&who), &[], &extra);
         let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
-        assert!(get("PATH").is_some());
+        // Another account's task never gets the daemon's PATH.
+        assert_eq!(get("PATH"), Some(DEFAULT_PATH));
+        let own = task_env(Some(&who), &[], &[("PATH".into(), "/opt/conda/bin".into())]);
+        let own_path = own
+            .iter()
+            .find(|(n, _)| n == "PATH")
+            .map(|(_, v)| v.as_str());
+        assert_eq!(own_path, Some("/opt/conda/bin"), "the job's own PATH wins");
         assert_eq!(get("USER"), Some("alice"));
         assert_eq!(get("HOME"), Some("/scratch"), "the job's own value wins");
         assert_eq!(get("GANTRY_JOB_ID"), Some("7"));
