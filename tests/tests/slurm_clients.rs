@@ -12,6 +12,7 @@
 //!   cancels the job;
 //! - Snakemake with `snakemake-executor-plugin-slurm`: a three-rule workflow runs each rule
 //!   as a job, in order.
+//!
 //! Needs root (it runs the clients as another account); CI runs it as root.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
