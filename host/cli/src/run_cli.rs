@@ -15,7 +15,6 @@ use anyhow::{Context, bail};
 use gantry_api::views::AttachFrame;
 use std::io::{BufRead, BufReader, Write};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// Options of `gantry run`: the resource flags of `gantry submit` (and srun's spellings).
@@ -104,23 +103,24 @@ pub fn run(client: Arc<Client>, a: &RunArgs) -> anyhow::Result<i32> {
         let client = client.clone();
         std::thread::spawn(move || run_input::pump_stdin(&client, id, mode));
     }
-    let done = Arc::new(AtomicBool::new(false));
+    // Dropping `done` ends the forwarder at once (it waits on it between looks).
+    let (done, finished) = std::sync::mpsc::channel::<()>();
     let forwarder = {
-        let (client, done) = (client.clone(), done.clone());
-        std::thread::spawn(move || forward_interrupts(&client, id, tty, &done))
+        let client = client.clone();
+        std::thread::spawn(move || forward_interrupts(&client, id, tty, &finished))
     };
     let result = follow(&client, id, tty);
-    done.store(true, Ordering::SeqCst);
+    drop(done);
     let _ = forwarder.join();
     result
 }
 
 /// Sends the job SIGINT on the first Ctrl-C (or cancels it while it waits), cancels it on
 /// the second; with a terminal, also sends the terminal's new size when it changes.
-fn forward_interrupts(client: &Client, id: u64, tty: bool, done: &AtomicBool) {
+fn forward_interrupts(client: &Client, id: u64, tty: bool, done: &std::sync::mpsc::Receiver<()>) {
     let mut handled = 0;
     let mut resized = 0;
-    while !done.load(Ordering::SeqCst) {
+    loop {
         if tty {
             resized = run_input::follow_resize(client, id, resized);
         }
@@ -137,7 +137,10 @@ fn forward_interrupts(client: &Client, id: u64, tty: bool, done: &AtomicBool) {
                 }
             }
         }
-        std::thread::sleep(Duration::from_millis(50));
+        match done.recv_timeout(Duration::from_millis(50)) {
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            _ => return,
+        }
     }
 }
 

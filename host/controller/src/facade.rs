@@ -106,6 +106,11 @@ impl Jobs {
     pub fn release(&self, id: u64, role: HoldRole) -> Result<JobRecord, ControlError> {
         self.0.release(id, role)
     }
+    /// A receiver that changes whenever the scheduler is woken (a job submitted, ended,
+    /// cancelled...): a follower waits on it instead of polling blindly.
+    pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.0.inner.changed.subscribe()
+    }
     /// Stops a running job to run it again (`user_requeue.rs`).
     pub fn requeue(&self, id: u64) -> Result<JobRecord, ControlError> {
         self.0.requeue_running(id)

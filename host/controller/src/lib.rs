@@ -149,6 +149,9 @@ pub(crate) struct Inner {
     pub(crate) state: Mutex<State>,
     pub(crate) policy: Mutex<policy_manager::PolicyManager>,
     pub(crate) wake: Notify,
+    /// Counts wake-ups, for those who wait for a job to change (an attached `gantry run`
+    /// learns of its job's end at once instead of at its next poll).
+    pub(crate) changed: tokio::sync::watch::Sender<u64>,
     pub(crate) metrics: Arc<crate::metrics::Metrics>,
     pub(crate) decisions: Mutex<decisions::DecisionLog>,
     /// Recent plugin faults and their counts (`fault_log.rs`); locked after `state`.
@@ -273,6 +276,7 @@ impl Scheduler {
             }),
             policy: Mutex::new(policy),
             wake: Notify::new(),
+            changed: tokio::sync::watch::Sender::new(0),
             metrics,
             decisions: Mutex::new(decisions::DecisionLog::default()),
             faults: Mutex::default(),
@@ -293,6 +297,7 @@ impl Scheduler {
     /// Asks for a cycle soon.
     pub fn wake(&self) {
         self.inner.wake.notify_one();
+        self.inner.changed.send_modify(|n| *n = n.wrapping_add(1));
     }
 
     /// The scheduling loop: a cycle on every wake-up and every `cycle_interval_ms`;

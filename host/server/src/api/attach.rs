@@ -149,6 +149,7 @@ async fn follow(s: Jobs, id: u64, task: usize, tx: mpsc::Sender<Bytes>) {
     let mut pending_utf8: Vec<u8> = Vec::new();
     let mut last_state = Value::Null;
     let mut silent = Duration::ZERO;
+    let mut changes = s.changes();
     let gone = loop {
         let Some(job) = s.get(id) else { break false };
         let poll = if job.spec.task_input() == gantry_api::task::TaskInput::None {
@@ -200,7 +201,16 @@ async fn follow(s: Jobs, id: u64, task: usize, tx: mpsc::Sender<Bytes>) {
         if job.state.is_terminal() {
             break false;
         }
-        tokio::time::sleep(poll).await;
+        // The next look: after `poll`, or as soon as the scheduler is woken (the job may
+        // have ended), whichever comes first.
+        tokio::select! {
+            () = tokio::time::sleep(poll) => {}
+            changed = changes.changed() => {
+                if changed.is_err() {
+                    tokio::time::sleep(poll).await;
+                }
+            }
+        }
     };
     if gone
         && s.get(id)
