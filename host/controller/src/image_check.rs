@@ -1,5 +1,7 @@
 //! Submit-time checks of a job in an image: its mounts under `[containers] allowed_mounts`,
-//! its local layout or archive under `image_dirs`, and, when this node is the cluster's only one, that
+//! its local layout or archive under `image_dirs`, and, when this node is the cluster's only
+//! one, a registry that answers over plain HTTP while `insecure_registries` does not list it
+//! (the pull would fail after the start; `gantry_node::container::plain_registry`) and that
 //! it can run images at all (an OCI runtime, skopeo and umoci). Agents' nodes decide at
 //! launch.
 //!
@@ -46,6 +48,24 @@ impl Scheduler {
                     "{} is not under a directory of [containers] image_dirs ({})",
                     dir.display(),
                     allowed_list(&containers.config.image_dirs)
+                ),
+            )));
+        }
+        // Pulls happen where the tasks run, with that node's `[containers]`: asked only when
+        // this node is the cluster's only one, as below.
+        if let Ok(gantry_node::container::image_ref::Source::Registry { reference, .. }) = &source
+            && self.only_local_node()
+            && !containers.insecure(reference)
+            && let Some(host) = gantry_node::container::plain_registry::probed_host(reference)
+            && gantry_node::container::plain_registry::speaks_plain_http(host)
+        {
+            return Err(SubmitError::Field(field_error(
+                "image",
+                format!(
+                    "the registry {host} answers over plain HTTP, and pulls use HTTPS unless \
+                     [containers] insecure_registries lists it: ask an administrator to add \
+                     \"{host}\" to containers.insecure_registries, or push the image to a \
+                     registry with TLS"
                 ),
             )));
         }

@@ -21,6 +21,7 @@ pub mod image_ref;
 pub mod image_store;
 pub(crate) mod layout_verify;
 mod local_import;
+pub mod plain_registry;
 pub mod pull_progress;
 pub mod registry;
 mod registry_pull;
