@@ -347,3 +347,68 @@ fn bad_input_is_refused_and_nothing_is_submitted() {
     assert!(!s.run("sacct", &["-o", "JobID,Frobnicate"]).status.success());
     assert!(!s.run("squeue", &["--frobnicate"]).status.success());
 }
+
+#[test]
+fn gantry_jobs_reads_slurms_states_and_me_and_root_submits_without_its_own_path() {
+    let s = SlurmSession::start(2);
+    let id = s
+        .ok("sbatch", &["--parsable", "--wrap", "sleep 300"])
+        .trim()
+        .to_string();
+    gantry_e2e::poll_until(
+        "the job to run",
+        WAIT,
+        || s.d.log_tail(),
+        || {
+            let out = s.ok("gantry", &["jobs", "--me", "-t", "PD,R"]);
+            out.lines()
+                .any(|l| l.split_whitespace().next() == Some(id.as_str()) && l.contains("running"))
+                .then_some(())
+        },
+    );
+    let others = s.ok("gantry", &["jobs", "-u", "somebody-else", "-t", "R"]);
+    assert!(!others.contains(&format!("\n{id} ")), "{others}");
+    let bad = s.run("gantry", &["jobs", "-t", "SOMETIMES"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("invalid job state"));
+    s.ok("scancel", &[&id]);
+
+    // Root submitting for nobody (as the demo does): root's PATH and home stay with root.
+    let home = s.home.path().display().to_string();
+    let out = std::process::Command::new(s.bin.path().join("gantry"))
+        .args([
+            "submit",
+            "-D",
+            &home,
+            "-o",
+            &format!("{home}/root-%j.txt"),
+            "--",
+            "sh",
+            "-c",
+            "echo $PATH $HOME",
+        ])
+        .env_clear()
+        .env("PATH", "/root/private/bin:/usr/bin:/bin")
+        .env("HOME", "/root")
+        .env("USER", "nobody")
+        .env("GANTRY_SERVER", format!("unix:{}", s.socket.display()))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .find_map(|w| w.parse::<u64>().ok())
+        .unwrap()
+        .to_string();
+    wait_sacct(&s, &id, "COMPLETED");
+    let text = std::fs::read_to_string(s.home.path().join(format!("root-{id}.txt"))).unwrap();
+    assert!(
+        text.starts_with("/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin ")
+            && !text.contains("/root"),
+        "{text:?}"
+    );
+}

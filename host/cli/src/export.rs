@@ -77,6 +77,25 @@ pub fn exported(
     Ok(out)
 }
 
+/// Variables that describe the submitting account, not the job's.
+const IDENTITY: [&str; 6] = ["PATH", "HOME", "USER", "LOGNAME", "MAIL", "SHELL"];
+
+/// Root submitting for another account (`user`): root's `PATH`, home and names are not sent,
+/// so the job starts from its own account's (and the system's default `PATH`).
+pub fn drop_roots_identity(env: &mut Map<String, Value>, user: &str, submitter_uid: u32) {
+    if submitter_uid == 0 && !user.is_empty() && user != "root" {
+        for name in IDENTITY {
+            env.remove(name);
+        }
+    }
+}
+
+/// The uid this process runs as.
+pub fn own_uid() -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").map_or(u32::MAX, |m| m.uid())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,6 +126,13 @@ mod tests {
         let named = exported("GANTRY_TOKEN,PATH,GANTRY_SERVER=x", vars()).unwrap();
         assert_eq!(named.keys().collect::<Vec<_>>(), ["PATH"]);
         assert!(exported("A-B", vars()).is_err());
+        // Root submitting for alice sends neither its PATH nor its home.
+        let mut roots = exported("ALL", vars()).unwrap();
+        drop_roots_identity(&mut roots, "alice", 0);
+        assert!(roots.is_empty(), "{roots:?}");
+        let mut alices = exported("ALL", vars()).unwrap();
+        drop_roots_identity(&mut alices, "alice", 1000);
+        assert_eq!(alices.len(), 2);
         assert!(exported("", vars()).is_err());
     }
 }

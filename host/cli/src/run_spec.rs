@@ -67,12 +67,13 @@ pub fn run_body(a: &RunArgs, with_token: bool) -> anyhow::Result<Value> {
         Some(spec) => crate::export::exported(spec, std::env::vars_os())?,
         None => serde_json::Map::new(),
     };
-    env.extend(crate::cli::env_vars(&a.env)?);
     let user = if with_token {
         String::new()
     } else {
         std::env::var("USER").unwrap_or_default()
     };
+    crate::export::drop_roots_identity(&mut env, &user, crate::export::own_uid());
+    env.extend(crate::cli::env_vars(&a.env)?);
     let mut mounts = Vec::new();
     for m in &a.mounts {
         mounts.extend(

@@ -358,6 +358,8 @@ pub fn build_with(
         env.insert("SLURM_SUBMIT_DIR".into(), dir.clone());
         env.insert("GANTRY_SUBMIT_DIR".into(), dir);
     }
+    let user = std::env::var("USER").unwrap_or_default();
+    crate::export::drop_roots_identity(&mut env, &user, crate::export::own_uid());
     env.extend(crate::cli::env_vars(extra_env)?);
     let default_name = match script {
         Some((file, _)) => Path::new(file)
@@ -377,10 +379,7 @@ pub fn build_with(
             Value::from(cwd.map(|d| d.to_string_lossy().into_owned())),
         );
     }
-    body.insert(
-        "user".into(),
-        Value::String(std::env::var("USER").unwrap_or_default()),
-    );
+    body.insert("user".into(), Value::String(user));
     body.extend(options.spec_fields().map_err(anyhow::Error::msg)?);
     Ok(Submission {
         body: Value::Object(body),
