@@ -412,3 +412,71 @@ fn gantry_jobs_reads_slurms_states_and_me_and_root_submits_without_its_own_path(
         "{text:?}"
     );
 }
+
+#[test]
+fn tasks_share_the_gpus_of_their_node_as_in_slurm() {
+    // (Two tasks for three GPUs: this machine has two cores, a task takes one.)
+    let s = SlurmSession::start(4);
+    let home = s.home.path().display().to_string();
+    let id = s
+        .ok(
+            "sbatch",
+            &[
+                "--parsable",
+                "-n",
+                "2",
+                "--gres=gpu:3",
+                "-o",
+                &format!("{home}/share-%j-%t.out"),
+                "--wrap",
+                "echo $SLURM_PROCID $CUDA_VISIBLE_DEVICES $SLURM_GPUS_ON_NODE",
+            ],
+        )
+        .trim()
+        .to_string();
+    wait_sacct(&s, &id, "COMPLETED");
+    let mut seen = Vec::new();
+    for rank in 0..2 {
+        let text =
+            std::fs::read_to_string(s.home.path().join(format!("share-{id}-{rank}.out"))).unwrap();
+        let words: Vec<&str> = text.split_whitespace().collect();
+        assert_eq!(words[0], rank.to_string(), "{text}");
+        assert_eq!(words[1].split(',').count(), 3, "{text}");
+        assert_eq!(words[2], "3", "{text}");
+        seen.push(words[1].to_string());
+    }
+    assert!(
+        seen.iter().all(|g| *g == seen[0]),
+        "every task sees the same GPUs: {seen:?}"
+    );
+    // The interactive job takes the same shape.
+    let out = s.run(
+        "gantry",
+        &[
+            "run",
+            "-n",
+            "3",
+            "--gres=gpu:2",
+            "--cpu-milli",
+            "100",
+            "-t",
+            "1",
+            "--",
+            "sh",
+            "-c",
+            "echo $CUDA_VISIBLE_DEVICES",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .split(',')
+            .count(),
+        2
+    );
+}

@@ -113,7 +113,8 @@ impl Scheduler {
             script: job.spec.script.clone(),
             env: self.task_env(job, i),
             workdir: job.spec.workdir.clone(),
-            gpus: t.gpus.iter().map(|g| g.index).collect(),
+            // The device fence follows what the task sees (`share_node_gpus`: the node's set).
+            gpus: super::task_env::visible_gpu_indices(job, i),
             cpu_milli: t.cpu_milli,
             memory_mib: t.memory_mib,
             user: job.spec.user.clone(),

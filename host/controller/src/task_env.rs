@@ -43,7 +43,7 @@ impl Scheduler {
             .rendezvous_port
             .map_or_else(|| MASTER_PORT_BASE + job.id % 10_000, u64::from);
         env.extend([
-            ("CUDA_VISIBLE_DEVICES".into(), gpu_list(&t.gpus)),
+            ("CUDA_VISIBLE_DEVICES".into(), visible_gpus(job, task)),
             ("GANTRY_JOB_ID".into(), job.id.to_string()),
             ("GANTRY_JOB_NAME".into(), job.spec.name.clone()),
             ("GANTRY_TASK_INDEX".into(), task.to_string()),
@@ -169,6 +169,35 @@ fn slurm_env(
         ]);
     }
     env
+}
+
+/// The GPU indices task `task` of `job` sees, `0,1`: its own, or with `share_node_gpus`
+/// every GPU the job holds on the task's node (SLURM's `--gres` shared by a node's tasks).
+pub(crate) fn visible_gpus(job: &JobRecord, task: usize) -> String {
+    visible_gpu_indices(job, task)
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The GPU indices of [`visible_gpus`], ascending when shared.
+pub(crate) fn visible_gpu_indices(job: &JobRecord, task: usize) -> Vec<u32> {
+    let Some(t) = job.tasks.get(task) else {
+        return Vec::new();
+    };
+    if !job.spec.share_node_gpus {
+        return t.gpus.iter().map(|g| g.index).collect();
+    }
+    let mut all: Vec<u32> = job
+        .tasks
+        .iter()
+        .filter(|o| o.node == t.node)
+        .flat_map(|o| o.gpus.iter().map(|g| g.index))
+        .collect();
+    all.sort_unstable();
+    all.dedup();
+    all
 }
 
 /// SLURM's tasks-per-node form: counts in node order, runs of one count as `N(xK)`:

@@ -267,6 +267,7 @@ fn to_sim_job(path: &Path, line: usize, j: JobLine) -> Result<SimJob, InputError
         service: None,
         hold: false,
         nodes: None,
+        share_node_gpus: false,
         output: None,
         error: None,
         begin_ms: None,

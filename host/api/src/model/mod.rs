@@ -230,6 +230,12 @@ pub struct JobSpec {
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 1024))]
     pub nodes: Option<u32>,
+    /// Every task sees all the GPUs the job holds on its node, as SLURM's `--gres=gpu:N`
+    /// shared by a node's tasks (`-n 3 --gres=gpu:2`): one task of the node holds them, the
+    /// others hold none, and each task's `CUDA_VISIBLE_DEVICES` and device fence are the
+    /// node's set.
+    #[serde(default)]
+    pub share_node_gpus: bool,
     /// File the tasks' stdout (and stderr, unless `error` is set) go to instead of the log
     /// (`sbatch --output`), opened by each task as its user, relative to its working
     /// directory; `%j` job id, `%A` array id, `%a` array index, `%x` name, `%u` user,

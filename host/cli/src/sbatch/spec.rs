@@ -31,6 +31,31 @@ pub struct TaskShape {
     pub memory_mib: u64,
     /// Allowed GPU models.
     pub gpu_models: Vec<String>,
+    /// GPUs of the node shared by all its tasks (0: none): per-node GPUs that do not divide
+    /// over a one-node job's tasks, as SLURM shares `--gres=gpu:2` among `-n 3`. One task
+    /// holds them; every task sees them (`share_node_gpus`).
+    pub shared_gpus: u32,
+}
+
+impl TaskShape {
+    /// The job spec's `tasks`: one group, or with [`Self::shared_gpus`] the task that holds
+    /// the node's GPUs and the others.
+    pub fn task_groups(&self) -> Value {
+        let group = |count: u32, gpus: u32, models: &[String]| {
+            json!({
+                "count": count, "gpus": gpus, "gpu_milli": self.gpu_milli,
+                "cpu_milli": self.cpu_milli, "memory_mib": self.memory_mib, "gpu_models": models,
+            })
+        };
+        if self.shared_gpus == 0 {
+            return json!([group(self.count, self.gpus, &self.gpu_models)]);
+        }
+        let mut groups = vec![group(1, self.shared_gpus, &self.gpu_models)];
+        if self.count > 1 {
+            groups.push(group(self.count - 1, 0, &[]));
+        }
+        Value::Array(groups)
+    }
 }
 
 fn split(total: u64, parts: u32, what: &str, over: &str) -> Result<u64, String> {
@@ -63,10 +88,17 @@ impl Options {
             return Err("a job needs at least one node and one task".into());
         }
         let tasks_per_node = count.div_ceil(nodes);
+        let shares = |n: u32| nodes == 1 && tasks_per_node > 1 && !n.is_multiple_of(tasks_per_node);
+        let shared_gpus = match self.gpus {
+            Some(GpuAmount::PerNode(n)) if shares(n) => n,
+            _ => 0,
+        };
         let (gpus, gpu_milli) = match self.gpus {
             None => (0, 0),
             Some(GpuAmount::PerTask(n)) => (n, 0),
             Some(GpuAmount::MilliPerTask(m)) => (0, m),
+            // Not divisible over a one-node job's tasks: shared by them, as SLURM's.
+            Some(GpuAmount::PerNode(n)) if shares(n) => (0, 0),
             Some(GpuAmount::PerNode(n)) => {
                 let what = format!("{n} GPUs per node");
                 let per = split(u64::from(n), tasks_per_node, &what, "tasks per node")?;
@@ -121,11 +153,19 @@ impl Options {
             cpu_milli,
             memory_mib,
             gpu_models: self.gpu_models.clone().unwrap_or_default(),
+            shared_gpus,
         })
     }
 
     /// Remarks on how the options were applied (e.g. multi-node placement).
     pub fn notes(&self, shape: &TaskShape) -> Vec<String> {
+        if shape.shared_gpus > 0 {
+            return vec![format!(
+                "{} GPUs on one node shared by its {} tasks, as SLURM shares them: each task \
+                 sees all of them",
+                shape.shared_gpus, shape.count
+            )];
+        }
         match self.nodes {
             Some(nodes) if nodes > 1 => vec![format!(
                 "--nodes={nodes}: one gang of {} tasks on {nodes} nodes, up to {} per node; \
@@ -140,13 +180,11 @@ impl Options {
     pub fn spec_fields(&self) -> Result<Map<String, Value>, String> {
         let t = self.task_shape()?;
         let mut m = Map::new();
-        m.insert(
-            "tasks".into(),
-            json!([{
-                "count": t.count, "gpus": t.gpus, "gpu_milli": t.gpu_milli,
-                "cpu_milli": t.cpu_milli, "memory_mib": t.memory_mib, "gpu_models": t.gpu_models,
-            }]),
-        );
+        m.insert("tasks".into(), t.task_groups());
+        if t.shared_gpus > 0 {
+            m.insert("share_node_gpus".into(), Value::Bool(true));
+            m.insert("nodes".into(), json!(1));
+        }
         let mut put = |key: &str, value: Option<Value>| {
             if let Some(v) = value {
                 m.insert(key.into(), v);

@@ -346,3 +346,34 @@ fn the_command_line_splits_options_script_and_its_arguments() {
     let e = parse_command_line(&words("--open-mode=sometimes job.sh")).unwrap_err();
     assert!(e.message.contains("append"), "{}", e.message);
 }
+
+#[test]
+fn per_node_gpus_that_do_not_divide_over_one_nodes_tasks_are_shared() {
+    let o = options("#SBATCH -n 3 --gres=gpu:2\n");
+    let shape = o.task_shape().unwrap();
+    assert_eq!((shape.gpus, shape.shared_gpus, shape.count), (0, 2, 3));
+    let fields = o.spec_fields().unwrap();
+    let groups = fields["tasks"].as_array().unwrap();
+    assert_eq!(
+        (groups[0]["count"].as_u64(), groups[0]["gpus"].as_u64()),
+        (Some(1), Some(2))
+    );
+    assert_eq!(
+        (groups[1]["count"].as_u64(), groups[1]["gpus"].as_u64()),
+        (Some(2), Some(0))
+    );
+    assert_eq!(fields["share_node_gpus"], true);
+    assert_eq!(fields["nodes"], 1);
+    // Divisible: each task its own, as before; over several nodes: still refused.
+    assert_eq!(shape_of("#SBATCH -n 2 --gres=gpu:2\n"), (1, 0));
+    assert!(
+        options("#SBATCH -N 2 -n 6 --gres=gpu:2\n")
+            .task_shape()
+            .is_err()
+    );
+}
+
+fn shape_of(script: &str) -> (u32, u32) {
+    let s = options(script).task_shape().unwrap();
+    (s.gpus, s.shared_gpus)
+}
