@@ -90,6 +90,16 @@ pub fn drop_roots_identity(env: &mut Map<String, Value>, user: &str, submitter_u
     }
 }
 
+/// The name of the account this process runs as (for `--me`, and `sacct`'s default).
+pub fn current_user() -> String {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self")
+        .ok()
+        .and_then(|m| gantry_node::sys::account_name(m.uid()))
+        .or_else(|| std::env::var("USER").ok())
+        .unwrap_or_default()
+}
+
 /// The uid this process runs as.
 pub fn own_uid() -> u32 {
     use std::os::unix::fs::MetadataExt;

@@ -105,7 +105,7 @@ pub fn jobs(client: &Client, args: &JobsArgs) -> Result<()> {
     let mine;
     let args = if args.me {
         mine = JobsArgs {
-            user: Some(crate::slurm::current_user()),
+            user: Some(crate::export::current_user()),
             ..args.clone()
         };
         &mine
@@ -118,7 +118,7 @@ pub fn jobs(client: &Client, args: &JobsArgs) -> Result<()> {
     } else if let Some(states) = &args.state {
         let mut wanted: Vec<&str> = Vec::new();
         for name in states.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            wanted.extend(crate::slurm::job_fields::gantry_states(name)?);
+            wanted.extend(crate::state_names::gantry_states(name)?);
         }
         wanted.dedup();
         for state in wanted {

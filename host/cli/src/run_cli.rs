@@ -17,75 +17,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Options of `gantry run`: the resource flags of `gantry submit` (and srun's spellings).
-#[derive(Debug, Clone, Default, clap::Args)]
-pub struct RunArgs {
-    /// Whole GPUs per task.
-    #[arg(long, visible_alias = "gpus-per-task", conflicts_with_all = ["gpu_milli", "gres"])]
-    pub gpus: Option<u32>,
-    /// A fraction of one GPU per task, in milli-GPU (e.g. 500).
-    #[arg(long, conflicts_with = "gres")]
-    pub gpu_milli: Option<u32>,
-    /// GPUs per node, as srun --gres=gpu[:TYPE]:N (divided over a node's tasks).
-    #[arg(long)]
-    pub gres: Option<String>,
-    /// Tasks (ranks) of the job (default 1).
-    #[arg(short = 'n', long, visible_alias = "ntasks")]
-    pub tasks: Option<u32>,
-    /// CPU per task in milli-cores (default 1000).
-    #[arg(long, conflicts_with = "cpus_per_task")]
-    pub cpu_milli: Option<u32>,
-    /// Whole cores per task.
-    #[arg(short = 'c', long)]
-    pub cpus_per_task: Option<u32>,
-    /// Memory per task in MiB (default 1024).
-    #[arg(long, conflicts_with = "mem")]
-    pub mem_mib: Option<u64>,
-    /// Memory per node, SLURM style (4096, 500M, 16G), divided over the node's tasks.
-    #[arg(long)]
-    pub mem: Option<String>,
-    /// Time limit, as submit reads it: 90s, 15m, 4h, or SLURM's forms (a bare number is minutes,
-    /// 1:00:00, 1-12); the queue may cap interactive jobs.
-    #[arg(short = 't', long)]
-    pub time: Option<String>,
-    /// Queue (default: `default`).
-    #[arg(short = 'p', long, visible_alias = "partition")]
-    pub queue: Option<String>,
-    /// Account.
-    #[arg(short = 'A', long)]
-    pub account: Option<String>,
-    /// Job name (default: the command).
-    #[arg(short = 'J', long, visible_alias = "job-name")]
-    pub name: Option<String>,
-    /// Working directory of the job (default: here).
-    #[arg(short = 'D', long)]
-    pub chdir: Option<std::path::PathBuf>,
-    /// Which of your shell's variables the job gets, as submit's --export (ALL, NONE, or a
-    /// list); default: none of them.
-    #[arg(long)]
-    pub export: Option<String>,
-    /// Environment variable K=V (repeatable).
-    #[arg(long = "env")]
-    pub env: Vec<String>,
-    /// Do not send this client's stdin (the job reads /dev/null), as `srun --input=none`.
-    #[arg(long)]
-    pub no_stdin: bool,
-    /// No terminal for the job even when stdin is one (stdin is sent as bytes).
-    #[arg(long)]
-    pub no_pty: bool,
-    /// Run in this container image (as `gantry submit --image`); the working directory is
-    /// the image's.
-    #[arg(long, visible_alias = "container-image")]
-    pub image: Option<String>,
-    /// A host path to see inside the image, SRC[:DST][:ro] (repeatable).
-    #[arg(long = "mount", visible_alias = "container-mounts")]
-    pub mounts: Vec<String>,
-    /// The command and its arguments (after `--`).
-    #[arg(last = true, required = true)]
-    pub command: Vec<String>,
-}
-
-pub use crate::run_spec::run_body;
+pub use crate::run_spec::{RunArgs, run_body};
 
 /// Runs `gantry run`; returns the process exit code.
 pub fn run(client: Arc<Client>, a: &RunArgs) -> anyhow::Result<i32> {

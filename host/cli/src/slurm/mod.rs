@@ -11,7 +11,7 @@
 //! (`gantry-api`) or Gantry's own subcommands.
 
 mod args;
-pub(crate) mod job_fields;
+mod job_fields;
 pub mod links;
 mod sacct_cmd;
 mod sbatch_cmd;
@@ -116,15 +116,7 @@ fn client() -> anyhow::Result<Client> {
         .with_token(token))
 }
 
-/// The name of the account this process runs as (for `--me`, and `sacct`'s default).
-pub(crate) fn current_user() -> String {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata("/proc/self")
-        .ok()
-        .and_then(|m| gantry_node::sys::account_name(m.uid()))
-        .or_else(|| std::env::var("USER").ok())
-        .unwrap_or_default()
-}
+pub(crate) use crate::export::current_user;
 
 /// Milliseconds since the Unix epoch, now.
 fn now_ms() -> u64 {

@@ -224,7 +224,7 @@ pub(super) fn run(client: &Client, args: &[String]) -> Result<i32> {
     let states: Vec<&str> = line
         .list("state")
         .iter()
-        .map(|s| f::gantry_states(s))
+        .map(|s| crate::state_names::gantry_states(s))
         .collect::<Result<Vec<_>>>()?
         .concat();
     let mut jobs = if line.has("jobs") {

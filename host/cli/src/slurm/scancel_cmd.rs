@@ -7,8 +7,8 @@
 //! (the daemon).
 
 use super::args::{self, Opt, Takes};
-use super::job_fields::gantry_states;
 use crate::cli::{Client, percent_encode};
+use crate::state_names::gantry_states;
 use anyhow::{Result, bail};
 use std::collections::BTreeSet;
 

@@ -218,7 +218,7 @@ pub(super) fn run(client: &Client, args: &[String]) -> Result<i32> {
     let states: Vec<&str> = match line.value("states") {
         Some(list) => list
             .split(',')
-            .map(f::gantry_states)
+            .map(crate::state_names::gantry_states)
             .collect::<Result<Vec<_>>>()?
             .concat(),
         None if line.has("start") => vec!["pending"],
