@@ -18,7 +18,7 @@ const RUN_CALLS: &[&str] = &[
     "executor.launch(",
     "executor.kill_now(",
     "executor.terminate_with(",
-    "executor.signal(",
+    "executor.signal_scoped(",
     "task_input::deliver(",
     "executor.find_running(",
     "executor.exit_since(",
