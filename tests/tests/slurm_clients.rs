@@ -93,7 +93,7 @@ fn submitit_runs_jobs_and_arrays_cancels_and_requeues_on_its_timeout_signal() {
         "{out}"
     );
     assert_eq!(got[2], "results [1, 4, 9, 16]");
-    assert_eq!(got[3], "cancelled CANCELLED");
+    assert_eq!(got[3], "cancelled CANCELLED by 65534");
     // Two runs; the second knows it is the first requeue.
     assert_eq!(got[4], "checkpointed (2, 1)");
 }
@@ -152,7 +152,7 @@ fn dask_jobqueue_scales_a_slurm_cluster_up_computes_and_scales_down() {
     assert!(
         states
             .iter()
-            .all(|l| l.ends_with("|CANCELLED") || l.ends_with("|COMPLETED")),
+            .all(|l| l.contains("|CANCELLED by 65534") || l.ends_with("|COMPLETED")),
         "{ended}"
     );
 }
@@ -281,7 +281,7 @@ fn batchspawner_starts_a_single_user_server_as_a_job_and_stopping_it_cancels_the
         .into_iter()
         .filter(|l| l.starts_with("spawner-jupyterhub|"))
         .collect();
-    assert_eq!(spawned, ["spawner-jupyterhub|CANCELLED"], "{jobs}");
+    assert_eq!(spawned, ["spawner-jupyterhub|CANCELLED by 65534"], "{jobs}");
 }
 
 const SNAKEFILE: &str = r#"

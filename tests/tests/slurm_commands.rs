@@ -25,8 +25,13 @@ fn wait_sacct(s: &SlurmSession, id: &str, state: &str) -> String {
                 &["-j", id, "-n", "-P", "-o", "JobID,State,ExitCode,Restarts"],
             );
             let all = lines(&out);
-            (!all.is_empty() && all.iter().all(|l| l.split('|').nth(1) == Some(state)))
-                .then(|| out.clone())
+            // `CANCELLED by UID` is a CANCELLED state.
+            let is = |l: &&str| {
+                l.split('|')
+                    .nth(1)
+                    .is_some_and(|st| st.split(" by ").next() == Some(state))
+            };
+            (!all.is_empty() && all.iter().all(is)).then(|| out.clone())
         },
     )
 }
@@ -154,7 +159,8 @@ fn squeue_scontrol_scancel_and_arrays_behave_as_slurms() {
     // A SIGTERM'd job ends CANCELLED, as sacct spells it, with SLURM's exit code form.
     s.ok("scancel", &[&id]);
     let line = wait_sacct(&s, &id, "CANCELLED");
-    assert!(line.contains("|0:15|"), "{line}");
+    // Who cancelled it, by uid (nobody's), as sacct says it.
+    assert!(line.contains("|CANCELLED by 65534|0:15|"), "{line}");
     // Cancelling it again is reported, not a failure (as SLURM).
     let again = s.run("scancel", &[&id]);
     assert!(again.status.success());

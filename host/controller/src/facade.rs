@@ -94,9 +94,9 @@ impl Jobs {
     pub fn submit(&self, spec: JobSpec, by: Submitter) -> Result<Submitted, SubmitError> {
         self.0.submit(spec, by)
     }
-    /// Cancels a job.
-    pub fn cancel(&self, id: u64) -> Result<JobRecord, CancelError> {
-        self.0.cancel(id)
+    /// Cancels a job; `by` names who asked.
+    pub fn cancel(&self, id: u64, by: &str) -> Result<JobRecord, CancelError> {
+        self.0.cancel_by(id, Some(by))
     }
     /// Holds a pending job (`job_control.rs`).
     pub fn hold(&self, id: u64, by: &str, role: HoldRole) -> Result<JobRecord, ControlError> {

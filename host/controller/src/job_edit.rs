@@ -44,12 +44,17 @@ pub(crate) enum Annotation {
     },
     /// A service's port, moved because its old one was taken (written).
     ServicePort(u16),
+    /// Who asked for the job's cancel (written).
+    CancelledBy(String),
 }
 
 impl Annotation {
     /// Whether the record must be written for this annotation to survive a restart.
     fn durable(&self) -> bool {
-        matches!(self, Annotation::Ports { .. } | Annotation::ServicePort(_))
+        matches!(
+            self,
+            Annotation::Ports { .. } | Annotation::ServicePort(_) | Annotation::CancelledBy(_)
+        )
     }
 }
 
@@ -126,6 +131,7 @@ impl<'a> JobEdit<'a> {
                 job.service_port = service;
             }
             Annotation::ServicePort(port) => job.service_port = Some(port),
+            Annotation::CancelledBy(by) => job.cancelled_by = Some(by),
         }
     }
 

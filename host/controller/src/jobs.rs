@@ -262,6 +262,11 @@ impl Scheduler {
 
     /// Cancels a pending job at once, or stops a running one (SIGTERM, grace, SIGKILL).
     pub fn cancel(&self, id: u64) -> Result<JobRecord, CancelError> {
+        self.cancel_by(id, None)
+    }
+
+    /// [`Self::cancel`], recording who asked (`sacct`'s `CANCELLED by UID`).
+    pub(crate) fn cancel_by(&self, id: u64, by: Option<&str>) -> Result<JobRecord, CancelError> {
         let mut st = lock(&self.inner.state);
         let Some(mut job) = st.jobs.edit(id) else {
             // Only jobs that ended long enough ago are out of memory.
@@ -271,6 +276,9 @@ impl Scheduler {
                 Err(e) => CancelError::Store(e),
             });
         };
+        if let Some(by) = by.filter(|_| !job.state.is_terminal()) {
+            job.annotate(super::job_edit::Annotation::CancelledBy(by.to_string()));
+        }
         match job.state {
             JobState::Pending => {
                 let cancelled = Transition::CancelledPending {

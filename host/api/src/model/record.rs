@@ -201,6 +201,10 @@ pub struct JobRecord {
     /// owner's.
     #[serde(default)]
     pub held_role: Option<HoldRole>,
+    /// Who cancelled it (the caller's user name), as `sacct` shows `CANCELLED by UID`;
+    /// none for a job not cancelled, or cancelled by the daemon itself.
+    #[serde(default)]
+    pub cancelled_by: Option<String>,
 }
 
 /// Who set a hold, for who may lift it (`JobRecord::held_role`).
@@ -291,6 +295,7 @@ impl JobRecord {
             rendezvous_port: None,
             held_by: None,
             held_role: None,
+            cancelled_by: None,
         }
     }
 }

@@ -27,6 +27,28 @@ pub(super) fn state_long(job: &JobRecord) -> &'static str {
     }
 }
 
+/// The state as `sacct` spells it: `CANCELLED by UID` names who cancelled (their uid from
+/// this machine's accounts, else their name).
+pub(super) fn accounted_state(job: &JobRecord) -> String {
+    match (&job.state, &job.cancelled_by) {
+        (JobState::Cancelled, Some(by)) => {
+            let who = uid_of(by).map_or_else(|| by.clone(), |u| u.to_string());
+            format!("CANCELLED by {who}")
+        }
+        _ => state_long(job).to_string(),
+    }
+}
+
+/// The uid of account `name` in `/etc/passwd`.
+fn uid_of(name: &str) -> Option<u32> {
+    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
+    passwd.lines().find_map(|l| {
+        let mut f = l.split(':');
+        (f.next()? == name).then_some(())?;
+        f.nth(1)?.parse().ok()
+    })
+}
+
 /// The state's short code (`squeue %t`).
 pub(super) fn state_short(job: &JobRecord) -> &'static str {
     match state_long(job) {

@@ -101,7 +101,7 @@ fn value(job: &JobRecord, name: &str, now_ms: u64) -> String {
         "JobID" => f::job_id(job),
         "JobIDRaw" => job.id.to_string(),
         "JobName" => job.spec.name.clone(),
-        "State" => f::state_long(job).into(),
+        "State" => f::accounted_state(job),
         "ExitCode" | "DerivedExitCode" => f::exit_code(job),
         "Elapsed" => f::elapsed(job, now_ms),
         "ElapsedRaw" => match (job.start_ms, job.end_ms) {

@@ -212,16 +212,14 @@ async fn follow(s: Jobs, id: u64, task: usize, tx: mpsc::Sender<Bytes>) {
             }
         }
     };
-    if gone
-        && s.get(id)
-            .is_some_and(|j| j.spec.kind == JobKind::Interactive)
-    {
+    if gone && let Some(job) = s.get(id).filter(|j| j.spec.kind == JobKind::Interactive) {
         tracing::info!(
             job = id,
             "the attached client went away; cancelling the interactive job"
         );
-        let s2 = s.clone();
-        let _ = tokio::task::spawn_blocking(move || s2.cancel(id)).await;
+        // Its user's client went away: the cancel is theirs.
+        let (s2, by) = (s.clone(), job.spec.user.clone());
+        let _ = tokio::task::spawn_blocking(move || s2.cancel(id, &by)).await;
     }
 }
 

@@ -223,7 +223,8 @@ pub(super) async fn cancel(
     _body: axum::body::Bytes,
 ) -> Result<impl IntoResponse, ApiError> {
     owned_job(&s, &caller, id, "cancelling a job")?;
-    s.cancel(id).map(Json).map_err(|e| match e {
+    let by = caller.role_and_user().1.to_string();
+    s.cancel(id, &by).map(Json).map_err(|e| match e {
         CancelError::NotFound(_) => ApiError::not_found(e.to_string()),
         CancelError::Ended(..) => {
             ApiError::new(StatusCode::CONFLICT, "already-ended", e.to_string())

@@ -77,6 +77,7 @@ fn for_others(job: &JobRecord) -> JobRecord {
         rendezvous_port,
         held_by,
         held_role,
+        cancelled_by,
     } = job;
     JobRecord {
         id: *id,
@@ -102,6 +103,7 @@ fn for_others(job: &JobRecord) -> JobRecord {
         rendezvous_port: *rendezvous_port,
         held_by: held_by.clone(),
         held_role: *held_role,
+        cancelled_by: cancelled_by.clone(),
     }
 }
 
