@@ -486,3 +486,28 @@ fn tasks_share_the_gpus_of_their_node_as_in_slurm() {
         2
     );
 }
+
+/// Another local user's SLURM commands get no more than the API gives them: `nobody` can
+/// neither requeue, cancel, hold nor signal a job of the account `daemon`, and the job runs on.
+#[test]
+fn another_users_job_cannot_be_requeued_cancelled_or_signalled_through_slurms_commands() {
+    let s = SlurmSession::start(2);
+    let id = s.d.submit(&serde_json::json!({
+        "argv": ["sleep", "300"], "user": "daemon", "workdir": "/tmp",
+        "tasks": [{"count": 1, "gpus": 0, "cpu_milli": 100, "memory_mib": 64}],
+    }));
+    s.d.wait_state(id, "running");
+    let id = id.to_string();
+    for (cmd, args) in [
+        ("scontrol", vec!["requeue", id.as_str()]),
+        ("scancel", vec![id.as_str()]),
+        ("scancel", vec!["--signal", "USR1", id.as_str()]),
+        ("scontrol", vec!["hold", id.as_str()]),
+    ] {
+        let out = s.run(cmd, &args);
+        assert!(!out.status.success(), "{cmd} {args:?} was allowed");
+    }
+    let job = s.d.job(id.parse().unwrap());
+    assert_eq!(job["state"], "running", "{job}");
+    assert_eq!(job["requeues"], 0, "{job}");
+}
