@@ -26,15 +26,30 @@ const DEFAULT_SOCKET: &str = "gantry-data/gantry.sock";
 /// (`gantry-data/gantry.sock`), else the system daemon's (`/run/gantry/gantry.sock`, root's
 /// default), else `http://127.0.0.1:8420`.
 pub fn default_server() -> String {
+    default_server_among(DEFAULT_SOCKET, gantry_config::SYSTEM_SOCKET)
+}
+
+/// [`default_server`] with its two sockets given. The system socket is chosen also when this
+/// user may not look at it (a directory on its way closed to them): connecting then fails
+/// naming that error and the path, where a fall-back to TCP would say "connection refused".
+fn default_server_among(local: &str, system: &str) -> String {
     use std::os::unix::fs::FileTypeExt;
-    let is_socket = |p: &str| std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_socket());
-    [DEFAULT_SOCKET, gantry_config::SYSTEM_SOCKET]
-        .into_iter()
-        .find(|p| is_socket(p))
-        .map_or_else(
-            || format!("http://{}", gantry_config::DEFAULT_LISTEN),
-            |p| format!("unix:{p}"),
-        )
+    let seen = |p: &str| std::fs::symlink_metadata(p).map(|m| m.file_type().is_socket());
+    if seen(local).unwrap_or(false) {
+        return format!("unix:{local}");
+    }
+    if socket_or_hidden(seen(system)) {
+        return format!("unix:{system}");
+    }
+    format!("http://{}", gantry_config::DEFAULT_LISTEN)
+}
+
+/// Whether a look at the system socket found a socket, or was refused (permission denied).
+fn socket_or_hidden(seen: std::io::Result<bool>) -> bool {
+    match seen {
+        Ok(is_socket) => is_socket,
+        Err(e) => e.kind() == std::io::ErrorKind::PermissionDenied,
+    }
 }
 
 /// Says on stderr, once, that a request goes without an identity (TCP without a token), what
@@ -323,5 +338,33 @@ mod tests {
         assert!(job_ids(&strings(&["14-12"])).is_err());
         assert!(job_ids(&strings(&["x"])).is_err());
         assert!(job_ids(&strings(&["0-100000"])).is_err());
+    }
+
+    #[test]
+    fn the_system_socket_is_chosen_when_it_is_there_or_hidden_from_the_caller() {
+        let dir = tempfile::tempdir().unwrap();
+        let local = dir.path().join("gantry-data/gantry.sock");
+        let system = dir.path().join("run/gantry.sock");
+        let (local_s, system_s) = (local.to_str().unwrap(), system.to_str().unwrap());
+        let tcp = format!("http://{}", gantry_config::DEFAULT_LISTEN);
+        assert_eq!(default_server_among(local_s, system_s), tcp);
+        std::fs::create_dir_all(system.parent().unwrap()).unwrap();
+        let _system = std::os::unix::net::UnixListener::bind(&system).unwrap();
+        assert_eq!(
+            default_server_among(local_s, system_s),
+            format!("unix:{system_s}")
+        );
+        std::fs::create_dir_all(local.parent().unwrap()).unwrap();
+        let _local = std::os::unix::net::UnixListener::bind(&local).unwrap();
+        assert_eq!(
+            default_server_among(local_s, system_s),
+            format!("unix:{local_s}")
+        );
+        // A /run/gantry closed to the caller (a test run as root cannot meet it): the socket
+        // is still the one tried, so the error names it; a file that is no socket is not.
+        let denied = std::io::Error::from_raw_os_error(13); // EACCES
+        assert!(socket_or_hidden(Err(denied)));
+        assert!(!socket_or_hidden(Err(std::io::ErrorKind::NotFound.into())));
+        assert!(!socket_or_hidden(Ok(false)));
     }
 }

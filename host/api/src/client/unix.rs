@@ -36,7 +36,7 @@ impl Connector<()> for UnixConnector {
         details: &ConnectionDetails,
         _chained: Option<()>,
     ) -> Result<Option<Self::Out>, Error> {
-        let stream = UnixStream::connect(&self.path)?;
+        let stream = UnixStream::connect(&self.path).map_err(|e| connect_error(&self.path, e))?;
         check_peer(&stream, &self.path)?;
         let stream = Arc::new(Socket(stream));
         let buffers = LazyBuffers::new(
@@ -49,6 +49,25 @@ impl Connector<()> for UnixConnector {
             buffers,
         }))
     }
+}
+
+/// A failed connect to the socket at `path`, naming the path and the operating system's
+/// error, with what it most likely means.
+fn connect_error(path: &std::path::Path, e: std::io::Error) -> std::io::Error {
+    let hint = match e.kind() {
+        std::io::ErrorKind::PermissionDenied => {
+            " (you may not reach it: a directory on its way, or the socket itself, is closed to you; see `ls -ld` of each; the system daemon opens /run/gantry to every user when it starts)"
+        }
+        std::io::ErrorKind::ConnectionRefused => {
+            " (nobody listens on it: a socket left by a daemon that is no longer running)"
+        }
+        std::io::ErrorKind::NotFound => " (no such socket: is the daemon running?)",
+        _ => "",
+    };
+    std::io::Error::new(
+        e.kind(),
+        format!("cannot connect to {}: {e}{hint}", path.display()),
+    )
 }
 
 /// An extra uid whose socket the CLI trusts besides root's and its own: a daemon run by a
@@ -148,5 +167,64 @@ impl Transport for UnixTransport {
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock
         );
         open && self.stream.set_nonblocking(false).is_ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The CLI's error for a request over the socket at `path`, as it prints it.
+    fn failure(path: &std::path::Path) -> String {
+        let client = crate::client::Client::new(&format!("unix:{}", path.display()));
+        let e = client.get_json("/v1/health").expect_err("no daemon there");
+        anyhow_like(&e)
+    }
+
+    /// `e` and its sources, joined as `{:#}` of anyhow prints them.
+    fn anyhow_like(e: &dyn std::error::Error) -> String {
+        let mut text = e.to_string();
+        let mut source = e.source();
+        while let Some(s) = source {
+            text += &format!(": {s}");
+            source = s.source();
+        }
+        text
+    }
+
+    #[test]
+    fn a_failed_connect_names_the_socket_and_the_system_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("gantry.sock");
+        let text = failure(&missing);
+        assert!(
+            text.contains(&format!("cannot connect to {}", missing.display()))
+                && text.contains("No such file or directory")
+                && text.contains("is the daemon running"),
+            "{text}"
+        );
+        // A socket nobody listens on any more (a daemon that stopped).
+        let stale = dir.path().join("stale.sock");
+        drop(std::os::unix::net::UnixListener::bind(&stale).unwrap());
+        let text = failure(&stale);
+        assert!(
+            text.contains(&format!("cannot connect to {}", stale.display()))
+                && text.contains("Connection refused")
+                && text.contains("nobody listens on it"),
+            "{text}"
+        );
+        // Permission denied (a 0700 /run/gantry) cannot be met as root: the message itself.
+        let denied = connect_error(
+            std::path::Path::new("/run/gantry/gantry.sock"),
+            std::io::Error::from_raw_os_error(13), // EACCES
+        );
+        assert_eq!(denied.kind(), std::io::ErrorKind::PermissionDenied);
+        let text = denied.to_string();
+        assert!(
+            text.starts_with(
+                "cannot connect to /run/gantry/gantry.sock: Permission denied (os error 13)"
+            ) && text.contains("closed to you"),
+            "{text}"
+        );
     }
 }

@@ -4,14 +4,17 @@
 //! local account of its uid and cannot claim to be anyone else; no token is needed.
 //!
 //! Owns: binding the socket (mode 0666 in a directory others may traverse, a stale socket
-//! replaced, never a file of another kind), bounding its connections overall and per account
+//! replaced, never a file of another kind; the system socket's directory opened again when an
+//! earlier root daemon left it closed, `system_dir.rs`), bounding its connections overall and per account
 //! (`limited.rs`), the peer credentials of each connection ([`PeerCred`]) and the uid →
 //! account name look-up. Does not own what a caller may do
 //! (the daemon's `auth`), the routes (the daemon's `api`) or the client side (`gantry_api::client`).
 
 mod limited;
+mod system_dir;
 
 pub use limited::{CountedStream, LimitedUnixListener};
+pub use system_dir::open_to_local_users;
 
 use std::io;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
@@ -36,15 +39,22 @@ impl Connected<IncomingStream<'_, LimitedUnixListener>> for PeerCred {
     }
 }
 
-/// Binds the socket at `path`: its directory is created (0755) when missing; an old socket
-/// there is removed first, anything else there is an error; the socket is 0666 (anyone on
-/// the node may connect; the kernel names them).
+/// Binds the socket at `path`: its directory is created (0755) when missing, and the system
+/// socket's directory of a root daemon is opened (0755) when others may not search it
+/// ([`open_to_local_users`]); an old socket there is removed first, anything else there is an
+/// error; the socket is 0666 (anyone on the node may connect; the kernel names them).
 pub fn bind(path: &Path) -> io::Result<UnixListener> {
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty())
         && !parent.exists()
     {
         std::fs::create_dir_all(parent)?;
         std::fs::set_permissions(parent, std::fs::Permissions::from_mode(0o755))?;
+    }
+    if let Some(old) = open_to_local_users(path)? {
+        tracing::warn!(
+            directory = %path.parent().unwrap_or(path).display(),
+            "the system socket's directory was mode {old:04o} (left by an earlier root daemon?): local users could not reach the socket; made it 0755"
+        );
     }
     match std::fs::symlink_metadata(path) {
         Ok(meta) if meta.file_type().is_socket() => std::fs::remove_file(path)?,
