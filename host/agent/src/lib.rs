@@ -2,7 +2,8 @@
 //! node, sets up isolation and an [`Executor`] like `gantry serve` does, re-attaches to the
 //! tasks that survived its last run, serves the controller's calls (`server`), reports to it
 //! on every heartbeat (`heartbeat`) and runs until SIGINT/SIGTERM, leaving its tasks running
-//! (they are re-attached at the next start).
+//! (they are re-attached at the next start). Under systemd (`Type=notify`) it says `READY=1`
+//! once it listens and `STOPPING=1` on SIGTERM (`gantry_http::sd_notify`).
 //!
 //! Owns: the command line of `gantry agent`, its start-up (configuration, token, node,
 //! executor, address) and its run loop. Does not own the task table (`tasks`, `launch`,
@@ -225,7 +226,18 @@ pub async fn run(options: AgentOptions) -> anyhow::Result<()> {
         extra_hosts: vec![url_host(&beats.addr)],
         tls: tls.map(|t| t.config()),
     };
-    let serving = gantry_http::serve(listener, app, options, gantry_http::shutdown());
+    let stop = async {
+        gantry_http::shutdown().await;
+        gantry_http::sd_notify::stopping();
+    };
+    let serving = gantry_http::serve(listener, app, options, stop);
+    // Ready once listening (systemd's start ends here), not after the first heartbeat: a
+    // controller that is down would otherwise fail the unit's start, where the agent waits
+    // for it and retries.
+    gantry_http::sd_notify::ready(&format!(
+        "serving on {scheme}://{local}; controller {}",
+        beats.controller.url()
+    ));
     tokio::select! {
         served = serving => {
             served?;

@@ -17,7 +17,8 @@
 //! and waits for them at most [`DRAIN`].
 //!
 //! The daemon's local Unix socket ([`local_socket`]: bind, peer credentials, per-uid
-//! connection limits) is transport too and lives here.
+//! connection limits) is transport too and lives here, and so does telling systemd the
+//! daemon is ready or stopping ([`sd_notify`]).
 //!
 //! Owns: the accept loop, TLS handshakes of accepted connections (with `gantry_config::tls`'s
 //! rustls config), and per-connection limits and timeouts. Does not own the `[http]` settings
@@ -31,6 +32,7 @@ pub mod host;
 mod idle;
 pub mod limits;
 pub mod local_socket;
+pub mod sd_notify;
 
 pub use idle::BodyStalled;
 

@@ -6,6 +6,8 @@
 //! it warns that requests and tokens travel in clear text. The same API is also served on a
 //! Unix socket (`socket`, default `<data_dir>/gantry.sock`), where the caller is the local
 //! account the kernel names (`gantry_http::local_socket`).
+//! Under systemd (`Type=notify`) it says `READY=1` once it answers on both, or once it stands
+//! by (a standby answers `/v1/health`), and `STOPPING=1` on SIGTERM (`gantry_http::sd_notify`).
 
 use crate::auth::{Mode, Tokens, startup_mode};
 use anyhow::Context;
@@ -91,6 +93,9 @@ pub async fn serve(mut config: Config) -> anyhow::Result<()> {
             },
             unjudged,
         );
+        gantry_http::sd_notify::ready(&format!(
+            "standing by on {scheme}://{addr} (etcd); the API forwards to the leader"
+        ));
         match standing_by.await? {
             Some(leading) => {
                 leading.keep();
@@ -98,7 +103,10 @@ pub async fn serve(mut config: Config) -> anyhow::Result<()> {
                 println!("gantry leads (term {})", leading.term());
                 Some(leading)
             }
-            None => return Ok(()),
+            None => {
+                gantry_http::sd_notify::stopping();
+                return Ok(());
+            }
         }
     } else {
         None
@@ -125,8 +133,17 @@ pub async fn serve(mut config: Config) -> anyhow::Result<()> {
     crate::service_endpoint::open_all(&controller.services());
     crate::service_autoscaler::start(&controller.services());
     tokio::spawn(scheduler.run(events));
+    // Both doors are bound: whoever connects now is answered (systemd's start ends here).
+    gantry_http::sd_notify::ready(&format!(
+        "serving on {scheme}://{addr} and {}",
+        socket.display()
+    ));
+    let stop = async {
+        shutdown().await;
+        gantry_http::sd_notify::stopping();
+    };
     // Connection limits, header and idle timeouts, Host rules: `gantry_http`.
-    gantry_http::serve(listener, app, serve_options(), shutdown()).await?;
+    gantry_http::serve(listener, app, serve_options(), stop).await?;
     if let Some(leading) = &leading {
         leading.resign();
     }
