@@ -4,8 +4,11 @@
 //! (`scripts/plugin-toolchains`: componentize-py, componentize-qjs; the `wasm32-wasip2`
 //! target for Rust) and checked with `gantry plugin test` against the project's scenarios.
 //!
-//! The checkout (its `wit/`, `sdk/` and toolchains) is `GANTRY_HOME`, else the nearest
-//! directory above the `gantry` binary that has them.
+//! The home (its `wit/`, `sdk/` and toolchains) is `GANTRY_HOME`, else the nearest
+//! directory above the `gantry` binary that has them (a checkout), else `../share/gantry`
+//! beside the binary's directory (a package: `/usr/bin/gantry` reads `/usr/share/gantry`,
+//! which `scripts/package-deb` fills). A package carries no toolchains: componentize-py and
+//! componentize-qjs are then looked for on `PATH`.
 //!
 //! A client-side command: the toolchains run as whoever typed `gantry plugin build`, in
 //! that person's environment, on their own project. The daemon never calls this module
@@ -16,6 +19,8 @@
 //! (`templates.rs`).
 
 mod templates;
+#[cfg(test)]
+mod tests;
 
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
@@ -65,12 +70,18 @@ pub struct Manifest {
     pub deadline_ms: Option<u64>,
 }
 
-/// Where the Gantry checkout is: `GANTRY_HOME`, else above the running binary.
+/// Where a package puts the home, from the binary's directory (`/usr/bin` → `/usr/share/gantry`).
+const INSTALLED_HOME: &str = "../share/gantry";
+
+/// Whether `d` has what a project is made and built with: the contract's WIT and the SDKs.
+fn is_home(d: &Path) -> bool {
+    d.join("wit").join(CONTRACT).join("worlds.wit").is_file()
+        && d.join("sdk/rust/Cargo.toml").is_file()
+}
+
+/// Where the Gantry checkout or package is: `GANTRY_HOME`, else [`home_of_exe`] of the
+/// running binary.
 pub fn gantry_home() -> anyhow::Result<PathBuf> {
-    let is_home = |d: &Path| {
-        d.join("wit").join(CONTRACT).join("worlds.wit").is_file()
-            && d.join("sdk/rust/Cargo.toml").is_file()
-    };
     if let Some(home) = std::env::var_os("GANTRY_HOME") {
         let home = PathBuf::from(home);
         if !is_home(&home) {
@@ -82,16 +93,22 @@ pub fn gantry_home() -> anyhow::Result<PathBuf> {
         return Ok(home);
     }
     let exe = std::env::current_exe().context("where is this gantry binary")?;
-    exe.ancestors()
-        .skip(1)
-        .find(|d| is_home(d))
-        .map(Path::to_path_buf)
-        .with_context(|| {
-            format!(
-                "no Gantry checkout above {} (its wit/, sdk/ and plugin toolchains): set GANTRY_HOME",
-                exe.display()
-            )
-        })
+    home_of_exe(&exe).with_context(|| {
+        format!(
+            "no Gantry checkout above {} and no {INSTALLED_HOME} beside it (wit/, sdk/): set GANTRY_HOME",
+            exe.display()
+        )
+    })
+}
+
+/// The home of the binary at `exe`: the nearest directory above it that is one (a
+/// checkout), else [`INSTALLED_HOME`] from its directory (a package).
+fn home_of_exe(exe: &Path) -> Option<PathBuf> {
+    if let Some(checkout) = exe.ancestors().skip(1).find(|d| is_home(d)) {
+        return Some(checkout.to_path_buf());
+    }
+    let installed = exe.parent()?.join(INSTALLED_HOME);
+    is_home(&installed).then(|| std::fs::canonicalize(&installed).unwrap_or(installed))
 }
 
 /// Checks a plugin name: lower-case letters, digits and `-`, starting with a letter.
@@ -114,7 +131,12 @@ pub fn new(name: &str, lang: Lang, dir: Option<PathBuf>) -> anyhow::Result<PathB
     if dir.exists() {
         bail!("{} already exists: pick another directory", dir.display());
     }
-    let home = gantry_home()?;
+    new_in(&gantry_home()?, name, lang, &dir)?;
+    Ok(dir)
+}
+
+/// [`new`] with the SDKs of `home`.
+fn new_in(home: &Path, name: &str, lang: Lang, dir: &Path) -> anyhow::Result<()> {
     let mut files = match lang {
         Lang::Rust => templates::rust(name, &home.join("sdk/rust")),
         Lang::Python => templates::python(name),
@@ -154,7 +176,7 @@ pub fn new(name: &str, lang: Lang, dir: Option<PathBuf>) -> anyhow::Result<PathB
         }
         std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
     }
-    Ok(dir)
+    Ok(())
 }
 
 /// Reads `dir`'s manifest.
@@ -234,8 +256,12 @@ pub fn build(dir: &Path) -> anyhow::Result<PathBuf> {
                 .with_context(|| format!("copying {}", artifact.display()))?;
         }
         Lang::Python => {
-            let py = home.join("target/toolchains/py/bin/componentize-py");
-            need(&py, &home)?;
+            let py = toolchain(
+                &home,
+                "target/toolchains/py/bin/componentize-py",
+                "pip install componentize-py==0.25.1",
+                std::env::var_os("PATH").as_deref(),
+            )?;
             run(
                 Command::new(&py)
                     .arg("-d")
@@ -251,8 +277,12 @@ pub fn build(dir: &Path) -> anyhow::Result<PathBuf> {
             )?;
         }
         Lang::Js => {
-            let qjs = home.join("sdk/js/node_modules/.bin/componentize-qjs");
-            need(&qjs, &home)?;
+            let qjs = toolchain(
+                &home,
+                "sdk/js/node_modules/.bin/componentize-qjs",
+                "npm install -g componentize-qjs@0.4.5",
+                std::env::var_os("PATH").as_deref(),
+            )?;
             // The SDK's modules beside the policy, as the examples are built; `gantry.js`'s
             // `host` import names the project's contract version.
             let staging = tempfile::tempdir()?;
@@ -290,15 +320,44 @@ pub fn build(dir: &Path) -> anyhow::Result<PathBuf> {
     Ok(out)
 }
 
-fn need(tool: &Path, home: &Path) -> anyhow::Result<()> {
-    if !tool.exists() {
+/// The guest toolchain at `in_home` inside `home` (a checkout's, `scripts/plugin-toolchains`),
+/// else its file name on `path` (a package has none of its own; `install` says how to get it).
+fn toolchain(
+    home: &Path,
+    in_home: &str,
+    install: &str,
+    path: Option<&std::ffi::OsStr>,
+) -> anyhow::Result<PathBuf> {
+    let tool = home.join(in_home);
+    if tool.exists() {
+        return Ok(tool);
+    }
+    let name = tool.file_name().unwrap_or_default();
+    if let Some(found) = path
+        .into_iter()
+        .flat_map(std::env::split_paths)
+        .map(|dir| dir.join(name))
+        .find(|candidate| {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::metadata(candidate)
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+    {
+        return Ok(found);
+    }
+    let setup = home.join("scripts/plugin-toolchains");
+    if setup.is_file() {
         bail!(
-            "{} is missing: run {}/scripts/plugin-toolchains once",
+            "{} is missing: run {} once",
             tool.display(),
-            home.display()
+            setup.display()
         );
     }
-    Ok(())
+    bail!(
+        "{} is not on PATH (nor in {}): {install}",
+        name.display(),
+        home.display()
+    );
 }
 
 fn run(cmd: &mut Command, what: &str) -> anyhow::Result<()> {
