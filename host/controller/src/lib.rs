@@ -226,6 +226,9 @@ impl Scheduler {
                 &config.data_dir,
             ));
         let paths = job_paths::JobPaths::under(&config.data_dir);
+        if config.cluster.local_node {
+            executor.warn_if_tasks_cannot_reach(&config.data_dir);
+        }
         let local = match config.cluster.local_node {
             true => Some(members::Member {
                 control: node_control::NodeControl::load(&store, &node)?,

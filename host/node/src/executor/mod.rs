@@ -175,6 +175,22 @@ impl Executor {
         scratch::mounted_under(root)
     }
 
+    /// When tasks run as their users: the directory at or above `data_dir` (where their
+    /// directories are) that other users may not search, warned about once here. Each task of
+    /// another user would fail to start (`Permission denied`, exit 127), as under a 0700
+    /// `mktemp -d` or a private home. The daemon calls it at start.
+    pub fn warn_if_tasks_cannot_reach(&self, data_dir: &Path) -> Option<task_files::Blocked> {
+        if !self.isolation.summary().run_as_user {
+            return None;
+        }
+        let blocked = task_files::blocking_ancestor(data_dir, task_files::Searcher::OTHERS)?;
+        tracing::warn!(
+            data_dir = %data_dir.display(),
+            "tasks run as their users, but other users cannot enter the data directory: {blocked}; a task of any other user will fail to start (Permission denied, exit 127) until the data directory lies under directories every user may enter (e.g. /var/lib/gantry), or that one is opened (chmod o+x)"
+        );
+        Some(blocked)
+    }
+
     /// The isolation in effect.
     pub fn isolation(&self) -> IsolationSummary {
         self.isolation.summary()

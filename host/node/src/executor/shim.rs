@@ -233,7 +233,18 @@ fn run_command(args: &ShimArgs, log: &File) -> ExitRecord {
             } else {
                 ""
             };
-            log_line(log, &format!("cannot start `{program}`: {e}{files}"));
+            let unreachable = ids.map_or_else(String::new, |ids| {
+                let who = super::task_files::Searcher {
+                    uid: ids.uid,
+                    gid: ids.gid,
+                    groups: &ids.groups,
+                };
+                super::task_files::unreachable(who, args.workdir.as_deref(), program, &args.log)
+            });
+            log_line(
+                log,
+                &format!("cannot start `{program}`: {e}{files}{unreachable}"),
+            );
             return failed;
         }
     };
@@ -480,5 +491,33 @@ mod tests {
             "the command must not run outside its cgroup: {log}"
         );
         assert!(log.contains("cannot start `sh`"), "{log}");
+    }
+
+    #[test]
+    fn a_user_stopped_on_the_way_to_its_workdir_is_told_which_directory_stops_it() {
+        // SAFETY: no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        assert!(root, "switching users needs root (CI runs it as root)");
+        // The task's directory in a data dir under a 0700 `mktemp -d`.
+        let dir = tempfile::tempdir().unwrap();
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o700)).unwrap();
+        let work = dir.path().join("data/jobs/1/work");
+        fs::create_dir_all(&work).unwrap();
+        std::os::unix::fs::chown(&work, Some(65534), Some(65534)).unwrap();
+        let mut args = shim_args(dir.path(), &["true"]);
+        args.workdir = Some(work.clone());
+        args.ids = Some(super::super::child::Ids {
+            uid: 65534,
+            gid: 65534,
+            groups: vec![65534],
+        });
+        assert_eq!(execute(&args), SPAWN_FAILED_CODE);
+        let log = fs::read_to_string(&args.log).unwrap();
+        let expected = format!(
+            "cannot start `true`: Permission denied (os error 13); uid 65534 cannot reach its working directory {}: {} is mode 0700, owned by uid 0 (it lies above the task's own directory",
+            work.display(),
+            dir.path().display()
+        );
+        assert!(log.contains(&expected), "{log}");
     }
 }

@@ -9,7 +9,10 @@
 //! the user reaches its files by name, nobody lists them.
 //!
 //! Owns: these two rules, and whether a user may enter a given working directory
-//! ([`check_enterable`]). Does not own where the directory is (the caller's) or launching.
+//! ([`check_enterable`]), or which directory on the way stops them ([`blocking_ancestor`]:
+//! named in a task's start error and in the daemon's warning at start when its data directory
+//! lies under a directory other users may not enter). Does not own where the directory is (the
+//! caller's) or launching.
 
 use super::TaskIdentity;
 use std::io;
@@ -72,6 +75,11 @@ pub fn check_enterable(dir: &Path, who: &TaskIdentity) -> Result<(), String> {
     if who.uid == 0 {
         return Ok(());
     }
+    let searcher = Searcher {
+        uid: who.uid,
+        gid: who.gid,
+        groups: &who.groups,
+    };
     let mut on_the_way: Vec<&Path> = dir.ancestors().collect();
     on_the_way.reverse();
     for path in on_the_way {
@@ -81,14 +89,7 @@ pub fn check_enterable(dir: &Path, who: &TaskIdentity) -> Result<(), String> {
             return Err(format!("{} is not a directory", path.display()));
         }
         let mode = meta.mode();
-        let bit = if meta.uid() == who.uid {
-            0o100
-        } else if meta.gid() == who.gid || who.groups.contains(&meta.gid()) {
-            0o010
-        } else {
-            0o001
-        };
-        if mode & bit == 0 {
+        if !searcher.may_search(&meta) {
             return Err(format!(
                 "user {} (uid {}) cannot enter {}: {} is mode {:04o}, owned by uid {}",
                 who.name,
@@ -101,6 +102,125 @@ pub fn check_enterable(dir: &Path, who: &TaskIdentity) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Who searches a directory, for [`blocking_ancestor`]: a uid, its group and its
+/// supplementary groups.
+#[derive(Debug, Clone, Copy)]
+pub struct Searcher<'a> {
+    /// The uid.
+    pub uid: u32,
+    /// Its primary group.
+    pub gid: u32,
+    /// Its supplementary groups.
+    pub groups: &'a [u32],
+}
+
+impl Searcher<'static> {
+    /// Any account that neither owns a directory nor is in its group: the "other" bits decide
+    /// (`(uid_t) -1` owns no file; the kernel refuses it as an owner).
+    pub const OTHERS: Self = Self {
+        uid: u32::MAX,
+        gid: u32::MAX,
+        groups: &[],
+    };
+}
+
+impl Searcher<'_> {
+    /// Whether the mode bits of `meta` let this account search it (as the kernel checks
+    /// them; ACLs are not read; root may search anything).
+    fn may_search(&self, meta: &std::fs::Metadata) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        if self.uid == 0 {
+            return true;
+        }
+        let bit = if meta.uid() == self.uid {
+            0o100
+        } else if meta.gid() == self.gid || self.groups.contains(&meta.gid()) {
+            0o010
+        } else {
+            0o001
+        };
+        meta.mode() & bit != 0
+    }
+}
+
+/// A directory that stops an account on its way to another.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Blocked {
+    /// The directory it may not search.
+    pub path: PathBuf,
+    /// Its permission bits.
+    pub mode: u32,
+    /// Its owner.
+    pub owner: u32,
+}
+
+impl std::fmt::Display for Blocked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} is mode {:04o}, owned by uid {}",
+            self.path.display(),
+            self.mode,
+            self.owner
+        )
+    }
+}
+
+/// The first directory from `/` down to `dir` (itself included) that `who` may not search,
+/// by the mode bits; `None` when every one may be searched, and when one cannot be inspected
+/// (missing, not a directory: nothing to say of permissions then).
+pub fn blocking_ancestor(dir: &Path, who: Searcher<'_>) -> Option<Blocked> {
+    use std::os::unix::fs::MetadataExt;
+    let mut on_the_way: Vec<&Path> = dir.ancestors().collect();
+    on_the_way.reverse();
+    for path in on_the_way {
+        let meta = std::fs::metadata(path).ok().filter(|m| m.is_dir())?;
+        if !who.may_search(&meta) {
+            return Some(Blocked {
+                path: path.to_path_buf(),
+                mode: meta.mode() & 0o7777,
+                owner: meta.uid(),
+            });
+        }
+    }
+    None
+}
+
+/// Why `who` could not start a task's command, when a directory on the way to its working
+/// directory `workdir` or to its `program` (an absolute path) is closed to them ("" when none
+/// is): the directory, its mode and owner; and when it lies above `task_file` (a file of the
+/// task's own directory: the daemon's data directory under a private one), that the daemon's
+/// setup is what to change.
+pub(crate) fn unreachable(
+    who: Searcher<'_>,
+    workdir: Option<&Path>,
+    program: &str,
+    task_file: &Path,
+) -> String {
+    let program = Path::new(program);
+    let command_dir = program.parent().filter(|_| program.is_absolute());
+    let places = [
+        ("working directory", workdir),
+        ("command's directory", command_dir),
+    ];
+    for (what, dir) in places {
+        let Some((dir, blocked)) = dir.and_then(|d| Some((d, blocking_ancestor(d, who)?))) else {
+            continue;
+        };
+        let daemons = if task_file.starts_with(&blocked.path) {
+            " (it lies above the task's own directory: the daemon's data directory must be under directories every user may enter, e.g. /var/lib/gantry)"
+        } else {
+            ""
+        };
+        return format!(
+            "; uid {} cannot reach its {what} {}: {blocked}{daemons}",
+            who.uid,
+            dir.display()
+        );
+    }
+    String::new()
 }
 
 /// The working directory: `own` (the job's); else `dir` for a task that runs as the daemon's
@@ -128,3 +248,7 @@ pub fn workdir(
     std::os::unix::fs::lchown(&work, Some(who.uid), Some(who.gid))?;
     Ok(work)
 }
+
+#[cfg(test)]
+#[path = "task_files_tests.rs"]
+mod tests;
