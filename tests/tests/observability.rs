@@ -1,4 +1,5 @@
-//! Decisions you can see: `/metrics` parsed by Prometheus' own parser, the per-job
+//! Decisions you can see: `/metrics` parsed by Prometheus' own parser, the Grafana dashboard
+//! in `deploy/grafana/` querying only what `/metrics` exports (issue 46, item 4), the per-job
 //! decision log, a shadow pipeline that reports where it would differ (and cannot
 //! disturb the live schedule even when it traps), and what-if replay of recorded
 //! snapshots.
@@ -6,6 +7,7 @@
 
 use gantry_e2e::{Daemon, WAIT, workspace};
 use serde_json::{Value, json};
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::process::{Command, Stdio};
 
@@ -122,6 +124,204 @@ fn metrics_parse_and_decisions_are_listed() {
     assert_eq!(start["decision"], "start", "{log:?}");
     assert!(start["cycle"].as_u64() > pending["cycle"].as_u64());
     d.release(waiting);
+}
+
+/// The dashboard shipped for Grafana.
+const DASHBOARD: &str = "deploy/grafana/gantry-dashboard.json";
+
+/// Every name a scrape of `text` (the OpenMetrics text format) may be queried by, with the
+/// family it belongs to: each sample's name, and from each `# TYPE` line the names the type
+/// gives its samples (`_total` of a counter; `_bucket`, `_sum`, `_count` of a histogram), so
+/// that a family without samples yet (no plugin fault so far) still counts.
+fn exported_names(text: &str) -> BTreeMap<String, String> {
+    let mut names = BTreeMap::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let mut words = rest.split_whitespace();
+            let (Some(family), Some(kind)) = (words.next(), words.next()) else {
+                panic!("a TYPE line without a name and a type: {line:?}");
+            };
+            let suffixes: &[&str] = match kind {
+                "counter" => &["_total"],
+                "histogram" => &["_bucket", "_sum", "_count"],
+                "summary" => &["", "_sum", "_count"],
+                _ => &[""],
+            };
+            for suffix in suffixes {
+                names.insert(format!("{family}{suffix}"), family.to_string());
+            }
+        } else if !line.starts_with('#') && !line.trim().is_empty() {
+            let name: String = line
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == ':')
+                .collect();
+            let family = names.get(&name).cloned().unwrap_or_else(|| name.clone());
+            names.insert(name, family);
+        }
+    }
+    names
+}
+
+/// The metric names in a PromQL expression: each `gantry_...` word.
+fn queried_names(expr: &str) -> Vec<String> {
+    let is_name = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_';
+    let mut names = Vec::new();
+    let mut rest = expr;
+    while let Some(at) = rest.find("gantry_") {
+        let before = rest[..at].chars().next_back();
+        let name: String = rest[at..].chars().take_while(|c| is_name(*c)).collect();
+        if !before.is_some_and(|c| is_name(c) || c.is_ascii_uppercase()) {
+            names.push(name.clone());
+        }
+        rest = &rest[at + name.len()..];
+    }
+    names
+}
+
+/// The dashboard's queries, each with where it is ("panel 3 (Cycle duration) target B"):
+/// every panel's targets and every query variable. Fails unless the JSON is a dashboard:
+/// panels with unique ids, each with a non-empty list of targets that hold an expression, on
+/// the `DS_PROMETHEUS` data-source variable.
+fn dashboard_queries(dashboard: &Value) -> Vec<(String, String)> {
+    assert!(
+        dashboard["schemaVersion"].as_u64().is_some_and(|v| v >= 36),
+        "{DASHBOARD}: no schemaVersion of a current Grafana"
+    );
+    assert!(dashboard["title"].is_string() && dashboard["uid"].is_string());
+    let variables = dashboard["templating"]["list"]
+        .as_array()
+        .expect("templating.list");
+    assert!(
+        variables
+            .iter()
+            .any(|v| v["name"] == "DS_PROMETHEUS" && v["type"] == "datasource"),
+        "{DASHBOARD}: no data-source variable DS_PROMETHEUS"
+    );
+    let panels = dashboard["panels"].as_array().expect("a list of panels");
+    assert!(!panels.is_empty(), "{DASHBOARD}: no panels");
+    let mut ids = BTreeSet::new();
+    let mut queries = Vec::new();
+    for panel in panels {
+        let id = panel["id"].as_u64().expect("every panel has a numeric id");
+        let title = panel["title"].as_str().unwrap_or_default();
+        assert!(ids.insert(id), "{DASHBOARD}: panel id {id} twice");
+        let targets = panel["targets"]
+            .as_array()
+            .unwrap_or_else(|| panic!("panel {id} ({title}) has no list of targets"));
+        assert!(!targets.is_empty(), "panel {id} ({title}) has no targets");
+        for target in targets {
+            let expr = target["expr"]
+                .as_str()
+                .filter(|e| !e.trim().is_empty())
+                .unwrap_or_else(|| panic!("panel {id} ({title}): a target without expr"));
+            let uid = &target["datasource"]["uid"];
+            assert_eq!(uid, "${DS_PROMETHEUS}", "panel {id} ({title}): data source");
+            let at = format!("panel {id} ({title}) target {}", target["refId"]);
+            queries.push((at, expr.to_string()));
+        }
+    }
+    for v in variables.iter().filter(|v| v["type"] == "query") {
+        let query = v["query"]["query"].as_str().or(v["query"].as_str());
+        let at = format!("variable {}", v["name"]);
+        queries.push((at, query.expect("a query variable's query").to_string()));
+    }
+    queries
+}
+
+#[test]
+fn the_grafana_dashboard_queries_only_metrics_the_daemon_exports() {
+    let path = workspace().join(DASHBOARD);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let dashboard: Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: not JSON: {e}", path.display()));
+    let queries = dashboard_queries(&dashboard);
+
+    // A family with labels is rendered once it has a series: a job running (jobs by state)
+    // after its cycle called the plugins (call durations) and one of them faulted (a
+    // placement plugin that traps, live after a swap with the queue empty; the cycle falls
+    // back and the job starts all the same).
+    let d = Daemon::start(2);
+    let (status, info) = d.post_bytes("/v1/plugins", gantry_components::HOSTILE_TRAP);
+    assert_eq!(status, 201, "{info}");
+    let trapping = json!({
+        "priority": [{"plugin": "fifo"}],
+        "placement": {"plugin": "hostile-trap"},
+        "preemption": {"plugin": "priority-preempt"},
+    });
+    let (status, body) = d.put("/v1/policy", &trapping);
+    assert_eq!(status, 200, "{body}");
+    let id = d.submit(&d.blocking_job("scraped", 1, 1));
+    d.wait_state(id, "running");
+    let series = [
+        "gantry_jobs{",
+        "gantry_plugin_call_duration_seconds_count{",
+        "gantry_plugin_faults_total{",
+        "gantry_cycle_duration_seconds_count ",
+    ];
+    let exported = d.wait_for("every family to have a series", WAIT, || {
+        let (status, text) = d.get_text("/metrics");
+        assert_eq!(status, 200, "{text}");
+        series
+            .iter()
+            .all(|s| text.contains(s))
+            .then(|| exported_names(&text))
+    });
+    d.release(id);
+
+    let mut unknown = Vec::new();
+    let mut shown = BTreeSet::new();
+    for (at, expr) in &queries {
+        let names = queried_names(expr);
+        assert!(!names.is_empty(), "{at} queries no gantry_ metric: {expr}");
+        for name in names {
+            match exported.get(&name) {
+                Some(family) => {
+                    shown.insert(family.clone());
+                }
+                None => unknown.push(format!("{at}: {name} (in `{expr}`)")),
+            }
+        }
+    }
+    assert!(
+        unknown.is_empty(),
+        "{DASHBOARD} queries metrics /metrics does not export:\n  {}\nexported: {}",
+        unknown.join("\n  "),
+        exported.keys().cloned().collect::<Vec<_>>().join(" ")
+    );
+    // And it shows every family the daemon exports (a new metric belongs on it too).
+    let families: BTreeSet<&String> = exported.values().collect();
+    let missing: Vec<&&String> = families.iter().filter(|f| !shown.contains(**f)).collect();
+    assert!(
+        missing.is_empty(),
+        "families exported but on no panel of {DASHBOARD}: {missing:?}"
+    );
+}
+
+#[test]
+fn names_are_read_from_scrapes_and_queries_as_prometheus_names_them() {
+    let text = "# HELP gantry_cycles Scheduling cycles run.\n# TYPE gantry_cycles counter\n\
+                gantry_cycles_total 3\n# TYPE gantry_faults counter\n\
+                # TYPE gantry_took_seconds histogram\n\
+                gantry_took_seconds_bucket{le=\"0.1\"} 1\n# TYPE gantry_jobs gauge\n\
+                gantry_jobs{state=\"pending\"} 2\n# EOF\n";
+    let names = exported_names(text);
+    for name in [
+        "gantry_cycles_total",
+        "gantry_faults_total",
+        "gantry_took_seconds_bucket",
+        "gantry_took_seconds_count",
+        "gantry_jobs",
+    ] {
+        assert!(names.contains_key(name), "{name}: {names:?}");
+    }
+    assert!(!names.contains_key("gantry_cycles") && !names.contains_key("gantry_jobs_total"));
+    assert_eq!(names["gantry_took_seconds_sum"], "gantry_took_seconds");
+    let expr = "histogram_quantile(0.99, sum by (le) (rate(gantry_took_seconds_bucket{instance=~\"$instance\"}[5m]))) / gantry_jobs";
+    assert_eq!(
+        queried_names(expr),
+        ["gantry_took_seconds_bucket", "gantry_jobs"]
+    );
+    assert!(queried_names("up{job=\"my_gantry_x\"}").is_empty());
 }
 
 #[test]
