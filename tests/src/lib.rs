@@ -22,6 +22,7 @@ mod process;
 pub mod raw_http;
 pub mod root;
 pub mod services;
+pub mod site;
 pub mod slurm;
 
 pub use auth::{CreatedToken, Serve, create_token, token_into};

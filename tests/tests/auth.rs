@@ -151,6 +151,10 @@ fn authorization_matrix_covers_every_route_and_role() {
         ("POST",   "/v1/replay",                 replay, admin(200)),
         ("DELETE", "/v1/policy/shadow",          Empty, admin(200)),
         ("POST",   "/v1/admin/gc",               Empty, admin(200)),
+        // No cluster CA here (gantry init): an admin is told so (503).
+        ("POST",   "/v1/join-tokens",            Json(json!({"ttl_s": 600})), admin(503)),
+        ("GET",    "/v1/join-tokens",            Empty, admin(200)),
+        ("DELETE", "/v1/join-tokens/gjt_ffffffff", Empty, admin(404)),
         ("POST",   "/v1/nodes/{node}/drain",     drain(), OPERATOR),
         ("POST",   "/v1/nodes/{node}/resume",    Empty, OPERATOR),
         ("POST",   "/v1/nodes/no-such-node/drain", drain(), OPERATOR_MISSING),

@@ -464,7 +464,8 @@ fn an_agent_with_a_wrong_token_is_refused() {
             "{body}"
         );
     }
-    let (status, body) = post(Some(TOKEN), &heartbeat("raw", 2));
+    let other = gantry_api::cluster::PROTOCOL_VERSION + 1;
+    let (status, body) = post(Some(TOKEN), &heartbeat("raw", other));
     assert_eq!(status, 409, "{body}");
     assert_eq!(body["field"], "protocol", "{body}");
     assert!(
@@ -521,7 +522,7 @@ fn a_replayed_launch_does_not_start_a_second_task() {
         .collect();
     let launch = |run: u64, argv: Value| {
         json!({
-            "protocol": 1,
+            "protocol": gantry_api::cluster::PROTOCOL_VERSION,
             "key": {"job": id, "task": 0, "run": run},
             "argv": argv,
             "env": [["OUTDIR", d.out_dir()], ["GANTRY_JOB_ID", id.to_string()], ["RANK", "0"],
@@ -533,10 +534,12 @@ fn a_replayed_launch_does_not_start_a_second_task() {
         })
     };
 
+    // The controller speaks to the agent with the node's own credential.
+    let credential = gantry_api::cluster_token::node_credential(TOKEN, agent.name());
     // The same key, twice: nothing new starts.
     let replay = launch(run, job["spec"]["argv"].clone());
     for attempt in 0..2 {
-        let (status, reply) = agent.post("/agent/v1/launch", Some(TOKEN), &replay);
+        let (status, reply) = agent.post("/agent/v1/launch", Some(&credential), &replay);
         assert_eq!(status, 200, "attempt {attempt}: {reply}");
         assert_eq!(reply["replayed"], true, "attempt {attempt}: {reply}");
         assert_eq!(reply["pid"], pid, "attempt {attempt}: {reply}");
@@ -559,7 +562,7 @@ fn a_replayed_launch_does_not_start_a_second_task() {
             "echo $$ > \"$OUTDIR/fresh-$GANTRY_JOB_ID\"; exec sleep 600"
         ]),
     );
-    let (status, reply) = agent.post("/agent/v1/launch", Some(TOKEN), &fresh);
+    let (status, reply) = agent.post("/agent/v1/launch", Some(&credential), &fresh);
     assert_eq!(status, 200, "{reply}");
     assert_eq!(reply["replayed"], false, "{reply}");
     let fresh_pid = reply["pid"].as_u64().unwrap();

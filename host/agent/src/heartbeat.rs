@@ -14,7 +14,8 @@
 
 use super::tasks::{TaskTable, lock};
 use gantry_api::cluster::{
-    HEARTBEAT_PATH, Heartbeat, HeartbeatReply, NodeLoad, PROTOCOL_VERSION, ProtoError,
+    HEARTBEAT_PATH, Heartbeat, HeartbeatReply, NODE_HEADER, NodeLoad, PROTOCOL_VERSION,
+    PeerVersion, ProtoError,
 };
 use gantry_api::cluster_term::Highest;
 use gantry_node::inventory::NodeInfo;
@@ -48,13 +49,20 @@ pub(crate) struct Controller {
     /// The one tried now.
     current: Arc<AtomicUsize>,
     token: String,
+    /// The node's name, sent in the protocol's node header.
+    node: String,
     http: ureq::Agent,
 }
 
 impl Controller {
     /// A client of the controllers at `urls` (comma-separated http:// or https:// URLs,
     /// trusting only `ca_cert` for https:// when given), sending `token`.
-    pub(crate) fn new(urls: &str, token: &str, ca_cert: Option<PathBuf>) -> anyhow::Result<Self> {
+    pub(crate) fn new(
+        urls: &str,
+        token: &str,
+        node: &str,
+        ca_cert: Option<PathBuf>,
+    ) -> anyhow::Result<Self> {
         let urls: Vec<String> = urls
             .split(',')
             .map(|u| u.trim().trim_end_matches('/').to_owned())
@@ -79,6 +87,7 @@ impl Controller {
             urls: Arc::new(urls),
             current: Arc::default(),
             token: token.to_string(),
+            node: node.to_string(),
             http: ureq::Agent::new_with_config(config),
         })
     }
@@ -106,10 +115,25 @@ impl Controller {
             .http
             .post(format!("{url}{HEARTBEAT_PATH}"))
             .header("Authorization", &format!("Bearer {}", self.token))
+            .header(NODE_HEADER, &self.node)
             .send_json(heartbeat)
             .map_err(transient)?;
         let status = response.status().as_u16();
         let body = response.body_mut().read_to_vec().map_err(transient)?;
+        let refusal = serde_json::from_slice::<ProtoError>(&body).ok();
+        if let Some(controller) = refusal.as_ref().and_then(|e| e.controller.as_ref())
+            && status == 409
+        {
+            let agent = PeerVersion::this_build();
+            let which = if controller.protocol < agent.oldest_protocol {
+                "upgrade the controller first"
+            } else {
+                "upgrade this agent"
+            };
+            return Err(BeatError::Refused(format!(
+                "this agent, {agent}, cannot work with the controller at {url}, {controller}: {which}"
+            )));
+        }
         let reason = || {
             serde_json::from_slice::<ProtoError>(&body).map_or_else(
                 |_| String::from_utf8_lossy(&body).chars().take(300).collect(),
@@ -160,6 +184,7 @@ impl Beats {
         let (running, ended) = self.table.report();
         Heartbeat {
             protocol: PROTOCOL_VERSION,
+            version: gantry_api::cluster::GANTRY_VERSION.to_string(),
             node: self.node.clone(),
             agent_url: self.agent_url.clone(),
             addr: self.addr.clone(),

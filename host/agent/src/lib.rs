@@ -47,16 +47,19 @@ pub const TASKS_DIR: &str = "agent-tasks";
 /// `gantry agent` arguments.
 #[derive(Debug, Clone, clap::Args)]
 pub struct AgentArgs {
-    /// The controller's URL (the `gantry serve` API), e.g. http://10.0.0.1:8420.
+    /// The controller's URL (the `gantry serve` API), e.g. http://10.0.0.1:8420; default
+    /// `[agent] controller`.
     #[arg(long)]
-    pub controller: String,
-    /// TOML config file, the same format as `gantry serve`'s ([node], [execution],
-    /// data_dir, kill_grace_s, [cluster] token).
+    pub controller: Option<String>,
+    /// TOML config file, the same format as `gantry serve`'s ([agent], [node], [execution],
+    /// data_dir, kill_grace_s, [cluster] token or node_credential); `gantry agent join`
+    /// writes one.
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// Address to serve the controller's calls on (port 0: any free port).
-    #[arg(long, default_value = DEFAULT_LISTEN)]
-    pub listen: String,
+    /// Address to serve the controller's calls on (port 0: any free port); default
+    /// `[agent] listen`, else 127.0.0.1:8421.
+    #[arg(long)]
+    pub listen: Option<String>,
     /// The address the controller and other nodes reach this node at (required when
     /// listening on 0.0.0.0 or ::).
     #[arg(long)]
@@ -107,12 +110,26 @@ impl AgentOptions {
             config.node.use_nvml = false;
         }
         config.check()?;
+        let section = config.agent.clone();
+        let Some(controller) = args
+            .controller
+            .or_else(|| Some(section.controller).filter(|c| !c.trim().is_empty()))
+        else {
+            bail!("no controller: pass --controller URL or set `[agent] controller` in --config");
+        };
+        let listen = args
+            .listen
+            .or_else(|| Some(section.listen).filter(|l| !l.is_empty()))
+            .unwrap_or_else(|| DEFAULT_LISTEN.to_string());
+        let advertise = args
+            .advertise
+            .or_else(|| Some(section.advertise).filter(|a| !a.is_empty()));
         Ok(Self {
             config,
-            controller: args.controller,
-            listen: args.listen,
-            advertise: args.advertise,
-            ca_cert,
+            controller,
+            listen,
+            advertise,
+            ca_cert: ca_cert.or(section.ca_cert),
         })
     }
 }
@@ -131,14 +148,12 @@ pub fn main(args: AgentArgs, ca_cert: Option<PathBuf>) -> anyhow::Result<()> {
 /// wrong token, another protocol, a node name already taken).
 pub async fn run(options: AgentOptions) -> anyhow::Result<()> {
     let config = options.config;
-    let token = config.cluster.effective_token();
-    if token.is_empty() {
+    if config.cluster.node_credential.is_empty() && config.cluster.effective_token().is_empty() {
         bail!(
-            "no cluster token: set `[cluster] token` in the config file or {} (the controller's token)",
+            "no credential: join the cluster (`gantry agent join`), or set `[cluster] token` in the config file or {} (the controller's token)",
             gantry_config::cluster::TOKEN_ENV
         );
     }
-    let controller = heartbeat::Controller::new(&options.controller, &token, options.ca_cert)?;
     let shim = gantry_node::executor::shim_executable(
         &std::env::current_exe()
             .context("cannot find the gantry executable (needed as the task shim)")?,
@@ -151,6 +166,10 @@ pub async fn run(options: AgentOptions) -> anyhow::Result<()> {
     let node_config = config.node.clone();
     let node =
         tokio::task::spawn_blocking(move || gantry_node::inventory::discover(&node_config)).await?;
+    // The node's own credential: it speaks for this node's name and no other.
+    let token = config.cluster.agent_credential(&node.name);
+    let controller =
+        heartbeat::Controller::new(&options.controller, &token, &node.name, options.ca_cert)?;
     let node_gpus: Vec<u32> = node.gpus.iter().map(|g| g.index).collect();
     let isolation = Isolation::setup(&config.execution, node_gpus.clone())?;
     let (tx, mut events) = tokio::sync::mpsc::unbounded_channel();
@@ -161,6 +180,7 @@ pub async fn run(options: AgentOptions) -> anyhow::Result<()> {
             &config.containers,
             &config.data_dir,
         ));
+    executor.warn_if_tasks_cannot_reach(&data_dir);
     let table = TaskTable::new(
         data_dir.join(TASKS_DIR),
         executor.clone(),

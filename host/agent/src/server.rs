@@ -101,6 +101,7 @@ fn refuse(status: StatusCode, error: String, field: Option<&str>) -> Response {
     let body = ProtoError {
         error,
         field: field.map(str::to_string),
+        controller: None,
     };
     (status, Json(body)).into_response()
 }

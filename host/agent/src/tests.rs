@@ -199,7 +199,7 @@ async fn bad_launches_name_their_field_and_leave_no_directory() {
     let dir = tempfile::tempdir().unwrap();
     let table = table(dir.path());
     let mut old = request(key(1), &["true"]);
-    old.protocol = 2;
+    old.protocol = PROTOCOL_VERSION + 1;
     let e = table.launch(&old).unwrap_err();
     assert_eq!((e.status(), e.field()), (409, Some("protocol")));
     let e = table.launch(&request(key(1), &[])).unwrap_err();

@@ -86,7 +86,7 @@ async fn every_route_wants_the_token_and_refusals_are_json() {
         assert!(proto_error(&bytes).error.contains("cluster token"));
     }
     let mut newer = body.clone();
-    newer["protocol"] = 2.into();
+    newer["protocol"] = (gantry_api::cluster::PROTOCOL_VERSION + 1).into();
     newer["something_new"] = "x".into();
     let (status, bytes) = post(launch_url.clone(), Some(TOKEN), newer).await;
     assert_eq!(status, 409);
@@ -158,6 +158,7 @@ async fn controller(seen: Arc<Mutex<Vec<Heartbeat>>>) -> String {
             let e = ProtoError {
                 error: "bad token".into(),
                 field: None,
+                controller: None,
             };
             return (http::StatusCode::UNAUTHORIZED, Json(e)).into_response();
         }
@@ -181,7 +182,7 @@ async fn controller(seen: Arc<Mutex<Vec<Heartbeat>>>) -> String {
 
 fn beats(url: &str, token: &str, table: Arc<TaskTable>) -> Beats {
     Beats {
-        controller: Controller::new(url, token, None).unwrap(),
+        controller: Controller::new(url, token, "agent-test", None).unwrap(),
         node: gantry_node::inventory::discover(&gantry_node::inventory::NodeConfig {
             name: "agent-test".into(),
             use_nvml: false,

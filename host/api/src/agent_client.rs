@@ -62,6 +62,8 @@ impl AgentCallError {
 pub struct AgentClient {
     url: String,
     token: String,
+    /// The protocol the agent speaks (its last heartbeat's), stamped on launches.
+    protocol: u32,
     http: ureq::Agent,
 }
 
@@ -77,8 +79,20 @@ impl AgentClient {
         Self {
             url: url.trim_end_matches('/').to_string(),
             token: token.to_string(),
+            protocol: crate::cluster::PROTOCOL_VERSION,
             http: ureq::Agent::new_with_config(config),
         }
+    }
+
+    /// The same client for an agent of protocol `protocol` (an older agent, still served).
+    pub fn speaking(mut self, protocol: u32) -> Self {
+        self.protocol = protocol;
+        self
+    }
+
+    /// Whether this client sends `token` in `protocol`.
+    pub fn sends(&self, token: &str, protocol: u32) -> bool {
+        self.token == token && self.protocol == protocol
     }
 
     /// The agent's URL.
@@ -88,6 +102,13 @@ impl AgentClient {
 
     /// Starts a task, or answers with the one already started under its key.
     pub fn launch(&self, request: &LaunchRequest) -> Result<LaunchReply, AgentCallError> {
+        if request.protocol != self.protocol {
+            let request = LaunchRequest {
+                protocol: self.protocol,
+                ..request.clone()
+            };
+            return self.post(LAUNCH_PATH, &request);
+        }
         self.post(LAUNCH_PATH, request)
     }
 

@@ -1,5 +1,12 @@
 //! The controller–agent wire protocol, version [`PROTOCOL_VERSION`]: JSON over HTTP, every
-//! request carrying `Authorization: Bearer <cluster token>`.
+//! request carrying `Authorization: Bearer <credential>`. In version 2 the credential is
+//! the node's own (`cluster_token::node_credential`, given at `gantry agent join` or derived
+//! from the cluster token) and the agent names its node in the [`NODE_HEADER`] header; in
+//! version 1 it is the cluster token itself. A controller serves agents of versions
+//! [`OLDEST_PROTOCOL`]..=[`PROTOCOL_VERSION`] (one release apart keep working, either way
+//! round of an upgrade of the controller first); an agent refuses a controller that does not
+//! speak its version, naming both (`ProtoError::controller_version`). Joining is
+//! `cluster_join`.
 //!
 //! * Agent → controller: `POST /cluster/v1/heartbeat` ([`Heartbeat`] → [`HeartbeatReply`]).
 //!   The first heartbeat registers the node; every one carries its inventory, GPU health,
@@ -28,8 +35,19 @@ use crate::task::{TaskExit, TaskUsage};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// The protocol version both sides must speak.
-pub const PROTOCOL_VERSION: u32 = 1;
+/// The protocol version this build speaks (an agent sends it; a controller answers it).
+pub const PROTOCOL_VERSION: u32 = 2;
+
+/// The oldest agent protocol a controller of this build still serves: version 1 agents (the
+/// previous release) keep working until they are upgraded.
+pub const OLDEST_PROTOCOL: u32 = 1;
+
+/// The header in which an agent of protocol 2 names its node: its credential is checked
+/// against that name before a byte of the body is read.
+pub const NODE_HEADER: &str = "gantry-node";
+
+/// This build's version (`gantry --version`), sent in heartbeats and refusals.
+pub const GANTRY_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// Controller route of heartbeats.
 pub const HEARTBEAT_PATH: &str = "/cluster/v1/heartbeat";
@@ -154,8 +172,11 @@ pub struct NodeLoad {
 /// Agent → controller, every heartbeat interval.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Heartbeat {
-    /// Must be [`PROTOCOL_VERSION`].
+    /// The agent's protocol, [`OLDEST_PROTOCOL`]..=[`PROTOCOL_VERSION`].
     pub protocol: u32,
+    /// The agent's Gantry version (empty from agents of protocol 1).
+    #[serde(default)]
+    pub version: String,
     /// The node's inventory (its name is the node's name in the cluster).
     pub node: NodeInfo,
     /// Where the controller reaches the agent, e.g. `http://10.0.0.5:8421`.
@@ -342,6 +363,46 @@ pub struct ProtoError {
     /// The field concerned, when one is.
     #[serde(default)]
     pub field: Option<String>,
+    /// On a refused protocol: the controller's Gantry version and the protocol versions it
+    /// serves, so that the agent can name both sides.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub controller: Option<PeerVersion>,
+}
+
+/// A side's Gantry version and the protocol versions it speaks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerVersion {
+    /// `gantry --version`'s number.
+    pub version: String,
+    /// Oldest protocol served.
+    pub oldest_protocol: u32,
+    /// Newest protocol served.
+    pub protocol: u32,
+}
+
+impl PeerVersion {
+    /// This build.
+    pub fn this_build() -> Self {
+        Self {
+            version: GANTRY_VERSION.to_string(),
+            oldest_protocol: OLDEST_PROTOCOL,
+            protocol: PROTOCOL_VERSION,
+        }
+    }
+}
+
+impl std::fmt::Display for PeerVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.oldest_protocol == self.protocol {
+            write!(f, "gantry {} (protocol {})", self.version, self.protocol)
+        } else {
+            write!(
+                f,
+                "gantry {} (protocols {}-{})",
+                self.version, self.oldest_protocol, self.protocol
+            )
+        }
+    }
 }
 
 #[cfg(test)]

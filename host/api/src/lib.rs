@@ -28,6 +28,7 @@ pub mod agent_client;
 #[cfg(feature = "client")]
 pub mod client;
 pub mod cluster;
+pub mod cluster_join;
 pub mod cluster_term;
 pub mod cluster_token;
 pub mod error;

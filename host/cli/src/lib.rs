@@ -21,6 +21,7 @@ pub mod control_cli;
 pub mod export;
 pub mod history_cli;
 pub mod images_view;
+pub mod join_token_cli;
 pub mod policy_view;
 pub mod run_cli;
 pub mod run_input;

@@ -35,6 +35,15 @@ pub struct ClusterConfig {
     /// standby's `https://` leader (`leadership/forward.rs`), are checked against, in place
     /// of the public roots.
     pub ca_cert: Option<std::path::PathBuf>,
+    /// The CA's private key (PEM, 0600), with which the controller signs the certificates
+    /// of nodes that join (`gantry init` writes both; `gantry agent join`).
+    pub ca_key: Option<std::path::PathBuf>,
+    /// The URL nodes join at, printed in `gantry token join`'s command (`gantry init` sets
+    /// it from `--advertise`).
+    pub join_url: String,
+    /// An agent's own credential (`gantry agent join` writes it): it speaks for this node
+    /// alone. Without it an agent derives its credential from `token`.
+    pub node_credential: String,
 }
 
 impl Default for ClusterConfig {
@@ -46,6 +55,9 @@ impl Default for ClusterConfig {
             heartbeat_interval_ms: 1000,
             node_down_after_ms: 10_000,
             ca_cert: None,
+            ca_key: None,
+            join_url: String::new(),
+            node_credential: String::new(),
         }
     }
 }
@@ -69,6 +81,15 @@ impl ClusterConfig {
             .unwrap_or_else(|| self.token.clone())
     }
 
+    /// The credential an agent for node `node` presents: `node_credential` when set, else
+    /// the one derived from the cluster token (empty when neither is set).
+    pub fn agent_credential(&self, node: &str) -> String {
+        if !self.node_credential.is_empty() {
+            return self.node_credential.clone();
+        }
+        gantry_api::cluster_token::node_credential(&self.effective_token(), node)
+    }
+
     /// Range checks; the message names the key. The token's minimum length holds for
     /// `GANTRY_CLUSTER_TOKEN` as for `cluster.token`.
     pub fn check(&self) -> Result<(), String> {
@@ -76,6 +97,15 @@ impl ClusterConfig {
             return Err(format!(
                 "cluster.token must be at least {MIN_TOKEN_LEN} bytes (or empty: no agents)"
             ));
+        }
+        if !self.node_credential.is_empty()
+            && !self
+                .node_credential
+                .starts_with(gantry_api::cluster_token::NODE_CREDENTIAL_PREFIX)
+        {
+            return Err(
+                "cluster.node_credential must be one `gantry agent join` wrote (gnc_...)".into(),
+            );
         }
         let from_env = std::env::var(TOKEN_ENV).unwrap_or_default();
         check_env_token(&from_env)?;

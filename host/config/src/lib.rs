@@ -13,6 +13,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod agent;
 pub mod auth;
 pub mod authority;
 pub mod cluster;
@@ -105,6 +106,8 @@ pub struct Config {
     /// Where the active state lives (`[store]`: sled under the data directory, or etcd
     /// shared by several controllers of which one leads).
     pub store: crate::store::StoreConfig,
+    /// What `gantry agent` reads (`[agent]`: the controller's URL, where to listen).
+    pub agent: crate::agent::AgentConfig,
 }
 
 /// Per-call sandbox limits.
@@ -155,6 +158,7 @@ impl Default for Config {
             services: Default::default(),
             history: Default::default(),
             store: Default::default(),
+            agent: Default::default(),
         }
     }
 }
@@ -304,6 +308,7 @@ impl Config {
         self.services.check().map_err(ConfigError::Invalid)?;
         self.history.check().map_err(ConfigError::Invalid)?;
         self.store.check().map_err(ConfigError::Invalid)?;
+        self.agent.check().map_err(ConfigError::Invalid)?;
         crate::auth::check_tokens(&self.auth)?;
         crate::tls::ServerTls::load(&self.tls)?;
         Ok(())

@@ -11,6 +11,7 @@
 //! method delegates to the scheduler's owner of it (`jobs.rs`, `nodes.rs`, `policy_ops.rs`,
 //! `service_sets.rs`, `views.rs`, ...).
 
+use super::enrolment::{JoinError, JoinStep, JoinTokenAction, JoinTokenAnswer};
 use super::job_input::{InputRequest, InputSendError};
 use super::jobs::TaskLog;
 use super::jobs::{CancelError, SubmitError};
@@ -27,6 +28,7 @@ use super::{
     Scheduler,
 };
 use gantry_api::cluster::{Heartbeat, HeartbeatReply, NodeImages};
+use gantry_api::cluster_join::JoinRequest;
 use gantry_api::model::{
     HoldRole, JobRecord, JobSpec, ScaleSample, ServiceRecord, ServiceView, UpdateRequest,
 };
@@ -166,13 +168,29 @@ impl Nodes {
     pub fn forget(&self, name: &str, by: &str) -> Result<(), NodeOpError> {
         self.0.forget_node(name, by)
     }
-    /// An agent's heartbeat (`remote.rs`).
-    pub fn heartbeat(&self, hb: Heartbeat) -> Result<HeartbeatReply, HeartbeatError> {
-        self.0.heartbeat(hb)
+    /// An agent's heartbeat, sent with `credential` (checked) (`remote.rs`).
+    pub fn heartbeat(
+        &self,
+        hb: Heartbeat,
+        credential: String,
+    ) -> Result<HeartbeatReply, HeartbeatError> {
+        self.0.heartbeat(hb, credential)
     }
-    /// The token agents must present (empty: no agent may join).
-    pub fn cluster_token(&self) -> &str {
-        self.0.cluster_token()
+    /// The credential an agent must present: node `node`'s own, or for an agent of protocol
+    /// 1 (no node named) the cluster token. Empty: no agent may join.
+    pub fn agent_credential(&self, node: Option<&str>) -> String {
+        self.0.agent_credential(node)
+    }
+    /// A node joins with a join token (`enrolment.rs`); `None`: the CA nodes check first
+    /// (`request` is ignored), `Some`: the join.
+    pub fn join(&self, request: Option<JoinRequest>) -> Result<JoinStep, JoinError> {
+        match request {
+            None => Ok(JoinStep::Ca(self.0.join_ca_pem())),
+            Some(r) => self
+                .0
+                .join(r)
+                .map(|reply| JoinStep::Joined(Box::new(reply))),
+        }
     }
     /// The image caches of the controller's node and of each agent (`views.rs`).
     pub fn cached_images(&self) -> (std::io::Result<NodeImages>, Vec<AgentImages>) {
@@ -309,6 +327,10 @@ impl Services {
 }
 
 impl Admin {
+    /// Makes, lists or revokes join tokens (`enrolment.rs`).
+    pub fn join_tokens(&self, action: JoinTokenAction) -> Result<JoinTokenAnswer, JoinError> {
+        self.0.join_tokens(action)
+    }
     /// The daemon's settings.
     pub fn config(&self) -> &Config {
         self.0.config()

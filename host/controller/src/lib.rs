@@ -20,6 +20,7 @@ mod adopt;
 mod apply;
 mod cycle_inputs;
 pub mod decisions;
+pub mod enrolment;
 pub mod facade;
 mod fault_log;
 mod holds;
@@ -249,9 +250,11 @@ impl Scheduler {
         let agent_tls =
             gantry_config::tls::ureq_tls("cluster.ca_cert", config.cluster.ca_cert.as_deref())?;
         let launch_deadline = Duration::from_millis(config.cluster.node_down_after_ms);
-        let agent = |url: &str| -> Arc<dyn runner::Runner> {
-            let client =
-                gantry_api::agent_client::AgentClient::new(url, &cluster_token, &agent_tls);
+        // Until its first heartbeat says which protocol it speaks, an agent is taken to speak
+        // this build's (its node's own credential); the heartbeat corrects both.
+        let agent = |name: &str, url: &str| -> Arc<dyn runner::Runner> {
+            let credential = gantry_api::cluster_token::node_credential(&cluster_token, name);
+            let client = gantry_api::agent_client::AgentClient::new(url, &credential, &agent_tls);
             Arc::new(runner_agent::AgentRunner::new(client, launch_deadline))
         };
         let members = members::Members::load(&store, local, agent, now_ms())?;

@@ -98,7 +98,7 @@ impl Members {
     pub(crate) fn load(
         store: &Store,
         local: Option<Member>,
-        agent: impl Fn(&str) -> Arc<dyn Runner>,
+        agent: impl Fn(&str, &str) -> Arc<dyn Runner>,
         now_ms: u64,
     ) -> Result<Self, StoreError> {
         let mut list: Vec<Member> = local.into_iter().collect();
@@ -113,7 +113,7 @@ impl Members {
             tracing::info!(node = %a.info.name, url = %a.agent_url, "waiting for the agent of a known node");
             list.push(Member {
                 addr: a.addr,
-                runner: agent(&a.agent_url),
+                runner: agent(&a.info.name, &a.agent_url),
                 liveness: Liveness::Awaiting { since_ms: now_ms },
                 last_heartbeat_ms: 0,
                 load: NodeLoad::default(),

@@ -125,9 +125,15 @@ impl Scheduler {
         sent
     }
 
-    /// The runner of the agent at `url`, with the cluster token and `[cluster] ca_cert`.
-    pub(crate) fn agent_runner(&self, url: &str) -> Arc<dyn Runner> {
-        let client = AgentClient::new(url, &self.inner.cluster_token, &self.inner.agent_tls);
+    /// The runner of the agent at `url`, which speaks `protocol` and is sent `credential`
+    /// (its node's, or the cluster token for protocol 1), checked against `[cluster] ca_cert`.
+    pub(crate) fn agent_runner(
+        &self,
+        url: &str,
+        credential: &str,
+        protocol: u32,
+    ) -> Arc<dyn Runner> {
+        let client = AgentClient::new(url, credential, &self.inner.agent_tls).speaking(protocol);
         let deadline = Duration::from_millis(self.inner.config.cluster.node_down_after_ms);
         Arc::new(AgentRunner::new(client, deadline))
     }
@@ -157,7 +163,11 @@ impl Scheduler {
 
     /// A heartbeat from an agent: registers or refreshes its node, applies its ends, and
     /// answers with what was recorded and what to stop.
-    pub(crate) fn heartbeat(&self, hb: Heartbeat) -> Result<HeartbeatReply, HeartbeatError> {
+    pub(crate) fn heartbeat(
+        &self,
+        hb: Heartbeat,
+        credential: String,
+    ) -> Result<HeartbeatReply, HeartbeatError> {
         let name = hb.node.name.clone();
         if name.is_empty()
             || name.len() > 64
@@ -165,7 +175,7 @@ impl Scheduler {
         {
             return Err(HeartbeatError::BadName);
         }
-        self.register(&hb)?;
+        self.register(&hb, &credential)?;
         for (index, reason) in &hb.gpu_faults {
             if self.record_gpu_fault(&name, *index, reason.clone()) {
                 self.wake();
@@ -185,7 +195,7 @@ impl Scheduler {
     }
 
     /// Adds the node or refreshes it; a node that was down or awaited is up again.
-    fn register(&self, hb: &Heartbeat) -> Result<(), HeartbeatError> {
+    fn register(&self, hb: &Heartbeat, credential: &str) -> Result<(), HeartbeatError> {
         let name = &hb.node.name;
         let now = now_ms();
         let mut members = lock(&self.inner.members);
@@ -206,8 +216,9 @@ impl Scheduler {
                     });
                 }
                 let changed = url_changed || m.info != hb.node || m.addr != hb.addr;
-                if url_changed {
-                    m.runner = self.agent_runner(&hb.agent_url);
+                let link_changed = m.agent().is_none_or(|a| !a.sends(credential, hb.protocol));
+                if url_changed || link_changed {
+                    m.runner = self.agent_runner(&hb.agent_url, credential, hb.protocol);
                 }
                 m.info = hb.node.clone();
                 m.addr = hb.addr.clone();
@@ -226,7 +237,7 @@ impl Scheduler {
                 members.push(Member {
                     info: hb.node.clone(),
                     addr: hb.addr.clone(),
-                    runner: self.agent_runner(&hb.agent_url),
+                    runner: self.agent_runner(&hb.agent_url, credential, hb.protocol),
                     liveness: Liveness::Up,
                     last_heartbeat_ms: now,
                     load: hb.load,

@@ -48,9 +48,15 @@ impl Scheduler {
         &self.inner.config
     }
 
-    /// The token agents must present (empty: no agent may join).
-    pub(crate) fn cluster_token(&self) -> &str {
-        &self.inner.cluster_token
+    /// The credential an agent must present: node `node`'s own, or the cluster token for an
+    /// agent of protocol 1 (empty: no agent may join).
+    pub(crate) fn agent_credential(&self, node: Option<&str>) -> String {
+        match node {
+            Some(name) => {
+                gantry_api::cluster_token::node_credential(&self.inner.cluster_token, name)
+            }
+            None => self.inner.cluster_token.clone(),
+        }
     }
 
     /// How this node isolates tasks and where state and history live (`GET /v1/health`).

@@ -12,6 +12,7 @@ use gantry_config::Config;
 use serde_json::json;
 use std::path::PathBuf;
 
+mod agent_join;
 mod plugin_project;
 
 #[derive(Parser, Debug)]
@@ -59,9 +60,12 @@ enum Command {
         #[arg(long)]
         no_nvml: bool,
     },
+    /// Make a controller of this machine: a cluster CA, certificates, a configuration and a
+    /// join token; prints the command to run on each node (docs/admin/install.md).
+    Init(gantry_enrol::init::InitArgs),
     /// Run a node agent of multi-node mode: it joins the controller at --controller and
-    /// runs the tasks the controller places on this node.
-    Agent(gantry_agent::AgentArgs),
+    /// runs the tasks the controller places on this node; `gantry agent join` makes a node.
+    Agent(AgentCommand),
     /// Submit a job: gantry submit --gpus 2 --time 1h -- python train.py, or a batch
     /// script with #SBATCH directives: gantry submit job.sh
     Submit(Box<SubmitArgs>),
@@ -313,6 +317,32 @@ enum TokenAction {
     /// Make a random token: prints it once on stdout, and its `[[auth.tokens]]` entry
     /// (holding only its sha256) on stderr or appended to `--config`.
     Create(TokenCreateArgs),
+    /// Make a join token for nodes (admin): prints the `gantry agent join` command.
+    Join(gantry_cli::join_token_cli::TokenJoinArgs),
+    /// List join tokens (admin).
+    List,
+    /// Revoke a join token by its id, gjt_<id> (admin).
+    Revoke {
+        /// The token's id.
+        id: String,
+    },
+}
+
+/// `gantry agent`: run the agent, or `gantry agent join`.
+#[derive(clap::Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
+struct AgentCommand {
+    #[command(subcommand)]
+    action: Option<AgentAction>,
+    #[command(flatten)]
+    run: gantry_agent::AgentArgs,
+}
+
+#[derive(Subcommand, Debug)]
+enum AgentAction {
+    /// Join this machine to a cluster with a join token, write its agent configuration
+    /// (default /etc/gantry/agent.toml) and start the agent.
+    Join(gantry_enrol::join::JoinArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -376,8 +406,11 @@ fn is_client(command: &Command) -> bool {
         command,
         Command::Serve { .. }
             | Command::Agent(_)
+            | Command::Init(_)
             | Command::Simulate { .. }
-            | Command::Token { .. }
+            | Command::Token {
+                action: TokenAction::Create(_)
+            }
             | Command::TaskShim
             | Command::SlurmLinks { .. }
             | Command::Store { .. }
@@ -452,11 +485,19 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 .build()?;
             rt.block_on(gantry_server::serve::serve(cfg))
         }
-        Command::Agent(a) => {
+        Command::Init(a) => gantry_enrol::init::main(a),
+        Command::Agent(AgentCommand { action, run }) => {
+            let run = match action {
+                None => run,
+                Some(AgentAction::Join(join)) => match agent_join::join_then(&join)? {
+                    Some(args) => args,
+                    None => return Ok(()),
+                },
+            };
             limit_malloc_arenas();
             gantry_node::process_hygiene::mark_inherited_fds_cloexec()
                 .context("cannot mark inherited file descriptors close-on-exec")?;
-            gantry_agent::main(a, cli.ca_cert)
+            gantry_agent::main(run, cli.ca_cert)
         }
         Command::Submit(a) => submit_cli::run(&client, &a),
         Command::Run(a) => {
@@ -651,9 +692,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             show(json, &client.replay(&body)?, policy_view::render_replay);
             Ok(())
         }
-        Command::Token {
-            action: TokenAction::Create(a),
-        } => auth_cli::create(&a),
+        Command::Token { action } => match action {
+            TokenAction::Create(a) => auth_cli::create(&a),
+            TokenAction::Join(a) => gantry_cli::join_token_cli::join(&client, &a),
+            TokenAction::List => gantry_cli::join_token_cli::list(&client),
+            TokenAction::Revoke { id } => gantry_cli::join_token_cli::revoke(&client, &id),
+        },
         Command::TaskShim => anyhow::bail!("task-shim is internal"),
     }
 }

@@ -167,6 +167,7 @@ pub async fn cluster_guard(req: Request, next: Next) -> Response {
             let body = gantry_api::cluster::ProtoError {
                 error: r.message,
                 field: Some(r.field.to_string()),
+                controller: None,
             };
             (r.status, axum::Json(body)).into_response()
         }

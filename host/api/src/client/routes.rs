@@ -214,4 +214,24 @@ impl Client {
     pub fn accounting_json(&self, query: &str) -> Result<serde_json::Value> {
         self.get_json(&format!("/v1/accounting?{query}"))
     }
+
+    /// `POST /v1/join-tokens`: a join token valid `ttl_s` seconds for `uses` nodes.
+    pub fn create_join_token(
+        &self,
+        ttl_s: u64,
+        uses: u32,
+    ) -> Result<crate::cluster_join::JoinTokenCreated> {
+        self.post("/v1/join-tokens", &json!({ "ttl_s": ttl_s, "uses": uses }))
+    }
+
+    /// `GET /v1/join-tokens`: every join token (no secrets).
+    pub fn join_tokens(&self) -> Result<Vec<crate::cluster_join::JoinTokenView>> {
+        self.get("/v1/join-tokens")
+    }
+
+    /// `DELETE /v1/join-tokens/{id}`: revokes a join token.
+    pub fn revoke_join_token(&self, id: &str) -> Result<()> {
+        let path = format!("/v1/join-tokens/{}", percent_encode(id));
+        self.delete_json(&path).map(drop)
+    }
 }

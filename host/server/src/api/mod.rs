@@ -21,12 +21,14 @@ mod attach;
 mod auth;
 mod body;
 mod cluster;
+mod cluster_join;
 mod error;
 pub(crate) mod guard;
 mod images;
 mod job_control;
 mod job_input;
 mod jobs;
+mod join_tokens;
 mod live;
 mod locate;
 mod logs;
@@ -74,8 +76,10 @@ pub fn router(controller: Controller, tokens: Tokens) -> Router {
     ))
     // The dashboard's files, outside the token check (they hold no data).
     .merge(ui::routes())
-    // Agents' heartbeats, with the cluster token instead (`cluster.rs`).
+    // Agents' heartbeats, with a node's credential instead (`cluster.rs`), and joins, with a
+    // join token (`cluster_join.rs`).
     .merge(cluster::routes())
+    .merge(cluster_join::routes())
     // Host, Origin and Content-Type checks before anything else (`guard.rs`).
     .layer(axum::middleware::from_fn(guard::guard))
     .layer(axum::Extension(streams))

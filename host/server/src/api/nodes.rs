@@ -24,7 +24,7 @@ use serde::Deserialize;
 /// The `{name}` of a node route (a 400 naming `name` when it cannot be read, instead
 /// of axum's plain-text rejection).
 #[derive(Debug, Clone)]
-pub(super) struct NodeName(String);
+pub(super) struct NodeName(pub(super) String);
 
 impl<S: Send + Sync> FromRequestParts<S> for NodeName {
     type Rejection = ApiError;

@@ -8,8 +8,8 @@
 
 use super::route::{In, Out, Route, delete, doc, get, patch, post, put};
 use super::{
-    accounting, admin, attach, images, job_control, job_input, jobs, live, logs, nodes, openapi,
-    policy, services,
+    accounting, admin, attach, images, job_control, job_input, jobs, join_tokens, live, logs,
+    nodes, openapi, policy, services,
 };
 use axum::Json;
 use axum::extract::State;
@@ -84,6 +84,9 @@ pub(super) fn all() -> Vec<Route> {
         get("/v1/policy/shadow/diff", policy::shadow, doc("The shadow pipeline's differences", In::Nothing, 200, Out::Object, &[401, 404])),
         post("/v1/replay", policy::replay, doc("What-if replay over recorded cycles (admin)", In::Body("ReplayRequest"), 200, Out::Object, &[400, 401, 403, 413, 422])),
         get("/v1/openapi.json", openapi_document, doc("This document", In::Nothing, 200, Out::Object, &[401])),
+        post("/v1/join-tokens", join_tokens::create, doc("Make a join token (admin; gantry token join): `ttl_s` (60 to 604800, default 3600) and `uses` (nodes it may join, 1 to 1000, default 1); the token is shown once, with the `gantry agent join` command; 503 without a cluster CA (gantry init)", In::Body("JoinTokenRequest"), 201, Out::Schema("JoinTokenCreated"), &[400, 401, 403, 413, 503])),
+        get("/v1/join-tokens", join_tokens::list, doc("Join tokens, never their secrets: id, state (valid, expired, used, revoked), expiry, uses left, the nodes that joined with each (admin; gantry token list)", In::Nothing, 200, Out::ListOf("JoinTokenView"), &[401, 403])),
+        delete("/v1/join-tokens/{name}", join_tokens::revoke, doc("Revoke a join token by its id, gjt_<id> (admin; gantry token revoke)", In::Name(None), 200, Out::Object, &[401, 403, 404])),
         post("/v1/admin/gc", admin::gc, doc("Delete what retention no longer keeps, now (admin); `done` says whether anything is left", In::GcQuery, 200, Out::Object, &[400, 401, 403])),
     ]
 }

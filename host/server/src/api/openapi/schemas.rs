@@ -19,6 +19,7 @@ use super::super::job_input::JobInputBody;
 use super::super::nodes::DrainRequest;
 use super::super::policy::ReplayRequest;
 use gantry_api::accounting::AccountingReport;
+use gantry_api::cluster_join::{JoinTokenCreated, JoinTokenRequest, JoinTokenView};
 use gantry_api::error::ErrorBody;
 use gantry_api::model::{
     JobRecord, JobSpec, MAX_ARG_LEN, MAX_STRING, RollbackRequest, ScaleRequest, ServiceView,
@@ -60,11 +61,15 @@ fn add<T: ToSchema>(out: &mut Collected) {
 
 /// Every schema the operations refer to (`Error`, `JobSpec`, `Submitted`, `JobRecord`,
 /// `Node`, `AccountingReport`, `PipelineSpec`, `ReplayRequest`, `DrainRequest`,
-/// `SignalRequest`, `ServiceView`, `ScaleRequest`, `UpdateRequest`, `RollbackRequest`) and the schemas they refer to, by name.
+/// `SignalRequest`, `ServiceView`, `ScaleRequest`, `UpdateRequest`, `RollbackRequest`, the join
+/// tokens') and the schemas they refer to, by name.
 pub fn schemas() -> Map<String, Value> {
     let mut all = Collected::new();
     add::<ErrorBody>(&mut all);
     add::<JobSpec>(&mut all);
+    add::<JoinTokenRequest>(&mut all);
+    add::<JoinTokenCreated>(&mut all);
+    add::<JoinTokenView>(&mut all);
     add::<Submitted>(&mut all);
     add::<JobRecord>(&mut all);
     add::<NodeView>(&mut all);
