@@ -56,7 +56,7 @@ fn a_stopped_controller_moves_to_etcd_and_postgres_with_nothing_lost() {
     let moved = Daemon::start_with_config(
         1,
         &format!(
-            "[store]\nbackend = \"etcd\"\nendpoints = {:?}\netcd_isolated = true\n[history]\nbackend = \"postgres\"\nurl = {url:?}\n",
+            "[cluster]\nlocal_node = false\n[store]\nbackend = \"etcd\"\nendpoints = {:?}\netcd_isolated = true\n[history]\nbackend = \"postgres\"\nurl = {url:?}\n",
             etcd.endpoints()
         ),
     );

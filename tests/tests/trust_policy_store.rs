@@ -313,7 +313,7 @@ fn gantry_store_migrate_takes_no_password_on_its_command_line() {
 /// `[store]` on `etcd` plus `extra` store keys, history in SQLite (one controller).
 fn on_etcd(etcd: &TestEtcd, extra: &str) -> String {
     format!(
-        "[cluster]\nlocal_node = true\n[store]\nbackend = \"etcd\"\nendpoints = {:?}\nname = \"ctl\"\n\
+        "[cluster]\nlocal_node = false\n[store]\nbackend = \"etcd\"\nendpoints = {:?}\nname = \"ctl\"\n\
          lease_s = 2\n{extra}\n",
         etcd.endpoints()
     )

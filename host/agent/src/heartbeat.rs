@@ -51,6 +51,9 @@ pub(crate) struct Controller {
     token: String,
     /// The node's name, sent in the protocol's node header.
     node: String,
+    /// The cluster token the credential was derived from, if the agent has it: on a 401 it
+    /// asks the controller, with it, whether it speaks this protocol at all.
+    shared: Option<String>,
     http: ureq::Agent,
 }
 
@@ -88,8 +91,35 @@ impl Controller {
             current: Arc::default(),
             token: token.to_string(),
             node: node.to_string(),
+            shared: None,
             http: ureq::Agent::new_with_config(config),
         })
+    }
+
+    /// Keeps the cluster token the credential was derived from (see `shared`).
+    pub(crate) fn with_shared_token(mut self, token: String) -> Self {
+        self.shared = Some(token).filter(|t| !t.is_empty());
+        self
+    }
+
+    /// After a 401: a controller of an older protocol knows no node credential. Asked with
+    /// the cluster token and no node header, a body of nothing but this protocol's number
+    /// registers nothing anywhere: an older controller answers 409 naming its protocol, a
+    /// current one 400 (not a heartbeat).
+    fn older_controller(&self, url: &str) -> Option<String> {
+        let shared = self.shared.as_ref()?;
+        let mut response = self
+            .http
+            .post(format!("{url}{HEARTBEAT_PATH}"))
+            .header("Authorization", &format!("Bearer {shared}"))
+            .send_json(serde_json::json!({ "protocol": PROTOCOL_VERSION }))
+            .ok()?;
+        if response.status().as_u16() != 409 {
+            return None;
+        }
+        let body = response.body_mut().read_to_vec().ok()?;
+        let refusal = serde_json::from_slice::<ProtoError>(&body).ok()?;
+        (refusal.field.as_deref() == Some("protocol")).then(|| version_refusal(url, &refusal))
     }
 
     /// The controller tried now.
@@ -121,18 +151,10 @@ impl Controller {
         let status = response.status().as_u16();
         let body = response.body_mut().read_to_vec().map_err(transient)?;
         let refusal = serde_json::from_slice::<ProtoError>(&body).ok();
-        if let Some(controller) = refusal.as_ref().and_then(|e| e.controller.as_ref())
-            && status == 409
+        if status == 409
+            && let Some(e) = refusal.filter(|e| e.field.as_deref() == Some("protocol"))
         {
-            let agent = PeerVersion::this_build();
-            let which = if controller.protocol < agent.oldest_protocol {
-                "upgrade the controller first"
-            } else {
-                "upgrade this agent"
-            };
-            return Err(BeatError::Refused(format!(
-                "this agent, {agent}, cannot work with the controller at {url}, {controller}: {which}"
-            )));
+            return Err(BeatError::Refused(version_refusal(url, &e)));
         }
         let reason = || {
             serde_json::from_slice::<ProtoError>(&body).map_or_else(
@@ -143,12 +165,17 @@ impl Controller {
                 },
             )
         };
+        if status == 401
+            && let Some(refusal) = self.older_controller(url)
+        {
+            return Err(BeatError::Refused(refusal));
+        }
         match status {
             200..=299 => serde_json::from_slice(&body).map_err(|e| {
                 BeatError::Transient(format!("controller answered a heartbeat with {e}"))
             }),
             401 | 403 => Err(BeatError::Refused(format!(
-                "the controller refused this agent's cluster token ({status}): {}",
+                "the controller refused this agent's credential ({status}): {} (a controller older than protocol {PROTOCOL_VERSION} knows no node credentials)",
                 reason()
             ))),
             409 => Err(BeatError::Refused(format!(
@@ -160,6 +187,28 @@ impl Controller {
                 reason()
             ))),
         }
+    }
+}
+
+/// What an agent says when the controller does not speak its protocol: both sides' versions
+/// (a controller of protocol 1 names only its protocol, in its message) and which to upgrade.
+fn version_refusal(url: &str, refusal: &ProtoError) -> String {
+    let agent = PeerVersion::this_build();
+    match &refusal.controller {
+        Some(controller) => {
+            let which = if controller.protocol < agent.protocol {
+                "upgrade the controller first"
+            } else {
+                "upgrade this agent"
+            };
+            format!(
+                "this agent, {agent}, cannot work with the controller at {url}, {controller}: {which}"
+            )
+        }
+        None => format!(
+            "this agent, {agent}, cannot work with the controller at {url}, an older Gantry that answered \"{}\": upgrade the controller first",
+            refusal.error
+        ),
     }
 }
 
@@ -272,4 +321,42 @@ pub(crate) fn parse_mem_available_mib(text: &str) -> Option<u64> {
     let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib / 1024)
+}
+
+#[cfg(test)]
+mod version_tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_refused_protocol_names_both_versions_and_which_to_upgrade() {
+        let older = ProtoError {
+            error: "protocol version 2 is not spoken here; this controller speaks 1".into(),
+            field: Some("protocol".into()),
+            controller: None,
+        };
+        let said = version_refusal("https://c:8420", &older);
+        assert!(
+            said.contains(&PeerVersion::this_build().to_string()),
+            "{said}"
+        );
+        assert!(
+            said.contains("this controller speaks 1")
+                && said.contains("upgrade the controller first"),
+            "{said}"
+        );
+        let newer = ProtoError {
+            controller: Some(PeerVersion {
+                version: "9.0.0".into(),
+                oldest_protocol: PROTOCOL_VERSION + 1,
+                protocol: PROTOCOL_VERSION + 2,
+            }),
+            ..older
+        };
+        let said = version_refusal("https://c:8420", &newer);
+        assert!(
+            said.contains("gantry 9.0.0 (protocols") && said.contains("upgrade this agent"),
+            "{said}"
+        );
+    }
 }

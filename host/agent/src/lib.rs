@@ -169,7 +169,12 @@ pub async fn run(options: AgentOptions) -> anyhow::Result<()> {
     // The node's own credential: it speaks for this node's name and no other.
     let token = config.cluster.agent_credential(&node.name);
     let controller =
-        heartbeat::Controller::new(&options.controller, &token, &node.name, options.ca_cert)?;
+        heartbeat::Controller::new(&options.controller, &token, &node.name, options.ca_cert)?
+            .with_shared_token(if config.cluster.node_credential.is_empty() {
+                config.cluster.effective_token()
+            } else {
+                String::new()
+            });
     let node_gpus: Vec<u32> = node.gpus.iter().map(|g| g.index).collect();
     let isolation = Isolation::setup(&config.execution, node_gpus.clone())?;
     let (tx, mut events) = tokio::sync::mpsc::unbounded_channel();
