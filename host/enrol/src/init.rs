@@ -2,7 +2,8 @@
 //! controller's certificate (`<dir>/pki/`), a configuration (`<dir>/gantry.toml`, 0600: it
 //! holds the cluster token) that serves HTTPS with them and signs joining nodes'
 //! certificates, makes a first join token in the store and prints the one command to run on
-//! each node. It refuses to overwrite an existing configuration or CA.
+//! each node. It refuses to overwrite an existing configuration or CA (the package's
+//! all-comments `gantry.toml` aside).
 //!
 //! Owns: the command and the files it writes. Does not own the CA (`pki`), the token
 //! (`join_token`) or the configuration's meaning (`gantry-config`).
@@ -122,6 +123,14 @@ pub fn main(args: InitArgs) -> anyhow::Result<()> {
     let dir = std::path::absolute(&args.config_dir)?;
     let config_path = dir.join("gantry.toml");
     let pki = dir.join("pki");
+    // The package's /etc/gantry/gantry.toml is all comments: it gives way.
+    let template = std::fs::read_to_string(&config_path)
+        .map(|t| only_comments(&t))
+        .unwrap_or(false);
+    if template {
+        std::fs::remove_file(&config_path)
+            .with_context(|| format!("cannot replace {}", config_path.display()))?;
+    }
     if config_path.exists() || pki.join("ca.pem").exists() {
         bail!(
             "{} or {} exists: this machine was initialised already (remove them to start over; a new CA means every node joins again)",
@@ -196,6 +205,13 @@ pub fn main(args: InitArgs) -> anyhow::Result<()> {
     );
     println!("  {command}");
     Ok(())
+}
+
+/// Whether a configuration sets nothing (blank lines and comments only, as the package's).
+fn only_comments(text: &str) -> bool {
+    text.lines()
+        .map(str::trim)
+        .all(|l| l.is_empty() || l.starts_with('#'))
 }
 
 /// The names plus 127.0.0.1 and localhost, so that the controller's own CLI and probes on
@@ -274,6 +290,12 @@ fn controller_config(p: &ConfigParts<'_>) -> String {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn only_an_untouched_template_gives_way() {
+        assert!(only_comments("# a comment\n\n  # listen = \"0.0.0.0:8420\"\n"));
+        assert!(!only_comments("# a comment\nlisten = \"0.0.0.0:8420\"\n"));
+    }
 
     #[test]
     fn ttls_take_units_and_refuse_others() {
