@@ -49,24 +49,7 @@ fn script(dir: &Path, name: &str, body: &str) -> String {
 
 /// POSTs `body` to the controller's heartbeat route with `credential` and `node` header.
 fn heartbeat(site: &Site, credential: &str, node: &str, body: &str) -> (u16, String) {
-    let ca = std::fs::read(site.ca()).unwrap();
-    let certs: Vec<_> = ureq::tls::parse_pem(&ca)
-        .filter_map(|i| match i {
-            Ok(ureq::tls::PemItem::Certificate(c)) => Some(c),
-            _ => None,
-        })
-        .collect();
-    let tls = ureq::tls::TlsConfig::builder()
-        .provider(ureq::tls::TlsProvider::Rustls)
-        .root_certs(ureq::tls::RootCerts::new_with_certs(&certs))
-        .build();
-    let http = ureq::Agent::new_with_config(
-        ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .tls_config(tls)
-            .build(),
-    );
-    let mut answer = http
+    let mut answer = https(site)
         .post(format!(
             "https://127.0.0.1:{}/cluster/v1/heartbeat",
             site.port
@@ -81,6 +64,79 @@ fn heartbeat(site: &Site, credential: &str, node: &str, body: &str) -> (u16, Str
         status,
         answer.body_mut().read_to_string().unwrap_or_default(),
     )
+}
+
+/// GETs `path` from the controller over TLS with `token`.
+fn api_get(site: &Site, token: &str, path: &str) -> (u16, String) {
+    let mut answer = https(site)
+        .get(format!("https://127.0.0.1:{}{path}", site.port))
+        .header("Authorization", &format!("Bearer {token}"))
+        .call()
+        .unwrap();
+    let status = answer.status().as_u16();
+    (
+        status,
+        answer.body_mut().read_to_string().unwrap_or_default(),
+    )
+}
+
+/// A client trusting the site's CA alone.
+fn https(site: &Site) -> ureq::Agent {
+    let ca = std::fs::read(site.ca()).unwrap();
+    let certs: Vec<_> = ureq::tls::parse_pem(&ca)
+        .filter_map(|i| match i {
+            Ok(ureq::tls::PemItem::Certificate(c)) => Some(c),
+            _ => None,
+        })
+        .collect();
+    let tls = ureq::tls::TlsConfig::builder()
+        .provider(ureq::tls::TlsProvider::Rustls)
+        .root_certs(ureq::tls::RootCerts::new_with_certs(&certs))
+        .build();
+    ureq::Agent::new_with_config(
+        ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .tls_config(tls)
+            .build(),
+    )
+}
+
+#[test]
+fn the_configuration_gantry_init_writes_by_default_is_one_the_daemon_starts_on() {
+    // Its default listens on every address: the daemon refuses that without API tokens,
+    // so init gives the administrator one. Checked without binding a public address.
+    let dir = tempfile::tempdir().unwrap();
+    let etc = dir.path().join("etc");
+    let out = gantry(&[
+        "init",
+        "--config-dir",
+        &etc.display().to_string(),
+        "--data-dir",
+        &dir.path().join("ctl").display().to_string(),
+        "--advertise",
+        "gpu-head.example.org",
+        "--quiet",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let config = gantry_config::Config::load(Some(&etc.join("gantry.toml"))).unwrap();
+    assert_eq!(config.listen, "0.0.0.0:8420");
+    let tokens = gantry_server::auth::Tokens::new(&config.auth).unwrap();
+    let mode =
+        gantry_server::auth::startup_mode(&tokens, &config.auth, config.listen.parse().unwrap());
+    assert!(mode.is_ok(), "the daemon would refuse it: {mode:?}");
+    let admin = std::fs::read_to_string(etc.join("admin-token")).unwrap();
+    assert!(
+        tokens.lookup(admin.trim()).is_some(),
+        "the admin token is not the one configured"
+    );
+    // A second init refuses to overwrite the site.
+    let again = gantry(&[
+        "init",
+        "--config-dir",
+        &etc.display().to_string(),
+        "--quiet",
+    ]);
+    assert!(!again.status.success() && text(&again).contains("initialised already"));
 }
 
 #[test]
@@ -106,6 +162,16 @@ fn init_and_two_joins_make_a_three_node_cluster_and_bad_joins_write_nothing() {
         !written.contains(&secret),
         "a node must never hold the cluster token"
     );
+    // What a local user must not read: the controller's config (the cluster token), the
+    // CA's and the controller's keys.
+    for private in [
+        "etc/gantry.toml",
+        "etc/pki/ca.key",
+        "etc/pki/controller.key",
+    ] {
+        let m = mode(&site.dir.path().join(private)).mode() & 0o777;
+        assert_eq!(m, 0o600, "{private} is {m:o}");
+    }
     // node-b: `gantry agent join` starts the agent itself (in the foreground: no systemd).
     let parent = CgroupParent::new("gantry-e2e-join-b");
     let mut args = site.join_args("node-b", "node-b", free_port(), None, None);
@@ -206,6 +272,25 @@ fn init_and_two_joins_make_a_three_node_cluster_and_bad_joins_write_nothing() {
         "a secret was listed"
     );
 
+    // A local user may not make or list join tokens (admin only).
+    for args in [&["token", "join"][..], &["token", "list"][..]] {
+        let out = Command::new(gantry_e2e::gantry_bin())
+            .arg("--server")
+            .arg(format!("unix:{}", site.socket().display()))
+            .args(args)
+            .current_dir(jobs.path())
+            .env_clear()
+            .uid(65534)
+            .gid(65534)
+            .output()
+            .unwrap();
+        let said = text(&out);
+        assert!(
+            !out.status.success() && said.contains("403"),
+            "nobody ran {args:?}: {said}"
+        );
+    }
+
     // A node's credential speaks for that node alone; another protocol is refused by name.
     let credential = written
         .lines()
@@ -221,6 +306,9 @@ fn init_and_two_joins_make_a_three_node_cluster_and_bad_joins_write_nothing() {
         body.contains("protocol version 99") && body.contains("\"version\""),
         "{body}"
     );
+    // Nor is it an API token.
+    let (status, body) = api_get(&site, &credential, "/v1/jobs");
+    assert_eq!(status, 401, "a node credential listed jobs: {body}");
     drop(parent);
 }
 

@@ -131,7 +131,7 @@ pub fn main(args: InitArgs) -> anyhow::Result<()> {
         std::fs::remove_file(&config_path)
             .with_context(|| format!("cannot replace {}", config_path.display()))?;
     }
-    if config_path.exists() || pki.join("ca.pem").exists() {
+    if config_path.exists() || pki.join("ca.pem").exists() || dir.join("admin-token").exists() {
         bail!(
             "{} or {} exists: this machine was initialised already (remove them to start over; a new CA means every node joins again)",
             config_path.display(),
@@ -147,6 +147,18 @@ pub fn main(args: InitArgs) -> anyhow::Result<()> {
     );
     let host = url_host(&names[0]);
     let join_url = format!("https://{host}:{port}");
+    // The controller listens beyond loopback: TCP callers need an API token. One for the
+    // administrator (role admin, user root), kept in a 0600 file; users get theirs with
+    // `gantry token create`, local accounts need none on the socket.
+    let admin_token = gantry_config::auth::generate_token().context("cannot read random bytes")?;
+    let admin_entry = gantry_config::auth::TokenEntry {
+        name: "admin-gantry-init".into(),
+        sha256: gantry_config::auth::token_sha256(&admin_token),
+        user: "root".into(),
+        accounts: vec!["root".into()],
+        role: gantry_config::auth::Role::Admin,
+    };
+    let auth = gantry_config::auth::snippet(&admin_entry).context("cannot write a token entry")?;
     let config = controller_config(&ConfigParts {
         listen: &args.listen,
         data_dir: &data_dir,
@@ -155,11 +167,13 @@ pub fn main(args: InitArgs) -> anyhow::Result<()> {
         join_url: &join_url,
         names: &names,
         port,
+        auth: &auth,
     });
     write_new(&pki.join("ca.pem"), ca.cert_pem(), 0o644)?;
     write_new(&pki.join("ca.key"), ca.key_pem(), 0o600)?;
     write_new(&pki.join("controller.pem"), &cert, 0o644)?;
     write_new(&pki.join("controller.key"), &key, 0o600)?;
+    write_new(&dir.join("admin-token"), &format!("{admin_token}\n"), 0o600)?;
     write_new(&config_path, &config, 0o600)?;
     // Checked as the daemon will read it.
     gantry_config::Config::load(Some(&config_path))
@@ -190,6 +204,10 @@ pub fn main(args: InitArgs) -> anyhow::Result<()> {
         ca.hash()?
     );
     println!("  data           {}", data_dir.display());
+    println!(
+        "  admin token    {} (for the API over TCP: --token-file; local accounts use the socket)",
+        dir.join("admin-token").display()
+    );
     println!();
     println!("Start it:  systemctl enable --now gantry-controller");
     println!("       or  gantry serve --config {}", config_path.display());
@@ -243,6 +261,7 @@ struct ConfigParts<'a> {
     join_url: &'a str,
     names: &'a [String],
     port: u16,
+    auth: &'a str,
 }
 
 fn controller_config(p: &ConfigParts<'_>) -> String {
@@ -272,7 +291,10 @@ fn controller_config(p: &ConfigParts<'_>) -> String {
          ca_cert = {ca}\n\
          ca_key = {ca_key}\n\
          join_url = {join_url}\n\
-         advertise_addr = {advertise}\n",
+         advertise_addr = {advertise}\n\
+         \n\
+         # The administrator's API token (its sha256; the token is in admin-token beside this file).\n\
+         {auth}",
         listen = toml_string(p.listen),
         data = toml_string(&p.data_dir.display().to_string()),
         cert = path("controller.pem"),
@@ -283,6 +305,7 @@ fn controller_config(p: &ConfigParts<'_>) -> String {
         ca_key = path("ca.key"),
         join_url = toml_string(p.join_url),
         advertise = toml_string(&p.names[0]),
+        auth = p.auth,
     )
 }
 
@@ -293,7 +316,9 @@ mod tests {
 
     #[test]
     fn only_an_untouched_template_gives_way() {
-        assert!(only_comments("# a comment\n\n  # listen = \"0.0.0.0:8420\"\n"));
+        assert!(only_comments(
+            "# a comment\n\n  # listen = \"0.0.0.0:8420\"\n"
+        ));
         assert!(!only_comments("# a comment\nlisten = \"0.0.0.0:8420\"\n"));
     }
 
