@@ -73,7 +73,8 @@ impl Site {
             "--data-dir",
             &dir.path().join("ctl").display().to_string(),
             "--advertise",
-            "127.0.0.1",
+            // A name of the controller's besides loopback (joins may not claim it).
+            "127.0.0.1,gpu-head.test",
             "--listen",
             &format!("127.0.0.1:{port}"),
             "--nodes",

@@ -217,7 +217,10 @@ fn init_and_two_joins_make_a_three_node_cluster_and_bad_joins_write_nothing() {
 
     // Refusals, each naming its cause, each writing nothing.
     let refused = |site: &Site, name: &str, token: Option<&str>, hash: Option<&str>, why: &str| {
-        let args = site.join_args("refused", name, free_port(), token, hash);
+        let mut args = site.join_args("refused", name, free_port(), token, hash);
+        if name == "gpu-head" {
+            args.extend(["--advertise".to_string(), "gpu-head.test".to_string()]);
+        }
         let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
         args.push("--no-start");
         let out = gantry(&args);
@@ -255,6 +258,14 @@ fn init_and_two_joins_make_a_three_node_cluster_and_bad_joins_write_nothing() {
         Some(&fresh),
         None,
         "node name node-a is taken",
+    );
+    // A node's certificate may not be valid for the controller's name.
+    refused(
+        &site,
+        "gpu-head",
+        Some(&fresh),
+        None,
+        "gpu-head.test is the controller's name",
     );
     let unknown = format!("{}.{}", &fresh[..12], "f".repeat(32));
     refused(&site, "node-c", Some(&unknown), None, "unknown join token");

@@ -111,6 +111,13 @@ fn valid_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'))
 }
 
+fn is_loopback(address: &str) -> bool {
+    address == "localhost"
+        || address
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
 fn valid_address(a: &str) -> bool {
     !a.is_empty() && a.len() <= 253 && !a.contains([' ', '/', '@', '\\', ','])
 }
@@ -127,6 +134,32 @@ impl Scheduler {
             .as_deref()
             .ok_or(JoinError::NotSetUp("no [cluster] ca_key"))?;
         Ok(ClusterCa::load(cert, key)?)
+    }
+
+    /// The names and addresses the controller answers by (lower case, without ports).
+    fn controller_names(&self) -> Vec<String> {
+        let config = &self.inner.config;
+        let mut names: Vec<String> = config
+            .http
+            .allowed_hosts
+            .iter()
+            .filter_map(|h| gantry_config::authority::split(h))
+            .map(|(host, _)| match host {
+                gantry_config::authority::Host::Ip(ip) => ip.to_string(),
+                gantry_config::authority::Host::Name(n) => n,
+            })
+            .collect();
+        names.push(config.cluster.advertise_addr.to_ascii_lowercase());
+        let join = config.cluster.join_url.trim_start_matches("https://");
+        if let Some((host, _)) =
+            gantry_config::authority::split(join.split('/').next().unwrap_or(""))
+        {
+            names.push(match host {
+                gantry_config::authority::Host::Ip(ip) => ip.to_string(),
+                gantry_config::authority::Host::Name(n) => n,
+            });
+        }
+        names
     }
 
     /// The CA certificate nodes fetch before they join (PEM), if one is configured.
@@ -159,8 +192,39 @@ impl Scheduler {
             return Err(JoinError::NotSetUp("no [cluster] token"));
         }
         let ca = self.cluster_ca()?;
-        if lock(&self.inner.members).by_name(&request.node).is_some() {
-            return Err(JoinError::NameTaken(request.node));
+        {
+            let members = lock(&self.inner.members);
+            if members.by_name(&request.node).is_some() {
+                return Err(JoinError::NameTaken(request.node));
+            }
+            // A node's certificate is signed by the CA agents check the controller with: it
+            // must not be valid for the controller's names, nor for another node's address
+            // (a token holder could then answer in their place). Loopback is exempt: only
+            // this machine reaches it, and one-machine clusters use it for every process.
+            let controller = self.controller_names();
+            for address in &request.addresses {
+                let bare = address.trim_matches(['[', ']']).to_ascii_lowercase();
+                if is_loopback(&bare) {
+                    continue;
+                }
+                if controller.contains(&bare) {
+                    return Err(JoinError::Invalid {
+                        field: "addresses",
+                        message: format!(
+                            "{address} is the controller's name: a node's certificate cannot be for it"
+                        ),
+                    });
+                }
+                if let Some((_, other)) = members
+                    .all()
+                    .find(|(_, m)| m.addr.eq_ignore_ascii_case(&bare))
+                {
+                    return Err(JoinError::Invalid {
+                        field: "addresses",
+                        message: format!("{address} is node {}'s address", other.info.name),
+                    });
+                }
+            }
         }
         let now = now_ms();
         let spent = join_token::consume(&self.inner.store, &request.token, &request.node, now)??;
