@@ -174,10 +174,21 @@ impl Controller {
             200..=299 => serde_json::from_slice(&body).map_err(|e| {
                 BeatError::Transient(format!("controller answered a heartbeat with {e}"))
             }),
-            401 | 403 => Err(BeatError::Refused(format!(
-                "the controller refused this agent's credential ({status}): {} (a controller older than protocol {PROTOCOL_VERSION} knows no node credentials)",
-                reason()
-            ))),
+            401 | 403 => {
+                // With the cluster token the probe above ruled an older controller out;
+                // a joined node's credential alone cannot tell.
+                let hint = if self.shared.is_none() {
+                    format!(
+                        " (or the controller is older than protocol {PROTOCOL_VERSION}, which knows no node credentials: upgrade it first)"
+                    )
+                } else {
+                    String::new()
+                };
+                Err(BeatError::Refused(format!(
+                    "the controller refused this agent's credential ({status}): {}{hint}",
+                    reason()
+                )))
+            }
             409 => Err(BeatError::Refused(format!(
                 "the controller refused this agent (409): {}",
                 reason()

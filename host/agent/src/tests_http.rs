@@ -235,7 +235,7 @@ async fn a_refused_token_ends_the_heartbeat_loop_with_the_reason() {
         .unwrap_err();
     assert!(
         e.to_string()
-            .contains("the controller refused this agent's cluster token (401)"),
+            .contains("the controller refused this agent's credential (401): bad token"),
         "{e}"
     );
 }

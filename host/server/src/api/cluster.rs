@@ -60,7 +60,7 @@ async fn heartbeat(State(s): State<Nodes>, headers: HeaderMap, body: Body) -> Re
         let why = if credential.is_empty() {
             "this controller has no cluster token ([cluster] token), so no agent may join"
         } else if named.is_some() {
-            "missing or wrong credential for the node named in the gantry-node header"
+            "missing or wrong credential (token) for the node named in the gantry-node header"
         } else {
             "missing or wrong cluster token"
         };
