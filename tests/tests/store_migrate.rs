@@ -3,10 +3,14 @@
 //! on 127.0.0.1), and a controller started on those finds every job as it was — pending,
 //! ended and archived — with its events and accounting, and numbers new jobs on.
 
+use gantry_e2e::agents::Agent;
 use gantry_e2e::{Daemon, WAIT, gantry_bin};
 use gantry_store::test_etcd::TestEtcd;
 use gantry_store::test_postgres::TestPostgres;
 use serde_json::json;
+
+/// The moved controller's cluster token (its agent's too).
+const TOKEN: &str = "store-migrate-cluster-token-0123456789";
 
 #[test]
 fn a_stopped_controller_moves_to_etcd_and_postgres_with_nothing_lost() {
@@ -56,7 +60,7 @@ fn a_stopped_controller_moves_to_etcd_and_postgres_with_nothing_lost() {
     let moved = Daemon::start_with_config(
         1,
         &format!(
-            "[cluster]\nlocal_node = false\n[store]\nbackend = \"etcd\"\nendpoints = {:?}\netcd_isolated = true\n[history]\nbackend = \"postgres\"\nurl = {url:?}\n",
+            "[cluster]\nlocal_node = false\ntoken = \"{TOKEN}\"\n[store]\nbackend = \"etcd\"\nendpoints = {:?}\netcd_isolated = true\n[history]\nbackend = \"postgres\"\nurl = {url:?}\n",
             etcd.endpoints()
         ),
     );
@@ -64,6 +68,8 @@ fn a_stopped_controller_moves_to_etcd_and_postgres_with_nothing_lost() {
         let (_, health) = moved.get("/v1/health");
         (health["leadership"]["role"] == json!("leader")).then_some(())
     });
+    // With several controllers possible (etcd), tasks run on agents only.
+    let _agent = Agent::start(&moved, moved.url(), "node-a", 1, TOKEN);
     assert_eq!(moved.job(done)["state"], json!("succeeded"));
     assert_eq!(moved.job(held)["state"], json!("pending"));
     let (_, events) = moved.get(&format!("/v1/jobs/{done}/events"));
