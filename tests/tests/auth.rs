@@ -151,8 +151,8 @@ fn authorization_matrix_covers_every_route_and_role() {
         ("POST",   "/v1/replay",                 replay, admin(200)),
         ("DELETE", "/v1/policy/shadow",          Empty, admin(200)),
         ("POST",   "/v1/admin/gc",               Empty, admin(200)),
-        // No cluster CA here (gantry init): an admin is told so (503).
-        ("POST",   "/v1/join-tokens",            Json(json!({"ttl_s": 600})), admin(503)),
+        // No cluster CA here (gantry init): an admin is told so (409).
+        ("POST",   "/v1/join-tokens",            Json(json!({"ttl_s": 600})), admin(409)),
         ("GET",    "/v1/join-tokens",            Empty, admin(200)),
         ("DELETE", "/v1/join-tokens/gjt_ffffffff", Empty, admin(404)),
         ("POST",   "/v1/nodes/{node}/drain",     drain(), OPERATOR),

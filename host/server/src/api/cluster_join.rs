@@ -5,7 +5,8 @@
 //!
 //! Answers: 200; 400 naming the field; 403 naming `token` (unknown, revoked, expired or
 //! spent: the message says which); 409 naming `node` (a name taken) or `protocol`; 404 when
-//! no CA is configured; 503 when the controller cannot take joins.
+//! no CA is configured; 409 naming `token` when the controller cannot take joins (no CA key
+//! or cluster token).
 //!
 //! Owns: the routes' checks and status mapping. Does not own what a join checks and gives
 //! (the controller's `enrolment`).
@@ -73,7 +74,7 @@ async fn join(State(s): State<Nodes>, headers: HeaderMap, body: Body) -> Respons
                 JoinError::NameTaken(_) => (StatusCode::CONFLICT, Some("node")),
                 JoinError::Invalid { field, .. } => (StatusCode::BAD_REQUEST, Some(*field)),
                 JoinError::Protocol(_) => (StatusCode::CONFLICT, Some("protocol")),
-                JoinError::NotSetUp(_) => (StatusCode::SERVICE_UNAVAILABLE, None),
+                JoinError::NotSetUp(_) => (StatusCode::CONFLICT, Some("token")),
                 JoinError::Pki(_) | JoinError::Store(_) => {
                     (StatusCode::INTERNAL_SERVER_ERROR, None)
                 }

@@ -4,7 +4,7 @@
 //! `gantry token list` and `gantry token revoke` call them.
 //!
 //! Authorization: admin only, checked before the body. Answers: 201 / 200; 400 naming `ttl_s`
-//! or `uses`; 404 naming `name`; 503 when the controller has no CA (`gantry init`).
+//! or `uses`; 404 naming `name`; 409 `not-set-up` when the controller has no CA (`gantry init`).
 //!
 //! Owns: these routes' parsing and status mapping. Does not own the tokens (the controller's
 //! `enrolment`, `gantry_enrol::join_token`).
@@ -34,9 +34,7 @@ pub(super) fn join_error(e: JoinError) -> ApiError {
             };
             ApiError::field("invalid-field", field, message)
         }
-        JoinError::NotSetUp(_) => {
-            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "not-set-up", e.to_string())
-        }
+        JoinError::NotSetUp(_) => ApiError::new(StatusCode::CONFLICT, "not-set-up", e.to_string()),
         other => ApiError::internal(other),
     }
 }
