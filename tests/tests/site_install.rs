@@ -259,6 +259,29 @@ fn init_and_two_joins_make_a_three_node_cluster_and_bad_joins_write_nothing() {
         None,
         "node name node-a is taken",
     );
+    // A join that could not write its configuration spends no token (checked first).
+    let args = site.join_args("refused", "node-c", free_port(), Some(&fresh), None);
+    let out = Command::new(gantry_e2e::gantry_bin())
+        .args(&args)
+        .arg("--no-start")
+        .current_dir(jobs.path())
+        .env_clear()
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    let said = text(&out);
+    assert!(
+        !out.status.success() && said.contains("cannot write the configuration"),
+        "{said}"
+    );
+    let listed = text(&site.cli(&["token", "list"]));
+    let fresh_id = fresh.split('.').next().unwrap();
+    let row = listed
+        .lines()
+        .find(|l| l.starts_with(fresh_id))
+        .unwrap_or_default();
+    assert!(row.contains("valid"), "the token was spent: {listed}");
     // A node's certificate may not be valid for the controller's name.
     refused(
         &site,

@@ -87,6 +87,9 @@ pub fn join(args: &JoinArgs) -> anyhow::Result<Joined> {
             config_path.display()
         );
     }
+    // Before the token is spent: the configuration's directory must take the files.
+    let dir = config_path.parent().unwrap_or(Path::new("/")).to_path_buf();
+    writable(&dir)?;
     let name = args.name.clone().unwrap_or_else(host_name);
     if name.is_empty() {
         bail!("cannot read this machine's host name: pass --name NODE");
@@ -137,12 +140,30 @@ pub fn join(args: &JoinArgs) -> anyhow::Result<Joined> {
     let reply: JoinReply =
         serde_json::from_slice(&body).context("the controller's join answer is not JSON")?;
     // 3. The files: pki/ first, the configuration last (its presence means a whole join).
-    let dir = config_path.parent().unwrap_or(Path::new("/")).to_path_buf();
     write_files(args, &dir, &config_path, &url, &advertise, &reply)?;
     Ok(Joined {
         config: config_path,
         node: reply.node,
     })
+}
+
+/// Whether files can be made in `dir`, or in its nearest existing ancestor when it is
+/// missing (nothing is left behind): checked before the join, so that a join without the
+/// rights to write its configuration spends no token.
+fn writable(dir: &Path) -> anyhow::Result<()> {
+    let existing = dir
+        .ancestors()
+        .find(|a| a.is_dir())
+        .unwrap_or(Path::new("/"));
+    let probe = existing.join(format!(".gantry-join-{}", std::process::id()));
+    write_new(&probe, "", 0o600).with_context(|| {
+        format!(
+            "cannot write the configuration into {} (run gantry agent join as root, or pass --config)",
+            dir.display()
+        )
+    })?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
 }
 
 fn http(tls: ureq::tls::TlsConfig) -> ureq::Agent {
