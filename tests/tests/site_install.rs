@@ -16,12 +16,9 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-/// `gantry submit ARGS` as `nobody` from `dir`: the job's id.
-fn submit_as_nobody(site: &Site, dir: &Path, args: &[&str]) -> u64 {
-    let out = Command::new(gantry_e2e::gantry_bin())
-        .arg("--server")
-        .arg(format!("unix:{}", site.socket().display()))
-        .arg("submit")
+/// `gantry ARGS` as `nobody` from `dir`, with nothing of the test's environment.
+fn as_nobody(dir: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(gantry_e2e::gantry_bin())
         .args(args)
         .current_dir(dir)
         .env_clear()
@@ -30,7 +27,13 @@ fn submit_as_nobody(site: &Site, dir: &Path, args: &[&str]) -> u64 {
         .gid(65534)
         .stdin(Stdio::null())
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+/// `gantry submit ARGS` as `nobody` from `dir`, over the site's socket: the job's id.
+fn submit_as_nobody(site: &Site, dir: &Path, args: &[&str]) -> u64 {
+    let server = format!("unix:{}", site.socket().display());
+    let out = as_nobody(dir, &[&["--server", &server, "submit"][..], args].concat());
     let said = text(&out);
     assert!(out.status.success(), "submit failed: {said}");
     said.split_whitespace()
@@ -261,15 +264,9 @@ fn init_and_two_joins_make_a_three_node_cluster_and_bad_joins_write_nothing() {
     );
     // A join that could not write its configuration spends no token (checked first).
     let args = site.join_args("refused", "node-c", free_port(), Some(&fresh), None);
-    let out = Command::new(gantry_e2e::gantry_bin())
-        .args(&args)
-        .arg("--no-start")
-        .current_dir(jobs.path())
-        .env_clear()
-        .uid(65534)
-        .gid(65534)
-        .output()
-        .unwrap();
+    let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
+    args.push("--no-start");
+    let out = as_nobody(jobs.path(), &args);
     let said = text(&out);
     assert!(
         !out.status.success() && said.contains("cannot write the configuration"),
@@ -307,17 +304,10 @@ fn init_and_two_joins_make_a_three_node_cluster_and_bad_joins_write_nothing() {
     );
 
     // A local user may not make or list join tokens (admin only).
-    for args in [&["token", "join"][..], &["token", "list"][..]] {
-        let out = Command::new(gantry_e2e::gantry_bin())
-            .arg("--server")
-            .arg(format!("unix:{}", site.socket().display()))
-            .args(args)
-            .current_dir(jobs.path())
-            .env_clear()
-            .uid(65534)
-            .gid(65534)
-            .output()
-            .unwrap();
+    let server = format!("unix:{}", site.socket().display());
+    for action in ["join", "list"] {
+        let args = ["--server", &server, "token", action];
+        let out = as_nobody(jobs.path(), &args);
         let said = text(&out);
         assert!(
             !out.status.success() && said.contains("403"),

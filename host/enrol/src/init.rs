@@ -88,7 +88,8 @@ pub(crate) fn write_new(path: &Path, text: &str, mode: u32) -> anyhow::Result<()
         .with_context(|| format!("cannot write {}", path.display()))
 }
 
-fn toml_string(s: &str) -> String {
+/// `s` as a TOML string (JSON's escaping is TOML's for basic strings).
+pub(crate) fn toml_string(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_default()
 }
 

@@ -9,7 +9,7 @@
 //! Owns: the command's client side and the files it writes. Does not own the checks the
 //! controller makes (its `enrolment`) or the agent's run (`gantry-agent`).
 
-use crate::init::{host_name, write_new};
+use crate::init::{host_name, toml_string, write_new};
 use crate::pki;
 use anyhow::{Context, bail};
 use gantry_api::cluster::{PROTOCOL_VERSION, ProtoError};
@@ -220,10 +220,6 @@ fn advertised_for(listen: &str, url: &str) -> anyhow::Result<String> {
     })?;
     socket.connect(target)?;
     Ok(socket.local_addr()?.ip().to_string())
-}
-
-fn toml_string(s: &str) -> String {
-    serde_json::to_string(s).unwrap_or_default()
 }
 
 fn write_files(
