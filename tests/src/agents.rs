@@ -12,6 +12,7 @@
 //! Owns: agent processes, their config and logs, and the relay. Does not own the controller
 //! (`Daemon`) or what tests assert.
 
+use crate::process::FAKE_NVML_FILE;
 use crate::{Daemon, POLL, WAIT, gantry_bin, process, with_execution_defaults};
 use serde_json::Value;
 use std::fs::{self, File};
@@ -93,6 +94,21 @@ impl Agent {
         agent
     }
 
+    /// Like [`Agent::start_with`], reading its GPUs through the fake NVML library with
+    /// `scenario` (`crate::fake_nvml`): `extra_toml` must set `[node] nvml_library`.
+    pub fn start_on_fake_nvml(
+        d: &Daemon,
+        controller: &str,
+        name: &str,
+        token: &str,
+        extra_toml: &str,
+        scenario: &Path,
+    ) -> Self {
+        let agent = Self::spawn_full(controller, name, 0, token, extra_toml, None, Some(scenario));
+        agent.wait_up(d);
+        agent
+    }
+
     /// [`Agent::spawn`] with `extra_toml` appended to the agent's config, trusting only
     /// `ca_cert` (copied into its directory as `ca.pem`) for an `https://` controller.
     fn spawn_with(
@@ -102,6 +118,18 @@ impl Agent {
         token: &str,
         extra_toml: &str,
         ca_cert: Option<&Path>,
+    ) -> Self {
+        Self::spawn_full(controller, name, gpus, token, extra_toml, ca_cert, None)
+    }
+
+    fn spawn_full(
+        controller: &str,
+        name: &str,
+        gpus: u32,
+        token: &str,
+        extra_toml: &str,
+        ca_cert: Option<&Path>,
+        scenario: Option<&Path>,
     ) -> Self {
         let dir = tempfile::Builder::new()
             .prefix("gantry-e2e-agent-")
@@ -115,6 +143,13 @@ impl Agent {
         crate::make_private(&dir.path().join("agent.toml"));
         if let Some(ca) = ca_cert {
             fs::copy(ca, dir.path().join("ca.pem")).expect("cannot copy the CA certificate");
+        }
+        if let Some(scenario) = scenario {
+            fs::write(
+                dir.path().join(FAKE_NVML_FILE),
+                scenario.as_os_str().as_encoded_bytes(),
+            )
+            .expect("cannot name the fake NVML scenario");
         }
         let child = Self::launch(dir.path(), controller, name, gpus, token, 0);
         let http = ureq::Agent::new_with_config(
@@ -160,8 +195,12 @@ impl Agent {
         }
         cmd.arg("agent")
             .args(["--controller", controller, "--listen", "127.0.0.1:0"])
-            .args(["--name", name, "--gpus", &gpus.to_string(), "--no-nvml"])
-            .arg("--config")
+            .args(["--name", name]);
+        match fs::read_to_string(dir.join(FAKE_NVML_FILE)) {
+            Ok(scenario) => cmd.env(crate::fake_nvml::SCENARIO_ENV, scenario.trim()),
+            Err(_) => cmd.args(["--gpus", &gpus.to_string(), "--no-nvml"]),
+        };
+        cmd.arg("--config")
             .arg(dir.join("agent.toml"))
             .arg("--data-dir")
             .arg(dir.join("data"))

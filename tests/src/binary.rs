@@ -1,5 +1,6 @@
 //! Finding the `gantry` binary, and building it with `cargo build -p gantry` when it is missing
-//! or older than the workspace sources.
+//! or older than the workspace sources; the same for the fake NVML library
+//! (`cargo build -p gantry-fake-nvml`).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -102,5 +103,43 @@ pub fn gantry_bin() -> &'static Path {
         }
         assert!(bin.is_file(), "no gantry binary at {}", bin.display());
         bin
+    })
+}
+
+/// The fake NVML library (`host/fake-nvml`), built first if it is missing or older than its
+/// sources (once per test binary).
+pub fn fake_nvml_library() -> &'static Path {
+    static LIB: OnceLock<PathBuf> = OnceLock::new();
+    LIB.get_or_init(|| {
+        let dir = profile_dir();
+        let lib = dir.join("libgantry_fake_nvml.so");
+        let built = fs::metadata(&lib).and_then(|m| m.modified()).ok();
+        let ws = workspace();
+        let stale = built.is_none_or(|b| {
+            ["host/fake-nvml", "Cargo.lock"]
+                .iter()
+                .any(|p| newest_mtime(&ws.join(p)) > b)
+        });
+        if std::env::var_os("GANTRY_E2E_NO_BUILD").is_none() && stale {
+            let profile = match dir.file_name().and_then(|p| p.to_str()) {
+                Some("debug") | None => "dev".to_string(),
+                Some(p) => p.to_string(),
+            };
+            let target = dir.parent().expect("the profile dir has a parent");
+            let status = Command::new(env!("CARGO"))
+                .args(["build", "-p", "gantry-fake-nvml", "--profile", &profile])
+                .arg("--target-dir")
+                .arg(target)
+                .current_dir(&ws)
+                .stdin(Stdio::null())
+                .status()
+                .expect("cannot run cargo");
+            assert!(
+                status.success(),
+                "cargo build -p gantry-fake-nvml failed: {status}"
+            );
+        }
+        assert!(lib.is_file(), "no fake NVML library at {}", lib.display());
+        lib
     })
 }

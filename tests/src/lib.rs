@@ -17,6 +17,7 @@ pub mod as_user;
 mod auth;
 mod binary;
 pub mod controllers;
+pub mod fake_nvml;
 pub mod images;
 mod process;
 pub mod raw_http;
@@ -26,7 +27,7 @@ pub mod site;
 pub mod slurm;
 
 pub use auth::{CreatedToken, Serve, create_token, token_into};
-pub use binary::{gantry_bin, workspace};
+pub use binary::{fake_nvml_library, gantry_bin, workspace};
 
 /// A Python or JavaScript component built by `scripts/build-plugin-examples`.
 pub fn guest(name: &str) -> Vec<u8> {
@@ -183,6 +184,8 @@ pub struct Daemon {
 thread_local! {
     /// The address [`Daemon::start_listening`] asks for, while it starts the daemon.
     static LISTEN: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+    /// The scenario [`Daemon::start_on_fake_nvml`] asks for, while it starts the daemon.
+    static FAKE_NVML: std::cell::RefCell<Option<PathBuf>> = const { std::cell::RefCell::new(None) };
 }
 
 impl Daemon {
@@ -237,6 +240,16 @@ impl Daemon {
         d
     }
 
+    /// Like [`Daemon::start_with_config`], reading the local node's GPUs through the fake
+    /// NVML library with `scenario` (`crate::fake_nvml`), at every start: `extra_toml`
+    /// must set `[node] nvml_library`.
+    pub fn start_on_fake_nvml(scenario: &Path, extra_toml: &str) -> Self {
+        FAKE_NVML.with(|f| *f.borrow_mut() = Some(scenario.to_path_buf()));
+        let d = Self::start_inner_prepared(0, extra_toml, None, &|_| {});
+        FAKE_NVML.with(|f| *f.borrow_mut() = None);
+        d
+    }
+
     fn start_inner_prepared(
         gpus: u32,
         extra_toml: &str,
@@ -262,6 +275,13 @@ impl Daemon {
         make_private(&dir.path().join("gantry.toml"));
         if let Some(listen) = LISTEN.with(|l| l.borrow().clone()) {
             fs::write(dir.path().join(process::LISTEN_FILE), listen).expect("cannot write");
+        }
+        if let Some(scenario) = FAKE_NVML.with(|f| f.borrow().clone()) {
+            fs::write(
+                dir.path().join(process::FAKE_NVML_FILE),
+                scenario.as_os_str().as_encoded_bytes(),
+            )
+            .expect("cannot write");
         }
         fs::create_dir_all(dir.path().join("out")).expect("cannot create the out dir");
         let (child, base) = process::spawn_prepared(dir.path(), gpus, 0, prepare);

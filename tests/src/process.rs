@@ -53,6 +53,11 @@ pub(crate) fn kill_tasks_under(dir: &Path) {
 /// A file in a daemon's directory naming the address it listens on (else a free port).
 pub(crate) const LISTEN_FILE: &str = "listen";
 
+/// A file in a daemon's directory naming a fake NVML scenario (`crate::fake_nvml`): when
+/// it is there, the daemon reads its GPUs through NVML (no `--no-nvml`, no `--gpus`) with
+/// `GANTRY_FAKE_NVML_SCENARIO` set to the file it names, at every start.
+pub(crate) const FAKE_NVML_FILE: &str = "fake-nvml-scenario";
+
 /// Starts `gantry serve` on `dir` and waits for the address it prints.
 pub(crate) fn spawn(dir: &Path, gpus: u32, generation: u32) -> (Child, String) {
     spawn_prepared(dir, gpus, generation, &|_| {})
@@ -73,13 +78,12 @@ pub(crate) fn spawn_prepared(
         .arg("serve")
         .arg("--config")
         .arg(dir.join("gantry.toml"))
-        .args([
-            "--listen",
-            listen.trim(),
-            "--no-nvml",
-            "--gpus",
-            &gpus.to_string(),
-        ])
+        .args(["--listen", listen.trim()]);
+    match fs::read_to_string(dir.join(FAKE_NVML_FILE)) {
+        Ok(scenario) => command.env(crate::fake_nvml::SCENARIO_ENV, scenario.trim()),
+        Err(_) => command.args(["--no-nvml", "--gpus", &gpus.to_string()]),
+    };
+    command
         .arg("--data-dir")
         .arg(dir.join("data"))
         .env("NO_COLOR", "1")

@@ -19,7 +19,6 @@ use gantry_api::cluster::{
 };
 use gantry_api::cluster_term::Highest;
 use gantry_node::inventory::NodeInfo;
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -230,7 +229,7 @@ pub(crate) struct Beats {
     pub node: NodeInfo,
     pub agent_url: String,
     pub addr: String,
-    pub faults: Arc<Mutex<BTreeMap<u32, String>>>,
+    pub gpu_health: Arc<Mutex<super::gpu_health::GpuHealthReport>>,
     pub table: Arc<TaskTable>,
     /// Signalled when a task ends: the next heartbeat goes at once.
     pub ended: Arc<tokio::sync::Notify>,
@@ -242,13 +241,15 @@ impl Beats {
     /// The heartbeat to send now.
     pub(crate) fn heartbeat(&self) -> Heartbeat {
         let (running, ended) = self.table.report();
+        let gpu_health = lock(&self.gpu_health).clone();
         Heartbeat {
             protocol: PROTOCOL_VERSION,
             version: gantry_api::cluster::GANTRY_VERSION.to_string(),
             node: self.node.clone(),
             agent_url: self.agent_url.clone(),
             addr: self.addr.clone(),
-            gpu_faults: lock(&self.faults).clone(),
+            gpu_faults: gpu_health.faults,
+            gpu_checks: gpu_health.checks,
             load: load(),
             running,
             ended,

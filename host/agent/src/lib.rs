@@ -17,6 +17,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod gpu_health;
 mod heartbeat;
 mod launch;
 mod recover;
@@ -30,7 +31,6 @@ mod tests_http;
 use anyhow::{Context, bail};
 use gantry_config::Config;
 use gantry_node::executor::{Executor, Isolation};
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -229,17 +229,17 @@ pub async fn run(options: AgentOptions) -> anyhow::Result<()> {
             ended_signal.notify_one();
         }
     });
-    let faults = Arc::new(Mutex::new(BTreeMap::new()));
+    let gpu_health = Arc::new(Mutex::new(gpu_health::GpuHealthReport::default()));
     let terms = Arc::new(gantry_api::cluster_term::Highest::kept_in(
         data_dir.join("agent-term"),
     ));
-    start_gpu_health_watch(&node, config.node.health_poll_s, faults.clone());
+    gpu_health::start_watch(&node, &config.node, gpu_health.clone());
     let beats = heartbeat::Beats {
         controller,
         node,
         agent_url,
         addr,
-        faults,
+        gpu_health,
         table: table.clone(),
         ended,
         terms: terms.clone(),
@@ -291,17 +291,4 @@ fn url_host(addr: &str) -> String {
         Ok(IpAddr::V6(v6)) => format!("[{v6}]"),
         _ => addr.to_string(),
     }
-}
-
-/// With NVML GPUs and `node.health_poll_s > 0`, polls their health and records each fault in
-/// `faults` (reported with every heartbeat).
-fn start_gpu_health_watch(
-    node: &gantry_node::inventory::NodeInfo,
-    secs: u64,
-    faults: Arc<Mutex<BTreeMap<u32, String>>>,
-) {
-    gantry_node::inventory::nvml::watch_node(node, secs, move |index: u32, reason: String| {
-        tracing::warn!(gpu = index, %reason, "GPU found unhealthy");
-        tasks::lock(&faults).insert(index, reason);
-    });
 }

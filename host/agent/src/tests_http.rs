@@ -191,7 +191,7 @@ fn beats(url: &str, token: &str, table: Arc<TaskTable>) -> Beats {
         }),
         agent_url: "http://127.0.0.1:1".into(),
         addr: "127.0.0.1".into(),
-        faults: Arc::default(),
+        gpu_health: Arc::default(),
         table,
         ended: Arc::default(),
         terms: Arc::default(),

@@ -49,6 +49,10 @@ pub struct AccountingRecord {
     pub exit: TaskExit,
     /// The out-of-memory killer ended a process of the task.
     pub oom_killed: bool,
+    /// Why this run is not charged to fair share (a GPU of the job failed under it), or
+    /// `None` when it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uncharged: Option<String>,
 }
 
 impl AccountingRecord {

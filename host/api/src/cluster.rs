@@ -183,9 +183,13 @@ pub struct Heartbeat {
     pub agent_url: String,
     /// The node's address for other nodes' tasks (`MASTER_ADDR` when rank 0 runs here).
     pub addr: String,
-    /// Unhealthy GPUs found since the agent started: index → reason.
+    /// GPUs unhealthy now, found since the agent started: index → reason.
     #[serde(default)]
     pub gpu_faults: BTreeMap<u32, String>,
+    /// The last failed run of the node check per faulty GPU: index → how it ended (a GPU
+    /// that leaves `gpu_faults` passed it and is back in service).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub gpu_checks: BTreeMap<u32, String>,
     /// Load now.
     #[serde(default)]
     pub load: NodeLoad,

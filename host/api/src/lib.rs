@@ -33,6 +33,7 @@ pub mod cluster_term;
 pub mod cluster_token;
 pub mod error;
 pub mod hostlist;
+pub mod mig;
 pub mod model;
 pub mod node;
 pub mod plain_link;

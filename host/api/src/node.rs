@@ -19,13 +19,23 @@ pub struct NvLinkInfo {
     pub peer_index: Option<u32>,
 }
 
-/// A MIG device (listed for information: Gantry schedules whole GPUs and fractions,
-/// not MIG instances).
+/// A MIG device: a slice of a GPU in MIG mode, scheduled as a device of its own whose
+/// model is its profile (`crate::mig`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct MigDevice {
     /// Index of the GPU it is carved from.
     pub parent_index: u32,
+    /// Its slot on the parent (NVML's MIG device index, 0..7): with the parent it makes the
+    /// slice's device index (`crate::mig::slice_index`).
+    #[serde(default)]
+    pub slot: u32,
+    /// Its GPU instance id, when NVML gives it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_instance: Option<u32>,
+    /// Its compute instance id, when NVML gives it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compute_instance: Option<u32>,
     /// MIG UUID (`MIG-...`).
     pub uuid: String,
     /// Profile, e.g. `1g.10gb`.

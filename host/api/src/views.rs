@@ -48,6 +48,10 @@ pub struct GpuFaultView {
     pub reason: String,
     /// Since when, ms since the Unix epoch.
     pub since_ms: u64,
+    /// The last run of the node check that kept it out of service (`[node]
+    /// health_check`), when one ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<String>,
 }
 
 /// One GPU in the node view.
@@ -72,10 +76,32 @@ pub struct GpuView {
     pub nvlink_peers: Vec<u32>,
     /// MIG mode is on.
     pub mig_enabled: bool,
-    /// Its MIG devices (listed, not scheduled separately).
+    /// Its MIG devices as NVML lists them.
     pub mig_devices: Vec<MigDevice>,
+    /// Its MIG devices as the scheduler places them, with who holds each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mig_slices: Vec<MigSliceView>,
     /// Allocated milli-GPU.
     #[cfg_attr(feature = "openapi", schema(maximum = 1000))]
+    pub allocated_milli: u32,
+    /// (job id, milli) holding it.
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<Vec<u64>>))]
+    pub jobs: Vec<(u64, u32)>,
+}
+
+/// A MIG slice as the scheduler places it (`gantry_api::mig`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct MigSliceView {
+    /// Its device index (1000 + 10 × the GPU's index + its slot).
+    pub index: u32,
+    /// Its profile, the model a job asks for (`--gpus 1g.10gb:1`).
+    pub profile: String,
+    /// Its `MIG-…` UUID, what a task sees in `CUDA_VISIBLE_DEVICES`.
+    pub uuid: String,
+    /// Memory in MiB.
+    pub memory_mib: u64,
+    /// Allocated milli-GPU.
     pub allocated_milli: u32,
     /// (job id, milli) holding it.
     #[cfg_attr(feature = "openapi", schema(value_type = Vec<Vec<u64>>))]

@@ -106,7 +106,8 @@ fn elapsed(ms: u64) -> String {
 }
 
 /// `0`, `sig 9`, `lost` or `image` (its image could not be made ready), with ` oom` when
-/// the OOM killer struck.
+/// the OOM killer struck and ` uncharged` when a GPU failure under the run keeps it out of
+/// fair share.
 fn exit_text(r: &AccountingRecord) -> String {
     let mut text = match r.exit {
         TaskExit::Exited(c) => c.to_string(),
@@ -116,6 +117,9 @@ fn exit_text(r: &AccountingRecord) -> String {
     };
     if r.oom_killed {
         text += " oom";
+    }
+    if r.uncharged.is_some() {
+        text += " uncharged";
     }
     text
 }

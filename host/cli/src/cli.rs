@@ -253,8 +253,27 @@ pub fn print_nodes(nodes: &[NodeView]) {
                     holders.join(", ")
                 }
             );
-            for m in &g.mig_devices {
-                println!("       MIG {} {} MiB {}", m.profile, m.memory_mib, m.uuid);
+            if let Some(check) = g.health.as_ref().and_then(|h| h.check.as_deref()) {
+                println!("       out of service until the node check passes; last: {check}");
+            }
+            for m in &g.mig_slices {
+                let holders: Vec<String> = m
+                    .jobs
+                    .iter()
+                    .map(|(job, milli)| format!("job {job} ({milli} milli)"))
+                    .collect();
+                println!(
+                    "       MIG {:>4} {:<10} {:>6} MiB {}  {}",
+                    m.index,
+                    m.profile,
+                    m.memory_mib,
+                    m.uuid,
+                    if holders.is_empty() {
+                        "free".to_string()
+                    } else {
+                        holders.join(", ")
+                    }
+                );
             }
         }
         for note in &n.notes {

@@ -276,6 +276,31 @@ impl Config {
                     .into(),
             ));
         }
+        let n = &self.node;
+        if n.health_check_every_s == 0
+            || n.health_check_every_s > 86_400
+            || n.health_check_timeout_s == 0
+            || n.health_check_timeout_s > 86_400
+        {
+            return Err(ConfigError::Invalid(
+                "node.health_check_every_s and node.health_check_timeout_s must be 1..=86400"
+                    .into(),
+            ));
+        }
+        if n.health_check.first().is_some_and(|p| p.trim().is_empty()) {
+            return Err(ConfigError::Invalid(
+                "node.health_check names no program (its first element is empty)".into(),
+            ));
+        }
+        if n.nvml_library
+            .as_deref()
+            .is_some_and(|p| p.trim().is_empty())
+        {
+            return Err(ConfigError::Invalid(
+                "node.nvml_library is empty; leave it out to load the driver's libnvidia-ml.so.1"
+                    .into(),
+            ));
+        }
         if self.record_snapshots > 10_000 {
             return Err(ConfigError::Invalid(
                 "record_snapshots must be at most 10000".into(),

@@ -13,6 +13,9 @@
 //! end (after a crash, or an adopted shim) is written once. Its end time is when the task's
 //! exit record was written when that lies in the run, else the time the end was seen.
 //!
+//! A run stopped because a GPU of the job failed (`StopCause::GpuFault`) is recorded with
+//! `uncharged` set: its GPU-seconds are listed but not counted against fair share.
+//!
 //! The [`Ledger`] holds, per user and per account, the decayed sum of closed GPU-seconds
 //! (halved every `usage_half_life_s` since each record's end), updated as records are
 //! written and loaded from the store at start, so no cycle rescans the store.
@@ -150,7 +153,7 @@ impl Ledger {
     /// Counts a newly written record.
     pub fn add(&mut self, r: &AccountingRecord) {
         let h = self.half_life_s;
-        if r.gpu_milli_seconds == 0 {
+        if r.gpu_milli_seconds == 0 || r.uncharged.is_some() {
             return;
         }
         let gpu_s = r.gpu_seconds();
@@ -224,6 +227,12 @@ pub fn record(
         memory_peak_mib: usage.memory_peak_mib,
         exit,
         oom_killed: usage.oom_killed,
+        uncharged: match &job.stopping {
+            Some(gantry_api::model::StopCause::GpuFault { node, gpu, reason }) => {
+                Some(format!("GPU {gpu} of node {node} failed: {reason}"))
+            }
+            _ => None,
+        },
     })
 }
 

@@ -23,6 +23,7 @@ pub mod decisions;
 pub mod enrolment;
 pub mod facade;
 mod fault_log;
+mod gpu_health;
 mod holds;
 mod image_check;
 mod image_pin;

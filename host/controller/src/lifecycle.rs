@@ -132,6 +132,23 @@ impl Scheduler {
                 }
                 (JobState::Failed, "node-down", self.not_requeued(job, why))
             }
+            (Some(StopCause::GpuFault { node, gpu, reason }), _) => {
+                // Not the job's fault: requeued whatever its requeue setting, within the
+                // requeue limit (gpu_health.rs stopped it).
+                let why = format!("GPU {gpu} of node {node} failed ({reason})");
+                if self.requeue(job, ReasonCode::Other, &why) {
+                    return;
+                }
+                (
+                    JobState::Failed,
+                    "gpu-fault",
+                    format!(
+                        "{why}; not requeued: it was requeued {} times (limit {})",
+                        job.requeues,
+                        self.max_requeues(job)
+                    ),
+                )
+            }
             (Some(StopCause::LaunchFailed), _) => {
                 let why = job
                     .reason

@@ -45,6 +45,13 @@ pub struct PluginFault {
     pub kind: String,
 }
 
+/// The result of a node check (`passed` or `failed`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CheckResult {
+    /// `passed` or `failed`.
+    pub result: String,
+}
+
 /// Jobs of one state in one queue.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct StateQueue {
@@ -84,6 +91,10 @@ pub struct Metrics {
     pub plugin_faults: Family<PluginFault, Counter>,
     /// GPUs found unhealthy after start.
     pub gpu_health_failures: Counter,
+    /// Node checks of faulty GPUs by result.
+    pub gpu_health_checks: Family<CheckResult, Counter>,
+    /// Running jobs stopped (to be requeued) because a GPU they held failed.
+    pub gpu_fault_stops: Counter,
     /// Trace spans dropped because the exporter's queue was full.
     pub telemetry_dropped_spans: Counter,
     /// Wall time of a scheduling cycle (snapshot to applied).
@@ -110,6 +121,8 @@ impl Default for Metrics {
             cycles: Counter::default(),
             plugin_faults: Family::default(),
             gpu_health_failures: Counter::default(),
+            gpu_health_checks: Family::default(),
+            gpu_fault_stops: Counter::default(),
             telemetry_dropped_spans: Counter::default(),
             cycle_duration: duration_histogram(),
             plugin_call_duration: Family::new_with_constructor(duration_histogram),
@@ -140,6 +153,16 @@ impl Default for Metrics {
             "gantry_gpu_health_failures",
             "GPUs found unhealthy after start",
             m.gpu_health_failures.clone(),
+        );
+        registry.register(
+            "gantry_gpu_health_checks",
+            "Node checks of faulty GPUs by result (passed: back in service)",
+            m.gpu_health_checks.clone(),
+        );
+        registry.register(
+            "gantry_gpu_fault_stops",
+            "Running jobs stopped to be requeued because a GPU they held failed",
+            m.gpu_fault_stops.clone(),
         );
         registry.register(
             "gantry_telemetry_dropped_spans",
@@ -190,6 +213,16 @@ impl gantry_policy::metrics::PluginMetrics for Metrics {
 }
 
 impl Metrics {
+    /// Counts one node check of a faulty GPU.
+    pub fn count_gpu_check(&self, passed: bool) {
+        let result = if passed { "passed" } else { "failed" };
+        self.gpu_health_checks
+            .get_or_create(&CheckResult {
+                result: result.into(),
+            })
+            .inc();
+    }
+
     /// Raises a counter kept elsewhere as a monotonic `total` to that total.
     pub fn catch_up(counter: &Counter, total: u64) {
         counter.inc_by(total.saturating_sub(counter.get()));

@@ -21,6 +21,9 @@ use std::collections::BTreeMap;
 pub(crate) struct NodeControl {
     pub(crate) drain: Option<DrainView>,
     pub(crate) gpu_faults: BTreeMap<u32, GpuFaultView>,
+    /// The faults the node's agent reported (its heartbeat carries its whole set: one
+    /// that leaves it has recovered).
+    pub(crate) agent_faults: std::collections::BTreeSet<u32>,
 }
 
 /// The store meta key of `node`'s drain record.
@@ -47,10 +50,21 @@ impl NodeControl {
                     .unhealthy_reason
                     .clone()
                     .unwrap_or_else(|| "unhealthy".into());
-                (g.index, GpuFaultView { reason, since_ms })
+                (
+                    g.index,
+                    GpuFaultView {
+                        reason,
+                        since_ms,
+                        check: None,
+                    },
+                )
             })
             .collect();
-        Ok(Self { drain, gpu_faults })
+        Ok(Self {
+            drain,
+            gpu_faults,
+            agent_faults: Default::default(),
+        })
     }
 
     /// Applies the drain and the GPU faults to the snapshot's view of the node.
@@ -59,7 +73,11 @@ impl NodeControl {
             node.state = c::NodeState::Draining;
         }
         for g in &mut node.gpus {
-            if self.gpu_faults.contains_key(&g.index) {
+            // A fault of a GPU in MIG mode is a fault of each of its slices.
+            if self
+                .gpu_faults
+                .contains_key(&gantry_api::mig::physical(g.index))
+            {
                 g.healthy = false;
             }
         }

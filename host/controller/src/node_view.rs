@@ -3,7 +3,7 @@
 //! while jobs still run on a drained node, `drained` once it is empty) with the drain's
 //! reason, who and when; how it is reached (local or the agent's URL), its last heartbeat
 //! and load; per GPU its identity, topology, health with the reason and time, MIG devices,
-//! and who holds it.
+//! and who holds it (or each of its MIG slices).
 //!
 //! Owns: their assembly; the types are the API's (`gantry_api::views`, one definition
 //! for the server and the client). Does not own the state they show
@@ -11,11 +11,27 @@
 
 use super::members::{Liveness, Member};
 use super::{Scheduler, lock};
-use gantry_api::views::{GpuView, NodeView};
+use gantry_api::views::{GpuView, MigSliceView, NodeView};
 use gantry_node::inventory::groups;
 
 /// Said in the node view when a GPU has MIG devices.
-pub const MIG_NOTE: &str = "MIG devices are listed for information only: Gantry schedules whole GPUs and fractions of them, not MIG instances separately";
+pub const MIG_NOTE: &str = "a GPU in MIG mode is scheduled as its MIG slices, each asked for by its profile (e.g. --gpus 1g.10gb:1) and seen by its task as its MIG-... UUID";
+
+/// The MIG slices of `g` as the scheduler places them, none held yet.
+fn mig_slices(g: &gantry_node::inventory::GpuInfo) -> Vec<MigSliceView> {
+    g.schedulable()
+        .into_iter()
+        .filter(|s| s.index != g.index)
+        .map(|s| MigSliceView {
+            index: s.index,
+            profile: s.model,
+            uuid: s.uuid.unwrap_or_default(),
+            memory_mib: s.memory_mib,
+            allocated_milli: 0,
+            jobs: Vec::new(),
+        })
+        .collect()
+}
 
 impl Scheduler {
     /// Every node and who holds each GPU.
@@ -71,6 +87,7 @@ impl Scheduler {
                     nvlink_peers: groups::nvlink_peers(&n.gpus, g),
                     mig_enabled: g.mig_enabled,
                     mig_devices: g.mig_devices.clone(),
+                    mig_slices: mig_slices(g),
                     allocated_milli: 0,
                     jobs: Vec::new(),
                 })
@@ -88,7 +105,14 @@ impl Scheduler {
                     view.cpu_milli_allocated += t.cpu_milli;
                     view.memory_mib_allocated += t.memory_mib;
                     for s in &t.gpus {
-                        if let Some(g) = view.gpus.iter_mut().find(|g| g.index == s.index) {
+                        let parent = gantry_api::mig::physical(s.index);
+                        let Some(g) = view.gpus.iter_mut().find(|g| g.index == parent) else {
+                            continue;
+                        };
+                        if let Some(slice) = g.mig_slices.iter_mut().find(|m| m.index == s.index) {
+                            slice.allocated_milli += s.milli;
+                            slice.jobs.push((j.id, s.milli));
+                        } else if s.index == g.index {
                             g.allocated_milli += s.milli;
                             g.jobs.push((j.id, s.milli));
                         }

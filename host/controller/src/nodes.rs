@@ -10,15 +10,15 @@
 //! the validator refuses. The drain outlives restarts (a store meta key per node);
 //! health is read again at every start (NVML or `[node] unhealthy_gpus`).
 //!
-//! Owns: draining, resuming and recording GPU faults (the records themselves are
-//! `node_control.rs`'s), and the drain's note in pending reasons. Does not own discovery (`inventory`), the health rules
+//! Owns: draining and resuming (the records themselves are `node_control.rs`'s), and the
+//! drain's note in pending reasons; GPU faults are recorded by `gpu_health.rs`. Does not own discovery (`inventory`), the health rules
 //! (`inventory::health`) or HTTP (`api::nodes`).
 
 use super::members::Members;
 use super::node_control::{NodeControl, drain_key};
 use super::{Scheduler, lock, now_ms};
+use gantry_api::views::DrainView;
 use gantry_api::views::NodeView;
-use gantry_api::views::{DrainView, GpuFaultView};
 use gantry_contract::Stage;
 use gantry_engine::{CycleOutcome, Snapshot};
 use gantry_store::StoreError;
@@ -161,52 +161,6 @@ impl Scheduler {
             .by_name_mut(name)
             .map(|m| f(&mut m.control))
     }
-
-    /// Records that GPU `index` of the local node failed a health check: it gets no new
-    /// tasks (running ones continue; their programs see the failure themselves).
-    pub(crate) fn mark_gpu_unhealthy(&self, index: u32, reason: String) {
-        let node = self.inner.node.name.clone();
-        if self.record_gpu_fault(&node, index, reason) {
-            self.wake();
-        }
-    }
-
-    /// Records a GPU fault of node `node`; false when it was already known.
-    pub(crate) fn record_gpu_fault(&self, node: &str, index: u32, reason: String) -> bool {
-        let fault = GpuFaultView {
-            reason,
-            since_ms: now_ms(),
-        };
-        let message = format!("GPU {index} of node {node} is unhealthy: {}", fault.reason);
-        let added = self.with_control(node, |ctl| {
-            if ctl.gpu_faults.contains_key(&index) {
-                return false;
-            }
-            ctl.gpu_faults.insert(index, fault);
-            true
-        });
-        if added != Some(true) {
-            return false;
-        }
-        tracing::error!(node, gpu = index, "{message}; it gets no new tasks");
-        let _ = self
-            .inner
-            .store
-            .event(now_ms(), None, "gpu-health", message);
-        self.inner.metrics.gpu_health_failures.inc();
-        true
-    }
-
-    /// Starts polling GPU health through NVML every `node.health_poll_s` seconds (only
-    /// when the GPUs came from NVML and polling is on).
-    pub(crate) fn start_gpu_health_watch(&self) {
-        let me = self.clone();
-        gantry_node::inventory::nvml::watch_node(
-            &self.inner.node,
-            self.inner.config.node.health_poll_s,
-            move |index, reason| me.mark_gpu_unhealthy(index, reason),
-        );
-    }
 }
 
 /// Applies each node's drain and GPU health to a cycle's snapshot; returns the note for
@@ -285,9 +239,10 @@ mod tests {
         let mut ctl = NodeControl::default();
         ctl.gpu_faults.insert(
             0,
-            GpuFaultView {
+            gantry_api::views::GpuFaultView {
                 reason: "2 uncorrected volatile ECC error(s)".into(),
                 since_ms: 1,
+                check: None,
             },
         );
         ctl.apply_to(&mut n);

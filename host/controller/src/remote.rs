@@ -176,10 +176,8 @@ impl Scheduler {
             return Err(HeartbeatError::BadName);
         }
         self.register(&hb, &credential)?;
-        for (index, reason) in &hb.gpu_faults {
-            if self.record_gpu_fault(&name, *index, reason.clone()) {
-                self.wake();
-            }
+        if self.apply_agent_gpu_health(&name, &hb.gpu_faults, &hb.gpu_checks) {
+            self.wake();
         }
         for end in &hb.ended {
             self.remote_task_ended(&name, *end);

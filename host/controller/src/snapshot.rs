@@ -154,8 +154,9 @@ pub fn node_view(
         cpu_milli_free: node.cpu_milli,
         memory_mib_total: node.memory_mib,
         memory_mib_free: node.memory_mib,
+        // MIG slices replace their parent (`gantry_api::mig`).
         gpus: node
-            .gpus
+            .schedulable_gpus()
             .iter()
             .map(|g| c::Gpu {
                 index: g.index,

@@ -21,7 +21,7 @@ impl Scheduler {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         let gpu_milli: u32 = t.gpus.iter().map(|g| g.milli).sum();
-        let (master_addr, devices, local) = {
+        let (master_addr, devices, local, visible) = {
             let members = lock(&self.inner.members);
             let local = members
                 .by_name(&t.node)
@@ -32,18 +32,21 @@ impl Scheduler {
                 .first()
                 .and_then(|t0| addr_of(&t0.node))
                 .unwrap_or_else(|| "127.0.0.1".into());
-            let devices = members
-                .by_name(&t.node)
-                .map(|(_, m)| m.info.gpus.clone())
-                .unwrap_or_default();
-            (master_addr, devices, local)
+            let info = members.by_name(&t.node).map(|(_, m)| &m.info);
+            let devices = info.map(|i| i.schedulable_gpus()).unwrap_or_default();
+            // A MIG slice is named by its `MIG-…` UUID, a whole GPU by its index.
+            let visible: Vec<String> = visible_gpu_indices(job, task)
+                .into_iter()
+                .map(|i| info.map_or_else(|| i.to_string(), |n| n.visible_name(i)))
+                .collect();
+            (master_addr, devices, local, visible.join(","))
         };
         let gang = Gang::of(job, task, master_addr);
         let master_port = job
             .rendezvous_port
             .map_or_else(|| MASTER_PORT_BASE + job.id % 10_000, u64::from);
         env.extend([
-            ("CUDA_VISIBLE_DEVICES".into(), visible_gpus(job, task)),
+            ("CUDA_VISIBLE_DEVICES".into(), visible),
             ("GANTRY_JOB_ID".into(), job.id.to_string()),
             ("GANTRY_JOB_NAME".into(), job.spec.name.clone()),
             ("GANTRY_TASK_INDEX".into(), task.to_string()),
@@ -171,17 +174,8 @@ fn slurm_env(
     env
 }
 
-/// The GPU indices task `task` of `job` sees, `0,1`: its own, or with `share_node_gpus`
-/// every GPU the job holds on the task's node (SLURM's `--gres` shared by a node's tasks).
-pub(crate) fn visible_gpus(job: &JobRecord, task: usize) -> String {
-    visible_gpu_indices(job, task)
-        .iter()
-        .map(u32::to_string)
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
-/// The GPU indices of [`visible_gpus`], ascending when shared.
+/// The GPU indices of a task's `CUDA_VISIBLE_DEVICES` (its own, or with `share_node_gpus`
+/// every GPU of its job on its node, ascending).
 pub(crate) fn visible_gpu_indices(job: &JobRecord, task: usize) -> Vec<u32> {
     let Some(t) = job.tasks.get(task) else {
         return Vec::new();

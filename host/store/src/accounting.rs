@@ -187,6 +187,7 @@ mod tests {
             memory_peak_mib: 3,
             exit: TaskExit::Exited(0),
             oom_killed: false,
+            uncharged: None,
         }
     }
 

@@ -88,6 +88,7 @@ fn record(job_id: u64, task_index: u32, user: &str, end_ms: u64) -> AccountingRe
         memory_peak_mib: 3,
         exit: TaskExit::Exited(0),
         oom_killed: false,
+        uncharged: None,
     }
 }
 

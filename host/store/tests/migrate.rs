@@ -40,6 +40,7 @@ fn record(job_id: u64) -> AccountingRecord {
         memory_peak_mib: 1,
         exit: TaskExit::Exited(0),
         oom_killed: false,
+        uncharged: None,
     }
 }
 

@@ -76,6 +76,16 @@ pub enum StopCause {
     /// Its owner or an operator asked for it to run again from the start (`scontrol
     /// requeue`): the tasks are stopped and the job goes back to the queue.
     Requeue,
+    /// A GPU it held failed (a critical Xid, fallen off the bus, ECC): the gang is stopped
+    /// and requeued, and the GPU time of this run is not charged to fair share.
+    GpuFault {
+        /// The node of the GPU.
+        node: String,
+        /// The GPU's index on that node.
+        gpu: u32,
+        /// The health rules' verdict.
+        reason: String,
+    },
 }
 
 /// The current reason a job waits (or why it ended).

@@ -83,6 +83,31 @@ fn a_record_charges_each_share_for_the_wall_time_of_its_process() {
     assert!(record(&j, 9, 3_000, TaskExit::Lost, TaskUsage::default()).is_none());
 }
 
+#[test]
+fn a_run_stopped_by_a_gpu_fault_is_recorded_but_not_charged() {
+    let mut j = job(8, "alice", "ml", vec![task(&[(1, 1000)], Some(1_000))]);
+    j.stopping = Some(gantry_api::model::StopCause::GpuFault {
+        node: "n2".into(),
+        gpu: 1,
+        reason: "critical Xid error 79".into(),
+    });
+    let r = record(&j, 0, 11_000, TaskExit::Signaled(15), TaskUsage::default()).unwrap();
+    assert_eq!(r.gpu_milli_seconds, 10_000, "listed in full");
+    assert_eq!(
+        r.uncharged.as_deref(),
+        Some("GPU 1 of node n2 failed: critical Xid error 79")
+    );
+    let mut ledger = Ledger::new(HOUR_S);
+    ledger.add(&r);
+    let (users, accounts) = ledger.closed(11_000);
+    assert!(users.is_empty() && accounts.is_empty(), "{users:?}");
+    j.stopping = None;
+    let charged = record(&j, 0, 11_000, TaskExit::Exited(0), TaskUsage::default()).unwrap();
+    assert_eq!(charged.uncharged, None);
+    ledger.add(&charged);
+    assert_eq!(ledger.closed(11_000).0["alice"], 10.0);
+}
+
 /// Records ending at `ends` (out of order on purpose), `milli` each for 10 s.
 fn records(ends: &[(u64, &str, &str, u64)]) -> Vec<AccountingRecord> {
     ends.iter()

@@ -23,9 +23,16 @@ impl std::fmt::Display for DeviceId {
     }
 }
 
-/// The node's GPUs that a task given `given` must not use: every index of `node_gpus` not in
-/// `given`, sorted and without duplicates.
+/// The node's GPUs that a task given `given` must not use: every index of `node_gpus` (the
+/// physical GPUs) not in `given` nor the parent of a MIG slice in it, sorted and without
+/// duplicates.
 pub(crate) fn denied_gpus(node_gpus: &[u32], given: &[u32]) -> Vec<u32> {
+    // A MIG slice opens its parent's device node (the slice itself is chosen by its
+    // `MIG-…` UUID in `CUDA_VISIBLE_DEVICES`).
+    let given: Vec<u32> = given
+        .iter()
+        .map(|&g| gantry_api::mig::physical(g))
+        .collect();
     let mut denied: Vec<u32> = node_gpus
         .iter()
         .copied()
@@ -79,6 +86,12 @@ pub(crate) fn denied_devices(pattern: &str, node_gpus: &[u32], given: &[u32]) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_mig_slice_opens_its_parent_only() {
+        let slice_of_1 = gantry_api::mig::slice_index(1, 2);
+        assert_eq!(denied_gpus(&[0, 1, 2], &[slice_of_1]), [0, 2]);
+    }
 
     #[test]
     fn denied_gpus_are_the_node_gpus_not_given() {

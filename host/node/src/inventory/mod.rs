@@ -4,15 +4,18 @@
 //! configuration plus `gantry.io/gpu-groups` from the NVLink topology (a configured
 //! value of that label wins).
 //!
-//! Owns: discovery (`nvml.rs`), the topology (`groups.rs`) and the health rules
-//! (`health.rs`). Does not own allocation (the engine computes what is free from
-//! running jobs on every cycle) or health found after start (`scheduler::nodes`
-//! records what the watcher in `nvml.rs` reports).
+//! Owns: discovery (`nvml.rs`), the topology (`groups.rs`), the health rules
+//! (`health.rs`), the health watcher (`nvml_watch.rs`) and the node check that returns a
+//! GPU to service (`node_check.rs`). Does not own allocation (the engine computes what is free from
+//! running jobs on every cycle) or what a fault found after start changes (the
+//! controller's `gpu_health.rs` acts on what the watcher reports).
 
 pub mod groups;
 pub mod health;
+pub mod node_check;
 mod node_config;
 pub mod nvml;
+pub mod nvml_watch;
 
 pub use gantry_api::node::{GpuInfo, MigDevice, NodeInfo, NvLinkInfo};
 pub use node_config::NodeConfig;
@@ -48,7 +51,7 @@ fn machine_cpu_milli() -> u32 {
 /// Discovers the local node.
 pub fn discover(cfg: &NodeConfig) -> NodeInfo {
     let from_nvml = if cfg.use_nvml {
-        nvml::discover()
+        nvml::discover(cfg.nvml_library.as_deref())
     } else {
         tracing::info!("node.use_nvml is off; GPUs come from configuration");
         None

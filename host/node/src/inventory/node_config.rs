@@ -29,6 +29,32 @@ pub struct NodeConfig {
     pub unhealthy_gpus: Vec<u32>,
     /// Seconds between NVML health polls of the GPUs (default 30; 0: no polling).
     pub health_poll_s: u64,
+    /// The NVML library to load (default: the driver's `libnvidia-ml.so.1`, found by the
+    /// dynamic loader): for a driver in a non-standard place, and for tests (the fake
+    /// NVML of `docs/fake-nvml.md`).
+    pub nvml_library: Option<String>,
+    /// The node check that returns a faulty GPU to service: a program and its arguments
+    /// (e.g. `["dcgmi", "diag", "-r", "1"]`), run as the daemon's user with
+    /// `GANTRY_GPU_INDEX`, `GANTRY_GPU_UUID` and `GANTRY_GPU_FAULT` set; exit 0 returns
+    /// the GPU to service. Empty (the default): a faulty GPU stays out until the daemon
+    /// restarts and finds it healthy.
+    pub health_check: Vec<String>,
+    /// Seconds between runs of the node check while it fails (default 60).
+    pub health_check_every_s: u64,
+    /// Seconds one run of the node check may take before it is killed and counted as
+    /// failed (default 300).
+    pub health_check_timeout_s: u64,
+}
+
+impl NodeConfig {
+    /// The configured node check, if any.
+    pub fn node_check(&self) -> Option<super::node_check::NodeCheck> {
+        (!self.health_check.is_empty()).then(|| super::node_check::NodeCheck {
+            argv: self.health_check.clone(),
+            timeout: std::time::Duration::from_secs(self.health_check_timeout_s),
+            every: std::time::Duration::from_secs(self.health_check_every_s),
+        })
+    }
 }
 
 impl Default for NodeConfig {
@@ -44,6 +70,10 @@ impl Default for NodeConfig {
             labels: Default::default(),
             unhealthy_gpus: Vec::new(),
             health_poll_s: 30,
+            nvml_library: None,
+            health_check: Vec::new(),
+            health_check_every_s: 60,
+            health_check_timeout_s: 300,
         }
     }
 }

@@ -29,6 +29,7 @@ fn rec(job_id: u64, user: &str, account: &str, milli_s: u64, cpu_s: f64) -> Acco
         memory_peak_mib: 0,
         exit: TaskExit::Exited(0),
         oom_killed: false,
+        uncharged: None,
     }
 }
 

@@ -1,0 +1,79 @@
+//! The agent's side of GPU health: the watcher's events (`gantry_node::inventory::
+//! nvml_watch`) kept as the node's current faults and the last failed node check of each,
+//! which every heartbeat carries whole. A GPU whose check passes leaves the set, and the
+//! controller, seeing it gone, returns it to service.
+//!
+//! Owns: the report. Does not own the watcher, the check or what the controller does
+//! with a fault (`gantry_controller`'s `gpu_health.rs`).
+
+use super::tasks::lock;
+use gantry_node::inventory::nvml_watch::HealthEvent;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+/// The node's GPU health as the heartbeat reports it.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct GpuHealthReport {
+    /// Faulty GPUs now: index → reason.
+    pub faults: BTreeMap<u32, String>,
+    /// The last failed node check of each faulty GPU.
+    pub checks: BTreeMap<u32, String>,
+}
+
+impl GpuHealthReport {
+    /// Applies one watcher event.
+    pub(crate) fn apply(&mut self, event: HealthEvent) {
+        match event {
+            HealthEvent::Fault { gpu, reason } => {
+                tracing::warn!(gpu, %reason, "GPU found unhealthy");
+                self.faults.insert(gpu, reason);
+                self.checks.remove(&gpu);
+            }
+            HealthEvent::CheckFailed { gpu, detail } => {
+                tracing::warn!(gpu, %detail, "GPU stays out of service");
+                self.checks.insert(gpu, detail);
+            }
+            HealthEvent::Recovered { gpu, detail } => {
+                tracing::info!(gpu, %detail, "GPU back in service");
+                self.faults.remove(&gpu);
+                self.checks.remove(&gpu);
+            }
+        }
+    }
+}
+
+/// Watches the node's GPUs (NVML GPUs with `node.health_poll_s > 0`), keeping `report`.
+pub(crate) fn start_watch(
+    node: &gantry_node::inventory::NodeInfo,
+    cfg: &gantry_node::inventory::NodeConfig,
+    report: Arc<Mutex<GpuHealthReport>>,
+) {
+    gantry_node::inventory::nvml_watch::watch_node(node, cfg, move |event| {
+        lock(&report).apply(event);
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fault_is_reported_until_its_check_passes() {
+        let mut r = GpuHealthReport::default();
+        r.apply(HealthEvent::Fault {
+            gpu: 1,
+            reason: "critical Xid error 79".into(),
+        });
+        r.apply(HealthEvent::CheckFailed {
+            gpu: 1,
+            detail: "node check failed (exit status: 1)".into(),
+        });
+        assert_eq!(r.faults[&1], "critical Xid error 79");
+        assert_eq!(r.checks[&1], "node check failed (exit status: 1)");
+        r.apply(HealthEvent::Recovered {
+            gpu: 1,
+            detail: "node check passed".into(),
+        });
+        assert_eq!(r, GpuHealthReport::default());
+    }
+}

@@ -1,0 +1,131 @@
+//! MIG slices as schedulable devices, on the fake NVML library (issue 47, item 2): a GPU in
+//! MIG mode is offered as its slices, each asked for by its profile; a job gets exactly the
+//! slice it was placed on (its `MIG-…` UUID in `CUDA_VISIBLE_DEVICES`), a job asking for a
+//! profile with no free slice waits, a whole-GPU job gets the GPU that is not in MIG mode,
+//! and `gantry nodes -l` shows who holds which slice.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use gantry_e2e::fake_nvml::{FakeGpus, gpu, node_toml};
+use gantry_e2e::{Daemon, WAIT, gantry_bin};
+use serde_json::{Value, json};
+use std::process::Command;
+
+const A100: &str = "NVIDIA A100-SXM4-80GB";
+
+fn slice(profile: &str, n: u32, memory_mib: u64) -> Value {
+    json!({
+        "profile": profile,
+        "uuid": format!("MIG-{n:08x}-fake-4e56-8f00-{profile}"),
+        "memory_mib": memory_mib,
+    })
+}
+
+/// A job of one task on one device of `model`, recording its environment.
+fn job_on(d: &Daemon, name: &str, model: &str) -> u64 {
+    let mut spec = d.blocking_job(name, 1, 1);
+    spec["tasks"][0]["gpu_models"] = json!([model]);
+    d.submit(&spec)
+}
+
+#[test]
+fn a_mig_job_gets_exactly_its_slice_and_a_whole_gpu_job_the_whole_gpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut mig_gpu = gpu(0, A100, 81_920);
+    mig_gpu["mig"] = json!({
+        "enabled": true,
+        "devices": [
+            slice("1g.10gb", 0, 9_856),
+            slice("1g.10gb", 1, 9_856),
+            slice("2g.20gb", 2, 19_968),
+        ],
+    });
+    let fake = FakeGpus::new(
+        dir.path(),
+        "mig",
+        json!({ "devices": [mig_gpu, gpu(1, A100, 81_920)], "xid_events": [] }),
+    );
+    let d = Daemon::start_on_fake_nvml(fake.path(), &node_toml(""));
+    let node = d.get("/v1/nodes").1[0].clone();
+    let gpus = node["gpus"].as_array().unwrap();
+    assert_eq!(gpus.len(), 2, "{node}");
+    let slices: Vec<(u64, String)> = gpus[0]["mig_slices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["index"].as_u64().unwrap(),
+                s["profile"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        slices,
+        [
+            (1000, "1g.10gb".to_string()),
+            (1001, "1g.10gb".to_string()),
+            (1002, "2g.20gb".to_string())
+        ],
+        "{node}"
+    );
+    let uuid_of = |index: u64| -> String {
+        gpus[0]["mig_slices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["index"] == index)
+            .unwrap()["uuid"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+
+    // Two 1g.10gb jobs get the two 1g.10gb slices, one each.
+    let a = job_on(&d, "a", "1g.10gb");
+    let b = job_on(&d, "b", "1g.10gb");
+    let seen: Vec<String> = [a, b]
+        .iter()
+        .map(|&id| d.task_env(id, 0)["CUDA_VISIBLE_DEVICES"].clone())
+        .collect();
+    let mut want = vec![uuid_of(1000), uuid_of(1001)];
+    let mut got = seen.clone();
+    got.sort();
+    want.sort();
+    assert_eq!(got, want, "each 1g.10gb job sees exactly its slice");
+    // The 2g.20gb slice, and the whole GPU that is not in MIG mode.
+    let big = job_on(&d, "big", "2g.20gb");
+    assert_eq!(d.task_env(big, 0)["CUDA_VISIBLE_DEVICES"], uuid_of(1002));
+    let whole = job_on(&d, "whole", A100);
+    assert_eq!(d.task_env(whole, 0)["CUDA_VISIBLE_DEVICES"], "1");
+
+    // A third 1g.10gb job waits: both such slices are held.
+    let c = job_on(&d, "c", "1g.10gb");
+    d.wait_for("the third 1g.10gb job to wait", WAIT, || {
+        let job = d.job(c);
+        (job["state"] == "pending" && job["reason"]["message"].is_string()).then_some(())
+    });
+
+    // Who holds which slice.
+    let out = Command::new(gantry_bin())
+        .args(["--server", d.url(), "nodes", "-l"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.contains("MIG 1002"))
+        .unwrap_or_else(|| panic!("no line for slice 1002:\n{text}"));
+    assert!(line.contains(&format!("job {big} (1000 milli)")), "{line}");
+    let holders = text
+        .lines()
+        .filter(|l| l.contains("MIG ") && l.contains("job "))
+        .count();
+    assert_eq!(holders, 3, "{text}");
+
+    // A freed slice goes to the job that waited for it.
+    d.release(a);
+    d.wait_state(a, "succeeded");
+    d.wait_state(c, "running");
+    assert_eq!(d.task_env(c, 0)["CUDA_VISIBLE_DEVICES"], seen[0]);
+    d.check_allocations();
+}
