@@ -28,6 +28,22 @@ use std::time::{Duration, Instant};
 /// (see [`with_execution_defaults`]).
 const AGENT_CONFIG: &str = "kill_grace_s = 2\n";
 
+/// A file in an agent's directory naming the `gantry` binary it runs (default: this build's).
+const AGENT_BINARY_FILE: &str = "agent-binary";
+
+/// What an agent may start with beyond its name, GPUs and token.
+#[derive(Default, Clone, Copy)]
+struct Extras<'a> {
+    /// Appended to its config.
+    extra_toml: &'a str,
+    /// The CA it trusts for an `https://` controller.
+    ca_cert: Option<&'a Path>,
+    /// A fake NVML scenario: its GPUs come from NVML (`crate::fake_nvml`).
+    scenario: Option<&'a Path>,
+    /// Another `gantry` binary to run.
+    bin: Option<&'a Path>,
+}
+
 /// A running (or exited) `gantry agent`.
 pub struct Agent {
     child: Child,
@@ -104,7 +120,31 @@ impl Agent {
         extra_toml: &str,
         scenario: &Path,
     ) -> Self {
-        let agent = Self::spawn_full(controller, name, 0, token, extra_toml, None, Some(scenario));
+        let extras = Extras {
+            extra_toml,
+            scenario: Some(scenario),
+            ..Extras::default()
+        };
+        let agent = Self::spawn_full(controller, name, 0, token, &extras);
+        agent.wait_up(d);
+        agent
+    }
+
+    /// Like [`Agent::start`], running the `gantry` binary at `bin` (e.g. the previous
+    /// release's, for the mixed-version tests) instead of this build's.
+    pub fn start_with_binary(
+        d: &Daemon,
+        controller: &str,
+        name: &str,
+        gpus: u32,
+        token: &str,
+        bin: &Path,
+    ) -> Self {
+        let extras = Extras {
+            bin: Some(bin),
+            ..Extras::default()
+        };
+        let agent = Self::spawn_full(controller, name, gpus, token, &extras);
         agent.wait_up(d);
         agent
     }
@@ -119,7 +159,12 @@ impl Agent {
         extra_toml: &str,
         ca_cert: Option<&Path>,
     ) -> Self {
-        Self::spawn_full(controller, name, gpus, token, extra_toml, ca_cert, None)
+        let extras = Extras {
+            extra_toml,
+            ca_cert,
+            ..Extras::default()
+        };
+        Self::spawn_full(controller, name, gpus, token, &extras)
     }
 
     fn spawn_full(
@@ -127,10 +172,14 @@ impl Agent {
         name: &str,
         gpus: u32,
         token: &str,
-        extra_toml: &str,
-        ca_cert: Option<&Path>,
-        scenario: Option<&Path>,
+        extras: &Extras<'_>,
     ) -> Self {
+        let Extras {
+            extra_toml,
+            ca_cert,
+            scenario,
+            bin,
+        } = *extras;
         let dir = tempfile::Builder::new()
             .prefix("gantry-e2e-agent-")
             .tempdir()
@@ -143,6 +192,13 @@ impl Agent {
         crate::make_private(&dir.path().join("agent.toml"));
         if let Some(ca) = ca_cert {
             fs::copy(ca, dir.path().join("ca.pem")).expect("cannot copy the CA certificate");
+        }
+        if let Some(bin) = bin {
+            fs::write(
+                dir.path().join(AGENT_BINARY_FILE),
+                bin.as_os_str().as_encoded_bytes(),
+            )
+            .expect("cannot name the agent's binary");
         }
         if let Some(scenario) = scenario {
             fs::write(
@@ -186,7 +242,10 @@ impl Agent {
             File::create(dir.join(format!("agent-{generation}.{ext}")))
                 .expect("cannot create the agent's output file")
         };
-        let mut cmd = Command::new(gantry_bin());
+        // Another build of gantry (an earlier release) when the directory names one.
+        let bin = fs::read_to_string(dir.join(AGENT_BINARY_FILE))
+            .map_or_else(|_| gantry_bin().to_path_buf(), PathBuf::from);
+        let mut cmd = Command::new(bin);
         let ca = dir.join("ca.pem");
         if ca.exists() {
             cmd.env("GANTRY_CA_CERT", ca);

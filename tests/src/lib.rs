@@ -184,6 +184,8 @@ pub struct Daemon {
 thread_local! {
     /// The address [`Daemon::start_listening`] asks for, while it starts the daemon.
     static LISTEN: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+    /// The binary [`Daemon::start_with_binary`] asks for, while it starts the daemon.
+    static BINARY: std::cell::RefCell<Option<PathBuf>> = const { std::cell::RefCell::new(None) };
     /// The scenario [`Daemon::start_on_fake_nvml`] asks for, while it starts the daemon.
     static FAKE_NVML: std::cell::RefCell<Option<PathBuf>> = const { std::cell::RefCell::new(None) };
 }
@@ -250,6 +252,15 @@ impl Daemon {
         d
     }
 
+    /// Like [`Daemon::start_with_config`], running the `gantry` binary at `bin` (e.g. the
+    /// previous release's) instead of this build's, at every start.
+    pub fn start_with_binary(bin: &Path, extra_toml: &str) -> Self {
+        BINARY.with(|b| *b.borrow_mut() = Some(bin.to_path_buf()));
+        let d = Self::start_inner_prepared(0, extra_toml, None, &|_| {});
+        BINARY.with(|b| *b.borrow_mut() = None);
+        d
+    }
+
     fn start_inner_prepared(
         gpus: u32,
         extra_toml: &str,
@@ -275,6 +286,13 @@ impl Daemon {
         make_private(&dir.path().join("gantry.toml"));
         if let Some(listen) = LISTEN.with(|l| l.borrow().clone()) {
             fs::write(dir.path().join(process::LISTEN_FILE), listen).expect("cannot write");
+        }
+        if let Some(bin) = BINARY.with(|b| b.borrow().clone()) {
+            fs::write(
+                dir.path().join(process::BINARY_FILE),
+                bin.as_os_str().as_encoded_bytes(),
+            )
+            .expect("cannot write");
         }
         if let Some(scenario) = FAKE_NVML.with(|f| f.borrow().clone()) {
             fs::write(

@@ -58,6 +58,9 @@ pub(crate) const LISTEN_FILE: &str = "listen";
 /// `GANTRY_FAKE_NVML_SCENARIO` set to the file it names, at every start.
 pub(crate) const FAKE_NVML_FILE: &str = "fake-nvml-scenario";
 
+/// A file in a daemon's directory naming the `gantry` binary it runs (default: this build's).
+pub(crate) const BINARY_FILE: &str = "daemon-binary";
+
 /// Starts `gantry serve` on `dir` and waits for the address it prints.
 pub(crate) fn spawn(dir: &Path, gpus: u32, generation: u32) -> (Child, String) {
     spawn_prepared(dir, gpus, generation, &|_| {})
@@ -73,7 +76,10 @@ pub(crate) fn spawn_prepared(
     let out_path = dir.join(format!("daemon-{generation}.out"));
     let err_path = dir.join(format!("daemon-{generation}.err"));
     let listen = fs::read_to_string(dir.join(LISTEN_FILE)).unwrap_or_else(|_| "127.0.0.1:0".into());
-    let mut command = Command::new(gantry_bin());
+    // Another build of gantry (an earlier release) when the directory names one.
+    let bin = fs::read_to_string(dir.join(BINARY_FILE))
+        .map_or_else(|_| gantry_bin().to_path_buf(), std::path::PathBuf::from);
+    let mut command = Command::new(bin);
     command
         .arg("serve")
         .arg("--config")

@@ -131,6 +131,12 @@ impl Default for Metrics {
             gpus: GpuGauge::default(),
             jobs_in_memory: Gauge::default(),
         };
+        // Both results exist from the start (at 0), so a rate over them needs no first failure.
+        for result in ["passed", "failed"] {
+            drop(m.gpu_health_checks.get_or_create(&CheckResult {
+                result: result.into(),
+            }));
+        }
         let mut registry = Registry::default();
         // Counters are registered without `_total`; the format adds it to their samples.
         registry.register(
