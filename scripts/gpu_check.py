@@ -593,16 +593,33 @@ def expected_uuids(index: int, smi: List[dict], listed: Dict[int, dict]) -> List
     return out
 
 
+# A MIG slice's device index in Gantry: 1000 + 10 x its GPU's index + its slot
+# (host/api/src/mig.rs); its slot is the `Device N` of `nvidia-smi -L`.
+SLICE_INDEX_BASE = 1000
+
+
+def mig_slice(given: int, listed: Dict[int, dict]) -> Optional[dict]:
+    """The MIG device of slice index `given` as `nvidia-smi -L` lists it, or None for a
+    whole GPU (or a slice it does not list)."""
+    if given < SLICE_INDEX_BASE:
+        return None
+    parent, slot = divmod(given - SLICE_INDEX_BASE, 10)
+    return next((m for m in listed.get(parent, {}).get("mig", []) if m["device"] == slot), None)
+
+
 def evaluate_cuda(result: Optional[dict], given: int, smi: List[dict], listed: Dict[int, dict]) -> Check:
     """`cuda-job`: the job given GPU `given` sees exactly one CUDA device, that GPU (by
-    UUID), with CUDA_VISIBLE_DEVICES = its index, and real work on it succeeded."""
+    UUID), with CUDA_VISIBLE_DEVICES = its index (a MIG slice: that slice, by its MIG UUID),
+    and real work on it succeeded."""
     name = "cuda-job"
     if result is None:
         return failed(name, "the job printed no result (see its log above)")
     env = result.get("env", {})
     problems = []
-    if env.get("CUDA_VISIBLE_DEVICES") != str(given):
-        problems.append(f"CUDA_VISIBLE_DEVICES={env.get('CUDA_VISIBLE_DEVICES')!r}, expected {given!r}")
+    mig = mig_slice(given, listed)
+    want_visible = mig["uuid"] if mig else str(given)
+    if env.get("CUDA_VISIBLE_DEVICES") != want_visible:
+        problems.append(f"CUDA_VISIBLE_DEVICES={env.get('CUDA_VISIBLE_DEVICES')!r}, expected {want_visible!r}")
     how, seen = cuda_view(result)
     if seen.get("error"):
         problems.append(f"CUDA ({how}) failed: {seen['error']}")
@@ -611,7 +628,7 @@ def evaluate_cuda(result: Optional[dict], given: int, smi: List[dict], listed: D
         devices = seen.get("devices") or []
         if count != 1:
             problems.append(f"CUDA ({how}) sees {count} devices, expected exactly 1")
-        allowed = {uuid_hex(u) for u in expected_uuids(given, smi, listed)}
+        allowed = {uuid_hex(u) for u in ([mig["uuid"]] if mig else expected_uuids(given, smi, listed))}
         for d in devices:
             if uuid_hex(d.get("uuid", "")) not in allowed:
                 problems.append(

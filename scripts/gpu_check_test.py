@@ -344,6 +344,23 @@ class EvaluateJobs(unittest.TestCase):
         ] = f"count=1\ndevice=0 uuid=GPU-{mig[4:]} name=NVIDIA A100-SXM4-40GB MIG 3g.20gb\nkernel=ok\n"
         self.assertEqual(gc.evaluate_cuda(r, 0, a.smi, a.listed).status, "PASS")
 
+    def test_a_job_given_a_mig_slice_sees_that_slice_by_its_uuid(self):
+        a = Box("a100-mig")
+        second = a.listed[0]["mig"][1]
+        given = 1000 + second["device"]
+        r = copy.deepcopy(self.cuda)
+        r["env"]["CUDA_VISIBLE_DEVICES"] = second["uuid"]
+        r["binary"]["stdout"] = (
+            f"count=1\ndevice=0 uuid=GPU-{second['uuid'][4:]} name=NVIDIA A100-SXM4-40GB MIG\nkernel=ok\n"
+        )
+        self.assertEqual(gc.evaluate_cuda(r, given, a.smi, a.listed).status, "PASS")
+        first = a.listed[0]["mig"][0]["uuid"]
+        r["binary"]["stdout"] = f"count=1\ndevice=0 uuid=GPU-{first[4:]} name=x\nkernel=ok\n"
+        c = gc.evaluate_cuda(r, given, a.smi, a.listed)
+        self.assertEqual(c.status, "FAIL", c.line())
+        r["env"]["CUDA_VISIBLE_DEVICES"] = str(given)
+        self.assertIn(f"expected {second['uuid']!r}", gc.evaluate_cuda(r, given, a.smi, a.listed).detail)
+
     def test_fencing(self):
         fence = gc.job_result(fixture("h100-8x", "job-fence.log"))
         c = gc.evaluate_fence("fence-other-gpu", fence, [0], list(range(8)))
