@@ -59,7 +59,8 @@ while long.watcher.get_state(long.job_id, mode="force") != "RUNNING":
     assert time.time() < deadline, "never ran"
     time.sleep(0.2)
 long.cancel()
-while long.watcher.get_state(long.job_id, mode="force") == "RUNNING":
+# COMPLETING (SLURM's CG) while its tasks stop, as in SLURM, then CANCELLED.
+while long.watcher.get_state(long.job_id, mode="force") in ("RUNNING", "COMPLETING"):
     assert time.time() < deadline, "never cancelled"
     time.sleep(0.2)
 print("cancelled", long.watcher.get_state(long.job_id, mode="force"), flush=True)
