@@ -123,6 +123,7 @@ fn seed(data: &Path, n: usize) -> Result<()> {
             memory_peak_mib: 1,
             exit: TaskExit::Exited(0),
             oom_killed: false,
+            uncharged: None,
         };
         store.put_accounting(&r)?;
         if i % 100_000 == 99_999 {

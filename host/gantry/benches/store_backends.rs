@@ -237,6 +237,7 @@ fn history(label: &str, store: &gantry_store::Store, n: u64) -> Result<()> {
             memory_peak_mib: 1,
             exit: gantry_api::task::TaskExit::Exited(0),
             oom_killed: false,
+            uncharged: None,
         })?;
     }
     let filled = t.elapsed();
