@@ -233,11 +233,6 @@ pub fn print_nodes(nodes: &[NodeView]) {
             println!("  GPU groups (NVLink): {groups}");
         }
         for g in &n.gpus {
-            let holders: Vec<String> = g
-                .jobs
-                .iter()
-                .map(|(job, milli)| format!("job {job} ({milli} milli)"))
-                .collect();
             let health = match &g.health {
                 Some(h) => format!("  UNHEALTHY {}: {}", ago(Some(h.since_ms)), h.reason),
                 None => String::new(),
@@ -247,32 +242,19 @@ pub fn print_nodes(nodes: &[NodeView]) {
                 g.index,
                 g.model,
                 g.allocated_milli,
-                if holders.is_empty() {
-                    "free".to_string()
-                } else {
-                    holders.join(", ")
-                }
+                holders_text(&g.jobs)
             );
             if let Some(check) = g.health.as_ref().and_then(|h| h.check.as_deref()) {
                 println!("       out of service until the node check passes; last: {check}");
             }
             for m in &g.mig_slices {
-                let holders: Vec<String> = m
-                    .jobs
-                    .iter()
-                    .map(|(job, milli)| format!("job {job} ({milli} milli)"))
-                    .collect();
                 println!(
                     "       MIG {:>4} {:<10} {:>6} MiB {}  {}",
                     m.index,
                     m.profile,
                     m.memory_mib,
                     m.uuid,
-                    if holders.is_empty() {
-                        "free".to_string()
-                    } else {
-                        holders.join(", ")
-                    }
+                    holders_text(&m.jobs)
                 );
             }
         }
@@ -280,6 +262,17 @@ pub fn print_nodes(nodes: &[NodeView]) {
             println!("  note: {note}");
         }
     }
+}
+
+/// `job 7 (1000 milli), job 9 (500 milli)` for a device's holders, or `free`.
+fn holders_text(jobs: &[(u64, u32)]) -> String {
+    if jobs.is_empty() {
+        return "free".to_string();
+    }
+    jobs.iter()
+        .map(|(job, milli)| format!("job {job} ({milli} milli)"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// "since 5m ago" for a time in ms since the Unix epoch.
