@@ -58,6 +58,11 @@ const COMPONENTS: &[(&str, &str, &str)] = &[
     ("QUOTA", "gantry-plugin-quota", "gantry_plugin_quota"),
     ("RECLAIM", "gantry-plugin-reclaim", "gantry_plugin_reclaim"),
     (
+        "IDLE_RECLAIM",
+        "gantry-plugin-idle-reclaim",
+        "gantry_plugin_idle_reclaim",
+    ),
+    (
         "BACKFILL",
         "gantry-plugin-backfill",
         "gantry_plugin_backfill",
@@ -165,6 +170,7 @@ fn main() {
         "plugins/multifactor",
         "plugins/quota",
         "plugins/reclaim",
+        "plugins/idle-reclaim",
         "plugins/quota-core",
         "plugins/backfill",
         "plugins/queue-limits",

@@ -1,6 +1,6 @@
 //! The agent's side of GPU health: the watcher's events (`gantry_node::inventory::
 //! nvml_watch`) kept as the node's current faults and the last failed node check of each,
-//! which every heartbeat carries whole. A GPU whose check passes leaves the set, and the
+//! which every heartbeat carries whole, with the latest round of GPU use sampling. A GPU whose check passes leaves the set, and the
 //! controller, seeing it gone, returns it to service.
 //!
 //! Owns: the report. Does not own the watcher, the check or what the controller does
@@ -18,6 +18,8 @@ pub(crate) struct GpuHealthReport {
     pub faults: BTreeMap<u32, String>,
     /// The last failed node check of each faulty GPU.
     pub checks: BTreeMap<u32, String>,
+    /// The latest round of GPU use sampling (`gantry_node::inventory::gpu_usage`).
+    pub usage: Option<gantry_api::gpu_usage::GpuUsageReport>,
 }
 
 impl GpuHealthReport {
@@ -42,14 +44,19 @@ impl GpuHealthReport {
     }
 }
 
-/// Watches the node's GPUs (NVML GPUs with `node.health_poll_s > 0`), keeping `report`.
+/// Watches the node's GPUs (NVML GPUs with `node.health_poll_s > 0`) and samples their
+/// use (`node.gpu_sample_every_s > 0`), keeping `report`.
 pub(crate) fn start_watch(
     node: &gantry_node::inventory::NodeInfo,
     cfg: &gantry_node::inventory::NodeConfig,
     report: Arc<Mutex<GpuHealthReport>>,
 ) {
+    let health = report.clone();
     gantry_node::inventory::nvml_watch::watch_node(node, cfg, move |event| {
-        lock(&report).apply(event);
+        lock(&health).apply(event);
+    });
+    gantry_node::inventory::gpu_usage::sample_node(node, cfg, move |round| {
+        lock(&report).usage = Some(round);
     });
 }
 

@@ -250,6 +250,7 @@ impl Beats {
             addr: self.addr.clone(),
             gpu_faults: gpu_health.faults,
             gpu_checks: gpu_health.checks,
+            gpu_usage: gpu_health.usage,
             load: load(),
             running,
             ended,

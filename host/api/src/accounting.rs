@@ -53,6 +53,10 @@ pub struct AccountingRecord {
     /// `None` when it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uncharged: Option<String>,
+    /// GPU time the task's processes used (NVML's samples, `TaskGpuUsage`), milli-GPU-
+    /// seconds; `None` when its GPUs were not sampled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_used_milli_seconds: Option<u64>,
 }
 
 impl AccountingRecord {
@@ -77,6 +81,13 @@ pub struct Totals {
     pub gpu_seconds: f64,
     /// GPU-hours.
     pub gpu_hours: f64,
+    /// GPU-hours used, as sampled (`gpu_used_milli_seconds`), over the records that were.
+    #[serde(default)]
+    pub gpu_used_hours: f64,
+    /// GPU-hours allocated to the records whose use was sampled: `gpu_used_hours` of this
+    /// is the share of allocated GPU time the jobs used.
+    #[serde(default)]
+    pub gpu_hours_sampled: f64,
     /// CPU-seconds used.
     pub cpu_seconds: f64,
     /// CPU-hours used.

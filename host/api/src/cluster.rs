@@ -190,6 +190,9 @@ pub struct Heartbeat {
     /// that leaves `gpu_faults` passed it and is back in service).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub gpu_checks: BTreeMap<u32, String>,
+    /// The node's latest round of GPU use samples (`node.gpu_sample_every_s`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_usage: Option<crate::gpu_usage::GpuUsageReport>,
     /// Load now.
     #[serde(default)]
     pub load: NodeLoad,

@@ -7,6 +7,7 @@
 //! - `task`: how a task ended and what it used (`TaskExit`, `TaskUsage`);
 //! - `node`: a node's inventory (`NodeInfo`, `GpuInfo`);
 //! - `cluster`: the controller–agent protocol (heartbeats, launches, signals, checks);
+//! - `gpu_usage`: GPU use as sampled on a node and as a task's run used it;
 //! - `hostlist`: SLURM's `node[01-04]` notation;
 //! - `views`, `accounting`, `error`: what the API answers besides jobs (the submit answer,
 //!   nodes, plugins, attach frames, accounting reports, the error body);
@@ -32,6 +33,7 @@ pub mod cluster_join;
 pub mod cluster_term;
 pub mod cluster_token;
 pub mod error;
+pub mod gpu_usage;
 pub mod hostlist;
 pub mod mig;
 pub mod model;

@@ -186,4 +186,7 @@ pub struct AttachFrame {
     /// A keep-alive frame.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub heartbeat: Option<bool>,
+    /// A warning for whoever follows a running job: it is being stopped, and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notice: Option<String>,
 }

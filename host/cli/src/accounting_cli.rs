@@ -124,10 +124,19 @@ fn exit_text(r: &AccountingRecord) -> String {
     text
 }
 
+/// The share of sampled GPU time the jobs used (`37%`), or `-` when none was sampled.
+fn used_share(t: &gantry_api::accounting::Totals) -> String {
+    if t.gpu_hours_sampled > 0.0 {
+        format!("{:.0}%", 100.0 * t.gpu_used_hours / t.gpu_hours_sampled)
+    } else {
+        "-".into()
+    }
+}
+
 /// The tables of an accounting report.
 pub fn render(report: &AccountingReport) -> String {
     let mut out = format!(
-        "{:>6} {:>4} {:>3} {:<10} {:<10} {:<8} {:<16} {:<20} {:>9} {:<14} {:>10} {:>9} {:>7} {}\n",
+        "{:>6} {:>4} {:>3} {:<10} {:<10} {:<8} {:<16} {:<20} {:>9} {:<14} {:>10} {:>10} {:>9} {:>7} {}\n",
         "JOB",
         "TASK",
         "RUN",
@@ -139,6 +148,7 @@ pub fn render(report: &AccountingReport) -> String {
         "ELAPSED",
         "GPUS(i:milli)",
         "GPU-SEC",
+        "GPU-USED",
         "CPU-SEC",
         "MAXRSS",
         "EXIT"
@@ -151,7 +161,7 @@ pub fn render(report: &AccountingReport) -> String {
             .collect();
         let name: String = r.job_name.chars().take(16).collect();
         out += &format!(
-            "{:>6} {:>4} {:>3} {:<10} {:<10} {:<8} {:<16} {:<20} {:>9} {:<14} {:>10.1} {:>9.1} {:>6}M {}\n",
+            "{:>6} {:>4} {:>3} {:<10} {:<10} {:<8} {:<16} {:<20} {:>9} {:<14} {:>10.1} {:>10} {:>9.1} {:>6}M {}\n",
             r.job_id,
             r.task_index,
             r.run,
@@ -167,6 +177,8 @@ pub fn render(report: &AccountingReport) -> String {
                 gpus.join(",")
             },
             r.gpu_milli_seconds as f64 / 1000.0,
+            r.gpu_used_milli_seconds
+                .map_or_else(|| "-".into(), |m| format!("{:.1}", m as f64 / 1000.0)),
             r.cpu_seconds,
             r.memory_peak_mib,
             exit_text(r),
@@ -177,12 +189,12 @@ pub fn render(report: &AccountingReport) -> String {
     }
     for (title, rows) in [("USER", &report.users), ("ACCOUNT", &report.accounts)] {
         out += &format!(
-            "\n{title:<12} {:>6} {:>6} {:>12} {:>12} {:>10}\n",
-            "JOBS", "TASKS", "GPU-HOURS", "GPU-SECONDS", "CPU-HOURS"
+            "\n{title:<12} {:>6} {:>6} {:>12} {:>12} {:>9} {:>10}\n",
+            "JOBS", "TASKS", "GPU-HOURS", "GPU-SECONDS", "GPU-USED", "CPU-HOURS"
         );
         for t in rows.iter().chain(std::iter::once(&report.total)) {
             out += &format!(
-                "{:<12} {:>6} {:>6} {:>12.4} {:>12.1} {:>10.4}\n",
+                "{:<12} {:>6} {:>6} {:>12.4} {:>12.1} {:>9} {:>10.4}\n",
                 if t.name.is_empty() {
                     "(all)"
                 } else {
@@ -192,6 +204,7 @@ pub fn render(report: &AccountingReport) -> String {
                 t.records,
                 t.gpu_hours,
                 t.gpu_seconds,
+                used_share(t),
                 t.cpu_hours,
             );
         }

@@ -100,6 +100,11 @@ fn follow(client: &Client, id: u64, tty: bool) -> anyhow::Result<i32> {
                     last_reason = reason;
                 }
             }
+            Some("running") if frame.notice.is_some() => {
+                // The terminal may be raw: a line of its own, from its first column.
+                let notice = frame.notice.as_deref().unwrap_or_default();
+                eprint!("\r\ngantry: job {id}: {notice}\r\n");
+            }
             Some("running") => {
                 let node = frame.node.as_deref().unwrap_or("?");
                 eprintln!("gantry: job {id} running on {node}");

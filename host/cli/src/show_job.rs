@@ -1,6 +1,6 @@
 //! `gantry job ID` as `scontrol show job` shows a job: `Key=Value` lines a person reads
 //! (state, reason, times as UTC and durations, tasks, nodes and GPUs, working directory,
-//! command, dependencies, who held it), and `--json` for the record as the API returns it.
+//! command, dependencies, who held it, each task's measured GPU use), and `--json` for the record as the API returns it.
 //!
 //! Owns: that layout, as text. Does not own the record (`gantry-api`).
 
@@ -110,6 +110,20 @@ pub fn render(job: &JobRecord, now_ms: u64) -> Vec<String> {
             or_none(job.held_by.clone())
         ),
     ];
+    for (i, t) in job.tasks.iter().enumerate() {
+        if let Some(u) = &t.gpu_usage {
+            lines.push(format!(
+                "   GpuUse={i}:{} Util={}% Mem={}M MemPeak={}M UsedGpuSec={:.1} Samples={} Since={}",
+                t.node,
+                u.util_percent,
+                u.memory_mib,
+                u.memory_peak_mib,
+                u.used_gpu_seconds(),
+                u.samples,
+                format_utc(u.sampled_since_ms)
+            ));
+        }
+    }
     if job.state == JobState::Pending && job.held_by.is_some() {
         lines.push(format!("   (gantry release {} lets it start)", job.id));
     }

@@ -287,6 +287,11 @@ impl Config {
                     .into(),
             ));
         }
+        if n.gpu_sample_every_s > 3_600 {
+            return Err(ConfigError::Invalid(
+                "node.gpu_sample_every_s must be 0..=3600 (0: no sampling)".into(),
+            ));
+        }
         if n.health_check.first().is_some_and(|p| p.trim().is_empty()) {
             return Err(ConfigError::Invalid(
                 "node.health_check names no program (its first element is empty)".into(),

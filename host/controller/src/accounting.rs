@@ -233,6 +233,7 @@ pub fn record(
             }
             _ => None,
         },
+        gpu_used_milli_seconds: task.gpu_usage.as_ref().map(|u| u.used_gpu_milli_seconds),
     })
 }
 

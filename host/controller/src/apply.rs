@@ -93,6 +93,19 @@ impl Scheduler {
                 for_job: ev.for_job,
             };
             job.apply_or_log(Transition::StopRequested(evicted));
+            // The warning: `gantry run` prints a running job's reason as a notice
+            // (`api/attach.rs`), and the job's end keeps it.
+            job.annotate(Annotation::Reason(ReasonView {
+                stage: "preemption".into(),
+                code: ev.reason.code,
+                message: format!(
+                    "to be stopped in {} s (checkpoint signal now): {}",
+                    ev.grace_s, ev.reason.message
+                ),
+                plugin: String::new(),
+                cycle: outcome.cycle_id,
+                priority_note: None,
+            }));
             super::job_trace::job_event(job.id, "evicted", outcome.cycle_id, &ev.reason.message);
             // The job's own warning signal first (so it can checkpoint), SIGKILL after the grace.
             let first = job
@@ -217,6 +230,7 @@ impl Scheduler {
                 started_ms: Some(now),
                 ended_ms: None,
                 usage: None,
+                gpu_usage: None,
             })
             .collect();
         let run = StartedRun {

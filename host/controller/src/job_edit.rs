@@ -46,6 +46,13 @@ pub(crate) enum Annotation {
     ServicePort(u16),
     /// Who asked for the job's cancel (written).
     CancelledBy(String),
+    /// A GPU use sample of task `task` (in memory; written with the record's next durable
+    /// change, `gpu_usage.rs`). `max_gap_ms` caps the time it accounts for.
+    GpuSample {
+        task: usize,
+        sample: gantry_api::gpu_usage::TaskSample,
+        max_gap_ms: u64,
+    },
 }
 
 impl Annotation {
@@ -132,6 +139,17 @@ impl<'a> JobEdit<'a> {
             }
             Annotation::ServicePort(port) => job.service_port = Some(port),
             Annotation::CancelledBy(by) => job.cancelled_by = Some(by),
+            Annotation::GpuSample {
+                task,
+                sample,
+                max_gap_ms,
+            } => {
+                if let Some(t) = job.tasks.get_mut(task) {
+                    t.gpu_usage
+                        .get_or_insert_with(Default::default)
+                        .add(&sample, max_gap_ms);
+                }
+            }
         }
     }
 

@@ -24,6 +24,7 @@ fn running(id: u64) -> JobRecord {
         started_ms: Some(1),
         ended_ms: None,
         usage: None,
+        gpu_usage: None,
     }];
     j
 }

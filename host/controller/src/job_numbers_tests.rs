@@ -49,6 +49,7 @@ fn running(id: u64, on: &str) -> JobRecord {
         started_ms: Some(1),
         ended_ms: None,
         usage: None,
+        gpu_usage: None,
     }];
     j
 }

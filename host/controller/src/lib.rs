@@ -24,6 +24,7 @@ pub mod enrolment;
 pub mod facade;
 mod fault_log;
 mod gpu_health;
+mod gpu_usage;
 mod holds;
 mod image_check;
 mod image_pin;
@@ -314,6 +315,7 @@ impl Scheduler {
         self.adopt_survivors();
         self.release_stale_scratch();
         self.start_gpu_health_watch();
+        self.start_gpu_usage_sampling();
         self.start_node_watch();
         self.start_collector();
         let interval = Duration::from_millis(self.inner.config.cycle_interval_ms);

@@ -98,7 +98,11 @@ impl Scheduler {
                 format!("killed at its time limit of {} s", job.spec.time_limit_s),
             ),
             (Some(StopCause::Evicted { for_job }), _) => {
-                let why = format!("evicted for job {for_job}");
+                // The preemption stage's reason, set when it was evicted (`apply.rs`).
+                let why = match job.reason.as_ref().filter(|r| r.stage == "preemption") {
+                    Some(r) => format!("evicted for job {for_job}, {}", r.message),
+                    None => format!("evicted for job {for_job}"),
+                };
                 if job.spec.requeue && self.requeue(job, ReasonCode::Preempted, &why) {
                     return;
                 }
@@ -349,6 +353,7 @@ mod tests {
                 started_ms: Some(1_000),
                 ended_ms,
                 usage: None,
+                gpu_usage: None,
             })
             .collect();
         j

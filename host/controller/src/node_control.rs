@@ -24,6 +24,9 @@ pub(crate) struct NodeControl {
     /// The faults the node's agent reported (its heartbeat carries its whole set: one
     /// that leaves it has recovered).
     pub(crate) agent_faults: std::collections::BTreeSet<u32>,
+    /// When the node's latest GPU use round applied to its jobs was taken, ms since the
+    /// Unix epoch (an agent's heartbeats repeat a round until the next: `gpu_usage.rs`).
+    pub(crate) gpu_usage_at_ms: u64,
 }
 
 /// The store meta key of `node`'s drain record.
@@ -64,6 +67,7 @@ impl NodeControl {
             drain,
             gpu_faults,
             agent_faults: Default::default(),
+            gpu_usage_at_ms: 0,
         })
     }
 

@@ -179,6 +179,9 @@ impl Scheduler {
         if self.apply_agent_gpu_health(&name, &hb.gpu_faults, &hb.gpu_checks) {
             self.wake();
         }
+        if let Some(report) = &hb.gpu_usage {
+            self.apply_gpu_usage(&name, report);
+        }
         for end in &hb.ended {
             self.remote_task_ended(&name, *end);
         }

@@ -112,6 +112,33 @@ pub fn contract_job(j: &JobRecord, models: &Models, strings: &mut Interner) -> c
     }
 }
 
+/// A running job's measured GPU use as policies see it (`gantry_contract::gpu_usage`): its
+/// tasks' marks merged, sampled since its last-sampled task's first sample; `None` until
+/// every task that holds GPUs has been sampled (a gang half measured is not idle).
+pub fn job_gpu_usage(j: &JobRecord) -> Option<c::GpuUsageLabels> {
+    let mut out: Option<c::GpuUsageLabels> = None;
+    for t in j
+        .tasks
+        .iter()
+        .filter(|t| !t.gpus.is_empty() && t.exit.is_none())
+    {
+        let u = t.gpu_usage.as_ref()?;
+        match &mut out {
+            None => {
+                out = Some(c::GpuUsageLabels {
+                    sampled_since_ms: u.sampled_since_ms,
+                    busy: u.busy.clone(),
+                })
+            }
+            Some(o) => {
+                o.sampled_since_ms = o.sampled_since_ms.max(u.sampled_since_ms);
+                o.busy.merge(&u.busy);
+            }
+        }
+    }
+    out
+}
+
 fn allocation(t: &TaskRecord, nodes: &NodeList<'_>) -> c::TaskAllocation {
     c::TaskAllocation {
         node: nodes
@@ -339,8 +366,17 @@ pub fn build_with_models<'a>(
         .iter()
         .map(|j| {
             let start_ms = j.start_ms.unwrap_or(now_ms);
+            let mut job = contract_job(j, &models, &mut strings);
+            if let Some(usage) = job_gpu_usage(j) {
+                for (key, value) in usage.to_label_values() {
+                    job.labels.push(c::Label {
+                        key: strings.intern(key),
+                        value: strings.intern(&value),
+                    });
+                }
+            }
             c::RunningJob {
-                job: contract_job(j, &models, &mut strings),
+                job,
                 tasks: j.tasks.iter().map(|t| allocation(t, nodes)).collect(),
                 start_ms,
                 expected_end_ms: (j.spec.time_limit_s > 0)

@@ -24,6 +24,7 @@ fn task() -> TaskRecord {
         started_ms: Some(10),
         ended_ms: None,
         usage: None,
+        gpu_usage: None,
     }
 }
 

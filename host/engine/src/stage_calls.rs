@@ -292,7 +292,7 @@ pub(crate) fn preemption(
     let mut ask = |slot: &mut StageSlot<dyn crate::pipeline::PreemptionStage>| {
         let ident = slot.plugin.ident().clone();
         let check = |ev: &Vec<Eviction>| {
-            validate_evictions(ev, &snap.running, &evicting, &blocked_ids).map_err(|v| {
+            validate_evictions(&snap.ctx, ev, &snap.running, &evicting, &blocked_ids).map_err(|v| {
                 let text: Vec<String> = v.iter().take(3).map(|x| x.to_string()).collect();
                 invalid(format!("evictions rejected: {}", text.join("; ")))
             })

@@ -143,9 +143,22 @@ fn check_start(
     Ok(())
 }
 
-/// Checks evictions: victims running, preemptible, not already being evicted, each
-/// once, each for a blocked job.
+/// A job that did not consent to preemption may still be evicted when it is an
+/// interactive job whose GPUs the host measured below this utilization (percent) at its
+/// latest sample: idle-GPU reclaim (`plugins/idle-reclaim`). A busy notebook never is.
+pub const IDLE_EVICTION_CEILING_PERCENT: u32 = 10;
+
+fn idle_interactive(ctx: &gantry_contract::Cycle, r: &RunningJob) -> bool {
+    r.job.kind == gantry_contract::JobKind::Interactive
+        && r.job
+            .gpu_usage(ctx)
+            .is_some_and(|u| u.latest_below(IDLE_EVICTION_CEILING_PERCENT))
+}
+
+/// Checks evictions: victims running, preemptible (or idle interactive jobs), not already
+/// being evicted, each once, each for a blocked job.
 pub fn validate_evictions(
+    ctx: &gantry_contract::Cycle,
     evictions: &[Eviction],
     running: &[RunningJob],
     already_evicting: &HashSet<JobId>,
@@ -157,7 +170,9 @@ pub fn validate_evictions(
     for e in evictions {
         let v = match by_id.get(&e.job) {
             None => Some(PlanViolation::UnknownVictim(e.job)),
-            Some(r) if !r.job.preemptible => Some(PlanViolation::NotPreemptible(e.job)),
+            Some(r) if !r.job.preemptible && !idle_interactive(ctx, r) => {
+                Some(PlanViolation::NotPreemptible(e.job))
+            }
             Some(_) if already_evicting.contains(&e.job) || !seen.insert(e.job) => {
                 Some(PlanViolation::DuplicateEviction(e.job))
             }

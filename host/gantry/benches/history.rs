@@ -99,6 +99,7 @@ fn seed(data: &Path, n: usize) -> Result<()> {
             started_ms: Some(at + 1_000),
             ended_ms: None,
             usage: None,
+            gpu_usage: None,
         }];
         // As eviction leaves it: the record in the history archive.
         store.archive_job(&j)?;
@@ -124,6 +125,7 @@ fn seed(data: &Path, n: usize) -> Result<()> {
             exit: TaskExit::Exited(0),
             oom_killed: false,
             uncharged: None,
+            gpu_used_milli_seconds: None,
         };
         store.put_accounting(&r)?;
         if i % 100_000 == 99_999 {

@@ -238,6 +238,7 @@ fn history(label: &str, store: &gantry_store::Store, n: u64) -> Result<()> {
             exit: gantry_api::task::TaskExit::Exited(0),
             oom_killed: false,
             uncharged: None,
+            gpu_used_milli_seconds: None,
         })?;
     }
     let filled = t.elapsed();

@@ -188,6 +188,7 @@ mod tests {
             exit: TaskExit::Exited(0),
             oom_killed: false,
             uncharged: None,
+            gpu_used_milli_seconds: None,
         }
     }
 

@@ -144,6 +144,7 @@ fn an_old_database_moves_its_event_log_decisions_and_accounting_into_sqlite_once
             exit: gantry_api::task::TaskExit::Exited(0),
             oom_killed: false,
             uncharged: None,
+            gpu_used_milli_seconds: None,
         };
         let mut key = 900u64.to_be_bytes().to_vec();
         key.extend_from_slice(&40u64.to_be_bytes());

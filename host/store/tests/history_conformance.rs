@@ -89,6 +89,7 @@ fn record(job_id: u64, task_index: u32, user: &str, end_ms: u64) -> AccountingRe
         exit: TaskExit::Exited(0),
         oom_killed: false,
         uncharged: None,
+        gpu_used_milli_seconds: None,
     }
 }
 

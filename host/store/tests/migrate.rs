@@ -41,6 +41,7 @@ fn record(job_id: u64) -> AccountingRecord {
         exit: TaskExit::Exited(0),
         oom_killed: false,
         uncharged: None,
+        gpu_used_milli_seconds: None,
     }
 }
 

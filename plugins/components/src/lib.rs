@@ -22,6 +22,7 @@ pub const BUILTIN: &[(&str, &[u8])] = &[
     ("multifactor", MULTIFACTOR),
     ("quota", QUOTA),
     ("reclaim", RECLAIM),
+    ("idle-reclaim", IDLE_RECLAIM),
     ("backfill", BACKFILL),
     ("queue-limits", QUEUE_LIMITS),
 ];

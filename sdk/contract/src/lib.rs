@@ -14,12 +14,14 @@
 
 pub mod cluster;
 pub mod delta;
+pub mod gpu_usage;
 pub mod stages;
 pub mod traits;
 pub mod types;
 pub mod wit_convert;
 
 pub use cluster::{BookError, ClusterModel, NODES_LABEL};
+pub use gpu_usage::{BusyMarks, GpuUsageLabels};
 pub use stages::*;
 pub use traits::*;
 pub use types::*;

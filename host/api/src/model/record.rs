@@ -143,6 +143,9 @@ pub struct TaskRecord {
     /// CPU time and memory peak of its ended processes (summed over service restarts).
     #[serde(default)]
     pub usage: Option<TaskUsage>,
+    /// Its GPUs' measured use in this run (NVML's process samples), when sampled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_usage: Option<crate::gpu_usage::TaskGpuUsage>,
 }
 
 /// Everything the daemon keeps about a job.

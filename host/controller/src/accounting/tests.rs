@@ -23,6 +23,7 @@ fn task(shares: &[(u32, u32)], started_ms: Option<u64>) -> TaskRecord {
         started_ms,
         ended_ms: None,
         usage: None,
+        gpu_usage: None,
     }
 }
 

@@ -40,6 +40,7 @@ fn running(id: u64, placed: &[(&str, u32, u32)]) -> JobRecord {
             started_ms: Some(1),
             ended_ms: None,
             usage: None,
+            gpu_usage: None,
         })
         .collect();
     j

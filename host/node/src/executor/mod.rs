@@ -62,6 +62,7 @@ pub use devices::DeviceId;
 pub use identity::{IdentityError, TaskIdentity};
 pub use isolation::{Isolation, IsolationError, IsolationSummary};
 pub use naming::SHIM_SUBCOMMAND;
+pub(crate) use naming::task_key as task_of_cgroup_name;
 pub use shim::{IMAGE_FAILED_CODE, run_shim};
 pub use shim_exe::{SHIM_BINARY, shim_executable};
 pub use task_input::{InputError, InputFrame, TaskInput};

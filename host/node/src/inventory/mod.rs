@@ -6,10 +6,12 @@
 //!
 //! Owns: discovery (`nvml.rs`), the topology (`groups.rs`), the health rules
 //! (`health.rs`), the health watcher (`nvml_watch.rs`) and the node check that returns a
-//! GPU to service (`node_check.rs`). Does not own allocation (the engine computes what is free from
+//! GPU to service (`node_check.rs`), and the sampling of GPU use per task
+//! (`gpu_usage.rs`). Does not own allocation (the engine computes what is free from
 //! running jobs on every cycle) or what a fault found after start changes (the
 //! controller's `gpu_health.rs` acts on what the watcher reports).
 
+pub mod gpu_usage;
 pub mod groups;
 pub mod health;
 pub mod node_check;

@@ -44,6 +44,9 @@ pub struct NodeConfig {
     /// Seconds one run of the node check may take before it is killed and counted as
     /// failed (default 300).
     pub health_check_timeout_s: u64,
+    /// Seconds between rounds of GPU use sampling (NVML's process samples, attributed
+    /// to tasks; default 10; 0: no sampling, so no job's GPU use is known).
+    pub gpu_sample_every_s: u64,
 }
 
 impl NodeConfig {
@@ -74,6 +77,7 @@ impl Default for NodeConfig {
             health_check: Vec::new(),
             health_check_every_s: 60,
             health_check_timeout_s: 300,
+            gpu_sample_every_s: 10,
         }
     }
 }

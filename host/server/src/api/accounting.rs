@@ -48,6 +48,8 @@ pub(super) struct AccountingQuery {
 #[derive(Default)]
 struct Sum {
     gpu_milli_seconds: u128,
+    gpu_used_milli_seconds: u128,
+    gpu_sampled_milli_seconds: u128,
     cpu_seconds: f64,
     records: u64,
     jobs: BTreeSet<u64>,
@@ -56,6 +58,10 @@ struct Sum {
 impl Sum {
     fn add(&mut self, r: &AccountingRecord) {
         self.gpu_milli_seconds += u128::from(r.gpu_milli_seconds);
+        if let Some(used) = r.gpu_used_milli_seconds {
+            self.gpu_used_milli_seconds += u128::from(used);
+            self.gpu_sampled_milli_seconds += u128::from(r.gpu_milli_seconds);
+        }
         self.cpu_seconds += r.cpu_seconds;
         self.records += 1;
         self.jobs.insert(r.job_id);
@@ -67,6 +73,8 @@ impl Sum {
             name,
             gpu_seconds,
             gpu_hours: gpu_seconds / 3600.0,
+            gpu_used_hours: self.gpu_used_milli_seconds as f64 / 3_600_000.0,
+            gpu_hours_sampled: self.gpu_sampled_milli_seconds as f64 / 3_600_000.0,
             cpu_seconds: self.cpu_seconds,
             cpu_hours: self.cpu_seconds / 3600.0,
             records: self.records,

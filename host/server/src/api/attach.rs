@@ -23,7 +23,7 @@ use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use gantry_api::model::job_options::WarnSignal;
-use gantry_api::model::{JobRecord, JobState};
+use gantry_api::model::{JobRecord, JobState, StopCause};
 use gantry_contract::JobKind;
 use gantry_controller::Jobs;
 use gantry_controller::jobs::TaskLog;
@@ -132,6 +132,11 @@ fn state_frame(job: &JobRecord) -> Value {
     let mut v = json!({"state": job.state.as_str(), "reason": reason});
     if job.state == JobState::Running {
         v["node"] = json!(job.tasks.first().map(|t| t.node.clone()));
+        // A stop under way that a policy decided (an eviction: idle-GPU reclaim, priority
+        // preemption) is told to whoever sits at the job's terminal.
+        if matches!(job.stopping, Some(StopCause::Evicted { .. })) {
+            v["notice"] = json!(reason);
+        }
     }
     if job.state.is_terminal() {
         v["exit_code"] = json!(job.exit_code);

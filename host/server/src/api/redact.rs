@@ -187,6 +187,7 @@ fn task_for_others(task: &TaskRecord) -> TaskRecord {
         started_ms,
         ended_ms,
         usage,
+        gpu_usage: _,
     } = task;
     TaskRecord {
         node: node.clone(),
@@ -198,6 +199,8 @@ fn task_for_others(task: &TaskRecord) -> TaskRecord {
         started_ms: *started_ms,
         ended_ms: *ended_ms,
         usage: *usage,
+        // How busy another user's GPUs are is theirs to see.
+        gpu_usage: None,
     }
 }
 

@@ -30,6 +30,7 @@ fn rec(job_id: u64, user: &str, account: &str, milli_s: u64, cpu_s: f64) -> Acco
         exit: TaskExit::Exited(0),
         oom_killed: false,
         uncharged: None,
+        gpu_used_milli_seconds: None,
     }
 }
 
