@@ -187,3 +187,78 @@ pub fn validate_evictions(
         Err(violations)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gantry_contract::gpu_usage::{GPU_BUSY_LABEL, GPU_SAMPLED_SINCE_LABEL};
+    use gantry_contract::{Cycle, Job, JobKind, Label, Reason, ReasonCode};
+
+    /// A running, non-preemptible job of `kind` whose latest GPU sample was `percent`
+    /// (`None`: never sampled); strings 0 and 1 are the label keys, then its values.
+    fn running(ctx: &mut Cycle, id: u64, kind: JobKind, percent: Option<u8>) -> RunningJob {
+        let mut job = Job {
+            id,
+            kind,
+            ..Default::default()
+        };
+        if let Some(p) = percent {
+            for (key, value) in [(0, "1000".to_string()), (1, format!("{p}@2000"))] {
+                ctx.strings.push(value);
+                job.labels.push(Label {
+                    key,
+                    value: (ctx.strings.len() - 1) as u32,
+                });
+            }
+        }
+        RunningJob {
+            job,
+            tasks: Vec::new(),
+            start_ms: 0,
+            expected_end_ms: None,
+            score: 0.0,
+            revision: 0,
+        }
+    }
+
+    fn evict(job: u64) -> Eviction {
+        Eviction {
+            job,
+            for_job: 9,
+            reason: Reason::new(ReasonCode::Preempted, "idle".to_string()),
+            grace_s: 1,
+        }
+    }
+
+    #[test]
+    fn a_job_that_did_not_consent_is_evicted_only_as_an_idle_interactive_one() {
+        let mut ctx = Cycle {
+            strings: vec![GPU_SAMPLED_SINCE_LABEL.into(), GPU_BUSY_LABEL.into()],
+            ..Default::default()
+        };
+        let run = vec![
+            running(&mut ctx, 1, JobKind::Interactive, Some(2)),
+            running(&mut ctx, 2, JobKind::Interactive, Some(60)),
+            running(&mut ctx, 3, JobKind::Interactive, None),
+            running(&mut ctx, 4, JobKind::Batch, Some(0)),
+        ];
+        let blocked: HashSet<JobId> = [9].into();
+        let none = HashSet::new();
+        assert!(validate_evictions(&ctx, &[evict(1)], &run, &none, &blocked).is_ok());
+        for busy_unmeasured_or_batch in [2, 3, 4] {
+            let v = validate_evictions(
+                &ctx,
+                &[evict(busy_unmeasured_or_batch)],
+                &run,
+                &none,
+                &blocked,
+            );
+            assert_eq!(
+                v,
+                Err(vec![PlanViolation::NotPreemptible(
+                    busy_unmeasured_or_batch
+                )])
+            );
+        }
+    }
+}
