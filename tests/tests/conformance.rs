@@ -33,6 +33,7 @@ fn builtin_plugins_and_the_rust_example_conform() {
         ("fifo", gantry_components::FIFO),
         ("first-fit", gantry_components::FIRST_FIT),
         ("priority-preempt", gantry_components::PRIORITY_PREEMPT),
+        ("idle-reclaim", gantry_components::IDLE_RECLAIM),
         ("shortest-first", gantry_components::SHORTEST_FIRST),
         ("stranding", gantry_components::STRANDING),
         ("gpu0-reserve", gantry_components::EXAMPLE_GPU0_RESERVE),

@@ -176,7 +176,8 @@ pub async fn run(options: AgentOptions) -> anyhow::Result<()> {
                 String::new()
             });
     let node_gpus: Vec<u32> = node.gpus.iter().map(|g| g.index).collect();
-    let isolation = Isolation::setup(&config.execution, node_gpus.clone())?;
+    let isolation = Isolation::setup(&config.execution, node_gpus.clone())?
+        .with_mig_caps(gantry_node::executor::MigCaps::read(&node.gpus));
     let (tx, mut events) = tokio::sync::mpsc::unbounded_channel();
     let executor = Executor::with_isolation(shim, tx, isolation)
         .with_log_limit(config.limits.max_log_bytes())

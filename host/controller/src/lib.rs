@@ -220,7 +220,8 @@ impl Scheduler {
         );
         let (tx, rx) = mpsc::unbounded_channel();
         let node_gpus = node.gpus.iter().map(|g| g.index).collect();
-        let isolation = gantry_node::executor::Isolation::setup(&config.execution, node_gpus)?;
+        let isolation = gantry_node::executor::Isolation::setup(&config.execution, node_gpus)?
+            .with_mig_caps(gantry_node::executor::MigCaps::read(&node.gpus));
         let executor = Executor::with_isolation(shim_exe, tx, isolation)
             .with_log_limit(config.limits.max_log_bytes())
             .with_scratch_limit(config.execution.work_dir_mib)

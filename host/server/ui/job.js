@@ -69,6 +69,16 @@ export function jobView(id) {
     }
   }
 
+  // Each task's measured GPU use (NVML's samples; `docs/user/gpu-usage.md`), or "–".
+  function gpuUse(tasks) {
+    const parts = tasks.flatMap((t, i) => {
+      const u = t.gpu_usage;
+      return u ? [`task ${i}: ${u.util_percent}% now, ${u.memory_mib} MiB (peak ${u.memory_peak_mib}), `
+        + `${(u.used_gpu_milli_seconds / 3.6e6).toFixed(3)} GPU-h used`] : [];
+    });
+    return parts.join("; ") || "–";
+  }
+
   return {
     el,
     parts: ["jobs"],
@@ -88,6 +98,7 @@ export function jobView(id) {
         ["Asks", `${gpuAsk(job.spec)}, limit ${limit}`],
         ["Reason", r ? h("span", { "data-testid": "job-reason" }, `${r.code}: ${r.message} (${r.stage}, ${r.plugin}, cycle ${r.cycle})`) : "–"],
         ["GPUs", gpus.join(", ") || "–"],
+        ["GPU use", h("span", { "data-testid": "job-gpu-use" }, gpuUse(job.tasks))],
         ["Submitted", when(job.submit_ms)],
         ["Started", job.start_ms ? `${when(job.start_ms)} (${duration(end - job.start_ms)} ${job.end_ms ? "run" : "so far"})` : "–"],
         ["Priority", `tier ${job.tier}, score ${job.score}`],

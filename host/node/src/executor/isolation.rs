@@ -98,6 +98,8 @@ pub struct Isolation {
     cgroups: Result<CgroupVersion, String>,
     config: ExecutionConfig,
     node_gpus: Vec<u32>,
+    /// The capability devices of the node's MIG slices (`mig_caps.rs`).
+    mig_caps: super::mig_caps::MigCaps,
     /// The host-wide lock on the parent cgroup, held while tasks get cgroups.
     _parent_lock: Option<std::sync::Arc<std::fs::File>>,
 }
@@ -113,6 +115,7 @@ impl Isolation {
                 ..ExecutionConfig::default()
             },
             node_gpus: Vec::new(),
+            mig_caps: Default::default(),
             _parent_lock: None,
         }
     }
@@ -148,6 +151,7 @@ impl Isolation {
             cgroups,
             config: config.clone(),
             node_gpus,
+            mig_caps: Default::default(),
             _parent_lock: parent_lock,
         };
         tracing::info!(
@@ -160,6 +164,12 @@ impl Isolation {
             }
         );
         Ok(me)
+    }
+
+    /// Fences MIG slices by their capability devices too (`mig_caps.rs`).
+    pub fn with_mig_caps(mut self, caps: super::mig_caps::MigCaps) -> Self {
+        self.mig_caps = caps;
+        self
     }
 
     /// The cgroup version tasks get, if any.
@@ -201,13 +211,20 @@ impl Isolation {
     }
 
     /// The limits of a task's cgroup: its memory and CPU, the process limit, and the device
-    /// nodes of the node's GPUs it was not given.
+    /// nodes of the node's GPUs (and MIG slices' capabilities) it was not given.
     pub(crate) fn limits(&self, memory_mib: u64, cpu_milli: u32, gpus: &[u32]) -> Limits {
         Limits {
             memory_mib,
             cpu_milli,
             pids_max: self.config.pids_max,
-            denied: devices::denied_devices(&self.config.gpu_device_pattern, &self.node_gpus, gpus),
+            denied: {
+                let mut d =
+                    devices::denied_devices(&self.config.gpu_device_pattern, &self.node_gpus, gpus);
+                d.extend(self.mig_caps.denied(gpus));
+                d.sort_unstable();
+                d.dedup();
+                d
+            },
         }
     }
 

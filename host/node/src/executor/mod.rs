@@ -25,6 +25,7 @@ mod environment;
 mod identity;
 mod isolation;
 mod log_cap;
+mod mig_caps;
 mod naming;
 mod record;
 mod scratch;
@@ -44,6 +45,8 @@ pub mod test_shim;
 pub(crate) mod tests;
 #[cfg(test)]
 mod tests_isolation;
+#[cfg(test)]
+mod tests_mig_fence;
 mod types;
 mod usage;
 
@@ -61,6 +64,7 @@ pub use check::CheckError;
 pub use devices::DeviceId;
 pub use identity::{IdentityError, TaskIdentity};
 pub use isolation::{Isolation, IsolationError, IsolationSummary};
+pub use mig_caps::MigCaps;
 pub use naming::SHIM_SUBCOMMAND;
 pub(crate) use naming::task_key as task_of_cgroup_name;
 pub use shim::{IMAGE_FAILED_CODE, run_shim};

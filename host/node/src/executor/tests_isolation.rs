@@ -36,7 +36,7 @@ fn require_root(why: &str) {
 }
 
 /// A unique parent cgroup for one test, removed (with anything left in it) when dropped.
-struct Parent {
+pub(super) struct Parent {
     name: String,
     version: CgroupVersion,
 }
@@ -75,6 +75,14 @@ fn fake_gpus(dir: &Path) -> String {
 
 /// An executor with cgroups under a fresh parent; fails the test without root or cgroups.
 fn isolated(dir: &Path) -> (Executor, UnboundedReceiver<TaskEvent>, Parent) {
+    isolated_with(dir, MigCaps::none())
+}
+
+/// As [`isolated`], fencing MIG slices by `caps`.
+pub(super) fn isolated_with(
+    dir: &Path,
+    caps: MigCaps,
+) -> (Executor, UnboundedReceiver<TaskEvent>, Parent) {
     require_root("this test makes cgroups and device nodes");
     let version = if cgroups_rs::hierarchies::is_cgroup2_unified_mode() {
         CgroupVersion::V2
@@ -101,7 +109,8 @@ fn isolated(dir: &Path) -> (Executor, UnboundedReceiver<TaskEvent>, Parent) {
         ..ExecutionConfig::default()
     };
     let isolation = Isolation::setup(&config, vec![0, 1, 2, 3])
-        .unwrap_or_else(|e| panic!("this test needs usable {version:?} cgroups: {e}"));
+        .unwrap_or_else(|e| panic!("this test needs usable {version:?} cgroups: {e}"))
+        .with_mig_caps(caps);
     let (tx, rx) = unbounded_channel();
     let exec = Executor::with_isolation(real_shim(dir), tx, isolation);
     (exec, rx, parent)
