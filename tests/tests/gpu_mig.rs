@@ -129,3 +129,66 @@ fn a_mig_job_gets_exactly_its_slice_and_a_whole_gpu_job_the_whole_gpu() {
     assert_eq!(d.task_env(c, 0)["CUDA_VISIBLE_DEVICES"], seen[0]);
     d.check_allocations();
 }
+
+#[test]
+fn a_new_mig_layout_is_reported_and_a_job_on_a_slice_gone_is_requeued_uncharged() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut mig_gpu = gpu(0, A100, 81_920);
+    mig_gpu["mig"] = json!({
+        "enabled": true,
+        "devices": [slice("3g.40gb", 0, 40_192), slice("3g.40gb", 1, 40_192)],
+    });
+    let mut fake = FakeGpus::new(
+        dir.path(),
+        "mig",
+        json!({ "devices": [mig_gpu], "xid_events": [] }),
+    );
+    let d = Daemon::start_on_fake_nvml(fake.path(), &node_toml(""));
+    // The job's first run waits; its run after the requeue ends at once.
+    let mut spec = d.shell_job(
+        "on-a-slice",
+        1,
+        1,
+        "if [ \"$SLURM_RESTART_COUNT\" != 0 ]; then exit 0; fi; sleep 120",
+    );
+    spec["tasks"][0]["gpu_models"] = json!(["3g.40gb"]);
+    let id = d.submit(&spec);
+    let job = d.wait_state(id, "running");
+    let held = job["tasks"][0]["gpus"][0]["index"].as_u64().unwrap();
+    let slot = (held - 1000) as usize;
+
+    // An operator destroys that instance and makes a 1g.10gb one in its place.
+    fake.update(|s| {
+        s["devices"][0]["mig"]["devices"][slot] = slice("1g.10gb", 7, 9_856);
+    });
+    let requeued = d.wait_for("the job to be requeued", WAIT, || {
+        let job = d.job(id);
+        (job["requeues"] == 1).then_some(job)
+    });
+    let (_, events) = d.get(&format!("/v1/jobs/{id}/events"));
+    assert!(
+        events.to_string().contains("MIG slice 3g.40gb"),
+        "{events}\n{requeued}"
+    );
+    // The node reports the new layout, and the job runs again on the 3g.40gb slice left.
+    d.wait_for("the new layout in /v1/nodes", WAIT, || {
+        let node = d.get("/v1/nodes").1[0].clone();
+        node.to_string().contains("1g.10gb").then_some(())
+    });
+    d.wait_state(id, "succeeded");
+    let (_, acct) = d.get(&format!("/v1/accounting?job={id}"));
+    let first = acct["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["run"] == 0)
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        first["uncharged"]
+            .as_str()
+            .is_some_and(|u| u.contains("is gone")),
+        "{acct}"
+    );
+    d.check_allocations();
+}

@@ -7,6 +7,7 @@
 //! with a fault (`gantry_controller`'s `gpu_health.rs`).
 
 use super::tasks::lock;
+use gantry_api::node::{MigDevice, NodeInfo};
 use gantry_node::inventory::nvml_watch::HealthEvent;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -20,6 +21,8 @@ pub(crate) struct GpuHealthReport {
     pub checks: BTreeMap<u32, String>,
     /// The latest round of GPU use sampling (`gantry_node::inventory::gpu_usage`).
     pub usage: Option<gantry_api::gpu_usage::GpuUsageReport>,
+    /// MIG layouts changed since start: GPU index → its MIG devices now.
+    pub mig_layouts: BTreeMap<u32, Vec<MigDevice>>,
 }
 
 impl GpuHealthReport {
@@ -40,20 +43,43 @@ impl GpuHealthReport {
                 self.faults.remove(&gpu);
                 self.checks.remove(&gpu);
             }
+            HealthEvent::MigLayout { gpu, devices } => {
+                tracing::info!(gpu, slices = devices.len(), "MIG layout changed");
+                self.mig_layouts.insert(gpu, devices);
+            }
         }
+    }
+
+    /// `node` as it is now: its MIG layouts as last seen.
+    pub(crate) fn node_now(&self, node: &NodeInfo) -> NodeInfo {
+        let mut now = node.clone();
+        for g in &mut now.gpus {
+            if let Some(devices) = self.mig_layouts.get(&g.index) {
+                g.mig_devices = devices.clone();
+            }
+        }
+        now
     }
 }
 
 /// Watches the node's GPUs (NVML GPUs with `node.health_poll_s > 0`) and samples their
 /// use (`node.gpu_sample_every_s > 0`), keeping `report`.
 pub(crate) fn start_watch(
-    node: &gantry_node::inventory::NodeInfo,
+    node: &NodeInfo,
     cfg: &gantry_node::inventory::NodeConfig,
     report: Arc<Mutex<GpuHealthReport>>,
+    executor: gantry_node::executor::Executor,
 ) {
     let health = report.clone();
+    let discovered = node.clone();
     gantry_node::inventory::nvml_watch::watch_node(node, cfg, move |event| {
-        lock(&health).apply(event);
+        let layout = matches!(event, HealthEvent::MigLayout { .. });
+        let mut h = lock(&health);
+        h.apply(event);
+        if layout {
+            // Slices made after start are fenced from the next launch on.
+            executor.refresh_mig_caps(&h.node_now(&discovered).gpus);
+        }
     });
     gantry_node::inventory::gpu_usage::sample_node(node, cfg, move |round| {
         lock(&report).usage = Some(round);

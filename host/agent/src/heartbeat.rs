@@ -245,7 +245,7 @@ impl Beats {
         Heartbeat {
             protocol: PROTOCOL_VERSION,
             version: gantry_api::cluster::GANTRY_VERSION.to_string(),
-            node: self.node.clone(),
+            node: gpu_health.node_now(&self.node),
             agent_url: self.agent_url.clone(),
             addr: self.addr.clone(),
             gpu_faults: gpu_health.faults,

@@ -234,7 +234,7 @@ pub async fn run(options: AgentOptions) -> anyhow::Result<()> {
     let terms = Arc::new(gantry_api::cluster_term::Highest::kept_in(
         data_dir.join("agent-term"),
     ));
-    gpu_health::start_watch(&node, &config.node, gpu_health.clone());
+    gpu_health::start_watch(&node, &config.node, gpu_health.clone(), executor.clone());
     let beats = heartbeat::Beats {
         controller,
         node,

@@ -83,6 +83,26 @@ impl NodeInfo {
     }
 }
 
+/// The MIG slices of `old` that `new` no longer has (by index and UUID: a slot given to a
+/// new instance is a slice gone), with why, for the jobs on them.
+pub fn vanished_slices(old: &NodeInfo, new: &NodeInfo) -> Vec<(u32, String)> {
+    let now = new.schedulable_gpus();
+    old.schedulable_gpus()
+        .into_iter()
+        .filter(|g| parent_of(g.index).is_some())
+        .filter(|g| !now.iter().any(|n| n.index == g.index && n.uuid == g.uuid))
+        .map(|g| {
+            let why = format!(
+                "MIG slice {} ({}) of GPU {} is gone",
+                g.model,
+                g.uuid.as_deref().unwrap_or("no UUID"),
+                physical(g.index)
+            );
+            (g.index, why)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -137,5 +157,35 @@ mod tests {
         assert_eq!(parent_of(slice_index(63, 6)), Some(63));
         assert_eq!(parent_of(63), None);
         assert_eq!(physical(1003), 0);
+    }
+
+    #[test]
+    fn a_slice_gone_or_given_a_new_instance_has_vanished() {
+        let node = |slices: Vec<MigDevice>| {
+            let mut a = GpuInfo::configured(0, "NVIDIA A100", 81_920);
+            a.mig_enabled = true;
+            a.mig_devices = slices;
+            NodeInfo {
+                name: "n".into(),
+                cpu_milli: 1000,
+                memory_mib: 1024,
+                gpus: vec![a, GpuInfo::configured(1, "NVIDIA A100", 81_920)],
+                labels: Default::default(),
+                gpu_source: "nvml".into(),
+            }
+        };
+        let before = node(vec![mig(0, 0, "1g.10gb"), mig(0, 1, "1g.10gb")]);
+        let mut renewed = mig(0, 1, "1g.10gb");
+        renewed.uuid = "MIG-new".into();
+        let after = node(vec![mig(0, 0, "1g.10gb"), renewed]);
+        let gone = vanished_slices(&before, &after);
+        assert_eq!(gone.len(), 1);
+        assert_eq!(gone[0].0, 1001);
+        assert!(
+            gone[0].1.contains("MIG-0-1") && gone[0].1.contains("of GPU 0"),
+            "{gone:?}"
+        );
+        assert!(vanished_slices(&before, &before).is_empty());
+        assert_eq!(vanished_slices(&before, &node(Vec::new())).len(), 2);
     }
 }

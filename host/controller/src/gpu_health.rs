@@ -53,6 +53,23 @@ impl Scheduler {
                 false
             }
             HealthEvent::Recovered { gpu, detail } => self.gpu_recovered(node, gpu, &detail),
+            HealthEvent::MigLayout { gpu, devices } => {
+                let slices = devices.len();
+                let Some((gone, gpus)) = self.set_mig_layout(node, gpu, devices) else {
+                    return;
+                };
+                // Slices made after start are fenced from the next launch on.
+                self.inner.executor.refresh_mig_caps(&gpus);
+                let message =
+                    format!("GPU {gpu} of node {node} has a new MIG layout: {slices} slices");
+                tracing::info!("{message}");
+                let _ = self
+                    .inner
+                    .store
+                    .event(now_ms(), None, "gpu-health", message);
+                self.slices_vanished(node, gone);
+                true
+            }
         };
         if changed {
             self.wake();
@@ -186,19 +203,33 @@ impl Scheduler {
         }
     }
 
+    /// Stops the jobs on each MIG slice of `node` that is gone (`(index, why)`), as on a
+    /// failed GPU: requeued, that run uncharged.
+    pub(crate) fn slices_vanished(&self, node: &str, gone: Vec<(u32, String)>) {
+        for (index, why) in gone {
+            tracing::warn!(node, slice = index, "{why}");
+            self.stop_jobs_on(node, index, &why, |g| g == index);
+        }
+    }
+
     /// Stops every running job with a task on GPU `index` of `node` (or on one of its MIG
     /// slices), to be requeued once all its tasks ended (`lifecycle.rs`).
     fn stop_jobs_on_gpu(&self, node: &str, index: u32, reason: &str) {
+        self.stop_jobs_on(node, index, reason, |g| physical(g) == index);
+    }
+
+    /// Stops every running job with a task on `node` holding a device that `hit` matches,
+    /// recording the fault as of device `index`.
+    fn stop_jobs_on(&self, node: &str, index: u32, reason: &str, hit: impl Fn(u32) -> bool) {
         let grace = Duration::from_secs(self.inner.config.kill_grace_s);
         let mut stopped = 0;
         let mut st = lock(&self.inner.state);
         for job in st.jobs.edit_running() {
             let mut job = job;
-            let holds = job.tasks.iter().any(|t| {
-                t.node == node
-                    && t.exit.is_none()
-                    && t.gpus.iter().any(|g| physical(g.index) == index)
-            });
+            let holds = job
+                .tasks
+                .iter()
+                .any(|t| t.node == node && t.exit.is_none() && t.gpus.iter().any(|g| hit(g.index)));
             if !holds || job.stopping.is_some() {
                 continue;
             }

@@ -151,6 +151,23 @@ impl Scheduler {
         }
     }
 
+    /// Sets the MIG layout of GPU `gpu` of node `name` (its watcher saw it change): the
+    /// slices gone, and the node's GPUs now.
+    pub(crate) fn set_mig_layout(
+        &self,
+        name: &str,
+        gpu: u32,
+        devices: Vec<gantry_api::node::MigDevice>,
+    ) -> Option<(Vec<(u32, String)>, Vec<gantry_api::node::GpuInfo>)> {
+        let mut members = lock(&self.inner.members);
+        let m = members.by_name_mut(name)?;
+        let before = m.info.clone();
+        let g = m.info.gpus.iter_mut().find(|g| g.index == gpu)?;
+        g.mig_devices = devices;
+        let gone = gantry_api::mig::vanished_slices(&before, &m.info);
+        Some((gone, m.info.gpus.clone()))
+    }
+
     /// Runs `f` on the drain and health of node `name`, if there is such a node.
     pub(crate) fn with_control<R>(
         &self,

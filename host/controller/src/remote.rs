@@ -200,6 +200,8 @@ impl Scheduler {
         let name = &hb.node.name;
         let now = now_ms();
         let mut members = lock(&self.inner.members);
+        // MIG slices the node no longer reports: their jobs stop as on a failed GPU.
+        let mut vanished = Vec::new();
         let (changed, back) = match members.by_name_mut(name) {
             Some(m) if m.agent().is_none() => {
                 return Err(HeartbeatError::NameTaken(name.clone()));
@@ -221,6 +223,7 @@ impl Scheduler {
                 if url_changed || link_changed {
                     m.runner = self.agent_runner(&hb.agent_url, credential, hb.protocol);
                 }
+                vanished = gantry_api::mig::vanished_slices(&m.info, &hb.node);
                 m.info = hb.node.clone();
                 m.addr = hb.addr.clone();
                 m.last_heartbeat_ms = now;
@@ -261,6 +264,9 @@ impl Scheduler {
             members.save(&self.inner.store)?;
         }
         drop(members);
+        if !vanished.is_empty() {
+            self.slices_vanished(name, vanished);
+        }
         let woke = changed || back.is_some();
         if let Some(was) = back {
             let message = match was {

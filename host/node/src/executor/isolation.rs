@@ -98,8 +98,9 @@ pub struct Isolation {
     cgroups: Result<CgroupVersion, String>,
     config: ExecutionConfig,
     node_gpus: Vec<u32>,
-    /// The capability devices of the node's MIG slices (`mig_caps.rs`).
-    mig_caps: super::mig_caps::MigCaps,
+    /// The capability devices of the node's MIG slices (`mig_caps.rs`), replaced when the
+    /// node's MIG layout changes.
+    mig_caps: std::sync::Arc<std::sync::RwLock<super::mig_caps::MigCaps>>,
     /// The host-wide lock on the parent cgroup, held while tasks get cgroups.
     _parent_lock: Option<std::sync::Arc<std::fs::File>>,
 }
@@ -167,9 +168,17 @@ impl Isolation {
     }
 
     /// Fences MIG slices by their capability devices too (`mig_caps.rs`).
-    pub fn with_mig_caps(mut self, caps: super::mig_caps::MigCaps) -> Self {
-        self.mig_caps = caps;
+    pub fn with_mig_caps(self, caps: super::mig_caps::MigCaps) -> Self {
+        self.set_mig_caps(caps);
         self
+    }
+
+    /// Replaces the MIG capability fence (a new MIG layout); tasks launched after it get it.
+    pub fn set_mig_caps(&self, caps: super::mig_caps::MigCaps) {
+        match self.mig_caps.write() {
+            Ok(mut c) => *c = caps,
+            Err(poisoned) => *poisoned.into_inner() = caps,
+        }
     }
 
     /// The cgroup version tasks get, if any.
@@ -220,7 +229,11 @@ impl Isolation {
             denied: {
                 let mut d =
                     devices::denied_devices(&self.config.gpu_device_pattern, &self.node_gpus, gpus);
-                d.extend(self.mig_caps.denied(gpus));
+                let caps = match self.mig_caps.read() {
+                    Ok(c) => c.denied(gpus),
+                    Err(poisoned) => poisoned.into_inner().denied(gpus),
+                };
+                d.extend(caps);
                 d.sort_unstable();
                 d.dedup();
                 d

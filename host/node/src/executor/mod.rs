@@ -196,6 +196,11 @@ impl Executor {
         Some(blocked)
     }
 
+    /// Fences MIG slices by the capabilities of `gpus`' current MIG layout (after a change).
+    pub fn refresh_mig_caps(&self, gpus: &[gantry_api::node::GpuInfo]) {
+        self.isolation.set_mig_caps(MigCaps::read(gpus));
+    }
+
     /// The isolation in effect.
     pub fn isolation(&self) -> IsolationSummary {
         self.isolation.summary()

@@ -102,6 +102,21 @@ fn read_gpu(nvml: &Nvml, raw: Option<&NvmlLib>, dev: &Device, index: u32) -> Gpu
     g
 }
 
+/// The raw bindings of the NVML in `library` (default [`NVML_LIBRARY`]) that `nvml`-wrapper
+/// has loaded and initialised, for the MIG calls it lacks; `None` when they do not load.
+pub(super) fn raw_library(library: Option<&str>) -> Option<NvmlLib> {
+    // SAFETY: loads the same library nvml-wrapper has loaded (and initialised) in this
+    // process; its initialisers have already run.
+    unsafe { NvmlLib::new(library.unwrap_or(NVML_LIBRARY)) }
+        .map_err(|e| tracing::info!("MIG devices are not listed: {e}"))
+        .ok()
+}
+
+/// The MIG devices of `dev` (GPU `index`) now: its layout, re-read after start.
+pub(super) fn mig_layout(nvml: &Nvml, lib: &NvmlLib, dev: &Device, index: u32) -> Vec<MigDevice> {
+    mig_devices(nvml, lib, dev, index)
+}
+
 /// NVML's getter of a MIG device's GPU or compute instance id.
 type InstanceIdFn = unsafe extern "C" fn(
     nvmlDevice_t,

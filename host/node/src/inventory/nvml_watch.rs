@@ -4,6 +4,8 @@
 //! runs the node check (`node_check.rs`, `[node] health_check`) for a faulty GPU until
 //! it passes: then the GPU is reported back in service and watched again.
 //!
+//! The MIG layout of each GPU in MIG mode is re-read on every poll; a change is reported.
+//!
 //! Every step is reported as a [`HealthEvent`] to the caller (the controller for its own
 //! node, the agent for its heartbeat). Without a node check a faulty GPU stays out of
 //! service until the daemon restarts and finds it healthy.
@@ -14,7 +16,7 @@
 
 use super::health::{HealthReading, UNKNOWN_XID, is_application_xid, verdict};
 use super::node_check::{CheckedGpu, NodeCheck};
-use super::nvml::{init, read_health};
+use super::nvml::{init, mig_layout, raw_library, read_health};
 use nvml_wrapper::bitmasks::event::EventTypes;
 use nvml_wrapper::enums::event::XidError;
 use nvml_wrapper::error::NvmlError;
@@ -50,6 +52,14 @@ pub enum HealthEvent {
         /// How the check ended.
         detail: String,
     },
+    /// The MIG layout of a GPU in MIG mode changed (instances made or destroyed): its MIG
+    /// devices now. Jobs on a slice gone are stopped as on a failed GPU.
+    MigLayout {
+        /// The GPU's index.
+        gpu: u32,
+        /// Its MIG devices now.
+        devices: Vec<super::MigDevice>,
+    },
 }
 
 /// What to watch and how.
@@ -63,6 +73,8 @@ pub struct WatchPlan {
     pub library: Option<String>,
     /// The node check that returns a faulty GPU to service.
     pub check: Option<NodeCheck>,
+    /// The MIG layout at discovery of each GPU in MIG mode, watched for changes.
+    pub mig: BTreeMap<u32, Vec<super::MigDevice>>,
 }
 
 /// Watches `node`'s GPUs (those healthy at discovery) per `cfg`, when they came from NVML
@@ -90,6 +102,12 @@ pub fn watch_node(
         interval: Duration::from_secs(cfg.health_poll_s),
         library: cfg.nvml_library.clone(),
         check: cfg.node_check(),
+        mig: node
+            .gpus
+            .iter()
+            .filter(|g| g.healthy && g.mig_enabled)
+            .map(|g| (g.index, g.mig_devices.clone()))
+            .collect(),
     };
     if let Err(e) = watch(plan, on_event) {
         tracing::error!("cannot start the GPU health watcher: {e}");
@@ -129,6 +147,10 @@ fn run_watch(plan: &WatchPlan, on_event: &dyn Fn(HealthEvent)) {
         }
     };
     let events = xid_events(&nvml, &plan.gpus);
+    let raw = (!plan.mig.is_empty())
+        .then(|| raw_library(plan.library.as_deref()))
+        .flatten();
+    let mut layouts = plan.mig.clone();
     tracing::info!(
         gpus = plan.gpus.len(),
         interval_s = plan.interval.as_secs(),
@@ -191,6 +213,19 @@ fn run_watch(plan: &WatchPlan, on_event: &dyn Fn(HealthEvent)) {
                     }
                 }
             };
+            if let (Some(lib), Some(known)) = (&raw, layouts.get_mut(&w.0))
+                && let Ok(dev) = open(&nvml, w)
+            {
+                let now = mig_layout(&nvml, lib, &dev, w.0);
+                if now != *known {
+                    tracing::info!(gpu = w.0, slices = now.len(), "MIG layout changed");
+                    *known = now.clone();
+                    on_event(HealthEvent::MigLayout {
+                        gpu: w.0,
+                        devices: now,
+                    });
+                }
+            }
             if let Some(reason) = verdict(&reading) {
                 faulty.insert(
                     w.0,
