@@ -263,3 +263,67 @@ fn unknown_xids_malformed_scenarios_and_stray_events_are_reported_not_fatal() {
         d2.log_tail()
     );
 }
+
+#[test]
+fn a_gpu_faulty_at_discovery_returns_to_service_when_its_node_check_passes() {
+    let dir = tempfile::tempdir().unwrap();
+    let ok = dir.path().join("gpu-ok");
+    // GPU 1 of each node has an uncorrected ECC error when the daemon starts.
+    let faulty = |name: &str| {
+        let mut f = FakeGpus::uniform(dir.path(), name, 2, "NVIDIA A100-SXM4-80GB", 81_920);
+        f.update(|s| s["devices"][1]["ecc_uncorrected_volatile"] = json!(1));
+        f
+    };
+    let (ctl_gpus, agent_gpus) = (faulty("controller"), faulty("agent"));
+    let d = Daemon::start_on_fake_nvml(
+        ctl_gpus.path(),
+        &format!(
+            "[cluster]\ntoken = \"{TOKEN}\"\nheartbeat_interval_ms = 200\n\n{}",
+            health_toml(&ok)
+        ),
+    );
+    let agent = Agent::start_on_fake_nvml(
+        &d,
+        d.url(),
+        "gpu-agent",
+        TOKEN,
+        &health_toml(&ok),
+        agent_gpus.path(),
+    );
+    let (_, nodes) = d.get("/v1/nodes");
+    let local = nodes
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] != agent.name())
+        .unwrap()["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for name in [local.as_str(), agent.name()] {
+        let g = d.wait_for(
+            "the failed node check of the GPU faulty at discovery",
+            WAIT,
+            || {
+                let g = gpus_of(&d, name).get(1).cloned()?;
+                g["health"]["check"].as_str().is_some().then_some(g)
+            },
+        );
+        assert_eq!(g["healthy"], false, "{name}: {g}");
+    }
+    // A job of two GPUs on one node waits while each node has one.
+    let mut spec = d.shell_job("two", 1, 2, "true");
+    spec["tasks"][0]["count"] = json!(1);
+    let id = d.submit(&spec);
+    assert_eq!(d.job(id)["state"], "pending");
+
+    // The operator fixes the GPUs; the node check passes on both nodes.
+    std::fs::write(&ok, "").unwrap();
+    for name in [local.as_str(), agent.name()] {
+        d.wait_for("the GPU back in service", WAIT, || {
+            let g = gpus_of(&d, name).get(1).cloned()?;
+            (g["healthy"] == true).then_some(())
+        });
+    }
+    d.wait_state(id, "succeeded");
+}

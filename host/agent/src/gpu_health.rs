@@ -23,6 +23,8 @@ pub(crate) struct GpuHealthReport {
     pub usage: Option<gantry_api::gpu_usage::GpuUsageReport>,
     /// MIG layouts changed since start: GPU index → its MIG devices now.
     pub mig_layouts: BTreeMap<u32, Vec<MigDevice>>,
+    /// GPUs whose node check passed since start (one faulty at discovery is healthy now).
+    pub back_in_service: std::collections::BTreeSet<u32>,
 }
 
 impl GpuHealthReport {
@@ -31,6 +33,7 @@ impl GpuHealthReport {
         match event {
             HealthEvent::Fault { gpu, reason } => {
                 tracing::warn!(gpu, %reason, "GPU found unhealthy");
+                self.back_in_service.remove(&gpu);
                 self.faults.insert(gpu, reason);
                 self.checks.remove(&gpu);
             }
@@ -42,6 +45,7 @@ impl GpuHealthReport {
                 tracing::info!(gpu, %detail, "GPU back in service");
                 self.faults.remove(&gpu);
                 self.checks.remove(&gpu);
+                self.back_in_service.insert(gpu);
             }
             HealthEvent::MigLayout { gpu, devices } => {
                 tracing::info!(gpu, slices = devices.len(), "MIG layout changed");
@@ -50,12 +54,17 @@ impl GpuHealthReport {
         }
     }
 
-    /// `node` as it is now: its MIG layouts as last seen.
+    /// `node` as it is now: its MIG layouts as last seen, and a GPU faulty at discovery
+    /// whose node check passed since as healthy.
     pub(crate) fn node_now(&self, node: &NodeInfo) -> NodeInfo {
         let mut now = node.clone();
         for g in &mut now.gpus {
             if let Some(devices) = self.mig_layouts.get(&g.index) {
                 g.mig_devices = devices.clone();
+            }
+            if self.back_in_service.contains(&g.index) {
+                g.healthy = true;
+                g.unhealthy_reason = None;
             }
         }
         now
@@ -107,6 +116,7 @@ mod tests {
             gpu: 1,
             detail: "node check passed".into(),
         });
-        assert_eq!(r, GpuHealthReport::default());
+        assert!(r.faults.is_empty() && r.checks.is_empty(), "{r:?}");
+        assert!(r.back_in_service.contains(&1));
     }
 }

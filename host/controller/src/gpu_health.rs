@@ -145,6 +145,8 @@ impl Scheduler {
         let Some(Some(fault)) = removed else {
             return false;
         };
+        // A GPU found faulty at discovery is marked so in the node's inventory too.
+        self.set_gpu_healthy(node, index);
         self.inner.metrics.count_gpu_check(true);
         let message = format!(
             "GPU {index} of node {node} is back in service ({detail}); it was out since {} for: {}",
@@ -163,23 +165,33 @@ impl Scheduler {
     pub(crate) fn apply_agent_gpu_health(
         &self,
         node: &str,
+        info: &gantry_api::node::NodeInfo,
         faults: &std::collections::BTreeMap<u32, String>,
         checks: &std::collections::BTreeMap<u32, String>,
     ) -> bool {
         let mut changed = false;
         for (index, reason) in faults {
             changed |= self.record_gpu_fault(node, *index, reason.clone(), FaultSource::Agent);
-            if let Some(detail) = checks.get(index) {
-                self.record_gpu_check_quietly(node, *index, detail);
-            }
         }
+        // Checks of its faults, and of GPUs faulty since discovery.
+        for (index, detail) in checks {
+            self.record_gpu_check_quietly(node, *index, detail);
+        }
+        // Faults the agent reported and no longer does, and faults found at discovery
+        // whose GPU the agent now reports healthy (its node check passed).
         let gone: Vec<u32> = self
             .with_control(node, |ctl| {
-                ctl.agent_faults
+                let reported = ctl
+                    .agent_faults
                     .iter()
                     .copied()
-                    .filter(|i| !faults.contains_key(i))
-                    .collect()
+                    .filter(|i| !faults.contains_key(i));
+                let at_discovery = ctl.gpu_faults.keys().copied().filter(|i| {
+                    !ctl.agent_faults.contains(i)
+                        && !faults.contains_key(i)
+                        && info.gpus.iter().any(|g| g.index == *i && g.healthy)
+                });
+                reported.chain(at_discovery).collect()
             })
             .unwrap_or_default();
         for index in gone {
@@ -191,14 +203,15 @@ impl Scheduler {
     /// Like [`Scheduler::record_gpu_check`] for a detail repeated in every heartbeat: only
     /// a new detail is an event and a metric.
     fn record_gpu_check_quietly(&self, node: &str, index: u32, detail: &str) {
-        let known = self
+        // Only a fault the controller knows, with a new detail.
+        let new = self
             .with_control(node, |ctl| {
                 ctl.gpu_faults
                     .get(&index)
-                    .is_some_and(|f| f.check.as_deref() == Some(detail))
+                    .is_some_and(|f| f.check.as_deref() != Some(detail))
             })
-            .unwrap_or(true);
-        if !known {
+            .unwrap_or(false);
+        if new {
             self.record_gpu_check(node, index, detail.to_string());
         }
     }

@@ -168,6 +168,18 @@ impl Scheduler {
         Some((gone, m.info.gpus.clone()))
     }
 
+    /// Marks GPU `index` of node `name` healthy in its inventory (its node check passed).
+    pub(crate) fn set_gpu_healthy(&self, name: &str, index: u32) {
+        let mut members = lock(&self.inner.members);
+        if let Some(g) = members
+            .by_name_mut(name)
+            .and_then(|m| m.info.gpus.iter_mut().find(|g| g.index == index))
+        {
+            g.healthy = true;
+            g.unhealthy_reason = None;
+        }
+    }
+
     /// Runs `f` on the drain and health of node `name`, if there is such a node.
     pub(crate) fn with_control<R>(
         &self,

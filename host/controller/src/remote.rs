@@ -176,7 +176,7 @@ impl Scheduler {
             return Err(HeartbeatError::BadName);
         }
         self.register(&hb, &credential)?;
-        if self.apply_agent_gpu_health(&name, &hb.gpu_faults, &hb.gpu_checks) {
+        if self.apply_agent_gpu_health(&name, &hb.node, &hb.gpu_faults, &hb.gpu_checks) {
             self.wake();
         }
         if let Some(report) = &hb.gpu_usage {

@@ -6,6 +6,8 @@
 //!
 //! The MIG layout of each GPU in MIG mode is re-read on every poll; a change is reported.
 //!
+//! With a node check, a GPU found faulty at discovery is checked from the start as well.
+//!
 //! Every step is reported as a [`HealthEvent`] to the caller (the controller for its own
 //! node, the agent for its heartbeat). Without a node check a faulty GPU stays out of
 //! service until the daemon restarts and finds it healthy.
@@ -75,6 +77,8 @@ pub struct WatchPlan {
     pub check: Option<NodeCheck>,
     /// The MIG layout at discovery of each GPU in MIG mode, watched for changes.
     pub mig: BTreeMap<u32, Vec<super::MigDevice>>,
+    /// GPUs of `gpus` found faulty at discovery, with why: checked from the start.
+    pub faulty_at_start: BTreeMap<u32, String>,
 }
 
 /// Watches `node`'s GPUs (those healthy at discovery) per `cfg`, when they came from NVML
@@ -92,16 +96,30 @@ pub fn watch_node(
         tracing::info!("GPU health polling is off (node.health_poll_s = 0)");
         return;
     }
+    let check = cfg.node_check();
+    // With a node check, a GPU found faulty at discovery is checked too (one an operator
+    // listed in `node.unhealthy_gpus` is not: that is the operator's call).
+    let watched = |g: &&super::GpuInfo| {
+        g.healthy
+            || (check.is_some() && g.unhealthy_reason.as_deref() != Some(super::CONFIG_UNHEALTHY))
+    };
     let plan = WatchPlan {
         gpus: node
             .gpus
             .iter()
-            .filter(|g| g.healthy)
+            .filter(watched)
             .map(|g| (g.index, g.uuid.clone()))
+            .collect(),
+        faulty_at_start: node
+            .gpus
+            .iter()
+            .filter(watched)
+            .filter(|g| !g.healthy)
+            .map(|g| (g.index, g.unhealthy_reason.clone().unwrap_or_default()))
             .collect(),
         interval: Duration::from_secs(cfg.health_poll_s),
         library: cfg.nvml_library.clone(),
-        check: cfg.node_check(),
+        check,
         mig: node
             .gpus
             .iter()
@@ -158,7 +176,17 @@ fn run_watch(plan: &WatchPlan, on_event: &dyn Fn(HealthEvent)) {
         node_check = plan.check.is_some(),
         "GPU health polling started"
     );
-    let mut faulty: BTreeMap<u32, Faulty> = BTreeMap::new();
+    let mut faulty: BTreeMap<u32, Faulty> = plan
+        .faulty_at_start
+        .iter()
+        .map(|(&gpu, reason)| {
+            let f = Faulty {
+                reason: reason.clone(),
+                next_check: Instant::now(),
+            };
+            (gpu, f)
+        })
+        .collect();
     while plan.check.is_some() || faulty.len() < plan.gpus.len() {
         let mut xids = match &events {
             Some(set) => collect_xids(set, plan.interval),
