@@ -11,6 +11,11 @@ const ROW = 77; // .node height + border
 /** The state of one GPU tile. */
 function gpuState(gpu) {
   if (!gpu.healthy) return "unhealthy";
+  const slices = gpu.mig_slices || [];
+  if (slices.length) {
+    const held = slices.filter((m) => m.allocated_milli > 0).length;
+    return held === slices.length ? "used" : held > 0 ? "part" : "free";
+  }
   if (gpu.allocated_milli >= 1000) return "used";
   if (gpu.allocated_milli > 0) return "part";
   return "free";
@@ -34,8 +39,15 @@ function tile(node, gpu, jobs) {
     title: `${node.name} GPU ${gpu.index} (${gpu.model}, ${Math.round(gpu.memory_mib / 1024)} GiB)${gpu.uuid ? " " + gpu.uuid : ""}`,
   };
   if (state === "part") attrs.style = `--fill: ${gpu.allocated_milli / 10}%`;
+  // A GPU in MIG mode: each slice, its profile and who holds it.
+  const slices = (gpu.mig_slices || []).map((m) => h("div", { "data-testid": `mig-${node.name}-${m.index}` },
+    h("span", { class: "mute" }, `${m.profile} `),
+    ...(m.jobs.length ? m.jobs.map(([id]) => {
+      const j = jobs.get(id);
+      return h("span", {}, jobLink(id), j ? ` ${j.spec.user} ` : " ");
+    }) : ["free"])));
   return h("div", attrs, h("b", {}, `GPU ${gpu.index}`), " ", h("span", { class: "mute" }, gpu.model),
-    h("div", {}, label), ...holders);
+    h("div", {}, slices.length ? "MIG" : label), ...holders, ...slices);
 }
 
 function nodeRow(node, jobs) {
