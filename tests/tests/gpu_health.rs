@@ -40,39 +40,50 @@ fn metric(d: &Daemon, name: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
+/// A controller on `ctl` and an agent (`gpu-agent`) on `agent`, both with `health_toml(ok)`;
+/// the controller's own node's name.
+fn controller_and_agent(
+    ctl: &FakeGpus,
+    agent: &FakeGpus,
+    ok: &std::path::Path,
+) -> (Daemon, Agent, String) {
+    let d = Daemon::start_on_fake_nvml(
+        ctl.path(),
+        &format!(
+            "[cluster]\ntoken = \"{TOKEN}\"\nheartbeat_interval_ms = 200\n\n{}",
+            health_toml(ok)
+        ),
+    );
+    let a = Agent::start_on_fake_nvml(
+        &d,
+        d.url(),
+        "gpu-agent",
+        TOKEN,
+        &health_toml(ok),
+        agent.path(),
+    );
+    let (_, nodes) = d.get("/v1/nodes");
+    let local = nodes
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] != a.name())
+        .unwrap()["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    (d, a, local)
+}
+
 #[test]
 fn an_xid_mid_job_requeues_the_gang_once_uncharged_and_the_gpu_waits_for_its_check() {
     let dir = tempfile::tempdir().unwrap();
     let ok = dir.path().join("gpu-ok");
     let ctl_gpus = FakeGpus::uniform(dir.path(), "controller", 2, "NVIDIA A100-SXM4-80GB", 81_920);
     let mut agent_gpus = FakeGpus::uniform(dir.path(), "agent", 2, "NVIDIA H100 80GB HBM3", 81_559);
-    let d = Daemon::start_on_fake_nvml(
-        ctl_gpus.path(),
-        &format!(
-            "[cluster]\ntoken = \"{TOKEN}\"\nheartbeat_interval_ms = 200\n\n{}",
-            health_toml(&ok)
-        ),
-    );
-    let agent = Agent::start_on_fake_nvml(
-        &d,
-        d.url(),
-        "gpu-agent",
-        TOKEN,
-        &health_toml(&ok),
-        agent_gpus.path(),
-    );
+    let (d, agent, local) = controller_and_agent(&ctl_gpus, &agent_gpus, &ok);
 
     // The inventory is the scenario's, on both nodes.
-    let (_, nodes) = d.get("/v1/nodes");
-    let local = nodes
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|n| n["name"] != agent.name())
-        .unwrap()["name"]
-        .as_str()
-        .unwrap()
-        .to_string();
     for (name, fake) in [(local.as_str(), &ctl_gpus), (agent.name(), &agent_gpus)] {
         let gpus = gpus_of(&d, name);
         let want = fake.scenario()["devices"].as_array().unwrap();
@@ -275,31 +286,7 @@ fn a_gpu_faulty_at_discovery_returns_to_service_when_its_node_check_passes() {
         f
     };
     let (ctl_gpus, agent_gpus) = (faulty("controller"), faulty("agent"));
-    let d = Daemon::start_on_fake_nvml(
-        ctl_gpus.path(),
-        &format!(
-            "[cluster]\ntoken = \"{TOKEN}\"\nheartbeat_interval_ms = 200\n\n{}",
-            health_toml(&ok)
-        ),
-    );
-    let agent = Agent::start_on_fake_nvml(
-        &d,
-        d.url(),
-        "gpu-agent",
-        TOKEN,
-        &health_toml(&ok),
-        agent_gpus.path(),
-    );
-    let (_, nodes) = d.get("/v1/nodes");
-    let local = nodes
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|n| n["name"] != agent.name())
-        .unwrap()["name"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let (d, agent, local) = controller_and_agent(&ctl_gpus, &agent_gpus, &ok);
     for name in [local.as_str(), agent.name()] {
         let g = d.wait_for(
             "the failed node check of the GPU faulty at discovery",

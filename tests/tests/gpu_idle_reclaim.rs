@@ -64,7 +64,7 @@ fn an_idle_notebook_is_warned_then_ended_for_a_waiting_job_while_a_busy_one_stay
         idle_pid.display()
     );
     let stderr_path = dir.path().join("run.stderr");
-    let mut run = Command::new(gantry_bin())
+    let run = Command::new(gantry_bin())
         .args([
             "--server",
             d.url(),
@@ -123,7 +123,7 @@ fn an_idle_notebook_is_warned_then_ended_for_a_waiting_job_while_a_busy_one_stay
         .unwrap();
     let text = String::from_utf8_lossy(&shown.stdout);
     assert!(
-        text.contains(&format!("GpuUse=0:")) && text.contains("Util=80% Mem=2048M"),
+        text.contains("GpuUse=0:") && text.contains("Util=80% Mem=2048M"),
         "{text}"
     );
 

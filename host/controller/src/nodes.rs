@@ -23,6 +23,9 @@ use gantry_contract::Stage;
 use gantry_engine::{CycleOutcome, Snapshot};
 use gantry_store::StoreError;
 
+/// MIG slices gone from a node: (slice index, why).
+pub(crate) type VanishedSlices = Vec<(u32, String)>;
+
 /// Longest drain reason, in bytes.
 pub const MAX_REASON: usize = 256;
 
@@ -158,7 +161,7 @@ impl Scheduler {
         name: &str,
         gpu: u32,
         devices: Vec<gantry_api::node::MigDevice>,
-    ) -> Option<(Vec<(u32, String)>, Vec<gantry_api::node::GpuInfo>)> {
+    ) -> Option<(VanishedSlices, Vec<gantry_api::node::GpuInfo>)> {
         let mut members = lock(&self.inner.members);
         let m = members.by_name_mut(name)?;
         let before = m.info.clone();
