@@ -37,11 +37,22 @@ impl SlurmSession {
             .expect("chmod");
         let gantry = bin.path().join("gantry");
         std::fs::copy(crate::gantry_bin(), &gantry).expect("copy the gantry binary");
-        let made = Command::new(&gantry)
-            .arg("slurm-links")
-            .arg(bin.path())
-            .output()
-            .expect("gantry slurm-links");
+        // Another test thread that forks while the copy is open for writing holds it until
+        // its child execs: the kernel refuses to run it then (ETXTBSY). Try again briefly.
+        let mut tries = 0;
+        let made = loop {
+            match Command::new(&gantry)
+                .arg("slurm-links")
+                .arg(bin.path())
+                .output()
+            {
+                Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 100 => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                other => break other.expect("gantry slurm-links"),
+            }
+        };
         assert!(
             made.status.success(),
             "{}",
