@@ -192,3 +192,66 @@ fn a_new_mig_layout_is_reported_and_a_job_on_a_slice_gone_is_requeued_uncharged(
     );
     d.check_allocations();
 }
+
+#[test]
+fn an_agents_new_mig_layout_reaches_the_controller_and_requeues_the_job_on_a_slice_gone() {
+    const TOKEN: &str = "e2e-cluster-token-0123456789abcdef";
+    let dir = tempfile::tempdir().unwrap();
+    let mut mig_gpu = gpu(0, A100, 81_920);
+    mig_gpu["mig"] = json!({
+        "enabled": true,
+        "devices": [slice("3g.40gb", 0, 40_192), slice("3g.40gb", 1, 40_192)],
+    });
+    let mut fake = FakeGpus::new(
+        dir.path(),
+        "agent-mig",
+        json!({ "devices": [mig_gpu], "xid_events": [] }),
+    );
+    let d = Daemon::start_with_config(
+        0,
+        &format!(
+            "[cluster]\ntoken = \"{TOKEN}\"\nlocal_node = false\nheartbeat_interval_ms = 200\n"
+        ),
+    );
+    let agent = gantry_e2e::agents::Agent::start_on_fake_nvml(
+        &d,
+        d.url(),
+        "mig-agent",
+        TOKEN,
+        &node_toml(""),
+        fake.path(),
+    );
+    let mut spec = d.shell_job(
+        "on-an-agents-slice",
+        1,
+        1,
+        "if [ \"$SLURM_RESTART_COUNT\" != 0 ]; then exit 0; fi; env > \"$OUTDIR/env-$GANTRY_JOB_ID-0\"; sleep 120",
+    );
+    spec["tasks"][0]["gpu_models"] = json!(["3g.40gb"]);
+    let id = d.submit(&spec);
+    let job = d.wait_state(id, "running");
+    assert_eq!(job["tasks"][0]["node"], agent.name(), "{job}");
+    let slot = (job["tasks"][0]["gpus"][0]["index"].as_u64().unwrap() - 1000) as usize;
+    // The task on the agent sees exactly its slice.
+    let uuid = fake.scenario()["devices"][0]["mig"]["devices"][slot]["uuid"].clone();
+    assert_eq!(json!(d.task_env(id, 0)["CUDA_VISIBLE_DEVICES"]), uuid);
+
+    fake.update(|s| {
+        s["devices"][0]["mig"]["devices"][slot] = slice("1g.10gb", 7, 9_856);
+    });
+    let requeued = d.wait_for("the job to be requeued", WAIT, || {
+        let job = d.job(id);
+        (job["requeues"] == 1).then_some(job)
+    });
+    let (_, events) = d.get(&format!("/v1/jobs/{id}/events"));
+    assert!(
+        events.to_string().contains("MIG slice 3g.40gb"),
+        "{events}\n{requeued}"
+    );
+    d.wait_for("the agent's new layout in /v1/nodes", WAIT, || {
+        let (_, nodes) = d.get("/v1/nodes");
+        nodes.to_string().contains("1g.10gb").then_some(())
+    });
+    d.wait_state(id, "succeeded");
+    d.check_allocations();
+}

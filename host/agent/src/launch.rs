@@ -32,7 +32,9 @@ impl TaskTable {
         if request.argv.is_empty() && request.script.is_none() {
             return Err(TaskError::NoCommand(key));
         }
-        if let Some(&index) = request.gpus.iter().find(|g| !self.node_gpus.contains(g)) {
+        // A MIG slice (index 1000 and up) is on the node when its parent GPU is.
+        let on_node = |g: &&u32| self.node_gpus.contains(&gantry_api::mig::physical(**g));
+        if let Some(&index) = request.gpus.iter().find(|g| !on_node(g)) {
             return Err(TaskError::NoSuchGpu {
                 key,
                 index,
