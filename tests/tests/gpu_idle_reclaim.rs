@@ -174,3 +174,46 @@ fn an_idle_notebook_is_warned_then_ended_for_a_waiting_job_while_a_busy_one_stay
         "{acct}"
     );
 }
+
+#[test]
+fn an_agents_samples_reach_the_controller_in_its_heartbeat() {
+    const TOKEN: &str = "e2e-cluster-token-0123456789abcdef";
+    let dir = tempfile::tempdir().unwrap();
+    let mut gpus = FakeGpus::uniform(dir.path(), "agent", 1, "NVIDIA H100 80GB HBM3", 81_559);
+    let d = Daemon::start_with_config(
+        0,
+        &format!(
+            "[cluster]\ntoken = \"{TOKEN}\"\nlocal_node = false\nheartbeat_interval_ms = 200\n"
+        ),
+    );
+    let _agent = gantry_e2e::agents::Agent::start_on_fake_nvml(
+        &d,
+        d.url(),
+        "sampled-agent",
+        TOKEN,
+        &node_toml("gpu_sample_every_s = 1\n"),
+        gpus.path(),
+    );
+    let out = d.out_dir();
+    let pid_file = out.join("agent-job.pid");
+    let id = d.submit(&d.shell_job(
+        "on-the-agent",
+        1,
+        1,
+        &format!("echo $$ > {}; sleep 300", pid_file.display()),
+    ));
+    d.wait_state(id, "running");
+    let pid = pid_in(&d, &pid_file);
+    gpus.update(|s| {
+        s["devices"][0]["processes"] =
+            json!([{"pid": pid, "used_memory_mib": 1024, "sm_util": 55}]);
+    });
+    let usage = d.wait_for("the agent's samples of the job", WAIT, || {
+        let u = d.job(id)["tasks"][0]["gpu_usage"].clone();
+        (u["samples"].as_u64()? >= 2 && u["util_percent"] == 55).then_some(u)
+    });
+    assert_eq!(usage["memory_mib"], 1024, "{usage}");
+    let (status, body) = d.delete(&format!("/v1/jobs/{id}"));
+    assert!(status < 300, "{body}");
+    d.wait_state(id, "cancelled");
+}
