@@ -261,6 +261,53 @@ impl Daemon {
         d
     }
 
+    /// [`Daemon::start_listening`] and [`Daemon::start_with_binary`] at once: a controller of
+    /// the previous release at a fixed address, to be upgraded in place
+    /// ([`Daemon::stop_gracefully`], [`Daemon::start_again`]).
+    pub fn start_listening_with_binary(listen: &str, bin: &Path, extra_toml: &str) -> Self {
+        LISTEN.with(|l| *l.borrow_mut() = Some(listen.to_string()));
+        let d = Self::start_with_binary(bin, extra_toml);
+        LISTEN.with(|l| *l.borrow_mut() = None);
+        d
+    }
+
+    /// Stops the daemon as an administrator does before an upgrade: SIGTERM, then waits
+    /// (within [`WAIT`]) for it to exit. [`Daemon::start_again`] starts it.
+    pub fn stop_gracefully(&mut self) {
+        self.signal(libc::SIGTERM);
+        let deadline = Instant::now() + WAIT;
+        while self
+            .child
+            .try_wait()
+            .expect("cannot wait for the daemon")
+            .is_none()
+        {
+            assert!(
+                Instant::now() < deadline,
+                "the daemon did not exit on SIGTERM"
+            );
+            std::thread::sleep(POLL);
+        }
+    }
+
+    /// Starts a stopped daemon again on the same directory, configuration and address,
+    /// running `bin` (`None`: this build's): an upgrade in place.
+    pub fn start_again(&mut self, bin: Option<&Path>) {
+        let file = self.dir.path().join(process::BINARY_FILE);
+        match bin {
+            Some(b) => fs::write(&file, b.as_os_str().as_encoded_bytes()).expect("cannot write"),
+            None => {
+                if file.exists() {
+                    fs::remove_file(&file).expect("cannot remove the binary file");
+                }
+            }
+        }
+        self.generation += 1;
+        let (child, base) = process::spawn(self.dir.path(), self.gpus, self.generation);
+        self.child = child;
+        self.base = base;
+    }
+
     fn start_inner_prepared(
         gpus: u32,
         extra_toml: &str,
