@@ -20,6 +20,28 @@ fn slice(profile: &str, n: u32, memory_mib: u64) -> Value {
     })
 }
 
+/// An operator destroys the 3g.40gb instance in `slot` (whose job is `id`) and makes a
+/// 1g.10gb one in its place: the job is requeued, saying why, and the nodes show the new
+/// layout.
+fn replace_slice_and_see_the_job_requeued(d: &Daemon, fake: &mut FakeGpus, id: u64, slot: usize) {
+    fake.update(|s| {
+        s["devices"][0]["mig"]["devices"][slot] = slice("1g.10gb", 7, 9_856);
+    });
+    let requeued = d.wait_for("the job to be requeued", WAIT, || {
+        let job = d.job(id);
+        (job["requeues"] == 1).then_some(job)
+    });
+    let (_, events) = d.get(&format!("/v1/jobs/{id}/events"));
+    assert!(
+        events.to_string().contains("MIG slice 3g.40gb"),
+        "{events}\n{requeued}"
+    );
+    d.wait_for("the new layout in /v1/nodes", WAIT, || {
+        let (_, nodes) = d.get("/v1/nodes");
+        nodes.to_string().contains("1g.10gb").then_some(())
+    });
+}
+
 /// A job of one task on one device of `model`, recording its environment.
 fn job_on(d: &Daemon, name: &str, model: &str) -> u64 {
     let mut spec = d.blocking_job(name, 1, 1);
@@ -157,24 +179,8 @@ fn a_new_mig_layout_is_reported_and_a_job_on_a_slice_gone_is_requeued_uncharged(
     let held = job["tasks"][0]["gpus"][0]["index"].as_u64().unwrap();
     let slot = (held - 1000) as usize;
 
-    // An operator destroys that instance and makes a 1g.10gb one in its place.
-    fake.update(|s| {
-        s["devices"][0]["mig"]["devices"][slot] = slice("1g.10gb", 7, 9_856);
-    });
-    let requeued = d.wait_for("the job to be requeued", WAIT, || {
-        let job = d.job(id);
-        (job["requeues"] == 1).then_some(job)
-    });
-    let (_, events) = d.get(&format!("/v1/jobs/{id}/events"));
-    assert!(
-        events.to_string().contains("MIG slice 3g.40gb"),
-        "{events}\n{requeued}"
-    );
     // The node reports the new layout, and the job runs again on the 3g.40gb slice left.
-    d.wait_for("the new layout in /v1/nodes", WAIT, || {
-        let node = d.get("/v1/nodes").1[0].clone();
-        node.to_string().contains("1g.10gb").then_some(())
-    });
+    replace_slice_and_see_the_job_requeued(&d, &mut fake, id, slot);
     d.wait_state(id, "succeeded");
     let (_, acct) = d.get(&format!("/v1/accounting?job={id}"));
     let first = acct["records"]
@@ -236,22 +242,7 @@ fn an_agents_new_mig_layout_reaches_the_controller_and_requeues_the_job_on_a_sli
     let uuid = fake.scenario()["devices"][0]["mig"]["devices"][slot]["uuid"].clone();
     assert_eq!(json!(d.task_env(id, 0)["CUDA_VISIBLE_DEVICES"]), uuid);
 
-    fake.update(|s| {
-        s["devices"][0]["mig"]["devices"][slot] = slice("1g.10gb", 7, 9_856);
-    });
-    let requeued = d.wait_for("the job to be requeued", WAIT, || {
-        let job = d.job(id);
-        (job["requeues"] == 1).then_some(job)
-    });
-    let (_, events) = d.get(&format!("/v1/jobs/{id}/events"));
-    assert!(
-        events.to_string().contains("MIG slice 3g.40gb"),
-        "{events}\n{requeued}"
-    );
-    d.wait_for("the agent's new layout in /v1/nodes", WAIT, || {
-        let (_, nodes) = d.get("/v1/nodes");
-        nodes.to_string().contains("1g.10gb").then_some(())
-    });
+    replace_slice_and_see_the_job_requeued(&d, &mut fake, id, slot);
     d.wait_state(id, "succeeded");
     d.check_allocations();
 }

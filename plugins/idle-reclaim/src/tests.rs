@@ -96,6 +96,37 @@ fn full_node() -> Node {
     }
 }
 
+/// Asks `plugin` what to evict for one blocked batch job 9 of queue symbol `queue` asking
+/// `gpus` GPUs, on one full node running `run`.
+trait EvictionsFor {
+    fn evictions_for(
+        &mut self,
+        c: &Cycle,
+        queue: u32,
+        gpus: u32,
+        run: &[RunningJob],
+    ) -> Vec<Eviction>;
+}
+
+impl EvictionsFor for IdleReclaim {
+    fn evictions_for(
+        &mut self,
+        c: &Cycle,
+        queue: u32,
+        gpus: u32,
+        run: &[RunningJob],
+    ) -> Vec<Eviction> {
+        self.preempt(
+            c,
+            &[job(9, queue, gpus, JobKind::Batch)],
+            &[0.0],
+            &[full_node()],
+            run,
+        )
+        .unwrap()
+    }
+}
+
 fn configured(json: &str) -> IdleReclaim {
     let mut p = IdleReclaim::default();
     p.configure(json).unwrap();
@@ -140,17 +171,8 @@ fn the_longest_idle_interactive_jobs_of_the_queue_go_first_and_busy_ones_stay() 
             Some((NOW - 2 * HOUR, IDLE_NOW)),
         ),
     ];
-    let p = IdleReclaim::default();
-    let mut p = p;
-    let ev = p
-        .preempt(
-            &c,
-            &[job(9, 1, 2, JobKind::Batch)],
-            &[0.0],
-            &[full_node()],
-            &run,
-        )
-        .unwrap();
+    let mut p = IdleReclaim::default();
+    let ev = p.evictions_for(&c, 1, 2, &run);
     let ids: Vec<u64> = ev.iter().map(|e| e.job).collect();
     assert_eq!(ids, vec![1, 3], "two idle notebooks make room for two GPUs");
     assert!(ev.iter().all(|e| e.for_job == 9 && e.grace_s == 60));
@@ -160,15 +182,7 @@ fn the_longest_idle_interactive_jobs_of_the_queue_go_first_and_busy_ones_stay() 
         ev[0].reason.message
     );
     // One GPU more than the idle jobs hold: nothing is evicted in vain.
-    let ev = p
-        .preempt(
-            &c,
-            &[job(9, 1, 3, JobKind::Batch)],
-            &[0.0],
-            &[full_node()],
-            &run,
-        )
-        .unwrap();
+    let ev = p.evictions_for(&c, 1, 3, &run);
     assert!(ev.is_empty(), "{ev:?}");
 }
 
@@ -195,15 +209,7 @@ fn within_the_window_unmeasured_or_busy_now_a_job_stays() {
             Some((NOW - 2 * HOUR, &format!("40@{NOW}"))),
         ),
     ];
-    let ev = IdleReclaim::default()
-        .preempt(
-            &c,
-            &[job(9, 1, 1, JobKind::Batch)],
-            &[0.0],
-            &[full_node()],
-            &run,
-        )
-        .unwrap();
+    let ev = IdleReclaim::default().evictions_for(&c, 1, 1, &run);
     assert!(ev.is_empty(), "{ev:?}");
 }
 
@@ -218,40 +224,16 @@ fn rules_are_per_queue() {
         Some((NOW - 2 * HOUR, IDLE_NOW)),
     )];
     // The blocked job is of another queue: the notebook's GPU is not taken for it.
-    let ev = IdleReclaim::default()
-        .preempt(
-            &c,
-            &[job(9, 2, 1, JobKind::Batch)],
-            &[0.0],
-            &[full_node()],
-            &run,
-        )
-        .unwrap();
+    let ev = IdleReclaim::default().evictions_for(&c, 2, 1, &run);
     assert!(ev.is_empty());
     // A rule for "notebooks" only with a window of three hours keeps it.
     let mut p = configured(r#"{"rules": [{"queue": "notebooks", "window_s": 10800}]}"#);
-    let ev = p
-        .preempt(
-            &c,
-            &[job(9, 1, 1, JobKind::Batch)],
-            &[0.0],
-            &[full_node()],
-            &run,
-        )
-        .unwrap();
+    let ev = p.evictions_for(&c, 1, 1, &run);
     assert!(ev.is_empty());
     let mut p = configured(
         r#"{"rules": [{"queue": "notebooks", "window_s": 60, "grace_s": 5, "threshold_percent": 2}]}"#,
     );
-    let ev = p
-        .preempt(
-            &c,
-            &[job(9, 1, 1, JobKind::Batch)],
-            &[0.0],
-            &[full_node()],
-            &run,
-        )
-        .unwrap();
+    let ev = p.evictions_for(&c, 1, 1, &run);
     assert_eq!((ev.len(), ev[0].grace_s), (1, 5));
 }
 
