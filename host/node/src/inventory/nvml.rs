@@ -49,11 +49,7 @@ pub fn discover(library: Option<&str>) -> Option<Vec<GpuInfo>> {
             return None;
         }
     };
-    // SAFETY: loads the same library nvml-wrapper has loaded (and initialised) above;
-    // its initialisers have already run in this process.
-    let raw = unsafe { NvmlLib::new(library.unwrap_or(NVML_LIBRARY)) }
-        .map_err(|e| tracing::info!("MIG devices are not listed: {e}"))
-        .ok();
+    let raw = raw_library(library);
     let mut gpus: Vec<GpuInfo> = (0..count)
         .map(|index| match nvml.device_by_index(index) {
             Ok(dev) => read_gpu(&nvml, raw.as_ref(), &dev, index),
