@@ -146,6 +146,15 @@ const COMPONENTS_V01: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// Built a third time exporting contract 0.2.0 (the SDK's feature `contract-0-2`), as
+/// `NAME_V02`: tests keep a 0.2 placement plugin loading and placing MIG slices without
+/// their parents.
+const COMPONENTS_V02: &[(&str, &str, &str)] = &[(
+    "FIRST_FIT_V02",
+    "gantry-plugin-first-fit",
+    "gantry_plugin_first_fit",
+)];
+
 const TARGET: &str = "wasm32-wasip2";
 
 fn main() {
@@ -207,6 +216,15 @@ fn main() {
         &["--features", "gantry-sdk/contract-0-1"],
         &out,
         "-v01",
+        &mut code,
+    );
+    build(
+        &root,
+        "target/components",
+        COMPONENTS_V02,
+        &["--features", "gantry-sdk/contract-0-2"],
+        &out,
+        "-v02",
         &mut code,
     );
     if let Err(e) = std::fs::write(out.join("components.rs"), code) {

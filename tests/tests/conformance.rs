@@ -94,7 +94,7 @@ fn hostile_fixtures_fail_with_a_readable_report() {
         (
             "hostile-stale-view",
             gantry_components::HOSTILE_STALE_VIEW,
-            "after a delta (0.2)",
+            "after a delta (incremental)",
         ),
     ];
     for (name, bytes, expected) in cases {

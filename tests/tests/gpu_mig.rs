@@ -246,3 +246,45 @@ fn an_agents_new_mig_layout_reaches_the_controller_and_requeues_the_job_on_a_sli
     d.wait_state(id, "succeeded");
     d.check_allocations();
 }
+
+#[test]
+fn slices_pack_onto_the_gpu_already_in_use_through_the_0_3_contract() {
+    // GPU 0 has three 1g.10gb slices, GPU 1 two. The default placement (`first-fit`, a 0.3
+    // component) sees each slice's GPU (`gpu.parent`) and fills the GPU with the fewest
+    // free slices first; by index alone (a 0.2 plugin) the jobs would take 1000, 1001, 1002.
+    let dir = tempfile::tempdir().unwrap();
+    let mig = |n: u32, slots: &[u32]| {
+        let mut g = gpu(n, A100, 81_920);
+        g["mig"] = json!({
+            "enabled": true,
+            "devices": slots.iter().map(|&k| slice("1g.10gb", k, 9_856)).collect::<Vec<_>>(),
+        });
+        g
+    };
+    let (gpu0, gpu1) = (mig(0, &[0, 1, 2]), mig(1, &[10, 11]));
+    let fake = FakeGpus::new(
+        dir.path(),
+        "mig-pack",
+        json!({ "devices": [gpu0, gpu1], "xid_events": [] }),
+    );
+    let d = Daemon::start_on_fake_nvml(fake.path(), &node_toml(""));
+    let node = d.get("/v1/nodes").1[0].clone();
+    let index_of = |uuid: &str| -> u64 {
+        node["gpus"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|g| g["mig_slices"].as_array().cloned().unwrap_or_default())
+            .find(|s| s["uuid"] == uuid)
+            .unwrap_or_else(|| panic!("no slice {uuid} in {node}"))["index"]
+            .as_u64()
+            .unwrap()
+    };
+    let mut got = Vec::new();
+    for name in ["a", "b", "c"] {
+        let id = job_on(&d, name, "1g.10gb");
+        got.push(index_of(&d.task_env(id, 0)["CUDA_VISIBLE_DEVICES"]));
+    }
+    assert_eq!(got, [1010, 1011, 1000], "{node}");
+    d.check_allocations();
+}

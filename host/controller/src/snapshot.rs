@@ -191,6 +191,7 @@ pub fn node_view(
                 memory_mib: g.memory_mib,
                 free_milli: c::MILLI_PER_GPU,
                 healthy: g.healthy,
+                parent: gantry_api::mig::parent_of(g.index),
             })
             .collect(),
         revision: 0,

@@ -256,6 +256,7 @@ mod tests {
                 memory_mib: 1,
                 free_milli: 1000,
                 healthy: true,
+                parent: None,
             }],
             revision: 9,
             ..Node::default()

@@ -219,6 +219,7 @@ fn build(
                     memory_mib: 81_920,
                     free_milli: 1000,
                     healthy,
+                    parent: None,
                 })
                 .collect(),
             revision: 0,

@@ -80,6 +80,7 @@ fn snapshot(pending: usize, nodes: usize) -> Snapshot {
                     memory_mib: 81_920,
                     free_milli: 1000,
                     healthy: true,
+                    parent: None,
                 })
                 .collect(),
             revision: 0,

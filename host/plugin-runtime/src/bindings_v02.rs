@@ -2,7 +2,7 @@
 //! `bindgen!`, its `host` import on the same store state as 0.1's, and the conversions
 //! from the one mapping both sides expand (`sdk/contract/src/wit_convert.rs`).
 //!
-//! Owns: those bindings. Does not own calling a 0.2 plugin (`calls_v02.rs`) or the store
+//! Owns: those bindings. Does not own calling a 0.2 plugin (`calls_delta.rs`) or the store
 //! state (`bindings.rs`).
 
 use crate::bindings::State;
@@ -33,6 +33,7 @@ gantry_contract::wit_conversions! {
     placement: placement,
     preemption: preemption,
     answers: flat,
+    gpus: unparented,
 }
 
 #[cfg(test)]

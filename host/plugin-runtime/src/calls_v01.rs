@@ -2,10 +2,10 @@
 //! traits of [`PluginInstance`], which send each call to the plugin's contract version.
 //!
 //! Owns: the 0.1 calls and the dispatch. Does not own the instance's deadline, memory cap
-//! and faults (`instance.rs`) or 0.2's deltas (`calls_v02.rs`).
+//! and faults (`instance.rs`) or the deltas of 0.2 and 0.3 (`calls_delta.rs`).
 
 use crate::bindings::wit;
-use crate::calls_v02;
+use crate::calls_delta::{v02, v03};
 use crate::instance::{Guests, PluginInstance};
 use crate::runtime::Indices;
 use gantry_contract::wit_convert::vec_into;
@@ -15,37 +15,41 @@ use gantry_contract::{
 };
 use gantry_engine::PolicyFault;
 
-fn is_v02(p: &PluginInstance) -> bool {
-    matches!(p.loaded().indices, Indices::V02(_))
+/// Sends a call to the plugin's incremental version, if it speaks one: `$f` is the
+/// function's name in `calls_delta`'s `v02` and `v03`.
+macro_rules! incremental {
+    ($p:expr, $f:ident($($arg:expr),*)) => {
+        match $p.loaded().indices {
+            Indices::V02(_) => return v02::$f($p, $($arg),*),
+            Indices::V03(_) => return v03::$f($p, $($arg),*),
+            Indices::V01(_) => {}
+        }
+    };
 }
 
 impl Admission<PolicyFault> for PluginInstance {
     fn check_submit(&mut self, ctx: &Cycle, job: &Job) -> Result<SubmitVerdict, PolicyFault> {
-        if is_v02(self) {
-            return calls_v02::check_submit(self, ctx, job);
-        }
+        incremental!(self, check_submit(ctx, job));
         let (c, j) = (wit::Cycle::from(ctx), wit::JobList::from_iter([job]));
         self.call(Stage::Admission, |l| match &l.guests {
             Guests::V01(g) => g
                 .admission
                 .as_ref()
                 .map(|g| g.call_check_submit(&mut l.store, &c, &j)),
-            Guests::V02(_) => None,
+            _ => None,
         })
         .map(SubmitVerdict::from)
     }
 
     fn admit(&mut self, ctx: &Cycle, jobs: &[Job]) -> Result<Vec<Verdict>, PolicyFault> {
-        if is_v02(self) {
-            return calls_v02::admit(self, ctx, jobs);
-        }
+        incremental!(self, admit(ctx, jobs));
         let (c, j) = (wit::Cycle::from(ctx), wit::JobList::from_iter(jobs));
         self.call(Stage::Admission, |l| match &l.guests {
             Guests::V01(g) => g
                 .admission
                 .as_ref()
                 .map(|g| g.call_admit(&mut l.store, &c, &j)),
-            Guests::V02(_) => None,
+            _ => None,
         })
         .map(vec_into)
     }
@@ -58,16 +62,14 @@ impl Priority<PolicyFault> for PluginInstance {
         jobs: &[Job],
         previous: &[f64],
     ) -> Result<Vec<Scored>, PolicyFault> {
-        if is_v02(self) {
-            return calls_v02::score(self, ctx, jobs, previous);
-        }
+        incremental!(self, score(ctx, jobs, previous));
         let (c, j) = (wit::Cycle::from(ctx), wit::JobList::from_iter(jobs));
         self.call(Stage::Priority, |l| match &l.guests {
             Guests::V01(g) => g
                 .priority
                 .as_ref()
                 .map(|g| g.call_score(&mut l.store, &c, &j, previous)),
-            Guests::V02(_) => None,
+            _ => None,
         })
         .map(vec_into)
     }
@@ -81,9 +83,7 @@ impl Placement<PolicyFault> for PluginInstance {
         nodes: &[Node],
         running: &[RunningJob],
     ) -> Result<Plan, PolicyFault> {
-        if is_v02(self) {
-            return calls_v02::place(self, ctx, jobs, nodes, running);
-        }
+        incremental!(self, place(ctx, jobs, nodes, running));
         let (c, j, n, r) = (
             wit::Cycle::from(ctx),
             wit::JobList::from_iter(jobs),
@@ -95,7 +95,7 @@ impl Placement<PolicyFault> for PluginInstance {
                 .placement
                 .as_ref()
                 .map(|g| g.call_place(&mut l.store, &c, &j, &n, &r)),
-            Guests::V02(_) => None,
+            _ => None,
         })
         .map(Plan::from)
     }
@@ -110,9 +110,7 @@ impl Preemption<PolicyFault> for PluginInstance {
         nodes: &[Node],
         running: &[RunningJob],
     ) -> Result<Vec<Eviction>, PolicyFault> {
-        if is_v02(self) {
-            return calls_v02::preempt(self, ctx, blocked, blocked_scores, nodes, running);
-        }
+        incremental!(self, preempt(ctx, blocked, blocked_scores, nodes, running));
         let (c, b, n, r) = (
             wit::Cycle::from(ctx),
             wit::JobList::from_iter(blocked),
@@ -124,7 +122,7 @@ impl Preemption<PolicyFault> for PluginInstance {
                 .preemption
                 .as_ref()
                 .map(|g| g.call_preempt(&mut l.store, &c, &b, blocked_scores, &n, &r)),
-            Guests::V02(_) => None,
+            _ => None,
         })
         .map(vec_into)
     }

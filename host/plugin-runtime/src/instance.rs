@@ -8,6 +8,7 @@
 
 use crate::bindings::{self as v01, State};
 use crate::bindings_v02 as v02;
+use crate::bindings_v03 as v03;
 use crate::mirror::HostMirror;
 use crate::nonblocking::WouldBlock;
 use crate::runtime::{EPOCH_TICK, Exports, Indices, LoadedPlugin};
@@ -34,10 +35,20 @@ pub(crate) type Guests02 = Exports<
     v02::preemption::Guest,
 >;
 
+/// A 0.3.0 instance's exports, ready to call.
+pub(crate) type Guests03 = Exports<
+    v03::plugin::Guest,
+    v03::admission::Guest,
+    v03::priority::Guest,
+    v03::placement::Guest,
+    v03::preemption::Guest,
+>;
+
 /// An instance's exports by contract version.
 pub(crate) enum Guests {
     V01(Guests01),
     V02(Guests02),
+    V03(Guests03),
 }
 
 pub(crate) struct Live {
@@ -81,7 +92,7 @@ pub struct PluginInstance {
     limits: Limits,
     live: Option<Live>,
     reinstantiations: u64,
-    /// What a 0.2 plugin was sent (unused for 0.1).
+    /// What a 0.2 or 0.3 plugin was sent (unused for 0.1).
     pub(crate) mirror: HostMirror,
 }
 
@@ -137,6 +148,7 @@ fn instantiate(plugin: &LoadedPlugin, limits: &Limits) -> Result<Live, PolicyFau
     let guests = match &plugin.indices {
         Indices::V01(ix) => load_exports!(ix, &mut store, &instance).map(Guests::V01),
         Indices::V02(ix) => load_exports!(ix, &mut store, &instance).map(Guests::V02),
+        Indices::V03(ix) => load_exports!(ix, &mut store, &instance).map(Guests::V03),
     };
     match guests {
         Ok(guests) => Ok(Live { store, guests }),
@@ -149,6 +161,7 @@ impl Live {
         match &self.guests {
             Guests::V01(g) => g.plugin.call_metadata(&mut self.store).map(Metadata::from),
             Guests::V02(g) => g.plugin.call_metadata(&mut self.store).map(Metadata::from),
+            Guests::V03(g) => g.plugin.call_metadata(&mut self.store).map(Metadata::from),
         }
     }
 
@@ -156,6 +169,7 @@ impl Live {
         match &self.guests {
             Guests::V01(g) => g.plugin.call_configure(&mut self.store, config),
             Guests::V02(g) => g.plugin.call_configure(&mut self.store, config),
+            Guests::V03(g) => g.plugin.call_configure(&mut self.store, config),
         }
     }
 }
@@ -276,17 +290,14 @@ impl PluginInstance {
         &self.plugin
     }
 
-    /// How a 0.2 plugin's calls travelled (all zero for 0.1).
+    /// How a 0.2 or 0.3 plugin's calls travelled (all zero for 0.1).
     pub fn mirror_stats(&self) -> crate::MirrorStats {
         self.mirror.stats
     }
 
     /// The contract version the plugin speaks.
     pub fn contract(&self) -> &'static str {
-        match self.plugin.indices {
-            Indices::V01(_) => "0.1.0",
-            Indices::V02(_) => "0.2.0",
-        }
+        self.plugin.indices.version()
     }
 
     pub(crate) fn call<T>(

@@ -15,9 +15,10 @@
 
 mod bindings;
 mod bindings_v02;
+mod bindings_v03;
 mod cache;
+mod calls_delta;
 mod calls_v01;
-mod calls_v02;
 mod convert;
 mod instance;
 mod limits;

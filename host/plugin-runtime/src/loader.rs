@@ -4,6 +4,7 @@
 
 use crate::bindings::{self as v01, State};
 use crate::bindings_v02 as v02;
+use crate::bindings_v03 as v03;
 pub use crate::cache::sha256_hex;
 use crate::instance::PluginInstance;
 use crate::nonblocking::{self, NonBlocking};
@@ -19,6 +20,20 @@ use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Config, Engine};
 
 const PACKAGE: &str = "gantry:policy";
+
+/// The export indices of a pre-instantiated component, in bindings module `$v`'s types:
+/// `plugin` must be there (`$idx` makes the error), a stage's interface may be missing.
+macro_rules! exports_of {
+    ($v:ident, $pre:expr, $idx:expr) => {
+        Exports {
+            plugin: Arc::new($v::plugin::GuestIndices::new($pre).map_err($idx)?),
+            admission: $v::admission::GuestIndices::new($pre).ok().map(Arc::new),
+            priority: $v::priority::GuestIndices::new($pre).ok().map(Arc::new),
+            placement: $v::placement::GuestIndices::new($pre).ok().map(Arc::new),
+            preemption: $v::preemption::GuestIndices::new($pre).ok().map(Arc::new),
+        }
+    };
+}
 
 impl Runtime {
     /// Makes the engine, the linker and the epoch ticker.
@@ -42,6 +57,9 @@ impl Runtime {
         v01::FullPlugin::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)
             .and_then(|()| {
                 v02::FullPlugin::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)
+            })
+            .and_then(|()| {
+                v03::FullPlugin::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)
             })
             .map_err(|e| LoadError::Link(format!("{e:#}")))?;
         let stop = Arc::new(AtomicBool::new(false));
@@ -102,20 +120,9 @@ impl Runtime {
             .map_err(|e| LoadError::Link(format!("{e:#}")))?;
         let idx = |e: wasmtime::Error| LoadError::MissingExport(format!("{e:#}"));
         let indices = match version {
-            "0.1.0" => Indices::V01(Exports {
-                plugin: Arc::new(v01::plugin::GuestIndices::new(&pre).map_err(idx)?),
-                admission: v01::admission::GuestIndices::new(&pre).ok().map(Arc::new),
-                priority: v01::priority::GuestIndices::new(&pre).ok().map(Arc::new),
-                placement: v01::placement::GuestIndices::new(&pre).ok().map(Arc::new),
-                preemption: v01::preemption::GuestIndices::new(&pre).ok().map(Arc::new),
-            }),
-            _ => Indices::V02(Exports {
-                plugin: Arc::new(v02::plugin::GuestIndices::new(&pre).map_err(idx)?),
-                admission: v02::admission::GuestIndices::new(&pre).ok().map(Arc::new),
-                priority: v02::priority::GuestIndices::new(&pre).ok().map(Arc::new),
-                placement: v02::placement::GuestIndices::new(&pre).ok().map(Arc::new),
-                preemption: v02::preemption::GuestIndices::new(&pre).ok().map(Arc::new),
-            }),
+            "0.1.0" => Indices::V01(exports_of!(v01, &pre, idx)),
+            "0.2.0" => Indices::V02(exports_of!(v02, &pre, idx)),
+            _ => Indices::V03(exports_of!(v03, &pre, idx)),
         };
         let ty = component.component_type();
         let imports: Vec<String> = ty.imports(engine).map(|(n, _)| n.to_string()).collect();
@@ -186,10 +193,7 @@ fn check_metadata(indices: &Indices, m: &Metadata) -> Result<(), LoadError> {
             compatible_versions()
         )));
     }
-    let speaks = match indices {
-        Indices::V01(_) => "0.1.0",
-        Indices::V02(_) => "0.2.0",
-    };
+    let speaks = indices.version();
     if served_as(&m.contract) != Some(speaks) {
         return Err(LoadError::VersionMismatch(format!(
             "plugin {} says it was built for contract {} but exports {PACKAGE}@{speaks}",

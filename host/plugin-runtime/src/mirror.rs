@@ -1,12 +1,12 @@
-//! The host's side of a 0.2.0 plugin's view (`wit/0.2.0/README.md`): what each of the
+//! The host's side of a 0.2.0 or 0.3.0 plugin's view (`wit/0.2.0/README.md`): what each of the
 //! plugin's list arguments was sent by its previous call ([`HostMirror`]), the plugin's
 //! string table, the sync point of each call, and the deltas. After any fault, a fresh
 //! instance or an answer the engine refused, the next call is a full resend (`base = 0`).
 //!
 //! Owns: that state and the encoding of a call's lists. Does not own the delta's
-//! arithmetic (`gantry_contract::delta`) or making the calls (`calls_v02.rs`).
+//! arithmetic (`gantry_contract::delta`), lowering into a version's WIT types or making
+//! the calls (`calls_delta.rs`).
 
-use crate::bindings_v02::wit;
 use gantry_contract::delta::{Encoder, Mirrored, StringTable, renumbered_cycle};
 use gantry_contract::{Cycle, Job, Node, RunningJob, Symbol};
 use gantry_engine::{FaultKind, PolicyFault};
@@ -17,7 +17,7 @@ const TABLE_GROWTH: usize = 4;
 /// ... plus this many.
 const TABLE_SLACK: usize = 4096;
 
-/// How a 0.2 plugin's calls travelled, since the instance was made.
+/// How a 0.2 or 0.3 plugin's calls travelled, since the instance was made.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct MirrorStats {
     /// Calls made.
@@ -30,7 +30,14 @@ pub struct MirrorStats {
     pub fresh: u64,
 }
 
-/// What a 0.2 plugin has, as the host tracks it.
+/// A call's `sync-point`, before it is lowered into its version's WIT record.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SyncPoint {
+    pub(crate) generation: u64,
+    pub(crate) base: u64,
+}
+
+/// What a 0.2 or 0.3 plugin has, as the host tracks it.
 #[derive(Debug, Default)]
 pub(crate) struct HostMirror {
     pub(crate) stats: MirrorStats,
@@ -56,7 +63,7 @@ impl HostMirror {
 
     /// Starts a call: its sync point, the context with the plugin's symbols, and the
     /// translation of this call's symbols into the plugin's.
-    pub(crate) fn begin(&mut self, ctx: &Cycle) -> (wit::SyncPoint, wit::Cycle, Vec<Symbol>) {
+    pub(crate) fn begin(&mut self, ctx: &Cycle) -> (SyncPoint, Cycle, Vec<Symbol>) {
         if self.strings.len() > TABLE_GROWTH * ctx.strings.len() + TABLE_SLACK {
             self.base = 0;
         }
@@ -71,18 +78,14 @@ impl HostMirror {
         self.stats.calls += 1;
         self.generation += 1;
         let (tr, added) = self.strings.translate(&ctx.strings, ctx.strings_lineage);
-        let sync = wit::SyncPoint {
+        let sync = SyncPoint {
             generation: self.generation,
             base: self.base,
         };
-        (
-            sync,
-            wit::Cycle::from(&renumbered_cycle(ctx, &tr, added)),
-            tr,
-        )
+        (sync, renumbered_cycle(ctx, &tr, added), tr)
     }
 
-    pub(crate) fn succeeded(&mut self, sync: &wit::SyncPoint) {
+    pub(crate) fn succeeded(&mut self, sync: &SyncPoint) {
         self.base = sync.generation;
     }
 }
@@ -107,32 +110,32 @@ fn delta<T: Mirrored, L>(
     Ok((keep, list))
 }
 
-pub(crate) fn jobs(
+/// `now`'s jobs as a delta: `keep`, and the fresh ones lowered into a `job-list`.
+pub(crate) fn jobs<L: for<'a> FromIterator<&'a Job>>(
     stats: &mut MirrorStats,
     enc: &mut Encoder<Job>,
     now: &[Job],
     tr: &[Symbol],
-) -> Result<wit::JobDelta, PolicyFault> {
-    let (keep, fresh) = delta(stats, enc, now, tr, |f| f.iter().collect())?;
-    Ok(wit::JobDelta { keep, fresh })
+) -> Result<(Vec<u32>, L), PolicyFault> {
+    delta(stats, enc, now, tr, |f| f.iter().collect())
 }
 
-pub(crate) fn nodes(
+/// `now`'s nodes as a delta: `keep`, and the fresh ones lowered into a `node-list`.
+pub(crate) fn nodes<L: for<'a> From<&'a [Node]>>(
     stats: &mut MirrorStats,
     enc: &mut Encoder<Node>,
     now: &[Node],
     tr: &[Symbol],
-) -> Result<wit::NodeDelta, PolicyFault> {
-    let (keep, fresh) = delta(stats, enc, now, tr, |f| wit::NodeList::from(f))?;
-    Ok(wit::NodeDelta { keep, fresh })
+) -> Result<(Vec<u32>, L), PolicyFault> {
+    delta(stats, enc, now, tr, |f| L::from(f))
 }
 
-pub(crate) fn running(
+/// `now`'s running jobs as a delta: `keep`, and the fresh ones lowered into a `running-list`.
+pub(crate) fn running<L: for<'a> From<&'a [RunningJob]>>(
     stats: &mut MirrorStats,
     enc: &mut Encoder<RunningJob>,
     now: &[RunningJob],
     tr: &[Symbol],
-) -> Result<wit::RunningDelta, PolicyFault> {
-    let (keep, fresh) = delta(stats, enc, now, tr, |f| wit::RunningList::from(f))?;
-    Ok(wit::RunningDelta { keep, fresh })
+) -> Result<(Vec<u32>, L), PolicyFault> {
+    delta(stats, enc, now, tr, |f| L::from(f))
 }

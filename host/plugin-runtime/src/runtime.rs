@@ -7,6 +7,7 @@
 
 use crate::bindings::{self as v01, State};
 use crate::bindings_v02 as v02;
+use crate::bindings_v03 as v03;
 use gantry_contract::{Metadata, Stage};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -109,11 +110,21 @@ pub(crate) type Indices02 = Exports<
     v02::preemption::GuestIndices,
 >;
 
+/// The exports of a 0.3.0 component.
+pub(crate) type Indices03 = Exports<
+    v03::plugin::GuestIndices,
+    v03::admission::GuestIndices,
+    v03::priority::GuestIndices,
+    v03::placement::GuestIndices,
+    v03::preemption::GuestIndices,
+>;
+
 /// Which contract a component speaks, with its exports.
 #[derive(Clone)]
 pub(crate) enum Indices {
     V01(Indices01),
     V02(Indices02),
+    V03(Indices03),
 }
 
 impl Indices {
@@ -122,6 +133,16 @@ impl Indices {
         match self {
             Self::V01(x) => x.has(stage),
             Self::V02(x) => x.has(stage),
+            Self::V03(x) => x.has(stage),
+        }
+    }
+
+    /// The contract version the component speaks.
+    pub(crate) fn version(&self) -> &'static str {
+        match self {
+            Self::V01(_) => "0.1.0",
+            Self::V02(_) => "0.2.0",
+            Self::V03(_) => "0.3.0",
         }
     }
 }

@@ -180,6 +180,7 @@ impl World {
                         memory_mib: 81_920,
                         free_milli: free[g],
                         healthy: healthy[g],
+                        parent: None,
                     })
                     .collect(),
                 ..Node::default()
@@ -433,6 +434,7 @@ fn small(cycle: u64, pending: &[u64], running: bool) -> Snapshot {
                     memory_mib: 81_920,
                     free_milli: if taken(index) { 0 } else { 1000 },
                     healthy: true,
+                    parent: None,
                 })
                 .collect(),
             ..Node::default()

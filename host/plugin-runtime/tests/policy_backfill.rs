@@ -235,6 +235,7 @@ fn snapshot() -> (Cycle, Vec<Job>, Vec<Node>, Vec<RunningJob>) {
                         _ => 1000,
                     },
                     healthy: true,
+                    parent: None,
                 })
                 .collect(),
             revision: 0,

@@ -38,6 +38,7 @@ fn node(id: u32, gpus: u32) -> Node {
                 memory_mib: 80_000,
                 free_milli: 1000,
                 healthy: true,
+                parent: None,
             })
             .collect(),
         ..Default::default()
@@ -65,7 +66,7 @@ fn builtin_metadata_and_stages() {
     let rt = runtime();
     let fifo = rt.load(comp::FIFO).unwrap();
     assert_eq!(fifo.metadata().name, "fifo");
-    assert_eq!(fifo.metadata().contract, "0.2.0");
+    assert_eq!(fifo.metadata().contract, "0.3.0");
     assert_eq!(fifo.stages(), &[gantry_contract::Stage::Priority]);
     // The same crate built against 0.1 still loads, beside it.
     let fifo_v01 = rt.load(comp::FIFO_V01).unwrap();
@@ -77,7 +78,7 @@ fn builtin_metadata_and_stages() {
             .map(|e| e.rsplit_once('@').unwrap().1.to_string())
             .collect::<std::collections::BTreeSet<_>>()
     };
-    assert_eq!(speaks(&fifo).into_iter().collect::<Vec<_>>(), ["0.2.0"]);
+    assert_eq!(speaks(&fifo).into_iter().collect::<Vec<_>>(), ["0.3.0"]);
     assert_eq!(speaks(&fifo_v01).into_iter().collect::<Vec<_>>(), ["0.1.0"]);
     let ff = rt.load(comp::FIRST_FIT).unwrap();
     assert_eq!(ff.stages(), &[gantry_contract::Stage::Placement]);
@@ -156,7 +157,7 @@ fn other_contract_version_is_a_version_mismatch() {
     let text = err.to_string();
     assert!(matches!(err, LoadError::VersionMismatch(_)), "{text}");
     assert!(
-        text.contains("0.9.0") && text.contains("0.1.x, 0.2.x"),
+        text.contains("0.9.0") && text.contains("0.1.x, 0.2.x, 0.3.x"),
         "{text}"
     );
 }

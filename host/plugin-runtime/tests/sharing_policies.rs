@@ -45,6 +45,7 @@ fn node(id: u32, model: u32, free: &[u32], cpu: u32) -> Node {
                 memory_mib: 16_000,
                 free_milli: f,
                 healthy: true,
+                parent: None,
             })
             .collect(),
         ..Default::default()
@@ -310,6 +311,7 @@ fn openb(variant: &str, pods: usize) -> Option<(Cycle, Vec<Node>, Vec<Job>, Stri
                     memory_mib: 16_000,
                     free_milli: 1000,
                     healthy: true,
+                    parent: None,
                 })
                 .collect(),
             ..Default::default()

@@ -53,6 +53,7 @@ fn cluster() -> (Cycle, Vec<Node>, Vec<RunningJob>) {
                     _ => 1000,
                 },
                 healthy: true,
+                parent: None,
             })
             .collect();
         nodes.push(Node {

@@ -99,6 +99,7 @@ mod tests {
                     memory_mib: 80_000,
                     free_milli: 1000,
                     healthy: true,
+                    parent: None,
                 })
                 .collect(),
             ..Default::default()

@@ -90,6 +90,7 @@ fn full_node() -> Node {
                 memory_mib: 1,
                 free_milli: 0,
                 healthy: true,
+                parent: None,
             })
             .collect(),
         ..Default::default()

@@ -254,6 +254,7 @@ mod tests {
                     memory_mib: 1,
                     free_milli: 0,
                     healthy: true,
+                    parent: None,
                 })
                 .collect(),
             ..Default::default()

@@ -82,6 +82,7 @@ fn nodes(count: u32, running: &[RunningJob], extra: &[(u32, u32)]) -> Vec<Node> 
                     memory_mib: 80_000,
                     free_milli: 1000,
                     healthy: true,
+                    parent: None,
                 })
                 .collect(),
             ..Default::default()

@@ -97,6 +97,7 @@ fn nodes(
                     memory_mib: 80_000,
                     free_milli: 1000,
                     healthy: true,
+                    parent: None,
                 })
                 .collect(),
             ..Default::default()

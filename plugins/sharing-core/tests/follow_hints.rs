@@ -48,6 +48,7 @@ fn cluster() -> Vec<Node> {
                     memory_mib: 16_000,
                     free_milli: 1000,
                     healthy: true,
+                    parent: None,
                 })
                 .collect(),
             ..Default::default()

@@ -32,6 +32,7 @@ fn gpu() -> impl Strategy<Value = Gpu> {
             memory_mib: 16_000,
             free_milli: free,
             healthy,
+            parent: None,
         })
 }
 

@@ -13,6 +13,7 @@ use crate::types::{
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 
+mod mig_slices;
 mod spread;
 pub use spread::{NODES_LABEL, block_size, spread_shortage};
 
@@ -102,11 +103,13 @@ impl std::fmt::Display for BookError {
 impl std::error::Error for BookError {}
 
 #[derive(Debug, Clone)]
-struct GpuSlot {
+pub(crate) struct GpuSlot {
     index: u32,
     model_index: Option<usize>,
     free_milli: u32,
     healthy: bool,
+    /// The GPU a MIG slice is carved from (contract 0.3).
+    parent: Option<u32>,
 }
 
 #[derive(Debug, Clone)]
@@ -174,6 +177,7 @@ impl ClusterModel {
                         model_index: ctx.model_index(g.model),
                         free_milli: g.free_milli,
                         healthy: g.healthy,
+                        parent: g.parent,
                     })
                     .collect(),
             })
@@ -219,21 +223,22 @@ impl ClusterModel {
         }
         let usable = |g: &&GpuSlot| g.healthy && group.allows_model(g.model_index);
         let gpus = if group.gpus > 0 {
-            let whole: Vec<GpuShare> = slot
+            let free: Vec<&GpuSlot> = slot
                 .gpus
                 .iter()
                 .filter(usable)
                 .filter(|g| g.free_milli == MILLI_PER_GPU)
-                .take(group.gpus as usize)
+                .collect();
+            if free.len() < group.gpus as usize {
+                return None;
+            }
+            mig_slices::slices_packed(&slot.gpus, free, group.gpus as usize)
+                .into_iter()
                 .map(|g| GpuShare {
                     index: g.index,
                     milli: MILLI_PER_GPU,
                 })
-                .collect();
-            if whole.len() < group.gpus as usize {
-                return None;
-            }
-            whole
+                .collect()
         } else if group.gpu_milli > 0 {
             // Best fit: the usable GPU with the least free share that still fits.
             let best = slot

@@ -1,4 +1,4 @@
-//! The policy contract (`wit/`, packages `gantry:policy@0.1.0` and `@0.2.0`) as plain Rust.
+//! The policy contract (`wit/`, packages `gantry:policy@0.1.0`, `@0.2.0` and `@0.3.0`) as plain Rust.
 //!
 //! Owns: the data a policy sees ([`types`]), what each stage returns ([`stages`]), the
 //! stage traits (the one definition of each stage's signature: plugins implement them,
@@ -28,10 +28,10 @@ pub use types::*;
 
 /// The newest contract version: the WIT package version of `wit/<version>/` (tied
 /// together by `tests/contract_version.rs`).
-pub const CONTRACT_VERSION: &str = "0.2.0";
+pub const CONTRACT_VERSION: &str = "0.3.0";
 
-/// Every version the host serves, oldest first: a 0.1 plugin keeps loading beside 0.2.
-pub const SERVED_VERSIONS: &[&str] = &["0.1.0", "0.2.0"];
+/// Every version the host serves, oldest first: 0.1 and 0.2 plugins keep loading beside 0.3.
+pub const SERVED_VERSIONS: &[&str] = &["0.1.0", "0.2.0", "0.3.0"];
 
 /// The served version a plugin built for contract `version` runs as: while the major
 /// version is 0, major and minor must match one served version and a patch must be given
@@ -51,7 +51,7 @@ pub fn is_compatible(version: &str) -> bool {
     served_as(version).is_some()
 }
 
-/// The versions [`is_compatible`] accepts, as messages name them (`0.1.x, 0.2.x`).
+/// The versions [`is_compatible`] accepts, as messages name them (`0.1.x, 0.2.x, 0.3.x`).
 pub fn compatible_versions() -> String {
     SERVED_VERSIONS
         .iter()

@@ -194,6 +194,10 @@ pub struct Gpu {
     pub free_milli: u32,
     /// False after a fatal device error.
     pub healthy: bool,
+    /// For a MIG slice, the device index of the physical GPU it is carved from (contract
+    /// 0.3.0; plugins of older versions are sent none and see `None`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<u32>,
 }
 
 /// A node and what is free on it.

@@ -53,12 +53,14 @@ pub fn vec_into<A: Into<B>, B>(v: Vec<A>) -> Vec<B> {
 /// `wit/` into the calling crate (where the generated types are local). Name the generated
 /// modules: `types` (the `types` interface), `host`, and the exported interfaces; and how
 /// `score` and `place` answer: `answers: nested` (0.1's `list<scored>` and `plan`) or
-/// `answers: flat` (0.2's `scores` and `placed`).
+/// `answers: flat` (0.2's and 0.3's `scores` and `placed`); and what a GPU carries:
+/// `gpus: unparented` (0.1, 0.2) or `gpus: parented` (0.3's `gpu.parent`).
 ///
 /// ```ignore
 /// gantry_contract::wit_conversions! {
 ///     types: wit, host: host, plugin: plugin, admission: admission,
 ///     priority: priority, placement: placement, preemption: preemption, answers: nested,
+///     gpus: unparented,
 /// }
 /// ```
 ///
@@ -79,10 +81,22 @@ macro_rules! wit_conversions {
         priority: $pri:ident,
         placement: $pla:ident,
         preemption: $pre:ident,
-        answers: $answers:ident $(,)?
+        answers: $answers:ident,
+        gpus: $gpus:ident $(,)?
     ) => {
         $crate::wit_conversions!(@common $w, $host, $plugin, $adm, $pri, $pla, $pre);
         $crate::wit_conversions!(@answers $answers, $w, $pri, $pla);
+        $crate::wit_conversions!(@gpus $gpus, $w);
+    };
+    (@gpus unparented, $w:ident) => {
+        $crate::wit_conversions!(@copy $crate::Gpu, $w::Gpu, {
+            index, model, memory_mib, free_milli, healthy
+        } only_ours { parent });
+    };
+    (@gpus parented, $w:ident) => {
+        $crate::wit_conversions!(@copy $crate::Gpu, $w::Gpu, {
+            index, model, memory_mib, free_milli, healthy, parent
+        });
     };
     (@answers nested, $w:ident, $pri:ident, $pla:ident) => {
         $crate::wit_conversions!(@record $crate::Scored, $pri::Scored, { score, tier, note ; });
@@ -108,9 +122,6 @@ macro_rules! wit_conversions {
         $crate::wit_conversions!(@copy $crate::Label, $w::Label, { key, value });
         $crate::wit_conversions!(@copy $crate::TaskGroup, $w::TaskGroup, {
             count, gpus, gpu_milli, cpu_milli, memory_mib, gpu_model_mask
-        });
-        $crate::wit_conversions!(@copy $crate::Gpu, $w::Gpu, {
-            index, model, memory_mib, free_milli, healthy
         });
         $crate::wit_conversions!(@copy $crate::GpuShare, $w::GpuShare, { index, milli });
 
@@ -154,8 +165,9 @@ macro_rules! wit_conversions {
         $crate::__wit_flat_lists!($w);
     };
 
-    // Both ways, by reference and by value, for records whose fields are all `Copy`.
-    (@copy $a:ty, $b:ty, { $($f:ident),+ $(,)? }) => {
+    // Both ways, by reference and by value, for records whose fields are all `Copy`;
+    // `only_ours` names fields an older WIT lacks (dropped going out, default coming in).
+    (@copy $a:ty, $b:ty, { $($f:ident),+ $(,)? } $(only_ours { $($o:ident),* })?) => {
         impl ::core::convert::From<&$a> for $b {
             fn from(x: &$a) -> Self {
                 Self { $($f: x.$f,)+ }
@@ -163,7 +175,7 @@ macro_rules! wit_conversions {
         }
         impl ::core::convert::From<&$b> for $a {
             fn from(x: &$b) -> Self {
-                Self { $($f: x.$f,)+ }
+                Self { $($f: x.$f,)+ $($($o: Default::default(),)*)? }
             }
         }
         impl ::core::convert::From<$a> for $b {

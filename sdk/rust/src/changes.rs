@@ -4,13 +4,13 @@
 //!
 //! Under contract 0.2 the SDK's mirror receives each list as a delta (`keep`: for each
 //! element of the new list, the position of the same element in the previous list, or
-//! [`FRESH`] for one that is new or changed). The exporter (`wasm_v02.rs`) makes those
+//! [`FRESH`] for one that is new or changed). The exporter (`wasm_delta.rs`) makes those
 //! `keep` vectors visible here for the length of one stage call. Everywhere else (a
 //! plugin called natively, a 0.1 component, the first call, the call after a full
 //! resend) there is no hint, and [`with_changes`] passes `None`: the plugin rebuilds.
 //!
 //! Owns: the per-call hint and its lifetime. Does not own the delta format
-//! (`gantry_contract::delta`) or the mirror (`wasm_v02.rs`).
+//! (`gantry_contract::delta`) or the mirror (`wasm_delta.rs`).
 
 pub use gantry_contract::delta::FRESH;
 use std::cell::RefCell;

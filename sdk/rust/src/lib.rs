@@ -25,15 +25,19 @@ pub mod changes;
 #[cfg(all(target_arch = "wasm32", feature = "contract-0-1"))]
 #[doc(hidden)]
 pub mod wasm;
-#[cfg(target_arch = "wasm32")]
-mod wasm_instance;
 #[cfg(all(target_arch = "wasm32", not(feature = "contract-0-1")))]
 #[doc(hidden)]
-pub mod wasm_v02;
+pub mod wasm_delta;
+#[cfg(target_arch = "wasm32")]
+mod wasm_instance;
 
-/// The contract version a component built with this SDK exports: `0.2.0` (incremental
-/// inputs), or `0.1.0` with the feature `contract-0-1`. The stage traits are the same.
-#[cfg(not(feature = "contract-0-1"))]
+/// The contract version a component built with this SDK exports: `0.3.0` (incremental
+/// inputs, MIG slices name their GPU), `0.2.0` with the feature `contract-0-2`, or `0.1.0`
+/// with `contract-0-1` (which wins over `contract-0-2`). The stage traits are the same.
+#[cfg(not(any(feature = "contract-0-1", feature = "contract-0-2")))]
+pub const SDK_CONTRACT: &str = "0.3.0";
+/// The contract version a component built with this SDK exports (feature `contract-0-2`).
+#[cfg(all(feature = "contract-0-2", not(feature = "contract-0-1")))]
 pub const SDK_CONTRACT: &str = "0.2.0";
 /// The contract version a component built with this SDK exports (feature `contract-0-1`).
 #[cfg(feature = "contract-0-1")]
@@ -77,7 +81,7 @@ pub fn log(level: LogLevel, message: &str) {
     #[cfg(all(target_arch = "wasm32", feature = "contract-0-1"))]
     wasm::log(level, message);
     #[cfg(all(target_arch = "wasm32", not(feature = "contract-0-1")))]
-    wasm_v02::log(level, message);
+    wasm_delta::log(level, message);
     #[cfg(not(target_arch = "wasm32"))]
     let _ = (level, message);
 }
@@ -153,8 +157,8 @@ macro_rules! __gantry_export_glue {
 macro_rules! __gantry_export_glue {
     ($plugin:ty) => {
         #[cfg(target_arch = "wasm32")]
-        type __GantryExporter = $crate::wasm_v02::Exporter<$plugin>;
+        type __GantryExporter = $crate::wasm_delta::Exporter<$plugin>;
         #[cfg(target_arch = "wasm32")]
-        $crate::wasm_v02::__export_full_plugin_v02!(__GantryExporter with_types_in $crate::wasm_v02);
+        $crate::wasm_delta::__export_full_plugin_delta!(__GantryExporter with_types_in $crate::wasm_delta);
     };
 }

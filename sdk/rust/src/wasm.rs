@@ -33,6 +33,7 @@ gantry_contract::wit_conversions! {
     placement: placement,
     preemption: preemption,
     answers: nested,
+    gpus: unparented,
 }
 
 /// Routes the component's exports to the plugin of type `T`.

@@ -1,6 +1,6 @@
 //! The one instance of the exported plugin type in a component, and the answer of a stage
 //! it does not implement, shared by the exporters of both contract versions (`wasm.rs`,
-//! `wasm_v02.rs`). Only compiled for wasm32.
+//! `wasm_delta.rs`). Only compiled for wasm32.
 
 use crate::DynPlugin;
 use std::any::Any;

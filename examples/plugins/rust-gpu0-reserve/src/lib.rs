@@ -178,6 +178,7 @@ mod tests {
                     memory_mib: 1,
                     free_milli: 1000,
                     healthy: true,
+                    parent: None,
                 })
                 .collect(),
             ..Default::default()

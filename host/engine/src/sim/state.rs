@@ -114,6 +114,7 @@ impl SimState {
                     memory_mib: n.gpu_memory_mib,
                     free_milli: MILLI_PER_GPU,
                     healthy: true,
+                    parent: None,
                 })
                 .collect(),
             revision: next_revision(),

@@ -30,11 +30,14 @@ use std::process::Command;
 /// The manifest's file name.
 pub const MANIFEST: &str = "gantry-plugin.toml";
 
-/// The contract version new projects build against.
-/// The contract a new project speaks: the newest (0.2, incremental inputs; the SDKs keep
-/// the view: the Rust SDK by default, Python and JavaScript through `gantry_incremental`).
-fn contract_for(_lang: Lang) -> &'static str {
-    gantry_contract::CONTRACT_VERSION
+/// The contract a new project speaks: for Rust the newest (the SDK's default, 0.3); for
+/// Python and JavaScript 0.2, the newest their SDKs build (`gantry_incremental` keeps the
+/// view; 0.3 adds only `gpu.parent`, which those SDKs do not model yet).
+fn contract_for(lang: Lang) -> &'static str {
+    match lang {
+        Lang::Rust => gantry_contract::CONTRACT_VERSION,
+        Lang::Python | Lang::Js => "0.2.0",
+    }
 }
 
 /// The folder a checkout must have.

@@ -1,4 +1,4 @@
-//! The conformance runner's checks of a contract 0.2 plugin's mirror (`wit/0.2.0/`): on
+//! The conformance runner's checks of an incremental (0.2 or later) plugin's mirror: on
 //! each built-in scenario and each stage it implements, one instance is called on the
 //! scenario, then on a changed copy (a delta: a job gone, a node's GPUs taken, every
 //! symbol re-numbered), then, after the host forgets what it sent (as after a trap), on the
@@ -108,7 +108,7 @@ fn forget(pipe: &mut Pipeline, stage: Stage) {
     }
 }
 
-/// The three checks of one stage on one scenario (a 0.2 plugin only).
+/// The three checks of one stage on one scenario (an incremental plugin only).
 pub(super) fn check(
     plugin: &LoadedPlugin,
     stage: Stage,
@@ -140,10 +140,16 @@ pub(super) fn check(
     })();
     let cases = match outcome {
         Ok(c) => c,
-        Err(e) => return report.add(false, format!("{stage} on {} (0.2)", s.name), e.to_string()),
+        Err(e) => {
+            return report.add(
+                false,
+                format!("{stage} on {} (incremental)", s.name),
+                e.to_string(),
+            );
+        }
     };
     for (what, got, want) in cases {
-        let name = format!("{stage} on {} after {what} (0.2)", s.name);
+        let name = format!("{stage} on {} after {what} (incremental)", s.name);
         let faults = faults_text(&got);
         if !faults.is_empty() {
             report.add(false, name, faults);

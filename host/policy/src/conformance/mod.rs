@@ -1,7 +1,7 @@
 //! `gantry plugin test PLUGIN.wasm`: the language-neutral conformance runner. It loads
 //! any component in the real runtime, checks its metadata, contract version and WASI
 //! imports against the allow-list, runs every stage it implements on the built-in
-//! scenarios (for a contract 0.2 plugin, also after a delta and after a full resend:
+//! scenarios (for a contract 0.2 or 0.3 plugin, also after a delta and after a full resend:
 //! `incremental.rs`) and on the author's scenario files, and reports invalid output, faults,
 //! deadline overruns and per-call time. Exit status: 0 when every check passes.
 //!
@@ -127,7 +127,8 @@ pub fn run(opts: &Options) -> anyhow::Result<Report> {
     }
     report.add(true, format!("configure({})", opts.config), "accepted");
     let defaults = Defaults::load(&rt)?;
-    let incremental = plugin.metadata().contract.starts_with("0.2.");
+    // 0.2 and later keep a mirror; only 0.1 sends every list whole.
+    let incremental = !plugin.metadata().contract.starts_with("0.1.");
     for scenario in scenarios::builtin() {
         for &stage in plugin.stages() {
             run_stage(&plugin, stage, &scenario, opts, &defaults, &mut report);

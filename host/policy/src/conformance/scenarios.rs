@@ -114,6 +114,7 @@ impl Builder {
                     memory_mib: 81_920,
                     free_milli: if index < busy { 0 } else { 1000 },
                     healthy: true,
+                    parent: None,
                 })
                 .collect(),
             revision: 0,

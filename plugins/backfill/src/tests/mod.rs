@@ -65,6 +65,7 @@ pub fn node(id: u32, gpus: u32) -> Node {
                 memory_mib: 81_920,
                 free_milli: 1000,
                 healthy: true,
+                parent: None,
             })
             .collect(),
         ..Default::default()

@@ -36,6 +36,7 @@ pub(crate) fn node(id: u32, model: u32, free: &[u32], cpu: u32) -> Node {
                 memory_mib: 16_000,
                 free_milli: f,
                 healthy: true,
+                parent: None,
             })
             .collect(),
         ..Default::default()

@@ -135,6 +135,7 @@ mod tests {
                     memory_mib: 80_000,
                     free_milli: if i < free_gpus { 1000 } else { 0 },
                     healthy: true,
+                    parent: None,
                 })
                 .collect(),
             ..Default::default()

@@ -1,5 +1,5 @@
 //! Applying a delta: the list of this call from the previous one, `keep` and the fresh
-//! elements, by moves. Used by the guest (`sdk/rust/src/wasm_v02.rs`) and by the host's
+//! elements, by moves. Used by the guest (`sdk/rust/src/wasm_delta.rs`) and by the host's
 //! own copy of what it sent (`encoder.rs`).
 //!
 //! Owns [`apply`] and its checks. Does not own making deltas (`encoder.rs`).

@@ -6,7 +6,7 @@
 //!
 //! Owns: the delta's arithmetic and the symbol re-numbering. Does not own: the WIT types
 //! or calling a plugin (`host/plugin-runtime/src/mirror.rs` on the host,
-//! `sdk/rust/src/wasm_v02.rs` in the guest), or deciding when to resend in full.
+//! `sdk/rust/src/wasm_delta.rs` in the guest), or deciding when to resend in full.
 
 use crate::types::{Cycle, Job, JobId, Label, Node, NodeId, RunningJob, Symbol};
 use std::collections::HashMap;

@@ -4,7 +4,7 @@
 //! Lowered from the plugin's answer by value (the plugin's side) and lifted back with
 //! every range and index checked (the host's side: one outside its list is an error
 //! naming it, never a panic). Expanded by [`wit_conversions!`](crate::wit_conversions)
-//! with `answers: flat` (0.2's bindings only); 0.1 answers nested records.
+//! with `answers: flat` (the bindings of 0.2 and 0.3); 0.1 answers nested records.
 //!
 //! Owns: that part of the mapping. Does not own the answers' checks beyond their ranges
 //! (`host/engine/src/validate.rs`, `host/engine/src/stage_calls.rs`).

@@ -1,4 +1,6 @@
-//! The wasm32 side of the SDK for contract 0.2 (`wit/0.2.0/`): WIT bindings, the
+//! The wasm32 side of the SDK for the incremental contracts, 0.3 (`wit/0.3.0/`, the
+//! default) and 0.2 (`wit/0.2.0/`, feature `contract-0-2`), which differ only in
+//! `gpu.parent`: WIT bindings, the
 //! exporter, and the mirror that keeps what the host sent so that each call carries only
 //! what changed (`gantry_contract::delta::apply`). The author's stage traits are the same
 //! as for 0.1: the mirror rebuilds `&[Job]`, `&[Node]` and `&[RunningJob]` by moves and
@@ -17,17 +19,28 @@ use gantry_contract::wit_convert::vec_into;
 use std::cell::RefCell;
 use std::marker::PhantomData;
 
+#[cfg(not(feature = "contract-0-2"))]
+wit_bindgen::generate!({
+    path: "../../wit/0.3.0",
+    world: "full-plugin",
+    pub_export_macro: true,
+    export_macro_name: "__export_full_plugin_delta",
+    default_bindings_module: "gantry_sdk::wasm_delta",
+});
+
+#[cfg(feature = "contract-0-2")]
 wit_bindgen::generate!({
     path: "../../wit/0.2.0",
     world: "full-plugin",
     pub_export_macro: true,
-    export_macro_name: "__export_full_plugin_v02",
-    default_bindings_module: "gantry_sdk::wasm_v02",
+    export_macro_name: "__export_full_plugin_delta",
+    default_bindings_module: "gantry_sdk::wasm_delta",
 });
 
 use exports::gantry::policy::{admission, placement, plugin, preemption, priority};
 use gantry::policy::{host, types as w};
 
+#[cfg(not(feature = "contract-0-2"))]
 gantry_contract::wit_conversions! {
     types: w,
     host: host,
@@ -37,6 +50,20 @@ gantry_contract::wit_conversions! {
     placement: placement,
     preemption: preemption,
     answers: flat,
+    gpus: parented,
+}
+
+#[cfg(feature = "contract-0-2")]
+gantry_contract::wit_conversions! {
+    types: w,
+    host: host,
+    plugin: plugin,
+    admission: admission,
+    priority: priority,
+    placement: placement,
+    preemption: preemption,
+    answers: flat,
+    gpus: unparented,
 }
 
 /// What the host sent, per argument: each list as of this plugin's previous call.
