@@ -6,7 +6,7 @@
 //!
 //! Proved here: per-job utilization and memory equal the scenario's processes; a `gantry
 //! run` session idle past its window is warned in its terminal, gets its checkpoint signal
-//! (SIGTERM), ends `preempted` with the reason, and its GPU goes to the waiting job; a busy
+//! (SIGTERM) only `warn_s` after the warning, ends `preempted` with the reason, and its GPU goes to the waiting job; a busy
 //! notebook that did not consent to preemption keeps running; accounting records GPU time
 //! used next to GPU time held.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -49,7 +49,7 @@ fn an_idle_notebook_is_warned_then_ended_for_a_waiting_job_while_a_busy_one_stay
         "priority": [{"plugin": "fifo"}],
         "placement": {"plugin": "first-fit"},
         "preemption": {"plugin": "idle-reclaim", "config": {"rules": [
-            {"queue": "*", "threshold_percent": 5, "window_s": 3, "grace_s": 2, "kinds": ["interactive"]}
+            {"queue": "*", "threshold_percent": 5, "window_s": 3, "warn_s": 5, "grace_s": 2, "kinds": ["interactive"]}
         ]}},
     });
     let (status, body) = d.put("/v1/policy", &pipeline);
@@ -59,9 +59,11 @@ fn an_idle_notebook_is_warned_then_ended_for_a_waiting_job_while_a_busy_one_stay
     let out = d.out_dir();
     std::fs::create_dir_all(&out).unwrap();
     let idle_pid = out.join("idle.pid");
+    let signalled = out.join("idle.signalled");
     let script = format!(
-        "echo $$ > {}; trap 'echo checkpoint-signal; exit 0' TERM; echo notebook-up; while :; do sleep 0.1; done",
-        idle_pid.display()
+        "echo $$ > {}; trap 'echo checkpoint-signal; touch {}; exit 0' TERM; echo notebook-up; while :; do sleep 0.1; done",
+        idle_pid.display(),
+        signalled.display()
     );
     let stderr_path = dir.path().join("run.stderr");
     let run = Command::new(gantry_bin())
@@ -129,12 +131,26 @@ fn an_idle_notebook_is_warned_then_ended_for_a_waiting_job_while_a_busy_one_stay
 
     // A job of the same queue waits for a GPU: the idle notebook is reclaimed for it.
     let waiting = d.submit(&d.shell_job("waiting", 1, 1, "echo got-a-gpu"));
+    // Warned first: told, still running, not yet signalled (the signal is 5 s away).
+    let warned = d.wait_for("the warning", WAIT, || {
+        let job = d.job(idle_id);
+        let message = job["reason"]["message"].as_str()?.to_string();
+        message.contains("checkpoint signal in 5 s").then_some(job)
+    });
+    assert_eq!(warned["state"], "running", "{warned}");
+    assert!(
+        !signalled.exists(),
+        "the checkpoint signal came with the warning: {warned}"
+    );
     let ended = d.wait_state(idle_id, "preempted");
     let reason = ended["reason"]["message"].as_str().unwrap_or_default();
     assert!(
         reason.contains("idle GPU reclaim") && reason.contains(&format!("job {waiting} waits")),
         "{ended}"
     );
+    // Not requeued (it would take the GPU back, still idle): it did not consent.
+    assert_eq!(ended["requeues"], 0, "{ended}");
+    assert!(reason.contains("not requeued"), "{ended}");
     d.wait_state(waiting, "succeeded");
     assert_eq!(
         d.job(busy_id)["state"],
@@ -147,13 +163,20 @@ fn an_idle_notebook_is_warned_then_ended_for_a_waiting_job_while_a_busy_one_stay
     let stdout = String::from_utf8_lossy(&finished.stdout);
     let stderr = std::fs::read_to_string(&stderr_path).unwrap();
     assert!(
-        stderr.contains(&format!("gantry: job {idle_id}: to be stopped in 2 s"))
-            && stderr.contains("idle GPU reclaim"),
+        stderr.contains(&format!(
+            "gantry: job {idle_id}: to be stopped in 7 s (checkpoint signal in 5 s)"
+        )) && stderr.contains("idle GPU reclaim"),
         "{stderr}"
     );
     assert!(stdout.contains("checkpoint-signal"), "{stdout}\n{stderr}");
+    assert!(signalled.exists(), "{stdout}");
     let (_, events) = d.get(&format!("/v1/jobs/{idle_id}/events"));
-    assert!(events.to_string().contains("idle GPU reclaim"), "{events}");
+    let events = events.to_string();
+    assert!(events.contains("idle GPU reclaim"), "{events}");
+    assert!(
+        events.contains("checkpoint signal 15 sent after the warning"),
+        "{events}"
+    );
 
     // Accounting: the idle notebook held a GPU and used none of it.
     let (_, acct) = d.get(&format!("/v1/accounting?job={idle_id}"));

@@ -1,5 +1,5 @@
 //! Applying a cycle's outcome: committing its starts (then launching them off the lock),
-//! asking evicted jobs to stop, recording pending reasons, priorities and faults; and the
+//! asking evicted jobs to stop (`evictions.rs`), recording pending reasons, priorities and faults; and the
 //! job directory's paths (from `job_paths.rs`), writing a record, events.
 //!
 //! Owns: turning a cycle's decisions into transitions (`transition.rs` applies them).
@@ -11,7 +11,7 @@ use super::start_commit::{self, Started};
 use super::task_env::gpu_list;
 use super::transition::{StartedRun, Transition};
 use super::{Scheduler, lock, now_ms};
-use gantry_api::model::{GpuShareView, JobRecord, JobState, ReasonView, StopCause, TaskRecord};
+use gantry_api::model::{GpuShareView, JobRecord, JobState, ReasonView, TaskRecord};
 use gantry_engine::{CycleOutcome, StartDecision};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -83,47 +83,7 @@ impl Scheduler {
             }
         }
         for ev in &outcome.evictions {
-            let Some(mut job) = st.jobs.edit(ev.job) else {
-                continue;
-            };
-            if job.state != JobState::Running || job.stopping.is_some() {
-                continue;
-            }
-            let evicted = StopCause::Evicted {
-                for_job: ev.for_job,
-            };
-            job.apply_or_log(Transition::StopRequested(evicted));
-            // The warning: `gantry run` prints a running job's reason as a notice
-            // (`api/attach.rs`), and the job's end keeps it.
-            job.annotate(Annotation::Reason(ReasonView {
-                stage: "preemption".into(),
-                code: ev.reason.code,
-                message: format!(
-                    "to be stopped in {} s (checkpoint signal now): {}",
-                    ev.grace_s, ev.reason.message
-                ),
-                plugin: String::new(),
-                cycle: outcome.cycle_id,
-                priority_note: None,
-            }));
-            super::job_trace::job_event(job.id, "evicted", outcome.cycle_id, &ev.reason.message);
-            // The job's own warning signal first (so it can checkpoint), SIGKILL after the grace.
-            let first = job
-                .spec
-                .signal
-                .as_ref()
-                .and_then(|w| w.number().ok())
-                .unwrap_or(libc::SIGTERM);
-            self.stop_tasks_with(&job, first, Duration::from_secs(u64::from(ev.grace_s)));
-            drop(job);
-            self.event(
-                ev.job,
-                "evicted",
-                format!(
-                    "for job {}: {} (grace {} s)",
-                    ev.for_job, ev.reason.message, ev.grace_s
-                ),
-            );
+            self.evict(&mut st, ev, outcome.cycle_id);
         }
         if !outcome.evictions.is_empty() {
             self.flush();

@@ -21,6 +21,7 @@ mod apply;
 mod cycle_inputs;
 pub mod decisions;
 pub mod enrolment;
+mod evictions;
 pub mod facade;
 mod fault_log;
 mod gpu_health;
@@ -337,6 +338,7 @@ impl Scheduler {
                 }
             }
             self.enforce_time_limits();
+            self.send_due_signals();
             self.restart_due_services();
             let me = self.clone();
             if let Err(e) = tokio::task::spawn_blocking(move || {

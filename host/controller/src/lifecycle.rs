@@ -98,19 +98,26 @@ impl Scheduler {
                 format!("killed at its time limit of {} s", job.spec.time_limit_s),
             ),
             (Some(StopCause::Evicted { for_job }), _) => {
-                // The preemption stage's reason, set when it was evicted (`apply.rs`).
+                // The preemption stage's reason, set when it was evicted (`evictions.rs`).
                 let why = match job.reason.as_ref().filter(|r| r.stage == "preemption") {
                     Some(r) => format!("evicted for job {for_job}, {}", r.message),
                     None => format!("evicted for job {for_job}"),
                 };
-                if job.spec.requeue && self.requeue(job, ReasonCode::Preempted, &why) {
+                // Only a job that consented to preemption goes back to the queue: one that
+                // did not was evicted as an idle interactive job (the engine allows no other,
+                // `validate.rs`), and requeued it would take the GPU back, still idle.
+                if job.spec.requeue
+                    && job.spec.preemptible
+                    && self.requeue(job, ReasonCode::Preempted, &why)
+                {
                     return;
                 }
-                (
-                    JobState::Preempted,
-                    "preempted",
-                    self.not_requeued(job, why),
-                )
+                let why = if job.spec.preemptible {
+                    self.not_requeued(job, why)
+                } else {
+                    format!("{why}; not requeued: it was idle and did not consent to preemption")
+                };
+                (JobState::Preempted, "preempted", why)
             }
             (Some(StopCause::Requeue), _) => {
                 // Asked for by its owner: whether the job asked for requeues on eviction

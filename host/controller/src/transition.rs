@@ -16,7 +16,7 @@
 //! lifecycle: they are `job_edit::Annotation`s.
 
 use gantry_api::model::{
-    HoldRole, JobRecord, JobSpec, JobState, ReasonView, StopCause, TaskRecord,
+    DueSignal, HoldRole, JobRecord, JobSpec, JobState, ReasonView, StopCause, TaskRecord,
 };
 use gantry_contract::ReasonCode;
 use gantry_node::executor::{TaskExit, TaskUsage};
@@ -61,6 +61,10 @@ pub(crate) enum Transition {
     StopRequested(StopCause),
     /// The warning signal before the time limit was sent.
     Warned,
+    /// An evicted job was warned; its checkpoint signal is sent when due.
+    SignalScheduled(DueSignal),
+    /// The signal scheduled was sent.
+    DueSignalSent,
     /// running, every task ended → pending for a new run, counted against the requeue limit.
     Requeued { reason: ReasonView },
     /// running, no task ever launched (a daemon restart in between) → pending; not counted.
@@ -113,6 +117,8 @@ impl Transition {
             Self::ServiceRelaunched { .. } => "service-relaunched",
             Self::StopRequested(_) => "stop-requested",
             Self::Warned => "warned",
+            Self::SignalScheduled(_) => "signal-scheduled",
+            Self::DueSignalSent => "due-signal-sent",
             Self::Requeued { .. } => "requeued",
             Self::Unlaunched { .. } => "unlaunched",
             Self::Finished { .. } => "finished",
@@ -165,6 +171,7 @@ pub(crate) fn apply(job: &mut JobRecord, t: Transition) -> Result<(), IllegalTra
             job.end_ms = None;
             job.exit_code = None;
             job.stopping = None;
+            job.signal_due = None;
             job.reason = None;
             job.tier = run.tier;
             job.score = run.score;
@@ -218,6 +225,8 @@ pub(crate) fn apply(job: &mut JobRecord, t: Transition) -> Result<(), IllegalTra
             }
         }
         Transition::Warned => job.warned = true,
+        Transition::SignalScheduled(due) => job.signal_due = Some(due),
+        Transition::DueSignalSent => job.signal_due = None,
         Transition::Requeued { reason } => {
             back_to_pending(job, reason);
             job.requeues += 1;
@@ -238,6 +247,7 @@ pub(crate) fn apply(job: &mut JobRecord, t: Transition) -> Result<(), IllegalTra
         } => {
             job.state = state;
             job.stopping = None;
+            job.signal_due = None;
             job.restart_at_ms = None;
             job.exit_code = Some(exit_code);
             job.end_ms = Some(end_ms);
@@ -285,6 +295,7 @@ fn back_to_pending(job: &mut JobRecord, reason: ReasonView) {
     job.state = JobState::Pending;
     job.start_ms = None;
     job.stopping = None;
+    job.signal_due = None;
     job.reason = Some(reason);
 }
 
@@ -330,9 +341,10 @@ fn check(job: &JobRecord, t: &Transition) -> Result<(), &'static str> {
                 "a service is relaunched once all its tasks ended",
             )
         }
-        Transition::StopRequested(_) | Transition::Warned => {
-            ok_if(running, "only a running job is stopped or warned")
-        }
+        Transition::StopRequested(_)
+        | Transition::Warned
+        | Transition::SignalScheduled(_)
+        | Transition::DueSignalSent => ok_if(running, "only a running job is stopped or warned"),
         Transition::Requeued { .. } => {
             ok_if(running, "only a run is requeued")?;
             ok_if(all_ended, "a run is requeued once all its tasks ended")

@@ -269,6 +269,12 @@ fn any_transition() -> impl Strategy<Value = Transition> {
         Just(Transition::ServiceRelaunched { at_ms: 40 }),
         cause.prop_map(Transition::StopRequested),
         Just(Transition::Warned),
+        (0..100u64).prop_map(|at_ms| Transition::SignalScheduled(DueSignal {
+            at_ms,
+            signal: 15,
+            grace_s: 1,
+        })),
+        Just(Transition::DueSignalSent),
         Just(Transition::Requeued {
             reason: reason("requeued")
         }),
@@ -301,7 +307,8 @@ proptest! {
         for t in steps {
             let before = job.clone();
             let same_run = matches!(t, Transition::TaskLaunched { .. } | Transition::TaskEnded { .. }
-                | Transition::StopRequested(_) | Transition::Warned);
+                | Transition::StopRequested(_) | Transition::Warned
+                | Transition::SignalScheduled(_) | Transition::DueSignalSent);
             match apply(&mut job, t) {
                 Err(_) => prop_assert_eq!(&job, &before),
                 Ok(()) => {
@@ -323,8 +330,11 @@ proptest! {
                 }
                 JobState::Pending => {
                     prop_assert!(job.start_ms.is_none() && job.stopping.is_none());
+                    prop_assert!(job.signal_due.is_none(), "a signal due outlived its run");
                 }
-                _ => prop_assert!(job.end_ms.is_some() && job.stopping.is_none()),
+                _ => prop_assert!(
+                    job.end_ms.is_some() && job.stopping.is_none() && job.signal_due.is_none()
+                ),
             }
         }
     }
@@ -354,6 +364,7 @@ fn no_code_outside_transition_rs_sets_a_jobs_lifecycle_fields() {
         ".exit_code = ",
         ".end_reason = ",
         ".held_by = ",
+        ".signal_due = ",
     ];
     let found: Vec<String> = super::super::source_scan::code_lines(&["transition.rs"])
         .into_iter()

@@ -44,6 +44,13 @@ pub enum PlanViolation {
     DuplicateEviction(JobId),
     /// An eviction on behalf of a job that is not blocked.
     NotBlocked(JobId),
+    /// An eviction whose warning is longer than [`gantry_contract::MAX_WARN_S`].
+    WarningTooLong {
+        /// The victim.
+        job: JobId,
+        /// The warning asked for, in seconds.
+        warn_s: u32,
+    },
 }
 
 impl std::fmt::Display for PlanViolation {
@@ -64,6 +71,11 @@ impl std::fmt::Display for PlanViolation {
             Self::NotPreemptible(j) => write!(f, "eviction of job {j}, which is not preemptible"),
             Self::DuplicateEviction(j) => write!(f, "job {j} evicted twice"),
             Self::NotBlocked(j) => write!(f, "eviction on behalf of job {j}, which is not blocked"),
+            Self::WarningTooLong { job, warn_s } => write!(
+                f,
+                "eviction of job {job} warns {warn_s} s ahead, over {} s",
+                gantry_contract::MAX_WARN_S
+            ),
         }
     }
 }
@@ -177,6 +189,12 @@ pub fn validate_evictions(
                 Some(PlanViolation::DuplicateEviction(e.job))
             }
             Some(_) if !blocked.contains(&e.for_job) => Some(PlanViolation::NotBlocked(e.for_job)),
+            Some(_) if e.warn_s > gantry_contract::MAX_WARN_S => {
+                Some(PlanViolation::WarningTooLong {
+                    job: e.job,
+                    warn_s: e.warn_s,
+                })
+            }
             Some(_) => None,
         };
         violations.extend(v);
@@ -227,7 +245,28 @@ mod tests {
             for_job: 9,
             reason: Reason::new(ReasonCode::Preempted, "idle".to_string()),
             grace_s: 1,
+            warn_s: 0,
         }
+    }
+
+    #[test]
+    fn a_warning_longer_than_an_hour_is_an_invalid_answer() {
+        let mut ctx = Cycle {
+            strings: vec![GPU_SAMPLED_SINCE_LABEL.into(), GPU_BUSY_LABEL.into()],
+            ..Default::default()
+        };
+        let run = vec![running(&mut ctx, 1, JobKind::Interactive, Some(2))];
+        let (blocked, none): (HashSet<JobId>, _) = ([9].into(), HashSet::new());
+        let warned = |warn_s| Eviction { warn_s, ..evict(1) };
+        let hour = gantry_contract::MAX_WARN_S;
+        assert!(validate_evictions(&ctx, &[warned(hour)], &run, &none, &blocked).is_ok());
+        assert_eq!(
+            validate_evictions(&ctx, &[warned(u32::MAX)], &run, &none, &blocked),
+            Err(vec![PlanViolation::WarningTooLong {
+                job: 1,
+                warn_s: u32::MAX
+            }])
+        );
     }
 
     #[test]

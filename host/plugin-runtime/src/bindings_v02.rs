@@ -33,7 +33,7 @@ gantry_contract::wit_conversions! {
     placement: placement,
     preemption: preemption,
     answers: flat,
-    gpus: unparented,
+    since_0_3: absent,
 }
 
 #[cfg(test)]

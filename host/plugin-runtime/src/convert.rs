@@ -18,5 +18,5 @@ gantry_contract::wit_conversions! {
     placement: placement,
     preemption: preemption,
     answers: nested,
-    gpus: unparented,
+    since_0_3: absent,
 }

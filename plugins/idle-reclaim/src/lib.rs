@@ -8,13 +8,14 @@
 //! rule covers cannot start, the plugin evicts the longest-idle jobs of its queue, in
 //! that order, until it fits (none when even all of them would not make room). The host
 //! then warns each one (its `gantry run` terminal and its events), sends its checkpoint
-//! signal (`--signal`, else SIGTERM) and ends it after `grace_s`. A job unmeasured, or busy
+//! signal (`--signal`, else SIGTERM) `warn_s` later (contract 0.3's `eviction.warn-s`) and
+//! ends it `grace_s` after the signal. A job unmeasured, or busy
 //! at its latest sample, is never evicted; the host refuses an eviction of a job that did
 //! not consent to preemption unless it is interactive and measured idle now.
 //!
 //! Config (every field optional):
 //! `{"rules": [{"queue": "*", "threshold_percent": 5, "window_s": 1800,
-//!   "kinds": ["interactive"], "grace_s": 60}]}`: the first rule whose `queue` is the
+//!   "kinds": ["interactive"], "warn_s": 300, "grace_s": 60}]}`: the first rule whose `queue` is the
 //! job's queue, or `"*"`, applies. `threshold_percent` is 1..=10 (the host's ceiling for
 //! evicting a job that did not consent, `IDLE_EVICTION_CEILING_PERCENT`).
 #![deny(missing_docs)]
@@ -40,6 +41,8 @@ struct Rule {
     window_s: u64,
     /// Which kinds of job it may reclaim.
     kinds: Vec<JobKind>,
+    /// Seconds between the warning and the checkpoint signal (at most `MAX_WARN_S`).
+    warn_s: u32,
     /// Seconds between the checkpoint signal and SIGKILL.
     grace_s: u32,
 }
@@ -51,6 +54,7 @@ impl Default for Rule {
             threshold_percent: 5,
             window_s: 1800,
             kinds: vec![JobKind::Interactive],
+            warn_s: 300,
             grace_s: 60,
         }
     }
@@ -82,7 +86,7 @@ impl Plugin for IdleReclaim {
             "idle-reclaim",
             env!("CARGO_PKG_VERSION"),
             &[Stage::Preemption],
-            r#"{"rules": [{"queue": "*", "threshold_percent": 1..=10 (5), "window_s": u64 (1800), "kinds": ["interactive"], "grace_s": u32 (60)}]}"#,
+            r#"{"rules": [{"queue": "*", "threshold_percent": 1..=10 (5), "window_s": u64 (1800), "kinds": ["interactive"], "warn_s": 0..=3600 (300), "grace_s": u32 (60)}]}"#,
         )
     }
 
@@ -92,6 +96,12 @@ impl Plugin for IdleReclaim {
             if r.threshold_percent == 0 || r.threshold_percent > MAX_THRESHOLD_PERCENT {
                 return Err(format!(
                     "rules[{i}].threshold_percent must be 1..={MAX_THRESHOLD_PERCENT}"
+                ));
+            }
+            if r.warn_s > gantry_sdk::MAX_WARN_S {
+                return Err(format!(
+                    "rules[{i}].warn_s must be at most {} (an hour)",
+                    gantry_sdk::MAX_WARN_S
                 ));
             }
             if r.kinds.is_empty() || r.queue.is_empty() {
@@ -183,6 +193,7 @@ fn evictions(victims: &[(&RunningJob, u64)], job: &Job, queue: &str, rule: &Rule
                 ),
             ),
             grace_s: rule.grace_s,
+            warn_s: rule.warn_s,
         })
         .collect()
 }

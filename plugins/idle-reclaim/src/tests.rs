@@ -176,7 +176,10 @@ fn the_longest_idle_interactive_jobs_of_the_queue_go_first_and_busy_ones_stay() 
     let ev = p.evictions_for(&c, 1, 2, &run);
     let ids: Vec<u64> = ev.iter().map(|e| e.job).collect();
     assert_eq!(ids, vec![1, 3], "two idle notebooks make room for two GPUs");
-    assert!(ev.iter().all(|e| e.for_job == 9 && e.grace_s == 60));
+    assert!(
+        ev.iter()
+            .all(|e| e.for_job == 9 && e.grace_s == 60 && e.warn_s == 300)
+    );
     assert!(
         ev[0].reason.message.contains("below 5% for 120 min"),
         "{}",
@@ -232,10 +235,10 @@ fn rules_are_per_queue() {
     let ev = p.evictions_for(&c, 1, 1, &run);
     assert!(ev.is_empty());
     let mut p = configured(
-        r#"{"rules": [{"queue": "notebooks", "window_s": 60, "grace_s": 5, "threshold_percent": 2}]}"#,
+        r#"{"rules": [{"queue": "notebooks", "window_s": 60, "grace_s": 5, "warn_s": 30, "threshold_percent": 2}]}"#,
     );
     let ev = p.evictions_for(&c, 1, 1, &run);
-    assert_eq!((ev.len(), ev[0].grace_s), (1, 5));
+    assert_eq!((ev.len(), ev[0].grace_s, ev[0].warn_s), (1, 5, 30));
 }
 
 #[test]
@@ -251,6 +254,7 @@ fn bad_config_is_refused_with_the_field() {
             "threshold_percent",
         ),
         (r#"{"rules": [{"kinds": []}]}"#, "kinds"),
+        (r#"{"rules": [{"warn_s": 3601}]}"#, "warn_s"),
         (r#"{"rules": [{"kinds": ["notebook"]}]}"#, "notebook"),
         (r#"{"rule": []}"#, "rule"),
     ] {

@@ -116,6 +116,7 @@ impl Preemption for PriorityPreempt {
                     ),
                 ),
                 grace_s: self.config.grace_s,
+                warn_s: 0,
             })
             .collect())
     }

@@ -177,6 +177,7 @@ impl Preemption for Reclaim {
                     for_job: job.id,
                     reason: self.reason(&ledger, job, a, after, v),
                     grace_s: self.grace_s,
+                    warn_s: 0,
                 });
             }
             for v in &victims {

@@ -150,7 +150,15 @@ pub struct Eviction {
     pub reason: Reason,
     /// Seconds between SIGTERM and SIGKILL.
     pub grace_s: u32,
+    /// Seconds between the warning and the checkpoint signal (contract 0.3; plugins of
+    /// older versions are read as 0: the signal comes with the warning). At most
+    /// [`MAX_WARN_S`].
+    #[serde(default)]
+    pub warn_s: u32,
 }
+
+/// The longest warning an eviction may give before its checkpoint signal.
+pub const MAX_WARN_S: u32 = 3600;
 
 /// Log level of the `host.log` import.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

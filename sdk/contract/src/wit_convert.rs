@@ -53,14 +53,15 @@ pub fn vec_into<A: Into<B>, B>(v: Vec<A>) -> Vec<B> {
 /// `wit/` into the calling crate (where the generated types are local). Name the generated
 /// modules: `types` (the `types` interface), `host`, and the exported interfaces; and how
 /// `score` and `place` answer: `answers: nested` (0.1's `list<scored>` and `plan`) or
-/// `answers: flat` (0.2's and 0.3's `scores` and `placed`); and what a GPU carries:
-/// `gpus: unparented` (0.1, 0.2) or `gpus: parented` (0.3's `gpu.parent`).
+/// `answers: flat` (0.2's and 0.3's `scores` and `placed`); and whether the fields new in
+/// 0.3 (`gpu.parent`, `eviction.warn-s`) are there: `since_0_3: absent` (0.1, 0.2: sent
+/// without them, read as `None` and 0) or `since_0_3: present`.
 ///
 /// ```ignore
 /// gantry_contract::wit_conversions! {
 ///     types: wit, host: host, plugin: plugin, admission: admission,
 ///     priority: priority, placement: placement, preemption: preemption, answers: nested,
-///     gpus: unparented,
+///     since_0_3: absent,
 /// }
 /// ```
 ///
@@ -82,20 +83,26 @@ macro_rules! wit_conversions {
         placement: $pla:ident,
         preemption: $pre:ident,
         answers: $answers:ident,
-        gpus: $gpus:ident $(,)?
+        since_0_3: $since:ident $(,)?
     ) => {
         $crate::wit_conversions!(@common $w, $host, $plugin, $adm, $pri, $pla, $pre);
         $crate::wit_conversions!(@answers $answers, $w, $pri, $pla);
-        $crate::wit_conversions!(@gpus $gpus, $w);
+        $crate::wit_conversions!(@since_0_3 $since, $w, $pre);
     };
-    (@gpus unparented, $w:ident) => {
+    (@since_0_3 absent, $w:ident, $pre:ident) => {
         $crate::wit_conversions!(@copy $crate::Gpu, $w::Gpu, {
             index, model, memory_mib, free_milli, healthy
         } only_ours { parent });
+        $crate::wit_conversions!(@record $crate::Eviction, $pre::Eviction, {
+            job, for_job, reason, grace_s ;
+        } only_ours { warn_s });
     };
-    (@gpus parented, $w:ident) => {
+    (@since_0_3 present, $w:ident, $pre:ident) => {
         $crate::wit_conversions!(@copy $crate::Gpu, $w::Gpu, {
             index, model, memory_mib, free_milli, healthy, parent
+        });
+        $crate::wit_conversions!(@record $crate::Eviction, $pre::Eviction, {
+            job, for_job, reason, grace_s, warn_s ;
         });
     };
     (@answers nested, $w:ident, $pri:ident, $pla:ident) => {
@@ -157,9 +164,7 @@ macro_rules! wit_conversions {
             queue, tier, time_limit_s, preemptible, labels ;
         });
         $crate::wit_conversions!(@record $crate::Pending, $pla::Pending, { job, reason ; });
-        $crate::wit_conversions!(@record $crate::Eviction, $pre::Eviction, {
-            job, for_job, reason, grace_s ;
-        });
+
 
         $crate::wit_conversions!(@cycle $crate::Cycle, $w);
         $crate::__wit_flat_lists!($w);
@@ -213,7 +218,7 @@ macro_rules! wit_conversions {
     };
 
     // Both ways by value: fields converted with `into`, then `;`, then lists.
-    (@record $a:ty, $b:ty, { $($f:ident),* ; $($l:ident),* $(,)? }) => {
+    (@record $a:ty, $b:ty, { $($f:ident),* ; $($l:ident),* $(,)? } $(only_ours { $($o:ident),* })?) => {
         impl ::core::convert::From<$a> for $b {
             fn from(x: $a) -> Self {
                 Self {
@@ -227,6 +232,7 @@ macro_rules! wit_conversions {
                 Self {
                     $($f: x.$f.into(),)*
                     $($l: $crate::wit_convert::vec_into(x.$l),)*
+                    $($($o: Default::default(),)*)?
                 }
             }
         }

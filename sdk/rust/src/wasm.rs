@@ -33,7 +33,7 @@ gantry_contract::wit_conversions! {
     placement: placement,
     preemption: preemption,
     answers: nested,
-    gpus: unparented,
+    since_0_3: absent,
 }
 
 /// Routes the component's exports to the plugin of type `T`.

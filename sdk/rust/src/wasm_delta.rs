@@ -50,7 +50,7 @@ gantry_contract::wit_conversions! {
     placement: placement,
     preemption: preemption,
     answers: flat,
-    gpus: parented,
+    since_0_3: present,
 }
 
 #[cfg(feature = "contract-0-2")]
@@ -63,7 +63,7 @@ gantry_contract::wit_conversions! {
     placement: placement,
     preemption: preemption,
     answers: flat,
-    gpus: unparented,
+    since_0_3: absent,
 }
 
 /// What the host sent, per argument: each list as of this plugin's previous call.

@@ -218,6 +218,22 @@ pub struct JobRecord {
     /// none for a job not cancelled, or cancelled by the daemon itself.
     #[serde(default)]
     pub cancelled_by: Option<String>,
+    /// An eviction's checkpoint signal not sent yet: the job was warned first
+    /// (`eviction.warn-s`, contract 0.3) and is signalled when it is due.
+    #[serde(default)]
+    pub signal_due: Option<DueSignal>,
+}
+
+/// A signal the controller sends a running job later (`JobRecord::signal_due`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct DueSignal {
+    /// When, ms since the Unix epoch.
+    pub at_ms: u64,
+    /// The signal number.
+    pub signal: i32,
+    /// Seconds from the signal to SIGKILL.
+    pub grace_s: u32,
 }
 
 /// Who set a hold, for who may lift it (`JobRecord::held_role`).
@@ -309,6 +325,7 @@ impl JobRecord {
             held_by: None,
             held_role: None,
             cancelled_by: None,
+            signal_due: None,
         }
     }
 }

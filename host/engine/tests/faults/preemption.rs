@@ -40,6 +40,7 @@ fn eviction(job: JobId, for_job: JobId) -> Eviction {
         for_job,
         reason: Reason::new(ReasonCode::Preempted, "test"),
         grace_s: 1,
+        warn_s: 0,
     }
 }
 

@@ -78,6 +78,7 @@ fn for_others(job: &JobRecord) -> JobRecord {
         held_by,
         held_role,
         cancelled_by,
+        signal_due,
     } = job;
     JobRecord {
         id: *id,
@@ -104,6 +105,7 @@ fn for_others(job: &JobRecord) -> JobRecord {
         held_by: held_by.clone(),
         held_role: *held_role,
         cancelled_by: cancelled_by.clone(),
+        signal_due: *signal_due,
     }
 }
 
