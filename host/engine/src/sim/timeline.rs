@@ -2,7 +2,7 @@
 //! their time limit) and leave; nodes go down and come back. After every instant at
 //! which something happened, one scheduling cycle runs with the same engine and the
 //! same plugins as the daemon, and its starts and evictions are applied as the daemon
-//! applies them (an evicted job stops after its grace period and is requeued if it
+//! applies them (an evicted job stops after its warning and grace and is requeued if it
 //! allows it). No processes and no sleeping: the clock jumps from event to event.
 //!
 //! Owns: the event loop and job state transitions on the virtual clock. Does not own
@@ -130,7 +130,8 @@ pub fn run_timeline(
                     let t = &mut track[job];
                     let stopped = end_run(&mut st, t, job, now);
                     t.result.evictions += 1;
-                    if jobs[job].requeue {
+                    // As the daemon: a job evicted without consent (an idle notebook) ends.
+                    if jobs[job].requeue && jobs[job].preemptible {
                         t.result.requeues += 1;
                         requeue(&mut st, stopped);
                     } else {
@@ -196,7 +197,8 @@ pub fn run_timeline(
                     job: e.job,
                     for_job: e.for_job,
                 });
-                let at = now + u64::from(e.grace_s) * 1000;
+                // The warning (0.3's `warn-s`), then the signal, then the grace.
+                let at = now + (u64::from(e.warn_s) + u64::from(e.grace_s)) * 1000;
                 queue.push(
                     at,
                     Event::EvictDone {
