@@ -12,6 +12,7 @@
 #![forbid(unsafe_code)]
 
 pub mod cycle;
+pub mod forecast;
 pub mod native;
 mod node_count;
 mod pending_reason;
