@@ -48,6 +48,10 @@ pub struct JobsArgs {
     /// The jobs as JSON (the API's records), for scripts.
     #[arg(long)]
     pub json: bool,
+    /// Pending jobs with their expected start (the forecast's median and 90th percentile)
+    /// and why they wait until then, soonest first (as squeue --start).
+    #[arg(long, conflicts_with_all = ["all", "state"])]
+    pub start: bool,
 }
 
 /// How long an ended job stays in the default listing, as SLURM's `MinJobAge` keeps it in
@@ -115,6 +119,8 @@ pub fn jobs(client: &Client, args: &JobsArgs) -> Result<()> {
     let mut jobs = Vec::new();
     if args.all {
         jobs = fetch(client, &args.query(None, now), true)?.0;
+    } else if args.start {
+        jobs = fetch(client, &args.query(Some("pending"), now), true)?.0;
     } else if let Some(states) = &args.state {
         let mut wanted: Vec<&str> = Vec::new();
         for name in states.split(',').map(str::trim).filter(|s| !s.is_empty()) {
@@ -138,6 +144,10 @@ pub fn jobs(client: &Client, args: &JobsArgs) -> Result<()> {
     jobs.dedup_by_key(|j| j.id);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&jobs)?);
+    } else if args.start {
+        for line in crate::start_view::render(&jobs) {
+            println!("{line}");
+        }
     } else {
         for line in crate::squeue_view::render(&jobs, now) {
             println!("{line}");

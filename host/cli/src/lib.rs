@@ -33,6 +33,7 @@ pub mod show_job;
 pub mod sinfo_view;
 pub mod slurm;
 pub mod squeue_view;
+pub mod start_view;
 pub mod state_names;
 pub mod store_cli;
 pub mod submit_cli;

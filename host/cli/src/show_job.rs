@@ -1,6 +1,7 @@
 //! `gantry job ID` as `scontrol show job` shows a job: `Key=Value` lines a person reads
 //! (state, reason, times as UTC and durations, tasks, nodes and GPUs, working directory,
-//! command, dependencies, who held it, each task's measured GPU use), and `--json` for the record as the API returns it.
+//! command, dependencies, who held it, each task's measured GPU use, a pending job's start
+//! forecast), and `--json` for the record as the API returns it.
 //!
 //! Owns: that layout, as text. Does not own the record (`gantry-api`).
 
@@ -77,7 +78,11 @@ pub fn render(job: &JobRecord, now_ms: u64) -> Vec<String> {
                     .unwrap_or(job.submit_ms)
                     .max(job.submit_ms)
             ),
-            or_none(job.start_ms.map(format_utc)),
+            or_none(
+                job.start_ms
+                    .or_else(|| job.start_forecast.as_ref().and_then(|f| f.p50_ms))
+                    .map(format_utc)
+            ),
             or_none(job.end_ms.map(format_utc))
         ),
         format!(
@@ -124,6 +129,19 @@ pub fn render(job: &JobRecord, now_ms: u64) -> Vec<String> {
             ));
         }
     }
+    if let Some(f) = job
+        .start_forecast
+        .as_ref()
+        .filter(|_| job.state == JobState::Pending)
+    {
+        lines.push(format!(
+            "   StartForecast={} P90={} Why=\"{}\" ForecastAt={}",
+            or_none(f.p50_ms.map(format_utc)),
+            or_none(f.p90_ms.map(format_utc)),
+            f.reason,
+            format_utc(f.computed_ms)
+        ));
+    }
     if job.state == JobState::Pending && job.held_by.is_some() {
         lines.push(format!("   (gantry release {} lets it start)", job.id));
     }
@@ -155,5 +173,27 @@ mod tests {
         assert!(text.contains("RunTime=1:02:03 TimeLimit=2:00:00"), "{text}");
         assert!(text.contains("Command=python train.py"), "{text}");
         assert!(text.contains("Dependency=afterok:4 HeldBy=None"), "{text}");
+    }
+
+    #[test]
+    fn a_pending_job_shows_its_forecast_as_its_start() {
+        let spec: JobSpec = serde_json::from_str(r#"{"name": "wait", "argv": ["true"]}"#).unwrap();
+        let mut job = JobRecord::new(6, spec, 0);
+        job.start_forecast = Some(gantry_api::model::StartForecast {
+            p50_ms: Some(3_600_000),
+            p90_ms: Some(7_200_000),
+            reason: "when job 5 ends; first in line".into(),
+            computed_ms: 60_000,
+        });
+        let text = render(&job, 120_000).join("\n");
+        assert!(text.contains("StartTime=1970-01-01T01:00:00Z"), "{text}");
+        assert!(
+            text.contains("StartForecast=1970-01-01T01:00:00Z P90=1970-01-01T02:00:00Z"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Why=\"when job 5 ends; first in line\""),
+            "{text}"
+        );
     }
 }

@@ -68,6 +68,9 @@ pub struct Config {
     pub socket: Option<PathBuf>,
     /// A cycle runs on every event and at least this often, in ms.
     pub cycle_interval_ms: u64,
+    /// Pending jobs' start forecasts are refreshed at least this often, in seconds, and
+    /// sooner after a large change (0 turns forecasts off; `docs/user/forecasts.md`).
+    pub forecast_every_s: u64,
     /// Seconds between SIGTERM and SIGKILL for cancel and time limits.
     pub kill_grace_s: u64,
     /// The local node.
@@ -141,6 +144,7 @@ impl Default for Config {
             data_dir: default_data_dir(),
             socket: None,
             cycle_interval_ms: 1000,
+            forecast_every_s: 30,
             usage_half_life_s: 7 * 24 * 3600,
             kill_grace_s: 10,
             node: NodeConfig::default(),
@@ -260,6 +264,11 @@ impl Config {
         if self.usage_half_life_s == 0 || self.usage_half_life_s > 10 * 365 * 24 * 3600 {
             return Err(ConfigError::Invalid(
                 "usage_half_life_s must be 1..=315360000 (ten years)".into(),
+            ));
+        }
+        if self.forecast_every_s > 3600 {
+            return Err(ConfigError::Invalid(
+                "forecast_every_s must be 0..=3600 (0: no forecasts)".into(),
             ));
         }
         if self.cycle_interval_ms == 0 || self.cycle_interval_ms > 3_600_000 {

@@ -131,11 +131,13 @@ impl Jobs {
     }
     /// One job, from memory or history.
     pub fn get(&self, id: u64) -> Option<JobRecord> {
-        self.0.job(id)
+        self.0.job(id).map(|j| self.0.with_forecast(j))
     }
     /// A page of jobs, newest first (`job_table.rs`).
     pub fn list(&self, q: &JobQuery, limit: usize) -> Result<JobPage, StoreError> {
-        self.0.jobs(q, limit)
+        let mut page = self.0.jobs(q, limit)?;
+        self.0.add_forecasts(&mut page.jobs);
+        Ok(page)
     }
     /// A job's events.
     pub fn events(&self, id: u64) -> Result<Vec<Event>, StoreError> {

@@ -24,6 +24,7 @@ pub mod enrolment;
 mod evictions;
 pub mod facade;
 mod fault_log;
+mod forecasts;
 mod gpu_health;
 mod gpu_usage;
 mod holds;
@@ -161,6 +162,8 @@ pub(crate) struct Inner {
     /// Recent plugin faults and their counts (`fault_log.rs`); locked after `state`.
     pub(crate) faults: Mutex<fault_log::FaultLog>,
     pub(crate) recorder: Mutex<shadow::Recorder>,
+    /// Pending jobs' start forecasts and the runtime model (`forecasts.rs`).
+    pub(crate) forecaster: forecasts::Forecaster,
     /// Decayed GPU usage of closed task runs (`accounting.rs`); locked after `state`.
     pub(crate) ledger: Mutex<accounting::Ledger>,
     /// The submit time of the newest job: ids are given under it with a time never
@@ -291,6 +294,7 @@ impl Scheduler {
             decisions: Mutex::new(decisions::DecisionLog::default()),
             faults: Mutex::default(),
             recorder: Mutex::new(recorder),
+            forecaster: forecasts::Forecaster::default(),
             ledger: Mutex::new(ledger),
             submit_clock: Mutex::new(0),
             services: Mutex::new(services),
@@ -320,6 +324,7 @@ impl Scheduler {
         self.start_gpu_usage_sampling();
         self.start_node_watch();
         self.start_collector();
+        self.start_forecaster();
         let interval = Duration::from_millis(self.inner.config.cycle_interval_ms);
         loop {
             tokio::select! {
@@ -399,6 +404,7 @@ impl Scheduler {
             };
             m.plugin_faults.get_or_create(&labels).inc();
         }
+        self.offer_forecast(&snap, &outcome);
         self.apply(outcome);
         self.evict_ended_jobs();
         self.retry_queued_accounting();

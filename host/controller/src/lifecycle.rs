@@ -222,6 +222,7 @@ impl Scheduler {
         if !job.apply_or_log(finished) {
             return;
         }
+        self.observe_runtime(job);
         super::job_trace::job_event(
             job.id,
             "finished",

@@ -99,6 +99,10 @@ pub struct Metrics {
     pub telemetry_dropped_spans: Counter,
     /// Wall time of a scheduling cycle (snapshot to applied).
     pub cycle_duration: Histogram,
+    /// Wall time of one start forecast of the pending jobs (`forecasts.rs`).
+    pub forecast_seconds: Histogram,
+    /// Pending jobs the latest forecast covered.
+    pub forecast_jobs: Gauge,
     /// Wall time of one plugin call by plugin and stage.
     pub plugin_call_duration: Family<PluginStage, Histogram, fn() -> Histogram>,
     /// Pending and running jobs by state and queue (set at scrape).
@@ -125,6 +129,8 @@ impl Default for Metrics {
             gpu_fault_stops: Counter::default(),
             telemetry_dropped_spans: Counter::default(),
             cycle_duration: duration_histogram(),
+            forecast_seconds: duration_histogram(),
+            forecast_jobs: Gauge::default(),
             plugin_call_duration: Family::new_with_constructor(duration_histogram),
             jobs: Family::default(),
             gpus_allocated: GpuGauge::default(),
@@ -179,6 +185,16 @@ impl Default for Metrics {
             "gantry_cycle_duration_seconds",
             "Wall time of a scheduling cycle (snapshot to applied)",
             m.cycle_duration.clone(),
+        );
+        registry.register(
+            "gantry_forecast_duration_seconds",
+            "Wall time of one start forecast of the pending jobs",
+            m.forecast_seconds.clone(),
+        );
+        registry.register(
+            "gantry_forecast_jobs",
+            "Pending jobs the latest start forecast covered",
+            m.forecast_jobs.clone(),
         );
         registry.register(
             "gantry_plugin_call_duration_seconds",

@@ -25,8 +25,8 @@ pub use service_rollout::{
 pub use service_set::{ReplicaView, ScaleRequest, ServiceRecord, ServiceView};
 
 pub use record::{
-    ArrayMember, DueSignal, GpuShareView, HoldRole, JobRecord, JobState, ReasonView, StopCause,
-    TaskRecord,
+    ArrayMember, DueSignal, GpuShareView, HoldRole, JobRecord, JobState, ReasonView, StartForecast,
+    StopCause, TaskRecord,
 };
 
 use gantry_contract::JobKind;

@@ -222,6 +222,26 @@ pub struct JobRecord {
     /// (`eviction.warn-s`, contract 0.3) and is signalled when it is due.
     #[serde(default)]
     pub signal_due: Option<DueSignal>,
+    /// When a pending job is expected to start (the controller's latest forecast; set on
+    /// the API's answers only, never stored).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_forecast: Option<StartForecast>,
+}
+
+/// A pending job's expected start: the median and 90th percentile over the forecast's
+/// replays of the queue, and why it waits until then (`docs/user/forecasts.md`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct StartForecast {
+    /// Median start, ms since the Unix epoch; none when it is not expected to start
+    /// within the forecast's horizon (or never: `reason` says).
+    pub p50_ms: Option<u64>,
+    /// 90th percentile start; none as above.
+    pub p90_ms: Option<u64>,
+    /// Why it waits until then ("when job 12 ends; 3 jobs ahead"), or why it never starts.
+    pub reason: String,
+    /// When the forecast was computed, ms since the Unix epoch.
+    pub computed_ms: u64,
 }
 
 /// A signal the controller sends a running job later (`JobRecord::signal_due`).
@@ -326,6 +346,7 @@ impl JobRecord {
             held_role: None,
             cancelled_by: None,
             signal_due: None,
+            start_forecast: None,
         }
     }
 }

@@ -145,7 +145,12 @@ fn value(letter: &str, job: &JobRecord, now: u64) -> String {
             .map_or_else(|| "n/a".into(), |t| t.node.clone()),
         "N" if pending => String::new(),
         "N" => f::node_list(job),
-        "S" if pending => "N/A".into(),
+        // The forecast's median start (`gantry jobs --start`), as squeue --start shows
+        // the expected start; N/A before the first forecast or when it never starts.
+        "S" if pending => match job.start_forecast.as_ref().and_then(|f| f.p50_ms) {
+            Some(at) => f::time(Some(at)),
+            None => "N/A".into(),
+        },
         "S" => f::time(job.start_ms),
         "V" => f::time(Some(job.submit_ms)),
         "C" => f::requested(job).1.to_string(),

@@ -79,6 +79,7 @@ fn for_others(job: &JobRecord) -> JobRecord {
         held_role,
         cancelled_by,
         signal_due,
+        start_forecast,
     } = job;
     JobRecord {
         id: *id,
@@ -106,6 +107,7 @@ fn for_others(job: &JobRecord) -> JobRecord {
         held_role: *held_role,
         cancelled_by: cancelled_by.clone(),
         signal_due: *signal_due,
+        start_forecast: start_forecast.clone(),
     }
 }
 

@@ -1,0 +1,233 @@
+//! Pending jobs' start forecasts, off the scheduling path: a cycle offers its snapshot
+//! and priority order when a forecast is due (every `forecast_every_s`, or sooner when the
+//! queue grew or shrank by a tenth), a thread of its own replays them
+//! (`gantry_engine::forecast`) with runtimes drawn from the jobs that ended (the same
+//! user's job of the same name, else the same user's; the time limit without history),
+//! and the API's answers carry the latest result (`JobRecord::start_forecast`). A cycle
+//! never waits: an offer while a forecast runs is dropped. Nothing here is stored.
+//!
+//! Owns: the runtime model, the offer, the thread and the results. Does not own the
+//! replay (the engine) or the order (the cycle's live pipeline).
+
+use super::{Scheduler, lock, now_ms};
+use gantry_api::model::{JobRecord, JobState, StartForecast};
+use gantry_engine::forecast::{ForecastOptions, JobForecast, RuntimeModel, forecast};
+use gantry_engine::{CycleOutcome, Snapshot};
+use std::collections::HashMap;
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::{Arc, Mutex};
+
+/// A job without history or time limit is taken to run this long.
+const DEFAULT_RUNTIME_MS: u64 = 3_600_000;
+
+/// What a cycle hands the forecaster.
+struct Offer {
+    snap: Arc<Snapshot>,
+    order: Vec<u64>,
+    /// Jobs of the snapshot the cycle did not admit, with its reason (held, dependencies).
+    not_admitted: Vec<(u64, String)>,
+    /// Display names of the pending jobs (`2_1` for array members).
+    names: HashMap<u64, String>,
+}
+
+/// The latest results.
+#[derive(Default)]
+struct Board {
+    by_job: HashMap<u64, StartForecast>,
+    last_offer_ms: u64,
+    last_pending: usize,
+}
+
+/// The forecaster's state, shared by the cycle (offers), the thread and the API.
+#[derive(Default)]
+pub(crate) struct Forecaster {
+    board: Mutex<Board>,
+    runtimes: Mutex<RuntimeModel>,
+    tx: Mutex<Option<SyncSender<Offer>>>,
+}
+
+/// The keys a job's runtime is learnt and drawn under, most specific first.
+fn runtime_keys(user: &str, name: &str) -> [String; 2] {
+    [format!("{user}\u{1f}{name}"), user.to_string()]
+}
+
+impl Scheduler {
+    /// Starts the forecast thread (none when `forecast_every_s` is 0).
+    pub(crate) fn start_forecaster(&self) {
+        if self.inner.config.forecast_every_s == 0 {
+            return;
+        }
+        let (tx, rx) = sync_channel::<Offer>(1);
+        *lock(&self.inner.forecaster.tx) = Some(tx);
+        let me = self.clone();
+        let spawned = std::thread::Builder::new()
+            .name("gantry-forecast".into())
+            .spawn(move || me.forecast_loop(rx));
+        if let Err(e) = spawned {
+            tracing::error!("forecasts off: cannot start their thread: {e}");
+        }
+    }
+
+    fn forecast_loop(&self, rx: Receiver<Offer>) {
+        while let Ok(offer) = rx.recv() {
+            let t0 = std::time::Instant::now();
+            let results = self.compute_forecast(&offer);
+            let m = &self.inner.metrics;
+            m.forecast_seconds.observe(t0.elapsed().as_secs_f64());
+            m.forecast_jobs.set(results.len() as i64);
+            lock(&self.inner.forecaster.board).by_job = results;
+        }
+    }
+
+    fn compute_forecast(&self, offer: &Offer) -> HashMap<u64, StartForecast> {
+        let snap = &offer.snap;
+        let model = lock(&self.inner.forecaster.runtimes).clone();
+        let opts = ForecastOptions::default();
+        let replays = opts.replays;
+        let text = |s: u32| snap.ctx.text(s).to_string();
+        let runtime = |j: &gantry_contract::Job, r: usize| {
+            let u = (r as f64 + 0.5) / replays as f64;
+            let keys = runtime_keys(&text(j.user), &text(j.name));
+            model
+                .draw(
+                    &keys,
+                    j.time_limit_s.saturating_mul(1000),
+                    DEFAULT_RUNTIME_MS,
+                    u,
+                )
+                .0
+        };
+        let computed_ms = now_ms();
+        let name = |id: u64| {
+            offer
+                .names
+                .get(&id)
+                .cloned()
+                .unwrap_or_else(|| id.to_string())
+        };
+        let mut out: HashMap<u64, StartForecast> = forecast(snap, &offer.order, &runtime, opts)
+            .into_iter()
+            .map(|f| (f.job, described(&f, computed_ms, &name)))
+            .collect();
+        for (id, why) in &offer.not_admitted {
+            out.insert(
+                *id,
+                StartForecast {
+                    p50_ms: None,
+                    p90_ms: None,
+                    reason: format!("not before it is admitted: {why}"),
+                    computed_ms,
+                },
+            );
+        }
+        out
+    }
+
+    /// Offers a cycle's snapshot and order to the forecaster when a forecast is due.
+    pub(crate) fn offer_forecast(&self, snap: &Arc<Snapshot>, outcome: &CycleOutcome) {
+        let every_ms = self.inner.config.forecast_every_s.saturating_mul(1000);
+        if every_ms == 0 {
+            return;
+        }
+        let now = now_ms();
+        {
+            let mut b = lock(&self.inner.forecaster.board);
+            let pending = snap.pending.len();
+            // A tenth of the queue came or went (any job, in a queue of ten or fewer).
+            let moved = pending.abs_diff(b.last_pending);
+            let changed = moved > 0 && moved * 10 >= b.last_pending.max(10);
+            if now < b.last_offer_ms.saturating_add(every_ms) && !changed {
+                return;
+            }
+            b.last_offer_ms = now;
+            b.last_pending = pending;
+        }
+        let admitted: std::collections::HashSet<u64> = outcome.order.iter().copied().collect();
+        let not_admitted = outcome
+            .pending
+            .iter()
+            .filter(|(id, _)| !admitted.contains(id))
+            .map(|(id, r)| (*id, r.message.clone()))
+            .collect();
+        let names = self.display_names(snap);
+        let offer = Offer {
+            snap: snap.clone(),
+            order: outcome.order.clone(),
+            not_admitted,
+            names,
+        };
+        if let Some(tx) = lock(&self.inner.forecaster.tx).as_ref() {
+            // Busy with the previous one: this offer is dropped, the next is taken.
+            let _ = tx.try_send(offer);
+        }
+    }
+
+    /// `2_1` for an array member, else the id, for every pending job of `snap`.
+    fn display_names(&self, snap: &Snapshot) -> HashMap<u64, String> {
+        let st = lock(&self.inner.state);
+        snap.pending
+            .iter()
+            .chain(snap.running.iter().map(|r| &r.job))
+            .filter_map(|j| {
+                let rec = st.jobs.get(j.id)?;
+                let a = rec.array?;
+                Some((j.id, format!("{}_{}", a.array_id, a.index)))
+            })
+            .collect()
+    }
+
+    /// Learns the runtime of a run that ended (a success, a failure or a time limit).
+    pub(crate) fn observe_runtime(&self, job: &JobRecord) {
+        let ran = matches!(
+            job.state,
+            JobState::Succeeded | JobState::Failed | JobState::TimedOut
+        );
+        let (Some(start), Some(end)) = (job.start_ms, job.end_ms) else {
+            return;
+        };
+        if ran && end > start {
+            let keys = runtime_keys(&job.spec.user, &job.spec.name);
+            lock(&self.inner.forecaster.runtimes).observe(&keys, end - start);
+        }
+    }
+
+    /// `job` with its latest forecast, when it is pending and has one.
+    pub(crate) fn with_forecast(&self, mut job: JobRecord) -> JobRecord {
+        if job.state == JobState::Pending {
+            job.start_forecast = lock(&self.inner.forecaster.board)
+                .by_job
+                .get(&job.id)
+                .cloned();
+        }
+        job
+    }
+
+    /// [`Self::with_forecast`] for a page of jobs.
+    pub(crate) fn add_forecasts(&self, jobs: &mut [JobRecord]) {
+        let board = lock(&self.inner.forecaster.board);
+        for j in jobs.iter_mut().filter(|j| j.state == JobState::Pending) {
+            j.start_forecast = board.by_job.get(&j.id).cloned();
+        }
+    }
+}
+
+/// A forecast in the user's words.
+fn described(f: &JobForecast, computed_ms: u64, name: &dyn Fn(u64) -> String) -> StartForecast {
+    let ahead = match f.ahead {
+        0 => "first in line".to_string(),
+        1 => "1 job ahead".to_string(),
+        n => format!("{n} jobs ahead"),
+    };
+    let reason = match (&f.never, f.p50_ms, f.after) {
+        (Some(why), _, _) => format!("never: {why}"),
+        (None, None, _) => format!("not within 30 days; {ahead}"),
+        (None, Some(_), Some(after)) => format!("when job {} ends; {ahead}", name(after)),
+        (None, Some(_), None) => format!("room now; {ahead}"),
+    };
+    StartForecast {
+        p50_ms: f.p50_ms,
+        p90_ms: f.p90_ms,
+        reason,
+        computed_ms,
+    }
+}
