@@ -112,6 +112,7 @@ fn authorization_matrix_covers_every_route_and_role() {
         ("GET",    "/v1/openapi.json",           Empty, READ),
         ("POST",   "/v1/jobs",                   Json(sleeper(d, "m")), SUBMIT),
         ("GET",    "/v1/jobs",                   Empty, READ),
+        ("POST",   "/v1/jobs/forecast",          Json(json!({"spec": sleeper(d, "w")})), READ),
         ("GET",    "/v1/jobs?user=alice",        Empty, READ),
         ("GET",    "/v1/jobs/{job}",             Empty, READ),
         ("GET",    "/v1/jobs/999999",            Empty, MISSING),

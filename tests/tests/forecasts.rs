@@ -80,3 +80,106 @@ fn a_pending_job_is_forecast_to_start_when_the_job_ahead_ends() {
     d.release(third);
     d.wait_state(third, "succeeded");
 }
+
+/// `POST /v1/jobs/forecast` with `spec` (and `replaces`), once the forecaster's snapshot
+/// shows `running` running.
+fn what_if(d: &Daemon, spec: &Value, replaces: Option<u64>, running: u64) -> Value {
+    d.wait_for("a what-if on a snapshot with the running job", WAIT, || {
+        let (status, f) = d.post(
+            "/v1/jobs/forecast",
+            &json!({"spec": spec, "replaces": replaces}),
+        );
+        assert_eq!(status, 200, "{f}");
+        let reason = f["reason"].as_str()?.to_string();
+        (reason.contains(&format!("when job {running} ends"))
+            || reason.starts_with("never")
+            || reason.starts_with("room now"))
+        .then_some(f)
+    })
+}
+
+#[test]
+fn what_ifs_answer_without_submitting_and_never_is_not_an_error() {
+    let d = Daemon::start(2);
+    let holder = d.submit(&train(&d));
+    d.wait_state(holder, "running");
+    let mut wide = d.blocking_job("wide", 1, 2);
+    wide["time_limit_s"] = json!(3600);
+    let wide_id = d.submit(&wide);
+    let (_, before) = d.get("/v1/jobs");
+    let count = before.as_array().unwrap().len();
+
+    // A job of two GPUs waits for the holder; the same with one GPU has room now.
+    let f = what_if(&d, &wide, None, holder);
+    assert!(
+        f["reason"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("job {holder} ends")),
+        "{f}"
+    );
+    let mut narrow = wide.clone();
+    narrow["tasks"][0]["gpus"] = json!(1);
+    let f = what_if(&d, &narrow, Some(wide_id), holder);
+    assert!(f["reason"].as_str().unwrap().starts_with("room now"), "{f}");
+    // A shape no node can hold: never, and why.
+    let mut huge = wide.clone();
+    huge["tasks"][0]["gpus"] = json!(16);
+    let f = what_if(&d, &huge, None, holder);
+    assert!(f["reason"].as_str().unwrap().starts_with("never:"), "{f}");
+    assert!(f["p50_ms"].is_null(), "{f}");
+    // Bad input names the field; a job that is not pending cannot be varied.
+    let (status, e) = d.post("/v1/jobs/forecast", &json!({"spec": wide, "bogus": 1}));
+    assert_eq!(status, 400, "{e}");
+    let (status, e) = d.post(
+        "/v1/jobs/forecast",
+        &json!({"spec": wide, "replaces": holder}),
+    );
+    assert!((400..500).contains(&status), "{e}");
+    assert_eq!(e["error"]["field"], "replaces", "{e}");
+    // Nothing was submitted.
+    let (_, after) = d.get("/v1/jobs");
+    assert_eq!(after.as_array().unwrap().len(), count, "{after}");
+
+    // The command line: a variant of the pending job, and a job not submitted.
+    let out = Command::new(gantry_bin())
+        .args([
+            "--server",
+            d.url(),
+            "job",
+            &wide_id.to_string(),
+            "--what-if",
+            "--gpus",
+            "1",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("as it is: ~") && text.contains("with 1 GPU: ~"),
+        "{text}"
+    );
+    assert!(text.contains("sooner"), "{text}");
+    let out = Command::new(gantry_bin())
+        .args([
+            "--server",
+            d.url(),
+            "submit",
+            "--test-only",
+            "--gpus",
+            "16",
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("never:") && text.contains("nothing was submitted"),
+        "{text}"
+    );
+    d.release(holder);
+    d.release(wide_id);
+    d.wait_state(wide_id, "succeeded");
+}

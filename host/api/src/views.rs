@@ -28,6 +28,19 @@ pub struct Submitted {
     pub array_job_ids: Vec<u64>,
 }
 
+/// The body of `POST /v1/jobs/forecast`: a job that is not submitted, and the pending job
+/// it would replace (a variant of that job: `gantry job ID --what-if`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct WhatIfRequest {
+    /// The job, as it would be submitted.
+    pub spec: crate::model::JobSpec,
+    /// A pending job it stands in for (its variant), if any.
+    #[serde(default)]
+    pub replaces: Option<u64>,
+}
+
 /// Why and by whom a node was drained.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

@@ -38,6 +38,7 @@ pub mod state_names;
 pub mod store_cli;
 pub mod submit_cli;
 pub mod terminal_text;
+pub mod what_if_cli;
 
 #[cfg(test)]
 mod api_paths_guard;

@@ -140,6 +140,10 @@ pub struct SubmitArgs {
     /// Print the job spec that would be sent, and send nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Say when the job would start (the daemon's forecast), and submit nothing (as sbatch
+    /// --test-only).
+    #[arg(long, conflicts_with = "dry_run")]
+    pub test_only: bool,
     /// The command and its arguments (after `--`).
     #[arg(last = true)]
     pub command: Vec<String>,
@@ -420,6 +424,14 @@ pub fn run(client: &Client, a: &SubmitArgs) -> anyhow::Result<()> {
         }
     } else {
         crate::cli::warn_if_anonymous(client);
+    }
+    if a.test_only {
+        let f = client.what_if(&sub.body, None)?;
+        println!(
+            "would start {}; nothing was submitted",
+            crate::what_if_cli::describe(&f)
+        );
+        return Ok(());
     }
     let submitted = client.submit(&sub.body)?;
     let indices = sub.array.map(|a| a.indices).unwrap_or_default();

@@ -129,6 +129,15 @@ impl Jobs {
     pub fn send_input(&self, id: u64, r: &InputRequest) -> Result<usize, InputSendError> {
         self.0.send_input(id, r)
     }
+    /// When a job of `spec` would start, in place of pending job `replaces` if given; nothing
+    /// is submitted (`what_if.rs`).
+    pub fn what_if(
+        &self,
+        spec: JobSpec,
+        replaces: Option<u64>,
+    ) -> Result<gantry_api::model::StartForecast, SubmitError> {
+        self.0.what_if(spec, replaces)
+    }
     /// One job, from memory or history.
     pub fn get(&self, id: u64) -> Option<JobRecord> {
         self.0.job(id).map(|j| self.0.with_forecast(j))

@@ -27,13 +27,18 @@ struct Offer {
     /// Jobs of the snapshot the cycle did not admit, with its reason (held, dependencies).
     not_admitted: Vec<(u64, String)>,
     /// Display names of the pending jobs (`2_1` for array members).
-    names: HashMap<u64, String>,
+    names: Arc<HashMap<u64, String>>,
 }
+
+/// A snapshot a forecast started from, with the display names of its jobs.
+pub(crate) type ForecastInput = (Arc<Snapshot>, Arc<HashMap<u64, String>>);
 
 /// The latest results.
 #[derive(Default)]
 struct Board {
     by_job: HashMap<u64, StartForecast>,
+    /// The last snapshot offered, with its display names: what-ifs start from it.
+    latest: Option<ForecastInput>,
     last_offer_ms: u64,
     last_pending: usize,
 }
@@ -80,35 +85,8 @@ impl Scheduler {
     }
 
     fn compute_forecast(&self, offer: &Offer) -> HashMap<u64, StartForecast> {
-        let snap = &offer.snap;
-        let model = lock(&self.inner.forecaster.runtimes).clone();
-        let opts = ForecastOptions::default();
-        let replays = opts.replays;
-        let text = |s: u32| snap.ctx.text(s).to_string();
-        let runtime = |j: &gantry_contract::Job, r: usize| {
-            let u = (r as f64 + 0.5) / replays as f64;
-            let keys = runtime_keys(&text(j.user), &text(j.name));
-            model
-                .draw(
-                    &keys,
-                    j.time_limit_s.saturating_mul(1000),
-                    DEFAULT_RUNTIME_MS,
-                    u,
-                )
-                .0
-        };
         let computed_ms = now_ms();
-        let name = |id: u64| {
-            offer
-                .names
-                .get(&id)
-                .cloned()
-                .unwrap_or_else(|| id.to_string())
-        };
-        let mut out: HashMap<u64, StartForecast> = forecast(snap, &offer.order, &runtime, opts)
-            .into_iter()
-            .map(|f| (f.job, described(&f, computed_ms, &name)))
-            .collect();
+        let mut out = self.forecast_described(&offer.snap, &offer.order, &offer.names);
         for (id, why) in &offer.not_admitted {
             out.insert(
                 *id,
@@ -121,6 +99,36 @@ impl Scheduler {
             );
         }
         out
+    }
+
+    /// The forecast of `order` on `snap` (`gantry_engine::forecast`), in the user's words.
+    pub(crate) fn forecast_described(
+        &self,
+        snap: &Snapshot,
+        order: &[u64],
+        names: &HashMap<u64, String>,
+    ) -> HashMap<u64, StartForecast> {
+        let model = lock(&self.inner.forecaster.runtimes).clone();
+        let opts = ForecastOptions::default();
+        let replays = opts.replays;
+        let text = |s: u32| snap.ctx.text(s).to_string();
+        let runtime = |j: &gantry_contract::Job, r: usize| {
+            let u = (r as f64 + 0.5) / replays as f64;
+            let keys = runtime_keys(&text(j.user), &text(j.name));
+            let limit_ms = j.time_limit_s.saturating_mul(1000);
+            model.draw(&keys, limit_ms, DEFAULT_RUNTIME_MS, u).0
+        };
+        let computed_ms = now_ms();
+        let name = |id: u64| names.get(&id).cloned().unwrap_or_else(|| id.to_string());
+        forecast(snap, order, &runtime, opts)
+            .into_iter()
+            .map(|f| (f.job, described(&f, computed_ms, &name)))
+            .collect()
+    }
+
+    /// The last snapshot offered to the forecaster, with its display names.
+    pub(crate) fn latest_forecast_input(&self) -> Option<ForecastInput> {
+        lock(&self.inner.forecaster.board).latest.clone()
     }
 
     /// Offers a cycle's snapshot and order to the forecaster when a forecast is due.
@@ -149,7 +157,8 @@ impl Scheduler {
             .filter(|(id, _)| !admitted.contains(id))
             .map(|(id, r)| (*id, r.message.clone()))
             .collect();
-        let names = self.display_names(snap);
+        let names = Arc::new(self.display_names(snap));
+        lock(&self.inner.forecaster.board).latest = Some((snap.clone(), names.clone()));
         let offer = Offer {
             snap: snap.clone(),
             order: outcome.order.clone(),

@@ -79,6 +79,7 @@ mod task_env;
 mod transition;
 mod user_requeue;
 pub mod views;
+mod what_if;
 
 use gantry_config::Config;
 use gantry_engine::FaultRecord;

@@ -53,6 +53,17 @@ impl Models {
         Self { names }
     }
 
+    /// A table of `names` (a snapshot's `gpu-models`, as text), then any model `extra` asks
+    /// for (a what-if job's).
+    pub fn with_names(mut names: Vec<String>, extra: &JobRecord) -> Self {
+        for m in extra.spec.tasks.iter().flat_map(|t| &t.gpu_models) {
+            if !names.iter().any(|n| n == m) && names.len() < UNKNOWN_MODEL_BIT {
+                names.push(m.clone());
+            }
+        }
+        Self { names }
+    }
+
     /// The model names, by mask bit.
     pub fn names(&self) -> &[String] {
         &self.names

@@ -85,6 +85,9 @@ enum Command {
         /// The record as JSON (the API's), for scripts.
         #[arg(long)]
         json: bool,
+        /// When it would start as it is and with other shapes (a pending job).
+        #[command(flatten)]
+        what_if: gantry_cli::what_if_cli::WhatIfArgs,
     },
     /// Cancel jobs, as scancel: gantry cancel 8 9 12-20, an array (64) or a member (64_3),
     /// --user alice, --state pending
@@ -529,7 +532,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             AdminAction::Gc => gantry_cli::history_cli::gc(&client),
             AdminAction::Compact { data_dir } => gantry_cli::history_cli::compact(&data_dir),
         },
-        Command::Job { id, json } => {
+        Command::Job { id, what_if, .. } if what_if.what_if => {
+            gantry_cli::what_if_cli::job_variants(&client, id, &what_if)
+        }
+        Command::Job { id, json, .. } => {
             let job = client.job(id)?;
             if json {
                 cli::print_json(&serde_json::to_value(&job)?);

@@ -8,7 +8,7 @@
 
 use super::{Client, Result, percent_encode};
 use crate::accounting::AccountingReport;
-use crate::model::{JobRecord, ServiceView};
+use crate::model::{JobRecord, ServiceView, StartForecast};
 use crate::views::{NodeView, PluginInfo, Submitted};
 use serde::Serialize;
 use serde_json::json;
@@ -18,6 +18,19 @@ impl Client {
     /// `POST /v1/jobs`: submits a job spec (a `JobSpec` or its JSON).
     pub fn submit<B: Serialize + ?Sized>(&self, spec: &B) -> Result<Submitted> {
         self.post("/v1/jobs", spec)
+    }
+
+    /// `POST /v1/jobs/forecast`: when a job of `spec` (a `JobSpec` or its JSON) would start,
+    /// in place of the pending job `replaces` if given; nothing is submitted.
+    pub fn what_if(
+        &self,
+        spec: &serde_json::Value,
+        replaces: Option<u64>,
+    ) -> Result<StartForecast> {
+        self.post(
+            "/v1/jobs/forecast",
+            &json!({"spec": spec, "replaces": replaces}),
+        )
     }
 
     /// `GET /v1/jobs?{query}`: jobs matching the query (`state=...&user=...`, as given).

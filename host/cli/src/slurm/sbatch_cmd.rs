@@ -136,19 +136,28 @@ pub(super) fn run(client: &Client, args: &[String]) -> Result<i32> {
             eprintln!("sbatch: note: {n}");
         }
     }
-    if test_only {
-        eprintln!(
-            "sbatch: the request is valid; nothing was submitted (Gantry does not forecast \
-             a start time for --test-only)"
-        );
-        return Ok(0);
-    }
     if client.has_token() {
         if let Some(body) = sub.body.as_object_mut() {
             body.insert("user".into(), Value::String(String::new()));
         }
     } else if !quiet {
         crate::cli::warn_if_anonymous(client);
+    }
+    if test_only {
+        // As sbatch: "Job N to start at T ..." on stderr; the forecast's median and why.
+        let f = client.what_if(&sub.body, None)?;
+        match f.p50_ms {
+            Some(at) => eprintln!(
+                "sbatch: Job to start at {}: {} (nothing was submitted)",
+                crate::accounting_cli::format_utc(at),
+                f.reason
+            ),
+            None => eprintln!(
+                "sbatch: Job would not start: {} (nothing was submitted)",
+                f.reason
+            ),
+        }
+        return Ok(0);
     }
     let submitted = client.submit(&sub.body)?;
     let id = submitted.job.array.map_or(submitted.job.id, |a| a.array_id);

@@ -16,6 +16,7 @@ use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::response::IntoResponse;
 use gantry_api::model::{JobRecord, JobSpec};
+use gantry_api::views::WhatIfRequest;
 use gantry_controller::jobs_api::{CancelError, SubmitError};
 use gantry_controller::service_sets::SERVICE_LABEL;
 use gantry_controller::{Admin, JobQuery, Jobs, Nodes};
@@ -95,6 +96,22 @@ pub(super) async fn submit(
         .await?
         .map_err(submit_error)?;
     Ok((StatusCode::CREATED, Json(record)))
+}
+
+/// `POST /v1/jobs/forecast`: when a job of this spec would start (in place of the pending
+/// job it `replaces`); nothing is submitted. The caller's identity stamps it as at submit.
+pub(super) async fn forecast(
+    State(s): State<Jobs>,
+    caller: Caller,
+    JsonBody(body): JsonBody,
+) -> Result<impl IntoResponse, ApiError> {
+    let WhatIfRequest { mut spec, replaces } = parse_json(&body)?;
+    caller.stamp(&mut spec.user, &mut spec.account)?;
+    spec.anonymous = matches!(caller, Caller::Open(_));
+    let forecast = blocking(move || s.what_if(spec, replaces))
+        .await?
+        .map_err(submit_error)?;
+    Ok(Json(forecast))
 }
 
 /// The answer to a submit the scheduler refused (also a service's first replica's).

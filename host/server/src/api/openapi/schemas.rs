@@ -25,7 +25,7 @@ use gantry_api::model::{
     JobRecord, JobSpec, MAX_ARG_LEN, MAX_STRING, RollbackRequest, ScaleRequest, ServiceView,
     UpdateRequest,
 };
-use gantry_api::views::{NodeView, Submitted};
+use gantry_api::views::{NodeView, Submitted, WhatIfRequest};
 use gantry_policy::PipelineSpec;
 use serde_json::{Map, Value, json};
 use utoipa::ToSchema;
@@ -59,7 +59,8 @@ fn add<T: ToSchema>(out: &mut Collected) {
     T::schemas(out);
 }
 
-/// Every schema the operations refer to (`Error`, `JobSpec`, `Submitted`, `JobRecord`,
+/// Every schema the operations refer to (`Error`, `JobSpec`, `Submitted`, `WhatIfRequest`,
+/// `StartForecast`, `JobRecord`,
 /// `Node`, `AccountingReport`, `PipelineSpec`, `ReplayRequest`, `DrainRequest`,
 /// `SignalRequest`, `ServiceView`, `ScaleRequest`, `UpdateRequest`, `RollbackRequest`, the join
 /// tokens') and the schemas they refer to, by name.
@@ -71,6 +72,8 @@ pub fn schemas() -> Map<String, Value> {
     add::<JoinTokenCreated>(&mut all);
     add::<JoinTokenView>(&mut all);
     add::<Submitted>(&mut all);
+    add::<WhatIfRequest>(&mut all);
+    add::<gantry_api::model::StartForecast>(&mut all);
     add::<JobRecord>(&mut all);
     add::<NodeView>(&mut all);
     add::<AccountingReport>(&mut all);
