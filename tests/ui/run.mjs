@@ -85,6 +85,14 @@ try {
   }, [adminToken]);
   await page.getByTestId(`pending-${submitted}`).waitFor();
   summary.liveUpdateMs = Date.now() - t0;
+  // The pending job's expected start (forecast when it was submitted, shown since this
+  // reload): a bar and "in ..." or "now" (it waits for the running job), never "not
+  // forecast yet" or "never".
+  const start = page.getByTestId(`start-${pendingJob}`);
+  await start.waitFor();
+  summary.pendingStart = await start.innerText();
+  check(/^\s*(now|in \d)/.test(summary.pendingStart), `pending job's expected start: ${summary.pendingStart}`);
+  check((await start.locator(".bar").count()) === 1, "the expected start is drawn as a bar");
   await page.screenshot({ path: join(shotDir, "queue.png") });
 
   // Job page: its log, streamed.
