@@ -4,7 +4,8 @@
 //! (`gantry_engine::forecast`) with runtimes drawn from the jobs that ended (the same
 //! user's job of the same name, else the same user's; the time limit without history),
 //! and the API's answers carry the latest result (`JobRecord::start_forecast`). A cycle
-//! never waits: an offer while a forecast runs is dropped. Nothing here is stored.
+//! never waits: an offer made while a forecast runs waits, replaced by any newer one. Nothing here is stored: the
+//! runtimes are learnt again from history when the thread starts.
 //!
 //! Owns: the runtime model, the offer, the thread and the results. Does not own the
 //! replay (the engine) or the order (the cycle's live pipeline).
@@ -14,8 +15,10 @@ use gantry_api::model::{JobRecord, JobState, StartForecast};
 use gantry_engine::forecast::{ForecastOptions, JobForecast, RuntimeModel, forecast};
 use gantry_engine::{CycleOutcome, Snapshot};
 use std::collections::HashMap;
-use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
+
+/// Ended jobs of each state read from history when the forecast thread starts.
+const HISTORY_WARM_UP: usize = 5_000;
 
 /// A job without history or time limit is taken to run this long.
 const DEFAULT_RUNTIME_MS: u64 = 3_600_000;
@@ -40,7 +43,9 @@ struct Board {
     /// The last snapshot offered, with its display names: what-ifs start from it.
     latest: Option<ForecastInput>,
     last_offer_ms: u64,
-    last_pending: usize,
+    /// The pending and running jobs of the last offer, sorted: a job submitted or ended
+    /// moves the queue, one that starts (as forecast) does not.
+    last_ids: Vec<u64>,
 }
 
 /// The forecaster's state, shared by the cycle (offers), the thread and the API.
@@ -48,7 +53,9 @@ struct Board {
 pub(crate) struct Forecaster {
     board: Mutex<Board>,
     runtimes: Mutex<RuntimeModel>,
-    tx: Mutex<Option<SyncSender<Offer>>>,
+    /// The newest offer not taken yet (a newer one replaces it), and its wake-up.
+    next: Mutex<Option<Offer>>,
+    offered: Condvar,
 }
 
 /// The keys a job's runtime is learnt and drawn under, most specific first.
@@ -62,19 +69,31 @@ impl Scheduler {
         if self.inner.config.forecast_every_s == 0 {
             return;
         }
-        let (tx, rx) = sync_channel::<Offer>(1);
-        *lock(&self.inner.forecaster.tx) = Some(tx);
         let me = self.clone();
         let spawned = std::thread::Builder::new()
             .name("gantry-forecast".into())
-            .spawn(move || me.forecast_loop(rx));
+            .spawn(move || me.forecast_loop());
         if let Err(e) = spawned {
             tracing::error!("forecasts off: cannot start their thread: {e}");
         }
     }
 
-    fn forecast_loop(&self, rx: Receiver<Offer>) {
-        while let Ok(offer) = rx.recv() {
+    fn forecast_loop(&self) {
+        self.learn_from_history();
+        let f = &self.inner.forecaster;
+        loop {
+            let offer = {
+                let mut next = lock(&f.next);
+                loop {
+                    if let Some(offer) = next.take() {
+                        break offer;
+                    }
+                    next = match f.offered.wait(next) {
+                        Ok(n) => n,
+                        Err(poisoned) => poisoned.into_inner(),
+                    };
+                }
+            };
             let t0 = std::time::Instant::now();
             let results = self.compute_forecast(&offer);
             let m = &self.inner.metrics;
@@ -138,17 +157,23 @@ impl Scheduler {
             return;
         }
         let now = now_ms();
+        let mut ids: Vec<u64> = snap
+            .pending
+            .iter()
+            .chain(snap.running.iter().map(|r| &r.job))
+            .map(|j| j.id)
+            .collect();
+        ids.sort_unstable();
         {
             let mut b = lock(&self.inner.forecaster.board);
-            let pending = snap.pending.len();
-            // A tenth of the queue came or went (any job, in a queue of ten or fewer).
-            let moved = pending.abs_diff(b.last_pending);
-            let changed = moved > 0 && moved * 10 >= b.last_pending.max(10);
+            // A tenth of the jobs came, went or started (any job, among ten or fewer).
+            let moved = symmetric_difference(&ids, &b.last_ids);
+            let changed = moved > 0 && moved * 10 >= b.last_ids.len().max(10);
             if now < b.last_offer_ms.saturating_add(every_ms) && !changed {
                 return;
             }
             b.last_offer_ms = now;
-            b.last_pending = pending;
+            b.last_ids = ids;
         }
         let admitted: std::collections::HashSet<u64> = outcome.order.iter().copied().collect();
         let not_admitted = outcome
@@ -165,10 +190,10 @@ impl Scheduler {
             not_admitted,
             names,
         };
-        if let Some(tx) = lock(&self.inner.forecaster.tx).as_ref() {
-            // Busy with the previous one: this offer is dropped, the next is taken.
-            let _ = tx.try_send(offer);
-        }
+        // While a forecast runs, a newer offer replaces the one waiting: the thread takes
+        // the newest state when it is free.
+        *lock(&self.inner.forecaster.next) = Some(offer);
+        self.inner.forecaster.offered.notify_one();
     }
 
     /// `2_1` for an array member, else the id, for every pending job of `snap`.
@@ -183,6 +208,30 @@ impl Scheduler {
                 Some((j.id, format!("{}_{}", a.array_id, a.index)))
             })
             .collect()
+    }
+
+    /// Learns the runtimes of the newest ended jobs in memory and history (at most
+    /// [`HISTORY_WARM_UP`] of each ending state), once, when the forecast thread starts:
+    /// a restarted controller forecasts from its history, not from its time limits.
+    fn learn_from_history(&self) {
+        let mut learnt = 0usize;
+        for state in [JobState::Succeeded, JobState::Failed, JobState::TimedOut] {
+            let q = super::JobQuery {
+                state: Some(state),
+                ..Default::default()
+            };
+            match self.jobs(&q, HISTORY_WARM_UP) {
+                // Oldest first, so that each key keeps its newest samples.
+                Ok(page) => {
+                    for job in page.jobs.iter().rev() {
+                        self.observe_runtime(job);
+                        learnt += 1;
+                    }
+                }
+                Err(e) => tracing::warn!("forecasts: cannot read history: {e}"),
+            }
+        }
+        tracing::info!(jobs = learnt, "forecasts: runtimes learnt from history");
     }
 
     /// Learns the runtime of a run that ended (a success, a failure or a time limit).
@@ -220,6 +269,19 @@ impl Scheduler {
     }
 }
 
+/// How many elements of two sorted lists are in one only.
+fn symmetric_difference(a: &[u64], b: &[u64]) -> usize {
+    let (mut i, mut j, mut n) = (0, 0, 0);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => (n, i) = (n + 1, i + 1),
+            std::cmp::Ordering::Greater => (n, j) = (n + 1, j + 1),
+            std::cmp::Ordering::Equal => (i, j) = (i + 1, j + 1),
+        }
+    }
+    n + (a.len() - i) + (b.len() - j)
+}
+
 /// A forecast in the user's words.
 fn described(f: &JobForecast, computed_ms: u64, name: &dyn Fn(u64) -> String) -> StartForecast {
     let ahead = match f.ahead {
@@ -238,5 +300,18 @@ fn described(f: &JobForecast, computed_ms: u64, name: &dyn Fn(u64) -> String) ->
         p90_ms: f.p90_ms,
         reason,
         computed_ms,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::symmetric_difference;
+
+    #[test]
+    fn the_jobs_that_came_or_went_are_counted() {
+        assert_eq!(symmetric_difference(&[1, 2, 3], &[1, 2, 3]), 0);
+        assert_eq!(symmetric_difference(&[1, 2, 3, 4], &[1, 2, 3]), 1);
+        assert_eq!(symmetric_difference(&[2, 3, 9], &[1, 2, 3]), 2);
+        assert_eq!(symmetric_difference(&[], &[5, 6]), 2);
     }
 }
