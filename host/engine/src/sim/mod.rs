@@ -21,4 +21,4 @@ pub mod usage;
 pub use fill::{FillPoint, FillResult, allocation_curve, run_fill};
 pub use input::{NodeEvent, SimJob, SimNode, SimTask};
 pub use results::{JobEnd, JobResult, Sample, Summary, TimelineResult};
-pub use timeline::{Progress, TimelineOptions, run_timeline};
+pub use timeline::{CycleObserver, Progress, TimelineOptions, run_timeline, run_timeline_observed};

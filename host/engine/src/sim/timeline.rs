@@ -56,6 +56,10 @@ struct JobTrack {
     settled: bool,
 }
 
+/// What a cycle of the replay saw and decided, for an observer (a forecast benchmark).
+pub type CycleObserver<'a> =
+    dyn FnMut(&crate::snapshot::Snapshot, &crate::cycle::CycleOutcome) + 'a;
+
 /// Runs `jobs` on `nodes` through `live` (falling back to `fallback` on faults).
 pub fn run_timeline(
     nodes: &[SimNode],
@@ -63,8 +67,34 @@ pub fn run_timeline(
     node_events: &[NodeEvent],
     opts: &TimelineOptions,
     live: &mut Pipeline,
+    fallback: Option<&mut Pipeline>,
+    progress: &mut dyn FnMut(Progress),
+) -> TimelineResult {
+    let mut unobserved = |_: &crate::snapshot::Snapshot, _: &crate::cycle::CycleOutcome| {};
+    run_timeline_observed(
+        nodes,
+        jobs,
+        node_events,
+        opts,
+        live,
+        fallback,
+        progress,
+        &mut unobserved,
+    )
+}
+
+/// [`run_timeline`], showing `observe` each cycle's snapshot and outcome before they are
+/// applied.
+#[allow(clippy::too_many_arguments)]
+pub fn run_timeline_observed(
+    nodes: &[SimNode],
+    jobs: &[SimJob],
+    node_events: &[NodeEvent],
+    opts: &TimelineOptions,
+    live: &mut Pipeline,
     mut fallback: Option<&mut Pipeline>,
     progress: &mut dyn FnMut(Progress),
+    observe: &mut CycleObserver<'_>,
 ) -> TimelineResult {
     let mut st = SimState::new(nodes, model_list(nodes, jobs), opts.seed);
     if let Some(h) = opts.usage_half_life_s {
@@ -170,6 +200,7 @@ pub fn run_timeline(
             out.cycles += 1;
             st.prepare_cycle(out.cycles, now);
             let outcome = run_cycle(&st.snap, live, fallback.as_deref_mut());
+            observe(&st.snap, &outcome);
             count_faults(&mut faults, &outcome.faults);
             for s in outcome.starts {
                 let job = (s.job - 1) as usize;
