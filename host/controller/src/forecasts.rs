@@ -17,6 +17,9 @@ use gantry_engine::{CycleOutcome, Snapshot};
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex};
 
+/// How many jobs behind a blocked one a forecast lets start early under `backfill`.
+const BACKFILL_DEPTH: usize = 32;
+
 /// Ended jobs of each state read from history when the forecast thread starts.
 const HISTORY_WARM_UP: usize = 5_000;
 
@@ -128,7 +131,13 @@ impl Scheduler {
         names: &HashMap<u64, String>,
     ) -> HashMap<u64, StartForecast> {
         let model = lock(&self.inner.forecaster.runtimes).clone();
-        let opts = ForecastOptions::default();
+        // The live placement decides how the queue moves: strictly in order (`first-fit`),
+        // or with jobs behind a blocked one started early (`backfill`, modelled as EASY).
+        let backfills = lock(&self.inner.policy).active().spec.placement.plugin == "backfill";
+        let opts = ForecastOptions {
+            backfill_depth: if backfills { BACKFILL_DEPTH } else { 0 },
+            ..Default::default()
+        };
         let replays = opts.replays;
         let text = |s: u32| snap.ctx.text(s).to_string();
         let runtime = |j: &gantry_contract::Job, r: usize| {
