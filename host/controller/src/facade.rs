@@ -100,13 +100,18 @@ impl Jobs {
     pub fn cancel(&self, id: u64, by: &str) -> Result<JobRecord, CancelError> {
         self.0.cancel_by(id, Some(by))
     }
-    /// Holds a pending job (`job_control.rs`).
-    pub fn hold(&self, id: u64, by: &str, role: HoldRole) -> Result<JobRecord, ControlError> {
-        self.0.hold(id, by, role)
-    }
-    /// Releases a held job.
-    pub fn release(&self, id: u64, role: HoldRole) -> Result<JobRecord, ControlError> {
-        self.0.release(id, role)
+    /// Holds a pending job for `by` (`Some`), or releases a held one (`None`), as a caller
+    /// of `role` (`job_control.rs`).
+    pub fn hold(
+        &self,
+        id: u64,
+        by: Option<&str>,
+        role: HoldRole,
+    ) -> Result<JobRecord, ControlError> {
+        match by {
+            Some(by) => self.0.hold(id, by, role),
+            None => self.0.release(id, role),
+        }
     }
     /// A receiver that changes whenever the scheduler is woken (a job submitted, ended,
     /// cancelled...): a follower waits on it instead of polling blindly.

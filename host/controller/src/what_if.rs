@@ -3,9 +3,10 @@
 //! The job is checked as at submit (its fields, its dependencies, an interactive job's time
 //! limit) but not stored; it joins a copy of the snapshot last offered to the forecaster
 //! (in place of the pending job it varies), a pipeline built from the live spec orders the
-//! queue as a cycle would, and the forecast replays it (`forecasts.rs`). A shape no node
-//! could hold answers "never: ..." rather than an error; nothing here touches the live
-//! pipeline, the job table or the store.
+//! queue as a cycle would (a faulting stage falls back to the default, and the answer says
+//! so), and the forecast replays it (`forecasts.rs`). A shape no node could hold answers
+//! "never: ..." rather than an error; nothing here touches the live pipeline, the job
+//! table or the store.
 //!
 //! Owns: the what-if. Does not own the forecast, the checks (`jobs.rs`) or the pipeline's
 //! building (`gantry_policy::Registry`).
@@ -68,10 +69,21 @@ impl Scheduler {
             let policy = lock(&self.inner.policy);
             (policy.registry().clone(), policy.active().spec.clone())
         };
-        let (mut pipeline, _) = registry
-            .build(&spec, Some(&self.inner.store))
-            .map_err(|e| SubmitError::Field(field_error("policy", e.to_string())))?;
-        let outcome = run_cycle(&snap, &mut pipeline, None);
+        let build = |spec: &gantry_policy::PipelineSpec| {
+            registry
+                .build(spec, Some(&self.inner.store))
+                .map(|(p, _)| p)
+                .map_err(|e| SubmitError::Field(field_error("policy", e.to_string())))
+        };
+        let (mut pipeline, mut fallback) = (build(&spec)?, build(&gantry_policy::default_spec())?);
+        // As in the daemon: a stage whose plugin faults falls back, and the answer says so.
+        let outcome = run_cycle(&snap, &mut pipeline, Some(&mut fallback));
+        let faulted = outcome.faults.first().map(|f| {
+            format!(
+                " (the live {} plugin {} faulted in the what-if: {}; the default decided)",
+                f.stage, f.plugin.name, f.fault
+            )
+        });
         let computed_ms = now_ms();
         if !outcome.order.contains(&WHAT_IF_ID) {
             let why = outcome
@@ -88,8 +100,10 @@ impl Scheduler {
         }
         // Jobs the copy's cycle would start now are not started: the forecast replays them.
         let mut forecasts = self.forecast_described(&snap, &outcome.order, &names);
-        forecasts
-            .remove(&WHAT_IF_ID)
-            .ok_or_else(|| SubmitError::Field(field_error("forecast", "the job was not forecast")))
+        let mut f = forecasts.remove(&WHAT_IF_ID).ok_or_else(|| {
+            SubmitError::Field(field_error("forecast", "the job was not forecast"))
+        })?;
+        f.reason.push_str(faulted.as_deref().unwrap_or(""));
+        Ok(f)
     }
 }

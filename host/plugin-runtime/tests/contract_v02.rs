@@ -323,7 +323,8 @@ fn every_fault_is_followed_by_a_full_resend_and_a_correct_plan() {
     let rt = Runtime::new(RuntimeOptions::default()).unwrap();
     let config = r#"{"fault_rate": 0.35, "seed": 3}"#;
     let mut injector = instance(&rt, gantry_components::FAULT_INJECTOR, config);
-    assert_eq!(injector.contract(), "0.2.0");
+    // Built with the SDK's default (0.3.0: 0.2's deltas, plus `gpu.parent`).
+    assert_eq!(injector.contract(), "0.3.0");
     let mut twin = Native::new(gantry_plugin_first_fit::FirstFit::default(), "{}").unwrap();
     let mut rng = Lcg(11);
     let mut world = World::new(&mut rng, false);

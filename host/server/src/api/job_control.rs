@@ -81,7 +81,7 @@ pub(super) async fn hold(
     owned_job(&s, &caller, id, "holding a job")?;
     let by = caller.role_and_user().1.to_string();
     let role = hold_role(&caller);
-    blocking(move || s.hold(id, &by, role))
+    blocking(move || s.hold(id, Some(&by), role))
         .await?
         .map(Json)
         .map_err(refused)
@@ -95,7 +95,7 @@ pub(super) async fn release(
 ) -> Result<impl IntoResponse, ApiError> {
     owned_job(&s, &caller, id, "releasing a job")?;
     let role = hold_role(&caller);
-    blocking(move || s.release(id, role))
+    blocking(move || s.hold(id, None, role))
         .await?
         .map(Json)
         .map_err(refused)

@@ -98,7 +98,14 @@ fn the_schemas_are_generated_from_the_types() {
     let schemas = &doc["components"]["schemas"];
     let mut spec: JobSpec = serde_json::from_value(json!({"argv": ["true"]})).unwrap();
     spec.anonymous = true; // the one field left out of the JSON when unset
-    let record = JobRecord::new(1, spec.clone(), 0);
+    let mut record = JobRecord::new(1, spec.clone(), 0);
+    // Left out of the JSON when unset (answers set it on pending jobs).
+    record.start_forecast = Some(gantry_api::model::StartForecast {
+        p50_ms: None,
+        p90_ms: None,
+        reason: String::new(),
+        computed_ms: 0,
+    });
     for (name, value) in [
         ("JobSpec", serde_json::to_value(&spec).unwrap()),
         ("JobRecord", serde_json::to_value(&record).unwrap()),
