@@ -1,12 +1,13 @@
 //! `gantry jobs --start`: pending jobs with their expected start (the controller's
 //! forecast: the median, the 90th percentile) and why they wait until then, soonest
-//! first, as `squeue --start` lists them. An array member reads `2_1`.
+//! first, as `squeue --start` lists them. An array member reads `2_1`. Also one forecast
+//! in a line, as the what-ifs print it.
 //!
 //! Owns: that table, as text. Does not own the forecast (the controller) or the times'
 //! spelling (`accounting_cli::format_utc`).
 
 use crate::accounting_cli::format_utc;
-use gantry_api::model::{JobRecord, JobState};
+use gantry_api::model::{JobRecord, JobState, StartForecast};
 
 /// The id column: `ID`, or `ARRAY_INDEX` for an array member.
 fn id_cell(job: &JobRecord) -> String {
@@ -47,6 +48,26 @@ pub fn render(jobs: &[JobRecord]) -> Vec<String> {
         ));
     }
     out
+}
+
+/// One forecast in a line: `~<p50> (90 %: <p90>): <why>`, or `never: …`.
+pub fn describe(f: &StartForecast) -> String {
+    match (f.p50_ms, f.p90_ms) {
+        (Some(p50), Some(p90)) => {
+            format!(
+                "~{} (90 %: by {}): {}",
+                format_utc(p50),
+                format_utc(p90),
+                f.reason
+            )
+        }
+        (Some(p50), None) => format!(
+            "~{} (90 %: not within 30 days): {}",
+            format_utc(p50),
+            f.reason
+        ),
+        _ => f.reason.clone(),
+    }
 }
 
 #[cfg(test)]

@@ -429,7 +429,7 @@ pub fn run(client: &Client, a: &SubmitArgs) -> anyhow::Result<()> {
         let f = client.what_if(&sub.body, None)?;
         println!(
             "would start {}; nothing was submitted",
-            crate::what_if_cli::describe(&f)
+            crate::start_view::describe(&f)
         );
         return Ok(());
     }

@@ -6,8 +6,8 @@
 //! Owns: building the variants and the lines. Does not own the forecast (the daemon's
 //! `POST /v1/jobs/forecast`) or the flags' spellings (`submit_cli`).
 
-use crate::accounting_cli::format_utc;
 use crate::cli::Client;
+use crate::start_view::describe;
 use anyhow::{Context, Result};
 use gantry_api::model::StartForecast;
 use serde_json::{Value, json};
@@ -27,26 +27,6 @@ pub struct WhatIfArgs {
     /// ... in this queue.
     #[arg(long, requires = "what_if")]
     pub queue: Option<String>,
-}
-
-/// One forecast in a line: `~<p50> (90 %: <p90>): <why>`, or `never: …`.
-pub fn describe(f: &StartForecast) -> String {
-    match (f.p50_ms, f.p90_ms) {
-        (Some(p50), Some(p90)) => {
-            format!(
-                "~{} (90 %: by {}): {}",
-                format_utc(p50),
-                format_utc(p90),
-                f.reason
-            )
-        }
-        (Some(p50), None) => format!(
-            "~{} (90 %: not within 30 days): {}",
-            format_utc(p50),
-            f.reason
-        ),
-        _ => f.reason.clone(),
-    }
 }
 
 /// How much sooner (or later) `b` starts than `a`, in words.
