@@ -376,6 +376,13 @@ mod tests {
         std::fs::write(&bad, "usage_half_life_s = 0\n").unwrap();
         let e = Config::load(Some(&bad)).unwrap_err().to_string();
         assert!(e.contains("usage_half_life_s"), "{e}");
+        // Forecasts: every 30 s by default, 0 turns them off, more than an hour is refused.
+        assert_eq!(config.forecast_every_s, 30);
+        std::fs::write(&bad, "forecast_every_s = 3601\n").unwrap();
+        let e = Config::load(Some(&bad)).unwrap_err().to_string();
+        assert!(e.contains("forecast_every_s"), "{e}");
+        std::fs::write(&bad, "forecast_every_s = 0\n").unwrap();
+        assert_eq!(Config::load(Some(&bad)).unwrap().forecast_every_s, 0);
     }
 
     #[test]
