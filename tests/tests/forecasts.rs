@@ -157,6 +157,22 @@ fn what_ifs_answer_without_submitting_and_never_is_not_an_error() {
     );
     assert!((400..500).contains(&status), "{e}");
     assert_eq!(e["error"]["field"], "replaces", "{e}");
+    // Another user firing what-ifs in parallel: one runs at a time, the rest get a 429
+    // naming `forecast`, none fails, and the daemon keeps answering.
+    let answers: Vec<(u16, Value)> = std::thread::scope(|s| {
+        let asks: Vec<_> = (0..12)
+            .map(|_| s.spawn(|| d.post("/v1/jobs/forecast", &json!({"spec": wide}))))
+            .collect();
+        asks.into_iter().map(|a| a.join().unwrap()).collect()
+    });
+    for (status, body) in &answers {
+        match status {
+            200 => assert!(body["reason"].is_string(), "{body}"),
+            429 => assert_eq!(body["error"]["field"], "forecast", "{body}"),
+            _ => panic!("a what-if answered {status}: {body}"),
+        }
+    }
+    assert!(answers.iter().any(|(s, _)| *s == 200), "{answers:?}");
     // Nothing was submitted.
     let (_, after) = d.get("/v1/jobs");
     assert_eq!(after.as_array().unwrap().len(), count, "{after}");

@@ -56,6 +56,9 @@ struct Board {
 pub(crate) struct Forecaster {
     board: Mutex<Board>,
     runtimes: Mutex<RuntimeModel>,
+    /// Held while a what-if is computed: one at a time, so callers cannot pile up pipeline
+    /// builds and queue copies (`what_if.rs`).
+    pub(crate) what_if_running: Mutex<()>,
     /// The newest offer not taken yet (a newer one replaces it), and its wake-up.
     next: Mutex<Option<Offer>>,
     offered: Condvar,

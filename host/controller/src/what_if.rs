@@ -6,7 +6,7 @@
 //! queue as a cycle would (a faulting stage falls back to the default, and the answer says
 //! so), and the forecast replays it (`forecasts.rs`). A shape no node could hold answers
 //! "never: ..." rather than an error; nothing here touches the live pipeline, the job
-//! table or the store.
+//! table or the store. What-ifs run one at a time (a 429 while one runs).
 //!
 //! Owns: the what-if. Does not own the forecast, the checks (`jobs.rs`) or the pipeline's
 //! building (`gantry_policy::Registry`).
@@ -27,6 +27,18 @@ impl Scheduler {
         mut spec: JobSpec,
         replaces: Option<u64>,
     ) -> Result<StartForecast, SubmitError> {
+        // One what-if at a time: each builds a pipeline and copies the queue, and another
+        // user firing them in a loop must not make the daemon do that in parallel.
+        let _one = match self.inner.forecaster.what_if_running.try_lock() {
+            Ok(guard) => guard,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                return Err(SubmitError::TooMany(field_error(
+                    "forecast",
+                    "another what-if is being computed; ask again in a moment",
+                )));
+            }
+        };
         spec.validate().map_err(SubmitError::Field)?;
         self.check_dependencies(&spec)?;
         self.limit_interactive(&mut spec)?;

@@ -38,7 +38,7 @@ pub(super) fn all() -> Vec<Route> {
     vec![
         get("/v1/health", health, doc("Liveness (open without a token)", In::Nothing, 200, Out::Object, &[])),
         post("/v1/jobs", jobs::submit, doc("Submit a job (user and account come from the token)", In::Body("JobSpec"), 201, Out::Schema("Submitted"), &[400, 401, 403, 413, 422, 429])),
-        post("/v1/jobs/forecast", jobs::forecast, doc("When a job that is not submitted would start (as sbatch --test-only), or a variant of a pending job (`replaces`): the forecast's median and 90th percentile and why; a shape no node can hold answers `never: ...`", In::Body("WhatIfRequest"), 200, Out::Schema("StartForecast"), &[400, 401, 403, 413, 422])),
+        post("/v1/jobs/forecast", jobs::forecast, doc("When a job that is not submitted would start (as sbatch --test-only), or a variant of a pending job (`replaces`): the forecast's median and 90th percentile and why; a shape no node can hold answers `never: ...`; one at a time (429 while another runs)", In::Body("WhatIfRequest"), 200, Out::Schema("StartForecast"), &[400, 401, 403, 413, 422, 429])),
         get("/v1/jobs", jobs::list, doc("List jobs, newest first, from memory and history (at most 10000; `X-Page-Limit` says the limit applied, `X-Next-After` the `after` of the next page)", In::JobQuery, 200, Out::ListOf("JobRecord"), &[400, 401])),
         get("/v1/jobs/{id}", jobs::get_one, doc("One job", In::Id, 200, Out::Schema("JobRecord"), &[400, 401, 404])),
         delete("/v1/jobs/{id}", jobs::cancel, doc("Cancel a job (owner or operator)", In::Id, 200, Out::Schema("JobRecord"), &[400, 401, 403, 404, 409])),
