@@ -13,7 +13,10 @@
 //! seconds: `GET /v1/jobs/{id}` (a pending job), `GET /v1/health`, `GET /v1/jobs?limit=50`
 //! (the dashboard's list) and `POST /v1/jobs` (a one-GPU submit that joins the backlog, acknowledged durably), and prints
 //! each one's median, p99 and max, with the cycles' count and mean duration over the same
-//! window (from `gantry_cycle_duration_seconds` in `/metrics`).
+//! window (from `gantry_cycle_duration_seconds` in `/metrics`; p50 and p99 as the upper
+//! bound of the histogram bucket that holds them).
+//!
+//! `BENCH_PIPELINE` (a `PUT /v1/policy` body) replaces the default pipeline first.
 //!
 //! Prints `RESULT {json}`; asserts nothing about speed. `GANTRY_BENCH_BIN` runs another
 //! `gantry` binary (an older build, to compare both in one session).
@@ -103,6 +106,36 @@ fn metric(agent: &ureq::Agent, base: &str, name: &str) -> Result<f64> {
         .sum())
 }
 
+/// The cycle histogram's cumulative counts by upper bound (seconds).
+fn cycle_buckets(agent: &ureq::Agent, base: &str) -> Result<Vec<(f64, f64)>> {
+    let (_, text) = body_text(agent.get(format!("{base}/metrics")).call()?)?;
+    Ok(text
+        .lines()
+        .filter(|l| l.starts_with("gantry_cycle_duration_seconds_bucket{"))
+        .filter_map(|l| {
+            let le = l.split("le=\"").nth(1)?.split('"').next()?;
+            let bound = if le == "+Inf" { f64::INFINITY } else { le.parse().ok()? };
+            Some((bound, l.rsplit_once(' ')?.1.parse().ok()?))
+        })
+        .collect())
+}
+
+/// The upper bound of the bucket holding quantile `q` of the cycles between two readings.
+fn bucket_quantile(before: &[(f64, f64)], after: &[(f64, f64)], q: f64) -> f64 {
+    let delta: Vec<(f64, f64)> = after
+        .iter()
+        .map(|(b, n)| {
+            let was = before.iter().find(|(x, _)| x == b).map_or(0.0, |(_, n)| *n);
+            (*b, n - was)
+        })
+        .collect();
+    let total = delta.iter().map(|(_, n)| *n).fold(0.0, f64::max);
+    delta
+        .iter()
+        .find(|(_, n)| total > 0.0 && *n >= q * total)
+        .map_or(f64::NAN, |(b, _)| *b)
+}
+
 fn submit_pending(agent: &ureq::Agent, base: &str, pending: usize) -> Result<u64> {
     let mut first = None;
     let mut left = pending;
@@ -146,8 +179,21 @@ fn main() -> Result<()> {
     let (_daemon, base) = start(tmp.path())?;
     let agent = http();
     register_nodes(&agent, &base, nodes).map_err(|e| format!("registering nodes: {e}"))?;
-    let job = submit_pending(&agent, &base, pending)
+    if let Ok(pipeline) = std::env::var("BENCH_PIPELINE") {
+        let pipeline: Value = serde_json::from_str(&pipeline)?;
+        let (status, text) = body_text(
+            agent
+                .put(format!("{base}/v1/policy"))
+                .send_json(&pipeline)?,
+        )?;
+        if status != 200 {
+            return Err(format!("BENCH_PIPELINE: HTTP {status}: {text}").into());
+        }
+    }
+    let t = Instant::now();
+    let job = submit_pending(&common::agent(900), &base, pending)
         .map_err(|e| format!("submitting the backlog: {e}"))?;
+    let backlog_submit_s = t.elapsed().as_secs_f64();
     // Let the first cycles over the whole backlog run before measuring.
     let t0 = Instant::now();
     while metric(&agent, &base, "gantry_cycle_duration_seconds_count")? < 3.0 {
@@ -158,6 +204,7 @@ fn main() -> Result<()> {
     }
     let sum0 = metric(&agent, &base, "gantry_cycle_duration_seconds_sum")?;
     let count0 = metric(&agent, &base, "gantry_cycle_duration_seconds_count")?;
+    let buckets0 = cycle_buckets(&agent, &base)?;
     let probes = ["job", "health", "list", "submit"];
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); probes.len()];
     let end = Instant::now() + Duration::from_secs(probe_s);
@@ -184,12 +231,16 @@ fn main() -> Result<()> {
     }
     let cycles = metric(&agent, &base, "gantry_cycle_duration_seconds_count")? - count0;
     let cycle_s = metric(&agent, &base, "gantry_cycle_duration_seconds_sum")? - sum0;
+    let buckets1 = cycle_buckets(&agent, &base)?;
     let result = json!({
         "nodes": nodes,
         "pending": pending,
         "probe_s": probe_s,
+        "backlog_submit_s": backlog_submit_s,
         "cycles": cycles,
         "cycle_mean_ms": if cycles > 0.0 { cycle_s / cycles * 1000.0 } else { f64::NAN },
+        "cycle_p50_le_ms": bucket_quantile(&buckets0, &buckets1, 0.5) * 1000.0,
+        "cycle_p99_le_ms": bucket_quantile(&buckets0, &buckets1, 0.99) * 1000.0,
         "probes": probes.iter().zip(times).map(|(p, t)| summary(p, t)).collect::<Vec<_>>(),
     });
     println!("RESULT {result}");

@@ -340,7 +340,7 @@ fn client(
         done.fetch_add(1, Ordering::Relaxed);
         act_on_due(cluster, &mut mine, &mut later, &mut errors, false);
     }
-    let deadline = Instant::now() + Duration::from_secs(120);
+    let deadline = Instant::now() + Duration::from_secs(900);
     while !later.is_empty() && Instant::now() < deadline {
         act_on_due(cluster, &mut mine, &mut later, &mut errors, true);
         std::thread::sleep(Duration::from_millis(50));

@@ -5,6 +5,10 @@
 //! the end), cancels are `scancel`, requeues `scontrol requeue`, a node is killed by SIGKILL to
 //! its `slurmd` and started again as the peer starts it. Final states come from `sacct`.
 //!
+//! The marker file's path reaches jobs through the submitting environment (SLURM's default
+//! `--export=ALL`): an explicit `--export` list made every `slurmd` run `su - root` to read a
+//! login environment for each job, which is not what the stream measures.
+//!
 //! SLURM has no replicated services: the day's 3-replica service is Gantry's alone.
 //!
 //! Owns: the command lines and their parsing. Does not own the peer's installation.
@@ -170,12 +174,11 @@ impl SlurmPeer {
 impl Cluster for SlurmPeer {
     fn submit(&self, _client: usize, kind: Kind, marker: &Path) -> Res<Vec<String>> {
         let script = task_script(kind.sleep_s());
-        let export = format!("ALL,M={}", marker.display());
         if kind == Kind::Interactive {
             let name = format!("day-i-{}", self.seq.fetch_add(1, Ordering::Relaxed));
             let child = Command::new("srun")
                 .args(["-J", &name, "--gres=gpu:1", "-c", "1", "--mem=256", "-t", "10"])
-                .arg(format!("--export={export}"))
+                .env("M", marker)
                 .args(["/bin/sh", "-c", &script])
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
@@ -188,7 +191,7 @@ impl Cluster for SlurmPeer {
         cmd.args(["--parsable", "-J", &format!("day-{}", kind.label())])
             .args(["-c", "1", "--mem=256", "-o", "/dev/null"])
             .args(["-t", if kind == Kind::Cancelled { "10" } else { "1" }])
-            .arg(format!("--export={export}"));
+            .env("M", marker);
         match kind {
             Kind::Gang { nodes } => {
                 cmd.args(["-N", &nodes.to_string(), "--ntasks-per-node=1", "--gres=gpu:8"])
@@ -286,7 +289,7 @@ impl Cluster for SlurmPeer {
             .args(["--parsable", "-J", "day-wide", "-N", &nodes.to_string()])
             .args(["--ntasks-per-node=1", "--gres=gpu:8", "-c", "1", "--mem=256", "-t", "1"])
             .args(["-o", "/dev/null"])
-            .arg(format!("--export=ALL,M={}", marker.display()))
+            .env("M", marker)
             .arg(format!("--wrap=srun /bin/sh -c '{script}'")))?;
         Ok(id.trim().split(';').next().unwrap_or("").to_string())
     }
