@@ -57,7 +57,10 @@ impl Cluster for SmallCluster<'_> {
         Ok(())
     }
     fn restart_node(&self, i: usize) -> Res<()> {
-        self.agents[i].lock().map_err(|_| "poisoned")?.restart(self.d);
+        self.agents[i]
+            .lock()
+            .map_err(|_| "poisoned")?
+            .restart(self.d);
         Ok(())
     }
     fn down_for(&self) -> Duration {
@@ -80,11 +83,11 @@ fn a_small_day_on_four_agents_loses_nothing_and_runs_nothing_twice_across_agent_
         ),
     );
     let agents: Vec<Mutex<Agent>> = (0..AGENTS)
-        .map(|i| Mutex::new(Agent::start(&d, &d.url(), &format!("day-{i}"), 8, TOKEN)))
+        .map(|i| Mutex::new(Agent::start(&d, d.url(), &format!("day-{i}"), 8, TOKEN)))
         .collect();
     let cluster = SmallCluster {
         d: &d,
-        api: GantryApi::new(&d.url()),
+        api: GantryApi::new(d.url()),
         agents,
     };
     cluster.api.use_day_pipeline().unwrap();
@@ -123,5 +126,9 @@ fn a_small_day_on_four_agents_loses_nothing_and_runs_nothing_twice_across_agent_
     let verdict = check::verify(&log, &marker, &states).unwrap();
     assert_eq!(verdict.acknowledged, day::jobs_in(&items));
     assert!(verdict.clean(), "{}", verdict.summary());
-    assert!(verdict.cancelled > 0 && verdict.succeeded > 0, "{}", verdict.summary());
+    assert!(
+        verdict.cancelled > 0 && verdict.succeeded > 0,
+        "{}",
+        verdict.summary()
+    );
 }

@@ -120,7 +120,8 @@ pub struct LoggedDecision {
     pub decision: Decision,
 }
 
-/// Recent decisions per job; a decision is logged when it differs from the job's last.
+/// Recent decisions per job; a decision is logged when it differs from the job's last
+/// ([`Decision::same_as`]); one that differs only in wording updates the last one's message.
 #[derive(Debug, Default)]
 pub struct DecisionLog {
     by_job: HashMap<u64, VecDeque<LoggedDecision>>,
@@ -141,10 +142,14 @@ impl DecisionLog {
         }
         for (job, d) in decisions {
             let log = self.by_job.entry(*job).or_default();
-            if log
-                .back()
-                .is_some_and(|last| last.decision.same_as(d) && last.decision.message == d.message)
-            {
+            if let Some(last) = log.back_mut().filter(|last| last.decision.same_as(d)) {
+                // The same decision in new words (a rank in priority order, a reservation's
+                // time from now): the entry keeps its cycle and takes the latest wording. A
+                // new entry (and a trace event) for each wording made a 10,000-job backlog
+                // log and allocate 10,000 decisions a cycle, 50 kept per job.
+                if last.decision.message != d.message {
+                    last.decision.message.clone_from(&d.message);
+                }
                 continue;
             }
             let previous = log.back().map(|l| l.decision.decision);
@@ -220,4 +225,53 @@ pub fn differences(
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pending(code: &str, message: &str) -> Decision {
+        Decision {
+            decision: "pending",
+            reason_code: code.to_string(),
+            message: message.to_string(),
+            plugin: "backfill".to_string(),
+        }
+    }
+
+    #[test]
+    fn a_decision_in_new_words_updates_the_last_entry_and_a_new_decision_is_logged() {
+        let mut log = DecisionLog::default();
+        for (cycle, rank) in [(1, 1200), (2, 1100), (3, 1000)] {
+            let wording = format!("not tested this cycle: this job is number {rank}");
+            let changed = log.record(
+                cycle,
+                cycle * 10,
+                &BTreeMap::from([(7, pending("other", &wording))]),
+            );
+            assert_eq!(changed.len(), usize::from(cycle == 1), "cycle {cycle}");
+        }
+        let kept = log.of_job(7);
+        assert_eq!(kept.len(), 1, "{kept:?}");
+        assert_eq!(
+            kept[0].cycle, 1,
+            "the entry keeps the cycle that first decided it"
+        );
+        assert!(
+            kept[0].decision.message.ends_with("number 1000"),
+            "{kept:?}"
+        );
+
+        let changed = log.record(
+            4,
+            40,
+            &BTreeMap::from([(7, pending("insufficient-gpus", "needs 8 GPUs"))]),
+        );
+        assert_eq!(changed.len(), 1);
+        assert_eq!(changed[0].2, Some("pending"));
+        let kept = log.of_job(7);
+        assert_eq!(kept.len(), 2, "{kept:?}");
+        assert_eq!(kept[1].decision.reason_code, "insufficient-gpus");
+    }
 }

@@ -7,8 +7,9 @@
 //! * every other job ended `succeeded` and each of its ranks reached its end **exactly once**;
 //!   starting twice is allowed (a requeue or a lost node stops a run before its end).
 //!
-//! A rank that reached its end twice is told apart by the order of the append-only marker
-//! file: **at once** when its second run started before the first reached its end (two live
+//! A run stopped by SIGTERM writes `k <job> <rank>`; one killed outright writes nothing and
+//! counts as still running. A rank that reached its end twice is told apart by the order of
+//! the append-only marker file: **at once** when its second run started before the first reached its end (two live
 //! copies: the fault this check exists for), **one after the other** otherwise (a run whose
 //! end was lost with its node and that was run again: at-least-once, as SLURM's requeue).
 //!
@@ -104,6 +105,7 @@ fn read_markers(marker: &Path) -> Res<HashMap<(String, u32), Runs>> {
                 entry.ends += 1;
                 entry.open = entry.open.saturating_sub(1);
             }
+            "k" => entry.open = entry.open.saturating_sub(1),
             _ => {}
         }
     }
@@ -125,12 +127,7 @@ pub fn verify(log: &DayLog, marker: &Path, states: &BTreeMap<String, String>) ->
                 continue;
             };
             let ranks: Vec<Runs> = (0..sub.kind.ranks())
-                .map(|r| {
-                    markers
-                        .get(&(id.clone(), r))
-                        .copied()
-                        .unwrap_or_default()
-                })
+                .map(|r| markers.get(&(id.clone(), r)).copied().unwrap_or_default())
                 .collect();
             if ranks.iter().any(|r| r.starts > 1) {
                 v.restarted += 1;

@@ -11,8 +11,8 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 pub type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -87,11 +87,13 @@ impl Kind {
 }
 
 /// The shell line of every task: markers around an optional sleep. `$M` names the marker file.
+/// A run stopped by SIGTERM (a cancel, a requeue) writes `k <job> <rank>` as it goes.
 pub fn task_script(sleep_s: u32) -> String {
-    // SLURM names an array member `<array>_<index>`, as `squeue` and `sacct` do.
-    let me = r#"j="${GANTRY_JOB_ID:-${SLURM_ARRAY_TASK_ID:+${SLURM_ARRAY_JOB_ID}_$SLURM_ARRAY_TASK_ID}}"; j="${j:-$SLURM_JOB_ID} ${RANK:-${SLURM_PROCID:-0}}""#;
+    // SLURM names an array member `<array>_<index>`, as `squeue` and `sacct` do, and the
+    // day knows an interactive `srun` by its name.
+    let me = r#"j="${GANTRY_JOB_ID:-${SLURM_ARRAY_TASK_ID:+${SLURM_ARRAY_JOB_ID}_$SLURM_ARRAY_TASK_ID}}"; case "$SLURM_JOB_NAME" in day-i-*) j="${j:-name:$SLURM_JOB_NAME}";; esac; j="${j:-$SLURM_JOB_ID} ${RANK:-${SLURM_PROCID:-0}}""#;
     let mid = if sleep_s > 0 {
-        format!("sleep {sleep_s}; ")
+        format!(r#"trap 'echo "k $j" >> "$M"; exit 143' TERM; sleep {sleep_s}; "#)
     } else {
         String::new()
     };
@@ -289,7 +291,8 @@ pub fn run_day(
         match cluster.active() {
             Ok(0) => break,
             Ok(n) if t0.elapsed() > limit => {
-                log.errors.push(format!("{n} jobs still active after {limit:?}"));
+                log.errors
+                    .push(format!("{n} jobs still active after {limit:?}"));
                 break;
             }
             Ok(n) if last_report.elapsed() >= Duration::from_secs(1) => {
@@ -391,7 +394,10 @@ fn act_on_due(
                     later.remove(&i);
                 }
                 Ok(false) if draining => {
-                    later.insert(i, Instant::now() - REQUEUE_AFTER + Duration::from_millis(200));
+                    later.insert(
+                        i,
+                        Instant::now() - REQUEUE_AFTER + Duration::from_millis(200),
+                    );
                 }
                 Ok(false) => {}
                 Err(e) => {

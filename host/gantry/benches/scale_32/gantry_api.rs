@@ -74,9 +74,7 @@ impl GantryApi {
 
     /// The job spec of one item.
     pub fn spec(kind: Kind, marker: &Path) -> Value {
-        let task = |count: u32, gpus: u32| {
-            json!([{"count": count, "gpus": gpus, "cpu_milli": 1000, "memory_mib": 256}])
-        };
+        let task = |count: u32, gpus: u32| json!([{"count": count, "gpus": gpus, "cpu_milli": 1000, "memory_mib": 256}]);
         let mut spec = json!({
             "name": format!("day-{}", kind.label()),
             "argv": ["/bin/sh", "-c", task_script(kind.sleep_s())],

@@ -57,7 +57,9 @@ fn write_private(path: &Path, text: &str) -> Res<()> {
 pub fn binary() -> PathBuf {
     std::env::var_os("GANTRY_BIN")
         .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/release/gantry"))
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/release/gantry")
+        })
 }
 
 /// The controller and its agents.
@@ -120,7 +122,13 @@ impl GantryCluster {
             ),
         )?;
         let mut child = Command::new(binary())
-            .args(["agent", "--controller", &self.api.base, "--listen", "127.0.0.1:0"])
+            .args([
+                "agent",
+                "--controller",
+                &self.api.base,
+                "--listen",
+                "127.0.0.1:0",
+            ])
             .args(["--name", &name, "--gpus", "8", "--no-nvml", "--config"])
             .arg(&cfg)
             .arg("--data-dir")
@@ -188,23 +196,32 @@ impl GantryCluster {
 fn unmount_under(dir: &Path) {
     let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
     for point in mounts.lines().filter_map(|l| l.split_whitespace().nth(1)) {
-        if Path::new(point).starts_with(dir) {
-            if let Ok(c) = std::ffi::CString::new(point) {
-                // SAFETY: a valid C string; MNT_DETACH has no other preconditions.
-                unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
-            }
+        if !Path::new(point).starts_with(dir) {
+            continue;
+        }
+        if let Ok(c) = std::ffi::CString::new(point) {
+            // SAFETY: a valid C string; MNT_DETACH has no other preconditions.
+            unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
         }
     }
 }
 
 /// Removes the (empty) cgroup directories this run left, in every v1 hierarchy.
 fn remove_cgroups(tag: &str) {
-    for h in std::fs::read_dir("/sys/fs/cgroup").into_iter().flatten().flatten() {
+    for h in std::fs::read_dir("/sys/fs/cgroup")
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
         for parent in std::fs::read_dir(h.path()).into_iter().flatten().flatten() {
             if !parent.file_name().to_string_lossy().starts_with(tag) {
                 continue;
             }
-            for task in std::fs::read_dir(parent.path()).into_iter().flatten().flatten() {
+            for task in std::fs::read_dir(parent.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
                 if task.path().is_dir() {
                     let _ = std::fs::remove_dir(task.path());
                 }

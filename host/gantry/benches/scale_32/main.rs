@@ -209,7 +209,11 @@ fn the_day(
     Ok((log, f))
 }
 
-fn verdict_fields(log: &day::DayLog, marker: &Path, states: &std::collections::BTreeMap<String, String>) -> Res<Value> {
+fn verdict_fields(
+    log: &day::DayLog,
+    marker: &Path,
+    states: &std::collections::BTreeMap<String, String>,
+) -> Res<Value> {
     let v = check::verify(log, marker, states)?;
     Ok(json!({
         "acknowledged": v.acknowledged, "succeeded": v.succeeded, "cancelled": v.cancelled,
@@ -221,7 +225,9 @@ fn verdict_fields(log: &day::DayLog, marker: &Path, states: &std::collections::B
 }
 
 fn gantry_side(k: &Knobs, items: &[Kind], out: &mut Out) -> Res<()> {
-    let dir = tempfile::Builder::new().prefix("gantry-scale32-").tempdir()?;
+    let dir = tempfile::Builder::new()
+        .prefix("gantry-scale32-")
+        .tempdir()?;
     {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))?;
@@ -300,19 +306,25 @@ fn gantry_side(k: &Knobs, items: &[Kind], out: &mut Out) -> Res<()> {
 }
 
 fn slurm_side(k: &Knobs, items: &[Kind], out: &mut Out) -> Res<()> {
-    let run = PathBuf::from(std::env::var("BENCH_SLURM_RUN").unwrap_or_else(|_| "/var/tmp/slurm-peer".into()));
+    let run = PathBuf::from(
+        std::env::var("BENCH_SLURM_RUN").unwrap_or_else(|_| "/var/tmp/slurm-peer".into()),
+    );
     let peer = SlurmPeer::new(&run, Duration::from_millis(k.down_after_ms));
     let up = peer.nodes_up()?;
     if up < k.agents {
         return Err(format!("the SLURM peer has {up} nodes up, not {}", k.agents).into());
     }
-    let dir = tempfile::Builder::new().prefix("slurm-scale32-").tempdir()?;
+    let dir = tempfile::Builder::new()
+        .prefix("slurm-scale32-")
+        .tempdir()?;
     {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))?;
     }
     let marker = day::marker_file(&dir.path().join("day"))?;
-    let since = std::process::Command::new("date").arg("+%Y-%m-%dT%H:%M:%S").output()?;
+    let since = std::process::Command::new("date")
+        .arg("+%Y-%m-%dT%H:%M:%S")
+        .output()?;
     let since = String::from_utf8_lossy(&since.stdout).trim().to_string();
     let ctl = peer.slurmctld_pid()?;
     let slurmds = peer.slurmd_pids();
@@ -369,7 +381,12 @@ fn main() -> Res<()> {
             file: std::fs::File::create(&path)?,
             common,
         };
-        eprintln!("{side}: {} items, {} jobs -> {}", items.len(), day::jobs_in(&items), path.display());
+        eprintln!(
+            "{side}: {} items, {} jobs -> {}",
+            items.len(),
+            day::jobs_in(&items),
+            path.display()
+        );
         match side {
             "gantry" => gantry_side(&k, &items, &mut out)?,
             "slurm" => slurm_side(&k, &items, &mut out)?,

@@ -32,11 +32,7 @@ pub struct SlurmPeer {
 fn out(cmd: &mut Command) -> Res<String> {
     let o = cmd.stderr(Stdio::piped()).output()?;
     if !o.status.success() {
-        return Err(format!(
-            "{cmd:?}: {}",
-            String::from_utf8_lossy(&o.stderr).trim()
-        )
-        .into());
+        return Err(format!("{cmd:?}: {}", String::from_utf8_lossy(&o.stderr).trim()).into());
     }
     Ok(String::from_utf8_lossy(&o.stdout).to_string())
 }
@@ -117,7 +113,11 @@ impl SlurmPeer {
             if section.is_empty() || !key.contains("cycle") {
                 continue;
             }
-            if let Some(n) = v.split_whitespace().next().and_then(|n| n.parse::<f64>().ok()) {
+            if let Some(n) = v
+                .split_whitespace()
+                .next()
+                .and_then(|n| n.parse::<f64>().ok())
+            {
                 found.insert(format!("{section}_{key}"), n);
             }
         }
@@ -133,7 +133,13 @@ impl SlurmPeer {
         let t = Instant::now();
         loop {
             let text = out(Command::new("sacct").args([
-                "-n", "-X", "-P", "-S", since, "-o", "JobID,JobName,State",
+                "-n",
+                "-X",
+                "-P",
+                "-S",
+                since,
+                "-o",
+                "JobID,JobName,State",
             ]))?;
             let mut states = BTreeMap::new();
             for line in text.lines() {
@@ -150,11 +156,14 @@ impl SlurmPeer {
                     states.insert(format!("name:{}", f[1]), state);
                 }
             }
-            let final_ones = states
-                .values()
-                .filter(|s| !matches!(s.as_str(), "pending" | "running" | "requeued"))
-                .count();
-            if final_ones >= expect || t.elapsed() > Duration::from_secs(90) {
+            let settled = !states.values().any(|s| {
+                matches!(
+                    s.as_str(),
+                    "pending" | "running" | "requeued" | "completing"
+                )
+            });
+            let ids = states.keys().filter(|k| !k.starts_with("name:")).count();
+            if (settled && ids >= expect) || t.elapsed() > Duration::from_secs(90) {
                 return Ok(states);
             }
             std::thread::sleep(Duration::from_secs(1));
@@ -177,7 +186,16 @@ impl Cluster for SlurmPeer {
         if kind == Kind::Interactive {
             let name = format!("day-i-{}", self.seq.fetch_add(1, Ordering::Relaxed));
             let child = Command::new("srun")
-                .args(["-J", &name, "--gres=gpu:1", "-c", "1", "--mem=256", "-t", "10"])
+                .args([
+                    "-J",
+                    &name,
+                    "--gres=gpu:1",
+                    "-c",
+                    "1",
+                    "--mem=256",
+                    "-t",
+                    "10",
+                ])
                 .env("M", marker)
                 .args(["/bin/sh", "-c", &script])
                 .stdin(Stdio::null())
@@ -194,8 +212,16 @@ impl Cluster for SlurmPeer {
             .env("M", marker);
         match kind {
             Kind::Gang { nodes } => {
-                cmd.args(["-N", &nodes.to_string(), "--ntasks-per-node=1", "--gres=gpu:8"])
-                    .arg(format!("--wrap=srun /bin/sh -c '{script}'"));
+                cmd.args([
+                    "-N",
+                    &nodes.to_string(),
+                    "--ntasks-per-node=1",
+                    "--gres=gpu:8",
+                ])
+                .arg(format!(
+                    "--wrap=srun /bin/sh -c '{}'",
+                    script.replace('\'', r"'\''")
+                ));
             }
             Kind::Array { members } => {
                 cmd.args(["--gres=gpu:1", &format!("--array=0-{}", members - 1)])
@@ -233,9 +259,8 @@ impl Cluster for SlurmPeer {
     }
 
     fn active(&self) -> Res<usize> {
-        let text = out(Command::new("squeue").args([
-            "-h", "-r", "-t", "PD,CF,R,CG,S,RQ,RS", "-o", "%i",
-        ]))?;
+        let text =
+            out(Command::new("squeue").args(["-h", "-r", "-t", "PD,CF,R,CG,S,RQ,RS", "-o", "%i"]))?;
         Ok(text.lines().count())
     }
 
@@ -279,15 +304,25 @@ impl Cluster for SlurmPeer {
         Ok(())
     }
 
+    /// Longer than Gantry's: slurmctld pings a node every `SlurmdTimeout / 3` and calls it
+    /// down only after a ping goes unanswered past the timeout.
     fn down_for(&self) -> Duration {
-        self.down_after + Duration::from_secs(5)
+        self.down_after * 2 + Duration::from_secs(5)
     }
 
     fn submit_wide(&self, nodes: usize, marker: &Path) -> Res<String> {
         let script = super::day::wide_script();
         let id = out(Command::new("sbatch")
             .args(["--parsable", "-J", "day-wide", "-N", &nodes.to_string()])
-            .args(["--ntasks-per-node=1", "--gres=gpu:8", "-c", "1", "--mem=256", "-t", "1"])
+            .args([
+                "--ntasks-per-node=1",
+                "--gres=gpu:8",
+                "-c",
+                "1",
+                "--mem=256",
+                "-t",
+                "1",
+            ])
             .args(["-o", "/dev/null"])
             .env("M", marker)
             .arg(format!("--wrap=srun /bin/sh -c '{script}'")))?;
