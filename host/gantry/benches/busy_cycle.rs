@@ -114,7 +114,11 @@ fn cycle_buckets(agent: &ureq::Agent, base: &str) -> Result<Vec<(f64, f64)>> {
         .filter(|l| l.starts_with("gantry_cycle_duration_seconds_bucket{"))
         .filter_map(|l| {
             let le = l.split("le=\"").nth(1)?.split('"').next()?;
-            let bound = if le == "+Inf" { f64::INFINITY } else { le.parse().ok()? };
+            let bound = if le == "+Inf" {
+                f64::INFINITY
+            } else {
+                le.parse().ok()?
+            };
             Some((bound, l.rsplit_once(' ')?.1.parse().ok()?))
         })
         .collect())
