@@ -16,10 +16,9 @@ mod day;
 mod gantry_api;
 
 use day::{Cluster, Kind, Res};
-use gantry_api::GantryApi;
+use gantry_api::{GantryAgents, GantryApi};
 use gantry_e2e::Daemon;
 use gantry_e2e::agents::Agent;
-use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -33,30 +32,18 @@ struct SmallCluster<'a> {
     agents: Vec<Mutex<Agent>>,
 }
 
-impl Cluster for SmallCluster<'_> {
-    fn submit(&self, _client: usize, kind: Kind, marker: &Path) -> Res<Vec<String>> {
-        self.api.submit(kind, marker)
+impl GantryAgents for SmallCluster<'_> {
+    fn api(&self) -> &GantryApi {
+        &self.api
     }
-    fn cancel(&self, id: &str) -> Res<()> {
-        self.api.cancel(id)
+    fn node_name(&self, i: usize) -> String {
+        format!("day-{i}")
     }
-    fn requeue(&self, id: &str) -> Res<bool> {
-        self.api.requeue(id)
-    }
-    fn active(&self) -> Res<usize> {
-        self.api.active()
-    }
-    fn jobs_on_node(&self, i: usize) -> Res<Vec<String>> {
-        self.api.jobs_on_node(&format!("day-{i}"))
-    }
-    fn node_down(&self, i: usize) -> Res<bool> {
-        self.api.node_down(&format!("day-{i}"))
-    }
-    fn kill_node(&self, i: usize) -> Res<()> {
+    fn kill_agent(&self, i: usize) -> Res<()> {
         self.agents[i].lock().map_err(|_| "poisoned")?.sigkill();
         Ok(())
     }
-    fn restart_node(&self, i: usize) -> Res<()> {
+    fn restart_agent(&self, i: usize) -> Res<()> {
         self.agents[i]
             .lock()
             .map_err(|_| "poisoned")?
@@ -65,12 +52,6 @@ impl Cluster for SmallCluster<'_> {
     }
     fn down_for(&self) -> Duration {
         Duration::from_millis(DOWN_AFTER_MS) + Duration::from_secs(3)
-    }
-    fn submit_wide(&self, nodes: usize, marker: &Path) -> Res<String> {
-        self.api.submit_wide(nodes, marker)
-    }
-    fn placed_at(&self, id: &str) -> Res<Option<f64>> {
-        self.api.placed_at(id)
     }
 }
 

@@ -6,7 +6,7 @@
 //! Owns: request bodies and answers. Does not own the processes (the benchmark's
 //! `gantry_cluster.rs`, or the suite's harness).
 
-use super::day::{Kind, Res, task_script};
+use super::day::{Cluster, Kind, Res, task_script};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -321,6 +321,58 @@ impl GantryApi {
             return Err(format!("DELETE service answered {status}: {text}").into());
         }
         Ok(())
+    }
+}
+
+/// A Gantry cluster of agent processes: what the day needs beyond the API is the agents
+/// themselves. Every such cluster is a [`Cluster`] through the API (below), so the benchmark
+/// and the suite's small version write only this.
+pub trait GantryAgents: Sync {
+    /// The cluster's API.
+    fn api(&self) -> &GantryApi;
+    /// Agent `i`'s node name.
+    fn node_name(&self, i: usize) -> String;
+    /// SIGKILLs agent `i` (its tasks live on).
+    fn kill_agent(&self, i: usize) -> Res<()>;
+    /// Starts agent `i` again on its data directory and waits until its node is up.
+    fn restart_agent(&self, i: usize) -> Res<()>;
+    /// How long a killed agent stays down.
+    fn down_for(&self) -> Duration;
+}
+
+impl<T: GantryAgents> Cluster for T {
+    fn submit(&self, _client: usize, kind: Kind, marker: &Path) -> Res<Vec<String>> {
+        self.api().submit(kind, marker)
+    }
+    fn cancel(&self, id: &str) -> Res<()> {
+        self.api().cancel(id)
+    }
+    fn requeue(&self, id: &str) -> Res<bool> {
+        self.api().requeue(id)
+    }
+    fn active(&self) -> Res<usize> {
+        self.api().active()
+    }
+    fn jobs_on_node(&self, i: usize) -> Res<Vec<String>> {
+        self.api().jobs_on_node(&self.node_name(i))
+    }
+    fn node_down(&self, i: usize) -> Res<bool> {
+        self.api().node_down(&self.node_name(i))
+    }
+    fn kill_node(&self, i: usize) -> Res<()> {
+        self.kill_agent(i)
+    }
+    fn restart_node(&self, i: usize) -> Res<()> {
+        self.restart_agent(i)
+    }
+    fn down_for(&self) -> Duration {
+        GantryAgents::down_for(self)
+    }
+    fn submit_wide(&self, nodes: usize, marker: &Path) -> Res<String> {
+        self.api().submit_wide(nodes, marker)
+    }
+    fn placed_at(&self, id: &str) -> Res<Option<f64>> {
+        self.api().placed_at(id)
     }
 }
 

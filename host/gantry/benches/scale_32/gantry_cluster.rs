@@ -7,8 +7,8 @@
 //! Owns: the processes, their configs and `/proc` readings. Does not own the API calls
 //! (`gantry_api.rs`) or the stream (`day.rs`).
 
-use super::day::{Cluster, Kind, Res};
-use super::gantry_api::GantryApi;
+use super::day::Res;
+use super::gantry_api::{GantryAgents, GantryApi};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -231,26 +231,14 @@ fn remove_cgroups(tag: &str) {
     }
 }
 
-impl Cluster for GantryCluster {
-    fn submit(&self, _client: usize, kind: Kind, marker: &Path) -> Res<Vec<String>> {
-        self.api.submit(kind, marker)
+impl GantryAgents for GantryCluster {
+    fn api(&self) -> &GantryApi {
+        &self.api
     }
-    fn cancel(&self, id: &str) -> Res<()> {
-        self.api.cancel(id)
+    fn node_name(&self, i: usize) -> String {
+        Self::agent_name(i)
     }
-    fn requeue(&self, id: &str) -> Res<bool> {
-        self.api.requeue(id)
-    }
-    fn active(&self) -> Res<usize> {
-        self.api.active()
-    }
-    fn jobs_on_node(&self, i: usize) -> Res<Vec<String>> {
-        self.api.jobs_on_node(&Self::agent_name(i))
-    }
-    fn node_down(&self, i: usize) -> Res<bool> {
-        self.api.node_down(&Self::agent_name(i))
-    }
-    fn kill_node(&self, i: usize) -> Res<()> {
+    fn kill_agent(&self, i: usize) -> Res<()> {
         let slot = self.agents.get(i).ok_or("no such agent")?;
         let mut slot = slot.lock().map_err(|_| "poisoned")?;
         if let Some(mut p) = slot.take() {
@@ -259,7 +247,7 @@ impl Cluster for GantryCluster {
         }
         Ok(())
     }
-    fn restart_node(&self, i: usize) -> Res<()> {
+    fn restart_agent(&self, i: usize) -> Res<()> {
         let proc = self.spawn_agent(i)?;
         if let Some(slot) = self.agents.get(i) {
             *slot.lock().map_err(|_| "poisoned")? = Some(proc);
@@ -275,11 +263,5 @@ impl Cluster for GantryCluster {
     }
     fn down_for(&self) -> Duration {
         self.down_after + Duration::from_secs(5)
-    }
-    fn submit_wide(&self, nodes: usize, marker: &Path) -> Res<String> {
-        self.api.submit_wide(nodes, marker)
-    }
-    fn placed_at(&self, id: &str) -> Res<Option<f64>> {
-        self.api.placed_at(id)
     }
 }
